@@ -1,0 +1,88 @@
+/* gpool_sim.h — control API of the simulated CUDA driver (build/sim/libcuda.so.1).
+ *
+ * The simulator implements the CUDA driver entry points gpool uses on host memory, following
+ * the real driver's documented rules. It is a test instrument: numbers measured on it are not
+ * GPU numbers. Tests reach these functions with dlopen(getenv("GPOOL_LIBCUDA")) + dlsym, so
+ * they talk to the same instance gpool itself loads.
+ *
+ * Environment (read once, when the library is loaded):
+ *   GPOOL_SIM_DEVICES=N      number of devices (default 1, at most GPOOL_SIM_MAX_DEVICES;
+ *                            0 makes cuInit return CUDA_ERROR_NO_DEVICE)
+ *   GPOOL_SIM_MEMORY=SIZE    capacity of each device: plain bytes or K/M/G/T (binary) suffix,
+ *                            optionally followed by "B" or "iB" (default 8G)
+ *   GPOOL_SIM_FAIL=e:N,...   the Nth call (from process start) of entry point e fails once
+ *   GPOOL_SIM_STATS=FILE     write a JSON summary to FILE when the library is unloaded
+ *                            (process exit or last dlclose)
+ * A malformed value of any of these is fatal (message on stderr, abort()).
+ *
+ * Injected failures have no side effects. They return CUDA_ERROR_OUT_OF_MEMORY for every entry
+ * point that obtains memory or a driver object (cuMemCreate, cuMemAlloc, cuMemAllocAsync,
+ * cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister, cuMemAddressReserve, cuMemMap,
+ * cuStreamCreate, cuEventCreate, cuDevicePrimaryCtxRetain), CUDA_ERROR_NO_DEVICE for cuInit,
+ * CUDA_ERROR_INVALID_CONTEXT for the context calls, and CUDA_ERROR_INVALID_VALUE otherwise;
+ * gpoolsim_entry_names() lists every injectable name and gpoolsim_injected_error() tells which
+ * code a name gets.
+ */
+#ifndef GPOOL_SIM_H
+#define GPOOL_SIM_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPOOL_SIM_MAX_DEVICES 16
+#define GPOOL_SIM_GRANULARITY ((size_t)2 << 20)
+
+/* Arm a one-shot failure: the nth call of `entry` counted from now fails (nth >= 1).
+ * nth == 0 disarms every pending failure of `entry`. Names are base names ("cuMemAlloc");
+ * the "_v2" spelling is accepted too. Returns 0, or -1 for an unknown name / too many armed. */
+int gpoolsim_fail_nth(const char *entry, unsigned long nth);
+void gpoolsim_fail_clear(void);
+/* The CUresult an injected failure of `entry` returns (CUDA_ERROR_INVALID_VALUE if unknown). */
+CUresult gpoolsim_injected_error(const char *entry);
+
+/* Calls since process start or the last gpoolsim_reset_counts(); failed calls count too. */
+unsigned long gpoolsim_call_count(const char *entry);
+unsigned long gpoolsim_call_total(void);
+void gpoolsim_reset_counts(void);
+
+/* Device memory accounting (VMM handles located on the device plus cuMemAlloc*). */
+size_t gpoolsim_bytes_in_use(int device);
+size_t gpoolsim_peak_bytes(int device);
+/* May be set below the bytes in use: later allocations then fail with OUT_OF_MEMORY. */
+void gpoolsim_set_capacity(int device, size_t bytes);
+
+/* Held completion: work submitted to a held stream (event records, async copies, waits)
+ * does not complete until the stream is released or someone synchronizes on it. NULL,
+ * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the default stream. Return 0, or -1 for
+ * an unknown stream. */
+int gpoolsim_stream_hold(CUstream s);
+int gpoolsim_stream_release(CUstream s);
+/* Number of cuEventSynchronize/cuStreamSynchronize/cuCtxSynchronize calls that had to
+ * release held work to return. */
+unsigned long gpoolsim_forced_syncs(void);
+
+struct gpoolsim_live {
+    size_t handles;            /* cuMemCreate handles not yet cuMemRelease'd */
+    size_t mappings;           /* cuMemMap ranges not yet unmapped */
+    size_t reservations;       /* cuMemAddressReserve ranges not yet freed */
+    size_t host_allocs;        /* cuMemHostAlloc / cuMemAllocHost not yet freed */
+    size_t host_registrations; /* cuMemHostRegister ranges not yet unregistered */
+    size_t streams;            /* cuStreamCreate streams not yet destroyed */
+    size_t events;             /* cuEventCreate events not yet destroyed */
+    size_t legacy_allocs;      /* cuMemAlloc / cuMemAllocAsync not yet freed */
+};
+/* Leak checks: all zero after a clean shutdown. */
+void gpoolsim_get_live(struct gpoolsim_live *out);
+
+/* Every injectable entry point (base names), in a fixed order. */
+const char *const *gpoolsim_entry_names(size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPOOL_SIM_H */

@@ -1,0 +1,177 @@
+/* sim_host.c — pinned host memory: cuMemHostAlloc/cuMemAllocHost/cuMemFreeHost, host
+ * registration and device pointers of mapped host memory. Host memory does not count against
+ * device capacity; with unified addressing a device pointer equals the host pointer. */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sim_internal.h"
+
+struct sim_host_range {
+    struct sim_host_range *next;
+    uintptr_t ptr;
+    size_t size;
+    size_t mapped; /* allocations only: page rounded length of the mapping */
+    unsigned flags;
+};
+
+static struct sim_host_range *sim_host_allocs;
+static struct sim_host_range *sim_host_regs;
+
+static struct sim_host_range *sim_host_containing(struct sim_host_range *list, uintptr_t p) {
+    for (struct sim_host_range *r = list; r; r = r->next)
+        if (p >= r->ptr && p - r->ptr < r->size) return r;
+    return NULL;
+}
+
+static int sim_host_overlaps(struct sim_host_range *list, uintptr_t p, size_t size) {
+    for (struct sim_host_range *r = list; r; r = r->next)
+        if (p < r->ptr + r->size && r->ptr < p + size) return 1;
+    return 0;
+}
+
+static CUresult sim_host_alloc(void **pp, size_t bytesize, unsigned flags) {
+    int dev;
+    CUresult rc;
+    if (!pp || bytesize == 0 ||
+        (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_current_device(&dev)) != CUDA_SUCCESS) return rc;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytesize > SIZE_MAX - page) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_host_range *r = malloc(sizeof *r);
+    if (!r) return CUDA_ERROR_OUT_OF_MEMORY;
+    r->mapped = (bytesize + page - 1) & ~(page - 1);
+    void *p = mmap(NULL, r->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        free(r);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r->ptr = (uintptr_t)p;
+    r->size = bytesize;
+    r->flags = flags;
+    r->next = sim_host_allocs;
+    sim_host_allocs = r;
+    sim_live_add(SIM_LIVE_HOST_ALLOCS, 1);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+    CUresult rc = sim_enter(SIM_cuMemHostAlloc);
+    if (rc == CUDA_SUCCESS) rc = sim_host_alloc(pp, bytesize, Flags);
+    return sim_leave(rc);
+}
+
+CUresult cuMemAllocHost(void **pp, size_t bytesize) {
+    CUresult rc = sim_enter(SIM_cuMemAllocHost);
+    if (rc == CUDA_SUCCESS) rc = sim_host_alloc(pp, bytesize, 0);
+    return sim_leave(rc);
+}
+
+CUresult cuMemFreeHost(void *p) {
+    CUresult rc = sim_enter(SIM_cuMemFreeHost);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    for (struct sim_host_range **pp = &sim_host_allocs; *pp; pp = &(*pp)->next) {
+        struct sim_host_range *r = *pp;
+        if (r->ptr != (uintptr_t)p) continue;
+        *pp = r->next;
+        munmap(p, r->mapped);
+        free(r);
+        sim_live_add(SIM_LIVE_HOST_ALLOCS, -1);
+        return sim_leave(CUDA_SUCCESS);
+    }
+    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Every page of [p, p+size) is mapped in this process (mincore fails with ENOMEM if not). */
+static int sim_host_range_mapped(uintptr_t p, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = p & ~(uintptr_t)(page - 1);
+    uintptr_t end = p + size;
+    unsigned char vec[256];
+    while (start < end) {
+        size_t len = end - start;
+        if (len > page * sizeof vec) len = page * sizeof vec;
+        if (mincore((void *)start, len, vec) != 0 && errno == ENOMEM) return 0;
+        start += len;
+    }
+    return 1;
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+    int dev;
+    CUresult rc = sim_enter(SIM_cuMemHostRegister);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    uintptr_t ptr = (uintptr_t)p;
+    if (!p || bytesize == 0 || ptr + bytesize < ptr ||
+        (Flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+        return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if ((rc = sim_current_device(&dev)) != CUDA_SUCCESS) return sim_leave(rc);
+    if (sim_host_overlaps(sim_host_regs, ptr, bytesize) ||
+        sim_host_overlaps(sim_host_allocs, ptr, bytesize))
+        return sim_leave(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    if (!sim_host_range_mapped(ptr, bytesize)) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    struct sim_host_range *r = malloc(sizeof *r);
+    if (!r) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    r->ptr = ptr;
+    r->size = bytesize;
+    r->mapped = 0;
+    r->flags = Flags;
+    r->next = sim_host_regs;
+    sim_host_regs = r;
+    sim_live_add(SIM_LIVE_HOST_REGS, 1);
+    return sim_leave(CUDA_SUCCESS);
+}
+
+static CUresult sim_host_unregister(void *p) {
+    CUresult rc = sim_enter(SIM_cuMemHostUnregister);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    for (struct sim_host_range **pp = &sim_host_regs; *pp; pp = &(*pp)->next) {
+        struct sim_host_range *r = *pp;
+        if (r->ptr != (uintptr_t)p) continue;
+        *pp = r->next;
+        free(r);
+        sim_live_add(SIM_LIVE_HOST_REGS, -1);
+        return sim_leave(CUDA_SUCCESS);
+    }
+    return sim_leave(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+}
+
+CUresult cuMemHostUnregister(void *p) {
+    return sim_host_unregister(p);
+}
+
+/* cuMemHostRegister before CUDA 6.5 had the same signature. */
+CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize,
+                                  unsigned int Flags) __asm__("cuMemHostRegister");
+SIM_EXPORT CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize, unsigned int Flags) {
+    return cuMemHostRegister(p, bytesize, Flags);
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags) {
+    CUresult rc = sim_enter(SIM_cuMemHostGetDevicePointer);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    if (!pdptr || Flags != 0) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    struct sim_host_range *r = sim_host_containing(sim_host_allocs, (uintptr_t)p);
+    int mapped = r && (r->flags & CU_MEMHOSTALLOC_DEVICEMAP);
+    if (!r) {
+        r = sim_host_containing(sim_host_regs, (uintptr_t)p);
+        mapped = r && (r->flags & CU_MEMHOSTREGISTER_DEVICEMAP);
+    }
+    if (!mapped) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return sim_leave(CUDA_SUCCESS);
+}
+
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p) {
+    CUresult rc = sim_enter(SIM_cuMemHostGetFlags);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    struct sim_host_range *r = sim_host_containing(sim_host_allocs, (uintptr_t)p);
+    if (!pFlags || !r) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    *pFlags = r->flags;
+    return sim_leave(CUDA_SUCCESS);
+}

@@ -1,0 +1,113 @@
+/* sim_legacy.c — cuMemAlloc/cuMemFree, their stream-ordered forms and cuMemGetAddressRange.
+ * Each allocation is its own anonymous mapping (page aligned, so 256-byte aligned) and counts
+ * its requested size against the current context's device. The stream-ordered forms take
+ * effect at once; they only add a unit of work to the stream. */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sim_internal.h"
+
+struct sim_legacy_alloc {
+    struct sim_legacy_alloc *next;
+    uintptr_t ptr;
+    size_t size;   /* requested */
+    size_t mapped; /* page rounded */
+    int device;
+};
+
+static struct sim_legacy_alloc *sim_legacy;
+
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
+    int dev;
+    CUresult rc;
+    if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_current_device(&dev)) != CUDA_SUCCESS) return rc;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytesize > SIZE_MAX - page) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_legacy_alloc *a = malloc(sizeof *a);
+    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((rc = sim_charge(dev, bytesize)) != CUDA_SUCCESS) {
+        free(a);
+        return rc;
+    }
+    a->mapped = (bytesize + page - 1) & ~(page - 1);
+    void *p = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        sim_uncharge(dev, bytesize);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->ptr = (uintptr_t)p;
+    a->size = bytesize;
+    a->device = dev;
+    a->next = sim_legacy;
+    sim_legacy = a;
+    sim_live_add(SIM_LIVE_LEGACY, 1);
+    *dptr = (CUdeviceptr)a->ptr;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_free(CUdeviceptr dptr) {
+    for (struct sim_legacy_alloc **pp = &sim_legacy; *pp; pp = &(*pp)->next) {
+        struct sim_legacy_alloc *a = *pp;
+        if (a->ptr != (uintptr_t)dptr) continue;
+        *pp = a->next;
+        munmap((void *)a->ptr, a->mapped);
+        sim_uncharge(a->device, a->size);
+        free(a);
+        sim_live_add(SIM_LIVE_LEGACY, -1);
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+    CUresult rc = sim_enter(SIM_cuMemAlloc);
+    if (rc == CUDA_SUCCESS) rc = sim_alloc(dptr, bytesize);
+    return sim_leave(rc);
+}
+
+CUresult cuMemFree(CUdeviceptr dptr) {
+    CUresult rc = sim_enter(SIM_cuMemFree);
+    if (rc == CUDA_SUCCESS) rc = sim_free(dptr);
+    return sim_leave(rc);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    struct CUstream_st *s;
+    CUresult rc = sim_enter(SIM_cuMemAllocAsync);
+    if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup(hStream, &s)) == CUDA_SUCCESS &&
+        (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS)
+        sim_stream_submit(s);
+    return sim_leave(rc);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+    struct CUstream_st *s;
+    CUresult rc = sim_enter(SIM_cuMemFreeAsync);
+    if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup(hStream, &s)) == CUDA_SUCCESS &&
+        (rc = sim_free(dptr)) == CUDA_SUCCESS)
+        sim_stream_submit(s);
+    return sim_leave(rc);
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+    CUresult rc = sim_enter(SIM_cuMemGetAddressRange);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    uintptr_t p = (uintptr_t)dptr, base = 0;
+    size_t size = 0;
+    int found = sim_vmm_range(p, &base, &size);
+    for (struct sim_legacy_alloc *a = sim_legacy; a && !found; a = a->next) {
+        if (p >= a->ptr && p - a->ptr < a->size) {
+            base = a->ptr;
+            size = a->size;
+            found = 1;
+        }
+    }
+    if (!found) return sim_leave(CUDA_ERROR_NOT_FOUND);
+    if (pbase) *pbase = (CUdeviceptr)base;
+    if (psize) *psize = size;
+    return sim_leave(CUDA_SUCCESS);
+}
