@@ -1,0 +1,87 @@
+# gpool — build, test and benchmark. `make` builds the libraries, `make test` runs the suite.
+CUDA_HOME ?= /usr/local/cuda
+CC        ?= cc
+BUILD     ?= build
+OPT       ?= -O2
+SAN       ?=
+WARN      := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CPPFLAGS  := -Iinclude -Isrc -isystem $(CUDA_HOME)/include -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
+CFLAGS    := -std=c11 $(OPT) -g -fPIC -pthread $(WARN) $(SAN) $(EXTRA_CFLAGS)
+LDFLAGS   := -pthread $(SAN) $(EXTRA_LDFLAGS)
+LIBS      := -ldl -lm -ljemalloc -lhwloc
+
+LIB_SRC   := $(sort $(wildcard src/*.c))
+SIM_SRC   := $(sort $(wildcard sim/*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_MAIN := bench/main.c
+TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+TESTUTIL  := $(sort $(wildcard tests/util_*.c))
+PRELOAD_SRC := $(sort $(wildcard preload/*.c))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+SIM_OBJ   := $(SIM_SRC:%.c=$(BUILD)/obj/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
+TESTUTIL_OBJ := $(TESTUTIL:%.c=$(BUILD)/obj/%.o)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+SIMLIB    := $(BUILD)/sim/libcuda.so.1
+DEPS_OK   := $(BUILD)/.deps-ok
+
+.PHONY: all lib sim tests bench test test-asan test-tsan test-valgrind clean format deps
+all: lib sim $(if $(BENCH_SRC),$(BUILD)/gpool-bench)
+lib: $(BUILD)/libgpool.so $(BUILD)/libgpool.a
+sim: $(SIMLIB)
+tests: $(TEST_BIN)
+
+$(DEPS_OK):
+	@CC="$(CC)" CUDA_HOME="$(CUDA_HOME)" scripts/deps.sh
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libgpool.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
+$(BUILD)/libgpool.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SIMLIB): $(SIM_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -o $@ $^ $(LDFLAGS) -ldl -lrt
+	@ln -sf libcuda.so.1 $(@D)/libcuda.so
+
+$(BUILD)/gpool-bench: $(BENCH_OBJ) $(BUILD)/libgpool.a
+	$(CC) -o $@ $(BENCH_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTUTIL_OBJ) $(BUILD)/libgpool.a | $(SIMLIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS) -lcriterion
+
+# Every test binary runs against the simulated driver.
+TEST_ENV := GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_TEST_BUILD=$(abspath $(BUILD))
+TEST_JOBS ?= 2
+test: all $(TEST_BIN)
+	@fail=0; for t in $(TEST_BIN); do \
+	  echo "== $$t"; $(TEST_ENV) $(TEST_RUNNER) $$t --jobs $(TEST_JOBS) $(TEST_ARGS) || fail=1; \
+	done; exit $$fail
+
+test-asan:
+	$(MAKE) test BUILD=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+test-tsan:
+	$(MAKE) test BUILD=build/tsan OPT=-O1 SAN="-fsanitize=thread" TEST_ARGS="$(TEST_ARGS)"
+test-valgrind:
+	$(MAKE) test BUILD=build/valgrind OPT=-O1 TEST_JOBS=1 \
+	  TEST_RUNNER="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes"
+
+format:
+	clang-format -i include/*.h src/*.c src/*.h sim/*.c sim/*.h tests/*.c tests/*.h bench/*.c bench/*.h 2>/dev/null || true
+
+clean:
+	rm -rf build
+
+# Each area may add its own rules (targets, extra test binaries) in a fragment.
+-include $(wildcard bench/bench.mk preload/preload.mk examples/examples.mk fuzz/fuzz.mk pkg/pkg.mk)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

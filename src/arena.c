@@ -1,0 +1,591 @@
+#include "arena.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+#define MiB ((size_t)1 << 20)
+
+/* ---------- regions ---------- */
+
+static gpool_status region_add(gp_arena *a, size_t min_bytes)
+{
+    size_t n = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    if (n == GP_MAX_REGIONS)
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "%s: address space exhausted (%d regions)",
+                       a->ops->name, GP_MAX_REGIONS);
+    size_t want = a->va_reserve;
+    if (want < min_bytes) want = min_bytes;
+    want = (want + a->page - 1) & ~(a->page - 1);
+    uintptr_t base = 0;
+    size_t got = 0;
+    gpool_status st = a->ops->reserve(a->bctx, want, &base, &got);
+    if (st != GPOOL_OK) return st;
+    _Atomic(gp_slab *) *gran = calloc(got >> GP_GRANULE_SHIFT, sizeof *gran);
+    int idx = gran ? gp_heap_add_region(&a->heap, base, got, a->page, NULL) : -1;
+    if (idx < 0) {
+        free(gran);
+        a->ops->unreserve(a->bctx, base, got);
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu MiB region's tables",
+                       got / MiB);
+    }
+    a->regs[n].base = base;
+    a->regs[n].size = got;
+    a->regs[n].granule = gran;
+    atomic_store_explicit(&a->nregs, n + 1, memory_order_release);
+    return GPOOL_OK;
+}
+
+int gp_arena_contains(gp_arena *a, uintptr_t ptr)
+{
+    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        if (ptr - a->regs[i].base < a->regs[i].size) return 1;
+    return 0;
+}
+
+gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
+{
+    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t off = addr - a->regs[i].base;
+        if (off < a->regs[i].size)
+            return atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
+                                        memory_order_acquire);
+    }
+    return NULL;
+}
+
+static void granules_set(gp_arena *a, uintptr_t base, size_t bytes, gp_slab *s)
+{
+    size_t n = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t off = base - a->regs[i].base;
+        if (off >= a->regs[i].size) continue;
+        for (size_t g = 0; g < bytes >> GP_GRANULE_SHIFT; g++)
+            atomic_store_explicit(&a->regs[i].granule[(off >> GP_GRANULE_SHIFT) + g], s,
+                                  memory_order_release);
+        return;
+    }
+}
+
+/* ---------- physical backing ---------- */
+
+/* Back every unbacked page under r. */
+static gpool_status back_range(gp_arena *a, gp_range *r)
+{
+    gp_region *g = &a->heap.regions[r->region];
+    size_t first = (r->addr - g->base) >> g->page_shift;
+    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
+    for (size_t p = first; p <= last;) {
+        if (g->page_phys[p]) {
+            p++;
+            continue;
+        }
+        size_t q = p;
+        while (q <= last && !g->page_phys[q]) q++;
+        gpool_status st = a->ops->back(a->bctx, g, p, q - p, r->size);
+        if (st != GPOOL_OK) return st;
+        p = q;
+    }
+    return GPOOL_OK;
+}
+
+static size_t held_bytes(gp_arena *a) { return a->ops->held_bytes(a->bctx); }
+
+static void note_held(gp_arena *a)
+{
+    size_t h = held_bytes(a);
+    if (h > a->c.peak_held) a->c.peak_held = h;
+}
+
+/* ---------- streams ---------- */
+
+static gp_arena_stream *stream_get(gp_arena *a, uintptr_t tag, uint16_t *idx)
+{
+    for (size_t i = 0; i < a->nstreams; i++)
+        if (a->streams[i].tag == tag) {
+            if (idx) *idx = (uint16_t)i;
+            return &a->streams[i];
+        }
+    if (a->nstreams == UINT16_MAX) return NULL;
+    if (a->nstreams == a->cap_streams) {
+        size_t cap = a->cap_streams ? a->cap_streams * 2 : 4;
+        gp_arena_stream *ns = realloc(a->streams, cap * sizeof *ns);
+        if (!ns) return NULL;
+        a->streams = ns;
+        a->cap_streams = cap;
+    }
+    gp_arena_stream *s = &a->streams[a->nstreams];
+    memset(s, 0, sizeof *s);
+    s->tag = tag;
+    if (idx) *idx = (uint16_t)a->nstreams;
+    a->nstreams++;
+    return s;
+}
+
+/* ---------- placement with the pressure path ---------- */
+
+static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                               gp_range **out)
+{
+    int no_nodes = 0;
+    gp_range *r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
+    if (!r && !no_nodes) {
+        gpool_status st = region_add(a, size + align);
+        if (st != GPOOL_OK) return st;
+        r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
+    }
+    if (!r) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for block bookkeeping");
+    gpool_status st = back_range(a, r);
+    if (st != GPOOL_OK) {
+        gp_heap_give(&a->heap, r, tag, 0);
+        return st;
+    }
+    note_held(a);
+    *out = r;
+    return GPOOL_OK;
+}
+
+static void slab_destroy(gp_arena *a, gp_slab *s);
+
+/* Make physical memory available: wait for pending work, drop spare slabs, unback every
+ * page that holds no allocated byte. Returns bytes unbacked. */
+static size_t make_room(gp_arena *a)
+{
+    if (a->sync) a->sync(a->owner, a);
+    for (size_t i = 0; i < a->nstreams; i++)
+        for (unsigned c = 0; c < GP_NCLASS; c++)
+            if (a->streams[i].empty[c]) {
+                slab_destroy(a, a->streams[i].empty[c]);
+                a->streams[i].empty[c] = NULL;
+            }
+    /* Pages under ranges still pending on a stream count as used: the GPU may touch them. */
+    gp_heap_pin_dirty(&a->heap, 1);
+    size_t freed = 0;
+    for (size_t i = 0; i < a->heap.nregions; i++)
+        freed += a->ops->unback_unused(a->bctx, &a->heap.regions[i], 0, a->heap.regions[i].npages);
+    gp_heap_pin_dirty(&a->heap, 0);
+    return freed;
+}
+
+static gpool_status oom_report(gp_arena *a, size_t size)
+{
+    size_t held = held_bytes(a), idle = a->ops->idle_bytes(a->bctx);
+    size_t drv_free = a->ops->driver_free(a->bctx);
+    size_t waste = held > a->c.in_use + idle ? held - a->c.in_use - idle : 0;
+    const char *cause =
+        waste >= size ? "fragmentation inside partly used pages (try gpool_trim or a smaller "
+                        "small_max)"
+                      : "real exhaustion: live blocks hold the memory (free blocks or lower the "
+                        "budget of other users of the device)";
+    char drv[48];
+    if (drv_free == SIZE_MAX)
+        snprintf(drv, sizeof drv, "unknown");
+    else
+        snprintf(drv, sizeof drv, "%zu", drv_free);
+    a->c.ooms++;
+    return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
+                   "%s: cannot allocate %zu bytes: driver free %s bytes, pool holds %zu bytes "
+                   "(%" PRIu64 " in %" PRIu64 " live blocks, %zu cached unmapped, %zu free inside "
+                   "partly used pages), largest free range %zu bytes; cause: %s",
+                   a->ops->name, size, drv, held, a->c.in_use, a->c.live_blocks, idle, waste,
+                   gp_heap_largest_free(&a->heap), cause);
+}
+
+static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, gp_range **out)
+{
+    gpool_status st = place_once(a, size, align, tag, out);
+    if (st != GPOOL_ERR_OUT_OF_MEMORY) return st;
+    a->c.oom_retries++;
+    make_room(a);
+    st = place_once(a, size, align, tag, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
+    return st;
+}
+
+/* ---------- slabs ---------- */
+
+static void partial_push(gp_arena_stream *ss, gp_slab *s)
+{
+    s->prev = NULL;
+    s->next = ss->partial[s->cls];
+    if (s->next) s->next->prev = s;
+    ss->partial[s->cls] = s;
+}
+
+static void partial_del(gp_arena_stream *ss, gp_slab *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        ss->partial[s->cls] = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->prev = s->next = NULL;
+}
+
+static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t sidx,
+                             gp_slab **out)
+{
+    gp_slab *s = malloc(sizeof *s);
+    if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
+    size_t bytes = gp_slab_bytes(cls);
+    gp_range *r = NULL;
+    gpool_status st = place(a, bytes, GP_GRANULE, tag, &r);
+    if (st != GPOOL_OK) {
+        free(s);
+        return st;
+    }
+    memset(s, 0, offsetof(gp_slab, state));
+    s->base = r->addr;
+    s->slot_size = (uint32_t)gp_class_size(cls);
+    s->nslots = (uint16_t)(bytes / s->slot_size);
+    if (s->nslots > GP_SLAB_MAX_SLOTS) s->nslots = GP_SLAB_MAX_SLOTS;
+    s->nfree = s->nslots;
+    s->cls = (uint8_t)cls;
+    s->stream = sidx;
+    s->range = r;
+    r->aux = s;
+    memset(s->state, GP_SLOT_FREE, sizeof s->state);
+    for (uint16_t i = 0; i < s->nslots; i++) s->free_stack[i] = (uint16_t)(s->nslots - 1 - i);
+    granules_set(a, s->base, bytes, s);
+    *out = s;
+    return GPOOL_OK;
+}
+
+static void slab_destroy(gp_arena *a, gp_slab *s)
+{
+    granules_set(a, s->base, s->range->size, NULL);
+    gp_heap_give(&a->heap, s->range, a->streams[s->stream].tag, 0);
+    free(s);
+}
+
+/* A slab of class cls on stream tag with a free slot. */
+static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, gp_slab **out)
+{
+    uint16_t sidx = 0;
+    gp_arena_stream *ss = stream_get(a, tag, &sidx);
+    if (!ss) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for stream state");
+    gp_slab *s = ss->partial[cls];
+    if (!s && (s = ss->empty[cls])) {
+        ss->empty[cls] = NULL;
+        partial_push(ss, s);
+    }
+    if (!s) {
+        gpool_status st = slab_new(a, cls, tag, sidx, &s);
+        if (st != GPOOL_OK) return st;
+        ss = &a->streams[sidx]; /* place() may not move streams, but be safe */
+        partial_push(ss, s);
+    }
+    *out = s;
+    return GPOOL_OK;
+}
+
+static uintptr_t slot_pop(gp_arena *a, gp_slab *s, uint8_t state)
+{
+    uint16_t i = s->free_stack[--s->nfree];
+    s->state[i] = state;
+    if (s->nfree == 0) partial_del(&a->streams[s->stream], s);
+    return s->base + (uintptr_t)i * s->slot_size;
+}
+
+/* Return slot i of s to its free list; the slab may go away. */
+static void slot_push(gp_arena *a, gp_slab *s, uint16_t i)
+{
+    gp_arena_stream *ss = &a->streams[s->stream];
+    s->state[i] = GP_SLOT_FREE;
+    s->free_stack[s->nfree++] = i;
+    if (s->nfree == 1) partial_push(ss, s);
+    if (s->nfree < s->nslots) return;
+    partial_del(ss, s);
+    if (!ss->empty[s->cls])
+        ss->empty[s->cls] = s;
+    else
+        slab_destroy(a, s);
+}
+
+/* Slot index of ptr in s, or -1 if ptr is not the start of a slot. */
+static long slot_index(const gp_slab *s, uintptr_t ptr)
+{
+    uintptr_t off = ptr - s->base;
+    if (off % s->slot_size) return -1;
+    uintptr_t i = off / s->slot_size;
+    return i < s->nslots ? (long)i : -1;
+}
+
+/* ---------- accounting ---------- */
+
+static void count_alloc(gp_arena *a, size_t size, size_t requested)
+{
+    a->c.in_use += size;
+    a->c.requested += requested;
+    a->c.allocs++;
+    a->c.live_blocks++;
+    if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
+    if (a->c.requested > a->c.peak_requested) a->c.peak_requested = a->c.requested;
+}
+
+static void count_free(gp_arena *a, size_t size, size_t requested)
+{
+    a->c.in_use -= size;
+    a->c.requested -= requested;
+    a->c.frees++;
+    a->c.live_blocks--;
+}
+
+/* ---------- public ---------- */
+
+gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops,
+                           void *bctx, size_t page, size_t va_reserve, size_t small_max,
+                           gp_sync_fn sync, void *owner)
+{
+    memset(a, 0, sizeof *a);
+    if (gp_heap_init(&a->heap) != 0)
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an arena");
+    pthread_mutex_init(&a->lock, NULL);
+    a->kind = kind;
+    a->ops = ops;
+    a->bctx = bctx;
+    a->page = page;
+    a->va_reserve = va_reserve;
+    a->small_max = small_max;
+    a->sync = sync;
+    a->owner = owner;
+    gp_ptrmap_init(&a->blocks);
+    return GPOOL_OK;
+}
+
+void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
+{
+    uint64_t n = 0, bytes = 0;
+    size_t nregs = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    for (size_t i = 0; i < a->heap.nregions; i++)
+        GP_HEAP_FOREACH(&a->heap, i, r)
+        {
+            if (r->is_free) continue;
+            gp_slab *s = r->aux;
+            if (!s) {
+                n++;
+                bytes += r->size;
+                continue;
+            }
+            for (uint16_t k = 0; k < s->nslots; k++)
+                if (s->state[k] == GP_SLOT_LIVE || s->state[k] == GP_SLOT_PENDING) {
+                    n++;
+                    bytes += s->slot_size;
+                }
+            free(s);
+        }
+    if (live_count) *live_count = n;
+    if (live_bytes) *live_bytes = bytes;
+    if (a->ops && a->ops->fini) a->ops->fini(a->bctx, &a->heap);
+    for (size_t i = 0; i < nregs; i++) free(a->regs[i].granule);
+    gp_heap_fini(&a->heap);
+    gp_ptrmap_fini(&a->blocks);
+    free(a->streams);
+    pthread_mutex_destroy(&a->lock);
+    memset(a, 0, sizeof *a);
+}
+
+gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
+                            void **out)
+{
+    gpool_status st;
+    pthread_mutex_lock(&a->lock);
+    if (size <= a->small_max && align <= GP_MIN_ALIGN) {
+        unsigned cls = gp_size_class(size);
+        gp_slab *s = NULL;
+        st = slab_with_room(a, cls, tag, &s);
+        if (st == GPOOL_OK) {
+            uintptr_t p = slot_pop(a, s, GP_SLOT_LIVE);
+            s->req[(p - s->base) / s->slot_size] = (uint32_t)size;
+            count_alloc(a, s->slot_size, size);
+            *out = (void *)p;
+        }
+    } else {
+        size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+        gp_range *r = NULL;
+        st = place(a, rounded, align, tag, &r);
+        if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
+            gp_heap_give(&a->heap, r, tag, 0);
+            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
+        }
+        if (st == GPOOL_OK) {
+            r->requested = size;
+            r->usage = usage;
+            count_alloc(a, r->size, size);
+            *out = (void *)r->addr;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&a->lock);
+    gp_slab *s = gp_arena_slab_of(a, p);
+    if (s) {
+        long i = slot_index(s, p);
+        if (i < 0 || s->state[i] != GP_SLOT_LIVE) {
+            st = gp_fail(GPOOL_ERR_INVALID_POINTER,
+                         "%p is not a live block (%s)", ptr,
+                         i < 0 ? "not the start of a block" : "already freed");
+        } else {
+            count_free(a, s->slot_size, s->req[i]);
+            slot_push(a, s, (uint16_t)i);
+        }
+    } else {
+        gp_range *r = gp_ptrmap_del(&a->blocks, p);
+        if (!r) {
+            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block of this pool (%s)",
+                         ptr,
+                         gp_arena_contains(a, p) ? "inside the pool: already freed or interior"
+                                                 : "never allocated here");
+        } else {
+            count_free(a, r->size, r->requested);
+            gp_heap_give(&a->heap, r, tag, seq);
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, void **out, size_t n,
+                           gpool_status *st)
+{
+    size_t got = 0;
+    *st = GPOOL_OK;
+    pthread_mutex_lock(&a->lock);
+    while (got < n) {
+        gp_slab *s = NULL;
+        *st = slab_with_room(a, cls, tag, &s);
+        if (*st != GPOOL_OK) break;
+        while (got < n && s->nfree) out[got++] = (void *)slot_pop(a, s, GP_SLOT_CACHED);
+    }
+    if (got) {
+        *st = GPOOL_OK;
+        size_t bytes = got * gp_class_size(cls);
+        a->c.in_use += bytes; /* cached slots count as in use until the thread cache returns them */
+        if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return got;
+}
+
+void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n)
+{
+    pthread_mutex_lock(&a->lock);
+    for (size_t k = 0; k < n; k++) {
+        uintptr_t p = (uintptr_t)ptrs[k];
+        gp_slab *s = gp_arena_slab_of(a, p);
+        long i = s ? slot_index(s, p) : -1;
+        if (i < 0 || s->state[i] != GP_SLOT_CACHED) continue; /* cannot happen */
+        a->c.in_use -= s->slot_size;
+        slot_push(a, s, (uint16_t)i);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+gpool_status gp_arena_trim(gp_arena *a, size_t keep)
+{
+    pthread_mutex_lock(&a->lock);
+    make_room(a);
+    gpool_status st = a->ops->release(a->bctx, keep);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idle)
+{
+    pthread_mutex_lock(&a->lock);
+    *c = a->c;
+    *held = held_bytes(a);
+    *idle = a->ops->idle_bytes(a->bctx);
+    pthread_mutex_unlock(&a->lock);
+}
+
+gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                            size_t *requested, uintptr_t *tag, uint32_t *usage)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&a->lock);
+    gp_slab *s = gp_arena_slab_of(a, p);
+    if (s) {
+        uintptr_t i = (p - s->base) / s->slot_size;
+        if (i >= s->nslots || s->state[i] != GP_SLOT_LIVE) {
+            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
+        } else {
+            *base = s->base + i * s->slot_size;
+            *size = s->slot_size;
+            *requested = s->req[i];
+            *tag = a->streams[s->stream].tag;
+            *usage = 0;
+        }
+    } else {
+        gp_range *r = NULL;
+        for (size_t i = 0; i < a->heap.nregions && !r; i++) {
+            gp_region *g = &a->heap.regions[i];
+            if (p - g->base >= g->size) continue;
+            GP_HEAP_FOREACH(&a->heap, i, x)
+            {
+                if (p - x->addr < x->size) {
+                    r = x;
+                    break;
+                }
+            }
+        }
+        if (!r || r->is_free || r->aux) {
+            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
+        } else {
+            *base = r->addr;
+            *size = r->size;
+            *requested = r->requested;
+            *tag = r->tag;
+            *usage = r->usage;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+void gp_arena_dump_json(gp_arena *a, FILE *f)
+{
+    pthread_mutex_lock(&a->lock);
+    fprintf(f, "[");
+    for (size_t i = 0; i < a->heap.nregions; i++) {
+        gp_region *g = &a->heap.regions[i];
+        size_t backed = 0;
+        for (size_t p = 0; p < g->npages; p++) backed += g->page_phys[p] != 0;
+        fprintf(f, "%s{\"base\":%" PRIuPTR ",\"size\":%zu,\"page\":%zu,\"backed_pages\":%zu,"
+                   "\"ranges\":[",
+                i ? "," : "", g->base, g->size, g->page, backed);
+        int first = 1;
+        GP_HEAP_FOREACH(&a->heap, i, r)
+        {
+            const char *state = r->is_free ? (r->tag == GP_TAG_CLEAN ? "cached" : "pending")
+                                           : (r->aux ? "slab" : "in_use");
+            fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"", first ? "" : ",",
+                    r->addr, r->size, state);
+            if (!r->is_free && !r->aux)
+                fprintf(f, ",\"requested\":%zu,\"stream\":%" PRIuPTR, r->requested, r->tag);
+            if (r->aux) {
+                gp_slab *s = r->aux;
+                unsigned live = 0;
+                for (uint16_t k = 0; k < s->nslots; k++) live += s->state[k] == GP_SLOT_LIVE;
+                fprintf(f, ",\"slot_size\":%u,\"slots\":%u,\"live_slots\":%u", s->slot_size,
+                        s->nslots, live);
+            }
+            fprintf(f, "}");
+            first = 0;
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]");
+    pthread_mutex_unlock(&a->lock);
+}

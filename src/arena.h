@@ -1,0 +1,122 @@
+/* The arena: one memory kind's blocks. Large blocks are best-fit ranges of the address-space
+ * heap; small ones are slots of slabs (per size class and stream). The arena asks its
+ * backend to back exactly the pages that hold allocated bytes, and on memory pressure takes
+ * physical pages back from wherever they are unused and maps them where they are needed —
+ * so an allocation fails only when the free pages really run out. Knows nothing of CUDA. */
+#ifndef GPOOL_ARENA_H
+#define GPOOL_ARENA_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "heap.h"
+#include "ptrmap.h"
+#include "sizeclass.h"
+
+#define GP_MAX_REGIONS 64
+
+enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
+
+typedef struct gp_slab {
+    uintptr_t base;
+    uint32_t slot_size;
+    uint16_t nslots, nfree;
+    uint8_t cls;
+    uint16_t stream; /* index into gp_arena.streams */
+    gp_range *range;
+    struct gp_slab *prev, *next; /* the (class, stream) partial list */
+    uint8_t state[GP_SLAB_MAX_SLOTS];
+    uint32_t req[GP_SLAB_MAX_SLOTS];
+    uint16_t free_stack[GP_SLAB_MAX_SLOTS];
+} gp_slab;
+
+/* A stream the arena has seen: its partial slabs per class. */
+typedef struct gp_arena_stream {
+    uintptr_t tag;
+    gp_slab *partial[GP_NCLASS];
+    gp_slab *empty[GP_NCLASS]; /* one spare empty slab per class */
+} gp_arena_stream;
+
+typedef struct gp_arena gp_arena;
+
+/* Called under the arena lock when memory is short: make every dirty free range clean (by
+ * waiting for the streams' work) — returns GPOOL_OK or an error. */
+typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
+
+typedef struct gp_arena_counters {
+    uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
+    uint64_t allocs, frees, live_blocks;
+    uint64_t oom_retries, ooms;
+} gp_arena_counters;
+
+struct gp_arena {
+    pthread_mutex_t lock;
+    gpool_mem_kind kind;
+    const gp_backend_ops *ops;
+    void *bctx;
+    size_t page;       /* physical page size of the backend */
+    size_t va_reserve; /* bytes per new address reservation */
+    size_t small_max;
+    gp_heap heap;
+    gp_ptrmap blocks; /* large blocks by address */
+    /* Per region: the slab of each 64 KiB granule. Read without the lock by the free fast
+     * path, so the table never moves and entries are atomics. */
+    struct gp_arena_region {
+        uintptr_t base;
+        size_t size;
+        _Atomic(gp_slab *) *granule;
+    } regs[GP_MAX_REGIONS];
+    _Atomic size_t nregs;
+    gp_arena_stream *streams;
+    size_t nstreams, cap_streams;
+    gp_sync_fn sync;
+    void *owner;
+    gp_arena_counters c; /* large blocks and slabs' slot traffic through the slow path */
+};
+
+/* Set up an arena over a backend context (owned by the arena from now on). */
+gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops,
+                           void *bctx, size_t page, size_t va_reserve, size_t small_max,
+                           gp_sync_fn sync, void *owner);
+
+/* Free everything; reports live blocks through *live_count / *live_bytes. */
+void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
+
+/* Allocate (takes the lock). size > 0; align a power of two >= 256. tag = stream. */
+gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
+                            void **out);
+
+/* Free a block (takes the lock). tag/seq: the stream whose work may still use it.
+ * GPOOL_ERR_INVALID_POINTER for anything that is not a live block of this arena. */
+gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
+
+/* The slab holding addr, or NULL. Lock-free read of the granule tables. */
+gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr);
+
+/* Take up to n free slots of class cls on stream tag into out[] (marks them CACHED). Takes
+ * the lock. Returns how many; 0 with the error set on failure. */
+size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, void **out, size_t n,
+                           gpool_status *st);
+
+/* Give back n CACHED slots (from a thread cache). Takes the lock. */
+void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n);
+
+/* Release cached physical memory: wait for pending work (sync), drop the backing of every
+ * unused page and give idle memory to the driver until keep bytes stay held beyond in-use. */
+gpool_status gp_arena_trim(gp_arena *a, size_t keep);
+
+/* Locked snapshot of counters and bytes held by the backend. */
+void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idle);
+
+/* Describe the block containing ptr (lock taken). */
+gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                            size_t *requested, uintptr_t *tag, uint32_t *usage);
+
+/* Lock must be held: true when ptr lies in one of this arena's regions. */
+int gp_arena_contains(gp_arena *a, uintptr_t ptr);
+
+/* Write the JSON array of regions and ranges (lock taken). */
+void gp_arena_dump_json(gp_arena *a, FILE *f);
+
+#endif

@@ -1,0 +1,39 @@
+/* What the arena needs from a memory backend (vidmem, sysmem): address space, and physical
+ * pages mapped into it and out again. The arena keeps the page table (gp_region.page_used /
+ * page_phys); a backend owns the meaning of page_phys values. All calls run under the
+ * owning arena's lock. Every failure sets the thread's error message. */
+#ifndef GPOOL_BACKEND_H
+#define GPOOL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpool.h"
+#include "heap.h"
+
+typedef struct gp_backend_ops {
+    const char *name;
+    /* Reserve at least `size` bytes of address space; *base, *got receive the range. */
+    gpool_status (*reserve)(void *ctx, size_t size, uintptr_t *base, size_t *got);
+    /* Give a whole reservation back (nothing mapped in it any more). */
+    gpool_status (*unreserve)(void *ctx, uintptr_t base, size_t size);
+    /* Back pages [first, first+n) of g, all unbacked now, for a block of block_bytes.
+     * All-or-nothing: on failure no page of the run stays backed. */
+    gpool_status (*back)(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes);
+    /* Drop the backing of the pages in [first, first+n) whose physical memory holds no
+     * allocated byte (page_used == 0 for every page it covers), keeping that memory cached
+     * for reuse by `back`. Returns bytes unbacked. */
+    size_t (*unback_unused)(void *ctx, gp_region *g, size_t first, size_t n);
+    /* Return cached (unmapped) physical memory to the driver until at most keep bytes stay. */
+    gpool_status (*release)(void *ctx, size_t keep);
+    /* Physical bytes held by the backend: mapped and cached. */
+    size_t (*held_bytes)(void *ctx);
+    /* Physical bytes held but not mapped anywhere. */
+    size_t (*idle_bytes)(void *ctx);
+    /* Physical bytes the driver could still give (for OOM reports); SIZE_MAX if unknown. */
+    size_t (*driver_free)(void *ctx);
+    /* Tear down: unmap and release everything, unreserve regions. */
+    void (*fini)(void *ctx, gp_heap *heap);
+} gp_backend_ops;
+
+#endif

@@ -1,0 +1,411 @@
+#include "heap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- range nodes ---- */
+
+static gp_range *node_new(gp_heap *h)
+{
+    gp_range *r = h->spare;
+    if (r)
+        h->spare = r->next;
+    else if (!(r = malloc(sizeof *r)))
+        return NULL;
+    memset(r, 0, sizeof *r);
+    h->rng = h->rng * 1664525u + 1013904223u;
+    r->prio = h->rng;
+    return r;
+}
+
+static void node_put(gp_heap *h, gp_range *r)
+{
+    r->next = h->spare;
+    h->spare = r;
+}
+
+/* ---- treap by (size, addr) ---- */
+
+static int key_less(const gp_range *a, const gp_range *b)
+{
+    return a->size < b->size || (a->size == b->size && a->addr < b->addr);
+}
+
+static gp_range *treap_insert(gp_range *root, gp_range *n)
+{
+    if (!root) return n;
+    if (key_less(n, root)) {
+        root->left = treap_insert(root->left, n);
+        if (root->left->prio > root->prio) {
+            gp_range *l = root->left;
+            root->left = l->right;
+            l->right = root;
+            return l;
+        }
+    } else {
+        root->right = treap_insert(root->right, n);
+        if (root->right->prio > root->prio) {
+            gp_range *r = root->right;
+            root->right = r->left;
+            r->left = root;
+            return r;
+        }
+    }
+    return root;
+}
+
+static gp_range *treap_merge(gp_range *a, gp_range *b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    if (a->prio > b->prio) {
+        a->right = treap_merge(a->right, b);
+        return a;
+    }
+    b->left = treap_merge(a, b->left);
+    return b;
+}
+
+static gp_range *treap_remove(gp_range *root, gp_range *n)
+{
+    if (root == n) return treap_merge(n->left, n->right);
+    if (key_less(n, root))
+        root->left = treap_remove(root->left, n);
+    else
+        root->right = treap_remove(root->right, n);
+    return root;
+}
+
+/* Smallest node with size >= want (lowest address among equals). */
+static gp_range *treap_ceil(gp_range *root, size_t want)
+{
+    gp_range *best = NULL;
+    while (root) {
+        if (root->size >= want) {
+            best = root;
+            root = root->left;
+        } else {
+            root = root->right;
+        }
+    }
+    return best;
+}
+
+/* ---- tags ---- */
+
+static gp_tag_index *tag_find(gp_heap *h, uintptr_t tag)
+{
+    for (size_t i = 0; i < h->ntags; i++)
+        if (h->tags[i].tag == tag) return &h->tags[i];
+    return NULL;
+}
+
+static gp_tag_index *tag_get(gp_heap *h, uintptr_t tag)
+{
+    gp_tag_index *t = tag_find(h, tag);
+    if (t) return t;
+    for (size_t i = 1; i < h->ntags; i++) /* reuse an empty slot */
+        if (h->tags[i].count == 0) {
+            h->tags[i].tag = tag;
+            return &h->tags[i];
+        }
+    if (h->ntags == h->cap_tags) {
+        size_t cap = h->cap_tags ? h->cap_tags * 2 : 8;
+        gp_tag_index *nt = realloc(h->tags, cap * sizeof *nt);
+        if (!nt) return NULL;
+        h->tags = nt;
+        h->cap_tags = cap;
+    }
+    t = &h->tags[h->ntags++];
+    memset(t, 0, sizeof *t);
+    t->tag = tag;
+    return t;
+}
+
+/* Index a free range under its tag (t must be tag_get(h, r->tag)). */
+static void index_add(gp_heap *h, gp_tag_index *t, gp_range *r)
+{
+    r->left = r->right = NULL;
+    t->root = treap_insert(t->root, r);
+    t->count++;
+    h->free_bytes += r->size;
+    if (r->tag != GP_TAG_CLEAN) {
+        r->dprev = NULL;
+        r->dnext = t->dirty;
+        if (t->dirty) t->dirty->dprev = r;
+        t->dirty = r;
+    }
+}
+
+static void index_del(gp_heap *h, gp_range *r)
+{
+    gp_tag_index *t = tag_find(h, r->tag);
+    t->root = treap_remove(t->root, r);
+    t->count--;
+    h->free_bytes -= r->size;
+    if (r->tag != GP_TAG_CLEAN) {
+        if (r->dprev)
+            r->dprev->dnext = r->dnext;
+        else
+            t->dirty = r->dnext;
+        if (r->dnext) r->dnext->dprev = r->dprev;
+    }
+    r->dprev = r->dnext = r->left = r->right = NULL;
+}
+
+/* ---- pages ---- */
+
+static void pages_account(gp_region *g, uintptr_t addr, size_t size, int add)
+{
+    uintptr_t end = addr + size;
+    size_t first = (addr - g->base) >> g->page_shift;
+    size_t last = (end - 1 - g->base) >> g->page_shift;
+    for (size_t p = first; p <= last; p++) {
+        uintptr_t lo = g->base + (p << g->page_shift), hi = lo + g->page;
+        uint32_t n = (uint32_t)((hi < end ? hi : end) - (lo > addr ? lo : addr));
+        if (add)
+            g->page_used[p] += n;
+        else
+            g->page_used[p] -= n;
+    }
+}
+
+/* ---- public ---- */
+
+int gp_heap_init(gp_heap *h)
+{
+    memset(h, 0, sizeof *h);
+    h->rng = 0x9e3779b9u;
+    return tag_get(h, GP_TAG_CLEAN) ? 0 : -1;
+}
+
+void gp_heap_fini(gp_heap *h)
+{
+    for (size_t i = 0; i < h->nregions; i++) {
+        gp_range *r = h->regions[i].first;
+        while (r) {
+            gp_range *n = r->next;
+            free(r);
+            r = n;
+        }
+        free(h->regions[i].page_used);
+        free(h->regions[i].page_phys);
+    }
+    while (h->spare) {
+        gp_range *n = h->spare->next;
+        free(h->spare);
+        h->spare = n;
+    }
+    free(h->regions);
+    free(h->tags);
+    memset(h, 0, sizeof *h);
+}
+
+int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend)
+{
+    if (h->nregions == UINT16_MAX) return -1;
+    if (h->nregions == h->cap_regions) {
+        size_t cap = h->cap_regions ? h->cap_regions * 2 : 4;
+        gp_region *nr = realloc(h->regions, cap * sizeof *nr);
+        if (!nr) return -1;
+        h->regions = nr;
+        h->cap_regions = cap;
+    }
+    gp_region *g = &h->regions[h->nregions];
+    memset(g, 0, sizeof *g);
+    g->base = base;
+    g->size = size;
+    g->page = page;
+    g->page_shift = (unsigned)__builtin_ctzll(page);
+    g->npages = size / page;
+    g->backend = backend;
+    g->page_used = calloc(g->npages, sizeof *g->page_used);
+    g->page_phys = calloc(g->npages, sizeof *g->page_phys);
+    gp_range *r = node_new(h);
+    gp_tag_index *clean = tag_find(h, GP_TAG_CLEAN);
+    if (!g->page_used || !g->page_phys || !r) {
+        free(g->page_used);
+        free(g->page_phys);
+        if (r) node_put(h, r);
+        return -1;
+    }
+    r->addr = base;
+    r->size = size;
+    r->is_free = 1;
+    r->tag = GP_TAG_CLEAN;
+    r->region = (uint16_t)h->nregions;
+    g->first = r;
+    index_add(h, clean, r);
+    return (int)h->nregions++;
+}
+
+gp_range *gp_heap_first(gp_heap *h, size_t ri) { return h->regions[ri].first; }
+
+/* Split r (not indexed) so that [addr, addr+size) becomes its own node; the pieces before
+ * and after go back to the index with r's tag. Returns the middle node or NULL. */
+static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
+{
+    gp_range *front = NULL, *back = NULL;
+    uintptr_t end = addr + size, rend = r->addr + r->size;
+    if (addr > r->addr && !(front = node_new(h))) return NULL;
+    if (end < rend && !(back = node_new(h))) {
+        if (front) node_put(h, front);
+        return NULL;
+    }
+    gp_tag_index *t = tag_find(h, r->tag);
+    gp_region *g = &h->regions[r->region];
+    if (front) {
+        *front = *r;
+        front->size = addr - r->addr;
+        front->next = r;
+        if (r->prev)
+            r->prev->next = front;
+        else
+            g->first = front;
+        r->prev = front;
+        r->addr = addr;
+        r->size -= front->size;
+        index_add(h, t, front);
+    }
+    if (back) {
+        *back = *r;
+        back->addr = end;
+        back->size = rend - end;
+        back->prev = r;
+        if (r->next) r->next->prev = back;
+        r->next = back;
+        r->size = size;
+        index_add(h, t, back);
+    }
+    return r;
+}
+
+gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
+{
+    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
+    *out_of_nodes = 0;
+    if (want < size) return NULL;
+    gp_tag_index *clean = tag_find(h, GP_TAG_CLEAN);
+    gp_range *best = treap_ceil(clean->root, want);
+    if (tag != GP_TAG_CLEAN) {
+        gp_tag_index *t = tag_find(h, tag);
+        gp_range *mine = t ? treap_ceil(t->root, want) : NULL;
+        /* Prefer this stream's own ranges on a tie: they keep the clean space open. */
+        if (mine && (!best || mine->size <= best->size)) best = mine;
+    }
+    if (!best) return NULL;
+    index_del(h, best);
+    uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
+    gp_range *r = carve(h, best, addr, size);
+    if (!r) {
+        index_add(h, tag_find(h, best->tag), best);
+        *out_of_nodes = 1;
+        return NULL;
+    }
+    r->is_free = 0;
+    r->tag = tag;
+    r->seq = 0;
+    r->aux = NULL;
+    r->flags = 0;
+    pages_account(&h->regions[r->region], r->addr, r->size, 1);
+    return r;
+}
+
+static int can_merge(const gp_range *n, uintptr_t tag)
+{
+    return n && n->is_free && (n->tag == tag || n->tag == GP_TAG_CLEAN || tag == GP_TAG_CLEAN);
+}
+
+/* Merge free, unindexed r with mergeable free neighbours, then index it. */
+static void coalesce_and_index(gp_heap *h, gp_range *r)
+{
+    gp_region *g = &h->regions[r->region];
+    while (can_merge(r->prev, r->tag)) {
+        gp_range *p = r->prev;
+        index_del(h, p);
+        if (p->tag != GP_TAG_CLEAN) {
+            r->tag = p->tag;
+            if (p->seq > r->seq) r->seq = p->seq;
+        }
+        r->addr = p->addr;
+        r->size += p->size;
+        r->prev = p->prev;
+        if (p->prev)
+            p->prev->next = r;
+        else
+            g->first = r;
+        node_put(h, p);
+    }
+    while (can_merge(r->next, r->tag)) {
+        gp_range *n = r->next;
+        index_del(h, n);
+        if (n->tag != GP_TAG_CLEAN) {
+            r->tag = n->tag;
+            if (n->seq > r->seq) r->seq = n->seq;
+        }
+        r->size += n->size;
+        r->next = n->next;
+        if (n->next) n->next->prev = r;
+        node_put(h, n);
+    }
+    gp_tag_index *t = tag_get(h, r->tag);
+    if (!t) { /* no memory for a new tag slot: fall back to the clean index, which is
+                 only safe because gp_heap_give callers synchronise such tags first */
+        r->tag = GP_TAG_CLEAN;
+        t = tag_find(h, GP_TAG_CLEAN);
+    }
+    index_add(h, t, r);
+}
+
+void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq)
+{
+    pages_account(&h->regions[r->region], r->addr, r->size, 0);
+    r->is_free = 1;
+    r->tag = tag;
+    r->seq = seq;
+    r->aux = NULL;
+    coalesce_and_index(h, r);
+}
+
+void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto)
+{
+    gp_tag_index *t = tag == GP_TAG_CLEAN ? NULL : tag_find(h, tag);
+    if (!t) return;
+    gp_range *r = t->dirty;
+    while (r) {
+        gp_range *next = r->dnext;
+        if (r->seq <= upto) {
+            index_del(h, r);
+            r->tag = GP_TAG_CLEAN;
+            r->seq = 0;
+            /* coalescing may absorb `next`; restart from the list head in that case */
+            gp_range *nb_prev = r->prev, *nb_next = r->next;
+            int absorbs = (next == nb_prev || next == nb_next);
+            coalesce_and_index(h, r);
+            if (absorbs) next = t->dirty;
+        }
+        r = next;
+    }
+}
+
+size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < h->ntags && n < max; i++)
+        if (h->tags[i].count) out[n++] = h->tags[i].tag;
+    return n;
+}
+
+size_t gp_heap_largest_free(const gp_heap *h)
+{
+    gp_range *r = h->ntags ? h->tags[0].root : NULL;
+    while (r && r->right) r = r->right;
+    return r ? r->size : 0;
+}
+
+void gp_heap_pin_dirty(gp_heap *h, int pin)
+{
+    for (size_t i = 1; i < h->ntags; i++)
+        for (gp_range *r = h->tags[i].dirty; r; r = r->dnext)
+            pages_account(&h->regions[r->region], r->addr, r->size, pin);
+}

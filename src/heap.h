@@ -1,0 +1,109 @@
+/* The address-space heap: best-fit placement with splitting and coalescing over large
+ * reserved virtual ranges ("regions"), plus a per-page count of allocated bytes so the arena
+ * knows which physical pages hold data. Pure bookkeeping: no locks, no CUDA.
+ *
+ * Free ranges carry a tag: GP_TAG_CLEAN (no queued GPU work can touch them) or the stream
+ * whose work may still use them, with a sequence number. An allocation on stream S may take
+ * clean ranges and ranges tagged S; gp_heap_clean() turns S's ranges clean once the work up
+ * to a sequence number is known to be done. */
+#ifndef GPOOL_HEAP_H
+#define GPOOL_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GP_TAG_CLEAN UINTPTR_MAX
+#define GP_MIN_ALIGN 256u
+
+typedef struct gp_range gp_range;
+struct gp_range {
+    uintptr_t addr;
+    size_t size;
+    gp_range *prev, *next;   /* address-ordered neighbours in the region */
+    gp_range *left, *right;  /* free index (treap) children */
+    gp_range *dprev, *dnext; /* the tag's dirty list (free, not clean) */
+    uint32_t prio;           /* treap priority */
+    uint16_t region;         /* index into gp_heap.regions */
+    uint8_t is_free;
+    uint8_t kind;            /* arena use: memory kind of a block */
+    uintptr_t tag;           /* free: GP_TAG_CLEAN or stream; block: stream allocated on */
+    uint64_t seq;            /* free & dirty: sequence number of the free on that stream */
+    size_t requested;        /* block: bytes the caller asked for */
+    uint32_t flags;          /* block: arena flags */
+    uint32_t usage;          /* block: usage hint */
+    void *aux;               /* block: arena use (slab, extra streams) */
+};
+
+typedef struct gp_region {
+    uintptr_t base;
+    size_t size;
+    size_t page;          /* physical page size (power of two) */
+    unsigned page_shift;
+    size_t npages;
+    uint32_t *page_used;  /* allocated bytes per page */
+    uint64_t *page_phys;  /* backend's handle per page, 0 = not backed */
+    void *backend;        /* backend's per-region data */
+    gp_range *first;      /* lowest range */
+} gp_region;
+
+typedef struct gp_tag_index {
+    uintptr_t tag;
+    gp_range *root;  /* free ranges with this tag, by (size, addr) */
+    gp_range *dirty; /* list of them (not kept for the clean tag) */
+    size_t count;
+} gp_tag_index;
+
+typedef struct gp_heap {
+    gp_region *regions;
+    size_t nregions, cap_regions;
+    gp_tag_index *tags; /* tags[0] is GP_TAG_CLEAN */
+    size_t ntags, cap_tags;
+    gp_range *spare;    /* recycled range nodes */
+    uint32_t rng;
+    size_t free_bytes;  /* in free ranges */
+} gp_heap;
+
+int gp_heap_init(gp_heap *h);
+/* Frees the bookkeeping (not the memory it describes). */
+void gp_heap_fini(gp_heap *h);
+
+/* Add a region of [base, base+size), size a multiple of page. Returns its index or -1. */
+int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend);
+
+/* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) among the clean
+ * free ranges and those tagged tag. Returns the new block (is_free 0) or NULL if none fits;
+ * with *out_of_nodes set when host memory for bookkeeping ran out. Size must be a multiple of
+ * GP_MIN_ALIGN. Page counts are updated. */
+gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
+
+/* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same
+ * tag and with clean ones (the result keeps the tag). Page counts are updated. */
+void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq);
+
+/* Mark the ranges of tag with seq <= upto clean (all of them for upto = UINT64_MAX) and
+ * coalesce them with clean neighbours. */
+void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto);
+
+/* Count (pin = 1) or uncount (pin = 0) the bytes of every dirty free range in the page
+ * counters, so that reclaiming unused pages leaves pages pending GPU work alone. */
+void gp_heap_pin_dirty(gp_heap *h, int pin);
+
+/* Tags other than clean that have free ranges (for cleaning them all). */
+size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max);
+
+/* Largest clean free range (for OOM reports). */
+size_t gp_heap_largest_free(const gp_heap *h);
+
+static inline gp_region *gp_heap_region_of(gp_heap *h, uintptr_t addr)
+{
+    for (size_t i = 0; i < h->nregions; i++)
+        if (addr - h->regions[i].base < h->regions[i].size) return &h->regions[i];
+    return NULL;
+}
+
+/* Walk every range of region ri in address order. */
+#define GP_HEAP_FOREACH(h, ri, r)                                                                  \
+    for (gp_range *r = gp_heap_first((h), (ri)); r; r = r->next)
+gp_range *gp_heap_first(gp_heap *h, size_t ri);
+
+#endif

@@ -1,0 +1,483 @@
+/* The public API: pool lifetime, allocation routing (kind, stream, fast path), stats. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "pagesize.h"
+#include "pool.h"
+#include "vidmem.h"
+
+#define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
+#define KNOWN_FLAGS (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT)
+
+static _Atomic uint64_t next_pool_id = 1;
+
+/* ---------- pressure: wait for queued work so pending free ranges become reusable ---------- */
+
+static gpool_status pool_sync(void *owner, gp_arena *a)
+{
+    gpool_t *pool = owner;
+    gp_tcache_flush_all(pool);
+    uintptr_t tags[64];
+    size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
+    if (!n) return GPOOL_OK;
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuCtxSynchronize");
+    do {
+        for (size_t i = 0; i < n; i++) gp_heap_clean(&a->heap, tags[i], UINT64_MAX);
+    } while ((n = gp_heap_dirty_tags(&a->heap, tags, 64)));
+    return GPOOL_OK;
+}
+
+/* ---------- create / destroy ---------- */
+
+static gpool_status resolve_config(const gpool_config *cfg, gpool_config *out)
+{
+    if (cfg) {
+        *out = *cfg;
+        return gp_config_check(out);
+    }
+    gpool_config_default(out);
+    const char *env = getenv("GPOOL_CONF");
+    if (env && *env) {
+        gpool_status st = gpool_config_parse(out, env);
+        if (st != GPOOL_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", gpool_last_error());
+            return gp_fail(st, "GPOOL_CONF: %s", msg);
+        }
+    }
+    return GPOOL_OK;
+}
+
+static gpool_status open_device(gpool_t *pool)
+{
+    const gp_driver *d = pool->drv;
+    int count = 0;
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDeviceGetCount(&count));
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGetCount");
+    if (count == 0) return gp_fail(GPOOL_ERR_NO_DEVICE, "no CUDA device (driver %s)", d->path);
+    if (pool->cfg.device >= count)
+        return gp_fail(GPOOL_ERR_NO_DEVICE, "device %d requested, but only %d present",
+                       pool->cfg.device, count);
+    r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDeviceGet(&pool->dev, pool->cfg.device));
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGet");
+    r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDevicePrimaryCtxRetain(&pool->ctx, pool->dev));
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDevicePrimaryCtxRetain");
+    return GPOOL_OK;
+}
+
+static void pool_free_struct(gpool_t *pool)
+{
+    pthread_mutex_destroy(&pool->lock);
+    pthread_mutex_destroy(&pool->trace_lock);
+    free(pool);
+}
+
+gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
+{
+    if (!out) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_create: out is NULL");
+    *out = NULL;
+    gpool_t *pool = calloc(1, sizeof *pool);
+    if (!pool) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_mutex_init(&pool->trace_lock, NULL);
+    gpool_status st = resolve_config(cfg, &pool->cfg);
+    if (st == GPOOL_OK) st = gp_driver_get(&pool->drv);
+    if (st == GPOOL_OK) st = open_device(pool);
+    if (st != GPOOL_OK) {
+        pool_free_struct(pool);
+        return st;
+    }
+    void *vctx = NULL;
+    size_t total = 0;
+    st = gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, &vctx);
+    if (st == GPOOL_OK) {
+        CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
+        if (r != CUDA_SUCCESS) {
+            st = gp_cu_fail(r, "cuDeviceTotalMem");
+            gp_vidmem_ops.fini(vctx, NULL);
+        }
+    }
+    if (st == GPOOL_OK) {
+        pool->granularity = gp_vidmem_granularity(vctx);
+        size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
+        pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
+        if (!pool->arena[GPOOL_MEM_DEVICE]) {
+            gp_vidmem_ops.fini(vctx, NULL);
+            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+        } else {
+            st = gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
+                               pool->granularity, va, pool->cfg.small_max, pool_sync, pool);
+            if (st != GPOOL_OK) {
+                gp_vidmem_ops.fini(vctx, NULL);
+                free(pool->arena[GPOOL_MEM_DEVICE]);
+                pool->arena[GPOOL_MEM_DEVICE] = NULL;
+            }
+        }
+    }
+    pool->id = atomic_fetch_add(&next_pool_id, 1);
+    pool->default_tag = (uintptr_t)pool->cfg.default_stream;
+    if (st == GPOOL_OK && gp_pool_register(pool) != 0)
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory registering the pool");
+    if (st != GPOOL_OK) {
+        if (pool->arena[GPOOL_MEM_DEVICE]) {
+            gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
+            free(pool->arena[GPOOL_MEM_DEVICE]);
+        }
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
+        pool_free_struct(pool);
+        return st;
+    }
+    gp_trace_open(pool);
+    *out = pool;
+    return GPOOL_OK;
+}
+
+gpool_status gpool_destroy(gpool_t *pool)
+{
+    if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_destroy: pool is NULL");
+    gp_pool_unregister(pool);
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_pool_gone(pool);
+    pthread_mutex_unlock(&pool->lock);
+    uint64_t live = 0, bytes = 0;
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
+        if (!pool->arena[k]) continue;
+        uint64_t n = 0, b = 0;
+        gp_arena_fini(pool->arena[k], &n, &b);
+        free(pool->arena[k]);
+        live += n;
+        bytes += b;
+    }
+    GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
+    gp_trace_close(pool);
+    int verbose = pool->cfg.verbose;
+    pool_free_struct(pool);
+    if (!live) return GPOOL_OK;
+    gpool_status st = gp_fail(GPOOL_ERR_LIVE_BLOCKS,
+                              "gpool_destroy: %" PRIu64 " live blocks (%" PRIu64
+                              " bytes) were still allocated; freed them",
+                              live, bytes);
+    if (verbose) fprintf(stderr, "gpool: %s\n", gpool_last_error());
+    return st;
+}
+
+/* ---------- allocation ---------- */
+
+static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, size_t size)
+{
+    if (size > MAX_REQUEST)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "size %zu exceeds what any device can hold", size);
+    if (!p) return GPOOL_OK;
+    if ((unsigned)p->kind >= GPOOL_MEM_KIND_COUNT)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown memory kind %d", (int)p->kind);
+    if ((unsigned)p->usage >= GPOOL_USAGE_COUNT)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown usage hint %d", (int)p->usage);
+    if (p->flags & ~(unsigned)KNOWN_FLAGS)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown flags 0x%x", p->flags & ~(unsigned)KNOWN_FLAGS);
+    if (p->alignment & (p->alignment - 1))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu is not a power of two", p->alignment);
+    if (p->alignment > pool->granularity)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu exceeds the page size %zu",
+                       p->alignment, pool->granularity);
+    if (!gp_page_size_valid(p->page_size, pool->granularity))
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "page size %zu is not 0 or a power-of-two multiple of the granularity %zu",
+                       p->page_size, pool->granularity);
+    return GPOOL_OK;
+}
+
+static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
+{
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemsetD8((CUdeviceptr)p, 0, size));
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8 (zero fill)");
+}
+
+static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_params *params,
+                               gpool_stream_t stream, void **out)
+{
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_alloc: %s is NULL", pool ? "out" : "pool");
+    *out = NULL;
+    if (size == 0) return GPOOL_OK;
+    gpool_status st = check_params(pool, params, size);
+    if (st != GPOOL_OK) return st;
+    gpool_mem_kind kind = params ? params->kind : GPOOL_MEM_DEVICE;
+    if (kind == GPOOL_MEM_AUTO) kind = GPOOL_MEM_DEVICE;
+    if (kind != GPOOL_MEM_DEVICE)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED, "memory kind %d is not available in this build",
+                       (int)kind);
+    size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
+    unsigned flags = params ? params->flags : 0;
+    uintptr_t tag = (uintptr_t)stream;
+    if (tag == pool->default_tag && align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
+        size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out)) {
+        if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
+        return GPOOL_OK;
+    }
+    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+    uint32_t usage = params ? (uint32_t)params->usage : 0;
+    st = gp_arena_alloc(a, size, align, tag, usage, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        /* blocks parked in thread caches may be what is missing */
+        gp_tcache_flush_mine(pool);
+        gp_tcache_flush_all(pool);
+        st = gp_arena_alloc(a, size, align, tag, usage, out);
+    }
+    if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
+        st = zero_fill(pool, *out, size, stream);
+        if (st != GPOOL_OK) {
+            gp_arena_free(a, *out, tag, 0);
+            *out = NULL;
+        }
+    }
+    if (st != GPOOL_OK) {
+        *out = NULL;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
+            fprintf(stderr, "gpool: %s\n", gpool_last_error());
+        return st;
+    }
+    if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
+    return GPOOL_OK;
+}
+
+gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params, void **out)
+{
+    gpool_stream_t s = params && params->stream ? params->stream
+                                                : (pool ? pool->cfg.default_stream : NULL);
+    return alloc_impl(pool, size, params, s, out);
+}
+
+gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_params *params,
+                               gpool_stream_t stream, void **out)
+{
+    return alloc_impl(pool, size, params, stream, out);
+}
+
+static gp_arena *arena_of(gpool_t *pool, const void *ptr)
+{
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++)
+        if (pool->arena[k] && gp_arena_contains(pool->arena[k], (uintptr_t)ptr))
+            return pool->arena[k];
+    return NULL;
+}
+
+static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
+{
+    if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
+    if (!ptr) return GPOOL_OK;
+    gpool_status st = GPOOL_OK;
+    uintptr_t tag = (uintptr_t)stream;
+    size_t traced = 0;
+    if (pool->trace) {
+        gpool_block_desc info;
+        if (gpool_block_info(pool, ptr, &info) == GPOOL_OK) traced = info.requested_size;
+    }
+    if (tag == pool->default_tag && gp_tcache_free(pool, ptr, &st)) {
+        if (pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+        return GPOOL_OK;
+    }
+    gp_arena *a = arena_of(pool, ptr);
+    if (!a)
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+    gp_slab *s = gp_arena_slab_of(a, (uintptr_t)ptr);
+    if (s && tag != pool->default_tag) {
+        /* A slot freed on a stream other than its slab's: wait for that stream's work so the
+         * slab's stream may reuse the slot at once. */
+        int pushed;
+        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize(stream));
+        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuStreamSynchronize (free on another stream)");
+    }
+    st = gp_arena_free(a, ptr, tag, 0);
+    if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+    return st;
+}
+
+gpool_status gpool_free(gpool_t *pool, void *ptr)
+{
+    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL);
+}
+
+gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
+{
+    return free_impl(pool, ptr, stream);
+}
+
+gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
+{
+    gpool_block_desc info;
+    gpool_status st = gpool_block_info(pool, ptr, &info);
+    if (st != GPOOL_OK) return st;
+    return GPOOL_OK;
+}
+
+/* ---------- maintenance and introspection ---------- */
+
+gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes)
+{
+    if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_trim: pool is NULL");
+    gp_tcache_flush_mine(pool);
+    gp_tcache_flush_all(pool);
+    gpool_status st = GPOOL_OK;
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
+        if (!pool->arena[k]) continue;
+        gpool_status s2 = gp_arena_trim(pool->arena[k], keep_bytes);
+        if (s2 != GPOOL_OK && st == GPOOL_OK) st = s2;
+    }
+    return st;
+}
+
+gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
+{
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_stats: %s is NULL", pool ? "out" : "pool");
+    memset(out, 0, sizeof *out);
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached;
+    int64_t tc_req;
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_req, &tc_cached);
+    pthread_mutex_unlock(&pool->lock);
+    gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
+    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
+        if (!pool->arena[k]) continue;
+        gp_arena_counters c;
+        size_t held, idle;
+        gp_arena_stats(pool->arena[k], &c, &held, &idle);
+        gpool_kind_stats *ks = &out->kind[k];
+        int dev = k == GPOOL_MEM_DEVICE;
+        ks->in_use_bytes = c.in_use - (dev ? tc_cached : 0);
+        ks->requested_bytes = c.requested + (uint64_t)(dev ? tc_req : 0);
+        ks->reserved_bytes = held;
+        ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
+        ks->peak_in_use_bytes = c.peak_in_use;
+        ks->peak_requested_bytes = c.peak_requested > ks->requested_bytes ? c.peak_requested
+                                                                           : ks->requested_bytes;
+        ks->peak_reserved_bytes = c.peak_held;
+        ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
+        ks->allocs = c.allocs + (dev ? tc_allocs : 0);
+        ks->frees = c.frees + (dev ? tc_frees : 0);
+        ks->live_blocks = ks->allocs - ks->frees;
+        out->oom_retries += c.oom_retries;
+        out->ooms += c.ooms;
+#define GP_SUM(f) total->f += ks->f
+        GP_SUM(in_use_bytes); GP_SUM(requested_bytes); GP_SUM(reserved_bytes); GP_SUM(cached_bytes);
+        GP_SUM(peak_in_use_bytes); GP_SUM(peak_requested_bytes); GP_SUM(peak_reserved_bytes);
+        GP_SUM(peak_cached_bytes); GP_SUM(allocs); GP_SUM(frees); GP_SUM(live_blocks);
+#undef GP_SUM
+    }
+    for (int i = 0; i < GPOOL_DRV_COUNT; i++) {
+        out->driver_calls[i] = atomic_load_explicit(&pool->cnt.n[i], memory_order_relaxed);
+        out->driver_calls_total += out->driver_calls[i];
+    }
+    out->tcache_hits = tc_hits;
+    out->fallbacks = atomic_load_explicit(&pool->fallbacks, memory_order_relaxed);
+    gp_arena *da = pool->arena[GPOOL_MEM_DEVICE];
+    pthread_mutex_lock(&da->lock);
+    out->pages_remapped = gp_vidmem_remaps(da->bctx);
+    pthread_mutex_unlock(&da->lock);
+    return GPOOL_OK;
+}
+
+gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+{
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL", pool ? "out" : "pool");
+    memset(out, 0, sizeof *out);
+    gp_arena *a = ptr ? arena_of(pool, ptr) : NULL;
+    if (!a) return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+    uintptr_t base, tag;
+    size_t size, req;
+    uint32_t usage;
+    gpool_status st = gp_arena_block(a, ptr, &base, &size, &req, &tag, &usage);
+    if (st != GPOOL_OK) return st;
+    out->kind = a->kind;
+    out->usage = (gpool_usage)usage;
+    out->requested_size = req;
+    out->size = size;
+    out->page_size = a->page;
+    out->device_ptr = base;
+    out->host_ptr = a->kind == GPOOL_MEM_DEVICE ? NULL : (void *)base;
+    out->stream = (gpool_stream_t)tag;
+    out->device = pool->cfg.device;
+    return GPOOL_OK;
+}
+
+gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)
+{
+    if (!pool || !free_bytes || !total_bytes)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_mem_get_info: NULL argument");
+    size_t fr = 0, total = 0;
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemGetInfo(&fr, &total));
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemGetInfo");
+    gpool_stats s;
+    gpool_get_stats(pool, &s);
+    fr += s.kind[GPOOL_MEM_DEVICE].cached_bytes;
+    *free_bytes = fr < total ? fr : total;
+    *total_bytes = total;
+    return GPOOL_OK;
+}
+
+const char *gpool_driver_call_name(gpool_driver_call call)
+{
+    static const char *const names[GPOOL_DRV_COUNT] = {
+        "cuMemCreate",     "cuMemRelease",        "cuMemMap",          "cuMemUnmap",
+        "cuMemSetAccess",  "cuMemAddressReserve", "cuMemAddressFree",  "cuMemHostAlloc",
+        "cuMemFreeHost",   "cuMemHostRegister",   "cuMemHostUnregister", "event",
+        "stream",          "other",
+    };
+    return (unsigned)call < GPOOL_DRV_COUNT ? names[call] : NULL;
+}
+
+static void dump_kind(FILE *f, const char *name, const gpool_kind_stats *k, int comma)
+{
+    fprintf(f,
+            "%s\"%s\":{\"requested_bytes\":%" PRIu64 ",\"in_use_bytes\":%" PRIu64
+            ",\"reserved_bytes\":%" PRIu64 ",\"cached_bytes\":%" PRIu64
+            ",\"peak_requested_bytes\":%" PRIu64 ",\"peak_in_use_bytes\":%" PRIu64
+            ",\"peak_reserved_bytes\":%" PRIu64 ",\"peak_cached_bytes\":%" PRIu64
+            ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"live_blocks\":%" PRIu64 "}",
+            comma ? "," : "", name, k->requested_bytes, k->in_use_bytes, k->reserved_bytes,
+            k->cached_bytes, k->peak_requested_bytes, k->peak_in_use_bytes, k->peak_reserved_bytes,
+            k->peak_cached_bytes, k->allocs, k->frees, k->live_blocks);
+}
+
+gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
+{
+    if (!pool || !f)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_dump_json: %s is NULL", pool ? "f" : "pool");
+    static const char *const kinds[] = {"total", "device", "host_pinned", "host_mapped"};
+    gpool_stats s;
+    gpool_get_stats(pool, &s);
+    fprintf(f, "{\"version\":\"%s\",\"device\":%d,\"granularity\":%zu,\"stats\":{", gpool_version(),
+            pool->cfg.device, pool->granularity);
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) dump_kind(f, kinds[k], &s.kind[k], k > 0);
+    fprintf(f, ",\"driver_calls\":{");
+    for (int i = 0; i < GPOOL_DRV_COUNT; i++)
+        fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", gpool_driver_call_name(i), s.driver_calls[i]);
+    fprintf(f, "},\"oom_retries\":%" PRIu64 ",\"ooms\":%" PRIu64 ",\"pages_remapped\":%" PRIu64
+               ",\"tcache_hits\":%" PRIu64 "},\"arenas\":{",
+            s.oom_retries, s.ooms, s.pages_remapped, s.tcache_hits);
+    int first = 1;
+    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
+        if (!pool->arena[k]) continue;
+        fprintf(f, "%s\"%s\":", first ? "" : ",", kinds[k]);
+        gp_arena_dump_json(pool->arena[k], f);
+        first = 0;
+    }
+    fprintf(f, "}}\n");
+    if (ferror(f)) return gp_fail(GPOOL_ERR_IO, "gpool_dump_json: write failed");
+    return GPOOL_OK;
+}

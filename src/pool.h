@@ -1,0 +1,61 @@
+/* The pool object shared by the public API files. */
+#ifndef GPOOL_POOL_H
+#define GPOOL_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "arena.h"
+#include "driver.h"
+#include "gpool.h"
+
+typedef struct gp_tcache gp_tcache;
+
+struct gpool {
+    uint64_t id; /* unique per pool in this process; thread caches match on it */
+    gpool_config cfg;
+    const gp_driver *drv;
+    CUdevice dev;
+    CUcontext ctx;
+    gp_drv_counters cnt;
+    gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE] always; host kinds on first use */
+    pthread_mutex_t lock;                  /* guards tcaches list, host arena creation */
+    gp_tcache *tcaches;
+    _Atomic uint64_t flush_epoch;          /* bumped when thread caches should give back */
+    uintptr_t default_tag;
+    size_t granularity;
+    /* totals of thread caches that have gone away */
+    uint64_t tc_allocs, tc_frees, tc_hits;
+    int64_t tc_requested;
+    _Atomic uint64_t fallbacks;
+    FILE *trace;
+    pthread_mutex_t trace_lock;
+    uint64_t trace_t0;
+};
+
+gpool_status gp_config_check(const gpool_config *cfg);
+
+/* Thread caches (tcache.c). Fast paths return 1 when they served the call. */
+int gp_tcache_alloc(gpool_t *pool, size_t size, void **out);
+int gp_tcache_free(gpool_t *pool, void *ptr, gpool_status *st);
+/* Give every thread cache's blocks back at the owning threads' next call (or now for the
+ * calling thread). */
+void gp_tcache_flush_all(gpool_t *pool);
+/* Sum of live thread caches' counters (pool->lock held by the caller). */
+void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t *hits,
+                      int64_t *requested, uint64_t *cached_bytes);
+/* Drop all caches of a pool being destroyed (pool->lock held). */
+void gp_tcache_pool_gone(gpool_t *pool);
+
+/* The registry of live pools (tcache.c): register at create, unregister first at destroy. */
+int gp_pool_register(gpool_t *pool);
+void gp_pool_unregister(gpool_t *pool);
+void gp_tcache_flush_mine(gpool_t *pool);
+
+/* Trace log (trace.c). */
+void gp_trace_open(gpool_t *pool);
+void gp_trace_event(gpool_t *pool, int is_alloc, void *ptr, size_t size, gpool_stream_t stream);
+void gp_trace_close(gpool_t *pool);
+
+#endif

@@ -1,0 +1,328 @@
+#include "vidmem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "pagesize.h"
+
+typedef struct vm_handle {
+    CUmemGenericAllocationHandle h;
+    size_t npages;     /* handle size in pages */
+    uintptr_t addr;    /* where it is mapped, 0 when not */
+    gp_region *region; /* region it is mapped in */
+} vm_handle;
+
+typedef struct gp_vidmem {
+    const gp_driver *drv;
+    CUdevice dev;
+    CUcontext ctx;
+    gp_drv_counters *cnt;
+    size_t gran;
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    vm_handle *handles; /* by id; a slot with h == 0 and npages == 0 is unused */
+    size_t nhandles, cap;
+    uint32_t *idle;     /* ids of unmapped single-page handles */
+    size_t nidle, cap_idle;
+    uint32_t *slots;    /* unused ids */
+    size_t nslots, cap_slots;
+    size_t held_pages, idle_pages;
+    uint64_t remaps;
+} gp_vidmem;
+
+gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
+                              gp_drv_counters *cnt, void **out)
+{
+    int vmm = 0;
+    CUresult r = GP_DRV(cnt, GPOOL_DRV_OTHER,
+                        drv->cuDeviceGetAttribute(
+                            &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGetAttribute(VMM)");
+    if (!vmm)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "device %d does not support virtual memory management (VMM)", (int)dev);
+    gp_vidmem *v = calloc(1, sizeof *v);
+    if (!v) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating the pool");
+    v->drv = drv;
+    v->dev = dev;
+    v->ctx = ctx;
+    v->cnt = cnt;
+    v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    v->prop.location.id = (int)dev;
+    v->access.location = v->prop.location;
+    v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = GP_DRV(cnt, GPOOL_DRV_OTHER,
+               drv->cuMemGetAllocationGranularity(&v->gran, &v->prop,
+                                                  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    if (r != CUDA_SUCCESS || !v->gran || (v->gran & (v->gran - 1))) {
+        free(v);
+        return r != CUDA_SUCCESS ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
+                                 : gp_fail(GPOOL_ERR_UNSUPPORTED,
+                                           "device granularity is not a power of two");
+    }
+    *out = v;
+    return GPOOL_OK;
+}
+
+size_t gp_vidmem_granularity(void *ctx) { return ((gp_vidmem *)ctx)->gran; }
+uint64_t gp_vidmem_remaps(void *ctx) { return ((gp_vidmem *)ctx)->remaps; }
+
+static gpool_status vm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *got)
+{
+    gp_vidmem *v = ctx;
+    size = (size + v->gran - 1) & ~(v->gran - 1);
+    CUdeviceptr p = 0;
+    int pushed;
+    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_ADDRESS_RESERVE,
+                        v->drv->cuMemAddressReserve(&p, size, v->gran, 0, 0));
+    gp_ctx_leave(v->drv, v->cnt, pushed);
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemAddressReserve");
+    *base = (uintptr_t)p;
+    *got = size;
+    return GPOOL_OK;
+}
+
+static gpool_status vm_unreserve(void *ctx, uintptr_t base, size_t size)
+{
+    gp_vidmem *v = ctx;
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_ADDRESS_FREE,
+                        v->drv->cuMemAddressFree((CUdeviceptr)base, size));
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemAddressFree");
+}
+
+/* A handle id for a new handle of npages; -1 when out of host memory. */
+static long slot_new(gp_vidmem *v)
+{
+    if (v->nslots) return v->slots[--v->nslots];
+    if (v->nhandles == v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 256;
+        vm_handle *nh = realloc(v->handles, c * sizeof *nh);
+        if (!nh) return -1;
+        v->handles = nh;
+        v->cap = c;
+    }
+    /* make sure the id can be recycled later without failing */
+    if (v->cap_slots < v->nhandles + 1) {
+        size_t c = v->cap * 2;
+        uint32_t *ns = realloc(v->slots, c * sizeof *ns);
+        if (!ns) return -1;
+        v->slots = ns;
+        v->cap_slots = c;
+    }
+    if (v->cap_idle < v->nhandles + 1) {
+        size_t c = v->cap * 2;
+        uint32_t *ni = realloc(v->idle, c * sizeof *ni);
+        if (!ni) return -1;
+        v->idle = ni;
+        v->cap_idle = c;
+    }
+    return (long)v->nhandles++;
+}
+
+/* Create a handle of npages; its id, or -1 with the error set. */
+static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
+{
+    long id = slot_new(v);
+    if (id < 0) {
+        *st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for page bookkeeping");
+        return -1;
+    }
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r =
+        GP_DRV(v->cnt, GPOOL_DRV_MEM_CREATE, v->drv->cuMemCreate(&h, npages * v->gran, &v->prop, 0));
+    if (r != CUDA_SUCCESS) {
+        v->slots[v->nslots++] = (uint32_t)id;
+        *st = gp_cu_fail(r, "cuMemCreate");
+        return -1;
+    }
+    v->handles[id] = (vm_handle){.h = h, .npages = npages};
+    v->held_pages += npages;
+    return id;
+}
+
+static void handle_destroy(gp_vidmem *v, uint32_t id)
+{
+    vm_handle *hd = &v->handles[id];
+    GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h));
+    v->held_pages -= hd->npages;
+    memset(hd, 0, sizeof *hd);
+    v->slots[v->nslots++] = id;
+}
+
+static void handle_unmap(gp_vidmem *v, uint32_t id)
+{
+    vm_handle *hd = &v->handles[id];
+    gp_region *g = hd->region;
+    size_t first = (hd->addr - g->base) >> g->page_shift;
+    GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
+           v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
+    for (size_t i = 0; i < hd->npages; i++) g->page_phys[first + i] = 0;
+    hd->addr = 0;
+    hd->region = NULL;
+}
+
+/* Put an unmapped handle back: single pages stay cached, chunks go back to the driver. */
+static void handle_retire(gp_vidmem *v, uint32_t id)
+{
+    if (v->handles[id].npages == 1) {
+        v->idle[v->nidle++] = id;
+        v->idle_pages++;
+    } else {
+        handle_destroy(v, id);
+    }
+}
+
+static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
+                                   size_t block_bytes)
+{
+    size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
+    gpool_status st = GPOOL_OK;
+    size_t done = 0;
+    while (done < n) {
+        size_t want = n - done >= chunk_pages ? chunk_pages : 1;
+        long id = -1;
+        if (want == 1 && v->nidle) {
+            id = v->idle[--v->nidle];
+            v->idle_pages--;
+            v->remaps++;
+        } else {
+            id = handle_create(v, want, &st);
+            if (id < 0 && want > 1 && st == GPOOL_ERR_OUT_OF_MEMORY) {
+                chunk_pages = 1; /* the driver may still have single pages */
+                continue;
+            }
+            if (id < 0) break;
+        }
+        uintptr_t addr = g->base + ((first + done) << g->page_shift);
+        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_MAP,
+                            v->drv->cuMemMap((CUdeviceptr)addr, want * v->gran, 0,
+                                             v->handles[id].h, 0));
+        if (r != CUDA_SUCCESS) {
+            st = gp_cu_fail(r, "cuMemMap");
+            handle_retire(v, (uint32_t)id);
+            break;
+        }
+        v->handles[id].addr = addr;
+        v->handles[id].region = g;
+        for (size_t i = 0; i < want; i++) g->page_phys[first + done + i] = (uint64_t)id + 1;
+        done += want;
+    }
+    if (st == GPOOL_OK) {
+        uintptr_t addr = g->base + (first << g->page_shift);
+        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_SET_ACCESS,
+                            v->drv->cuMemSetAccess((CUdeviceptr)addr, n * v->gran, &v->access, 1));
+        if (r == CUDA_SUCCESS) return GPOOL_OK;
+        st = gp_cu_fail(r, "cuMemSetAccess");
+    }
+    /* roll back what this call mapped */
+    for (size_t p = first; p < first + n; p++) {
+        if (!g->page_phys[p]) continue;
+        uint32_t id = (uint32_t)(g->page_phys[p] - 1);
+        handle_unmap(v, id);
+        handle_retire(v, id);
+    }
+    return st;
+}
+
+static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
+{
+    gp_vidmem *v = ctx;
+    int pushed;
+    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    gpool_status st = vm_back_in_ctx(v, g, first, n, block_bytes);
+    gp_ctx_leave(v->drv, v->cnt, pushed);
+    return st;
+}
+
+static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
+{
+    gp_vidmem *v = ctx;
+    size_t freed = 0;
+    int pushed = 0, entered = 0;
+    for (size_t p = first; p < first + n && p < g->npages; p++) {
+        if (!g->page_phys[p] || g->page_used[p]) continue;
+        uint32_t id = (uint32_t)(g->page_phys[p] - 1);
+        vm_handle *hd = &v->handles[id];
+        size_t hfirst = (hd->addr - g->base) >> g->page_shift, busy = 0;
+        for (size_t i = 0; i < hd->npages; i++) busy |= g->page_used[hfirst + i];
+        if (busy) continue;
+        if (!entered) gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+        entered = 1;
+        freed += hd->npages * v->gran;
+        handle_unmap(v, id);
+        handle_retire(v, id);
+    }
+    if (entered) gp_ctx_leave(v->drv, v->cnt, pushed);
+    return freed;
+}
+
+static gpool_status vm_release(void *ctx, size_t keep)
+{
+    gp_vidmem *v = ctx;
+    if (!v->nidle || v->idle_pages * v->gran <= keep) return GPOOL_OK;
+    int pushed;
+    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    while (v->nidle && v->idle_pages * v->gran > keep) {
+        uint32_t id = v->idle[--v->nidle];
+        v->idle_pages--;
+        handle_destroy(v, id);
+    }
+    gp_ctx_leave(v->drv, v->cnt, pushed);
+    return GPOOL_OK;
+}
+
+static size_t vm_held(void *ctx)
+{
+    gp_vidmem *v = ctx;
+    return v->held_pages * v->gran;
+}
+
+static size_t vm_idle(void *ctx)
+{
+    gp_vidmem *v = ctx;
+    return v->idle_pages * v->gran;
+}
+
+static size_t vm_driver_free(void *ctx)
+{
+    gp_vidmem *v = ctx;
+    size_t fr = 0, total = 0;
+    if (GP_DRV(v->cnt, GPOOL_DRV_OTHER, v->drv->cuMemGetInfo(&fr, &total)) != CUDA_SUCCESS)
+        return SIZE_MAX;
+    return fr;
+}
+
+static void vm_fini(void *ctx, gp_heap *heap)
+{
+    gp_vidmem *v = ctx;
+    if (!v) return;
+    int pushed;
+    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    for (size_t i = 0; i < v->nhandles; i++)
+        if (v->handles[i].addr) handle_unmap(v, (uint32_t)i);
+    for (size_t i = 0; i < v->nhandles; i++)
+        if (v->handles[i].npages) handle_destroy(v, (uint32_t)i);
+    for (size_t i = 0; heap && i < heap->nregions; i++)
+        vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
+    gp_ctx_leave(v->drv, v->cnt, pushed);
+    free(v->handles);
+    free(v->idle);
+    free(v->slots);
+    free(v);
+}
+
+const gp_backend_ops gp_vidmem_ops = {
+    .name = "vidmem",
+    .reserve = vm_reserve,
+    .unreserve = vm_unreserve,
+    .back = vm_back,
+    .unback_unused = vm_unback_unused,
+    .release = vm_release,
+    .held_bytes = vm_held,
+    .idle_bytes = vm_idle,
+    .driver_free = vm_driver_free,
+    .fini = vm_fini,
+};
