@@ -117,7 +117,6 @@ static CUresult sim_device_uuid(enum sim_entry entry, CUuuid *uuid, CUdevice dev
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
     return sim_device_uuid(SIM_cuDeviceGetUuid, uuid, dev);
 }
-CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev) __asm__("cuDeviceGetUuid");
 SIM_EXPORT CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev) {
     return sim_device_uuid(SIM_cuDeviceGetUuid, uuid, dev);
 }
@@ -268,7 +267,6 @@ static CUresult sim_primary_release(CUdevice dev) {
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
     return sim_primary_release(dev);
 }
-CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev) __asm__("cuDevicePrimaryCtxRelease");
 SIM_EXPORT CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev) {
     return sim_primary_release(dev);
 }
@@ -345,11 +343,9 @@ CUresult cuCtxPushCurrent(CUcontext ctx) {
 CUresult cuCtxPopCurrent(CUcontext *pctx) {
     return sim_ctx_pop(pctx);
 }
-CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx) __asm__("cuCtxPushCurrent");
 SIM_EXPORT CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx) {
     return sim_ctx_push(ctx);
 }
-CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");
 SIM_EXPORT CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) {
     return sim_ctx_pop(pctx);
 }

@@ -146,8 +146,6 @@ CUresult cuMemHostUnregister(void *p) {
 }
 
 /* cuMemHostRegister before CUDA 6.5 had the same signature. */
-CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize,
-                                  unsigned int Flags) __asm__("cuMemHostRegister");
 SIM_EXPORT CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize, unsigned int Flags) {
     return cuMemHostRegister(p, bytesize, Flags);
 }

@@ -146,6 +146,19 @@ void sim_stream_submit(struct CUstream_st *s);
 /* Complete every stream's work, releasing holds; returns nonzero if anything was held. */
 int sim_streams_force_all(void);
 
+/* ---- older ABIs, exported under their historical (unversioned) names ---- */
+CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");
+CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx) __asm__("cuCtxPushCurrent");
+CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev) __asm__("cuDeviceGetUuid");
+CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev) __asm__("cuDevicePrimaryCtxRelease");
+CUresult sim_cuEventDestroy_v1(CUevent hEvent) __asm__("cuEventDestroy");
+CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) __asm__("cuEventElapsedTime");
+CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+                                 cuuint64_t flags) __asm__("cuGetProcAddress");
+CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize,
+                                  unsigned int Flags) __asm__("cuMemHostRegister");
+CUresult sim_cuStreamDestroy_v1(CUstream hStream) __asm__("cuStreamDestroy");
+
 /* ---- helpers ---- */
 static inline int sim_is_aligned(uintptr_t v, size_t a) {
     return (v & (a - 1)) == 0;

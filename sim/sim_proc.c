@@ -9,18 +9,6 @@
 
 #include "sim_internal.h"
 
-/* Older ABIs, exported under their historical names by the files that define them. */
-CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev);
-CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev);
-CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx);
-CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx);
-CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize, unsigned int Flags);
-CUresult sim_cuStreamDestroy_v1(CUstream hStream);
-CUresult sim_cuEventDestroy_v1(CUevent hEvent);
-CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b);
-CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
-                                 cuuint64_t flags) __asm__("cuGetProcAddress");
-
 struct sim_proc {
     const char *name;
     int version;

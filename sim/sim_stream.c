@@ -150,7 +150,6 @@ static CUresult sim_stream_destroy(CUstream hStream) {
 CUresult cuStreamDestroy(CUstream hStream) {
     return sim_stream_destroy(hStream);
 }
-CUresult sim_cuStreamDestroy_v1(CUstream hStream) __asm__("cuStreamDestroy");
 SIM_EXPORT CUresult sim_cuStreamDestroy_v1(CUstream hStream) {
     return sim_stream_destroy(hStream);
 }
@@ -277,7 +276,6 @@ static CUresult sim_event_destroy(CUevent hEvent) {
 CUresult cuEventDestroy(CUevent hEvent) {
     return sim_event_destroy(hEvent);
 }
-CUresult sim_cuEventDestroy_v1(CUevent hEvent) __asm__("cuEventDestroy");
 SIM_EXPORT CUresult sim_cuEventDestroy_v1(CUevent hEvent) {
     return sim_event_destroy(hEvent);
 }
@@ -302,7 +300,6 @@ static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd) {
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
     return sim_elapsed(pMilliseconds, hStart, hEnd);
 }
-CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) __asm__("cuEventElapsedTime");
 SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) {
     return sim_elapsed(ms, a, b);
 }
