@@ -1,0 +1,297 @@
+/* bench.h — the gpool-bench harness: traces and workloads, devices, allocation strategies,
+ * the replay engine, and report formatting. Everything but bench/main.c is also linked into
+ * the Criterion tests (build/libgpoolbench.a). */
+#ifndef GPOOL_BENCH_H
+#define GPOOL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda.h>
+
+#include "driver.h"
+
+#define BENCH_KIB ((uint64_t)1 << 10)
+#define BENCH_MIB ((uint64_t)1 << 20)
+#define BENCH_GIB ((uint64_t)1 << 30)
+#define BENCH_TIB ((uint64_t)1 << 40)
+
+/* Largest request size a trace may hold: anything above is a corrupt row. */
+#define BENCH_MAX_REQUEST BENCH_TIB
+
+/* ---- util.c ---------------------------------------------------------------------------- */
+
+/* Monotonic clock in nanoseconds. */
+uint64_t bench_now_ns(void);
+
+/* Parse "123", "4K", "16M", "2G", "1T" (binary, optional "B"/"iB"). 0 on success, -1 on a
+ * malformed or overflowing value. */
+int bench_parse_size(const char *s, uint64_t *out);
+
+/* A small deterministic generator (splitmix64 seeded xoshiro256**). */
+typedef struct bench_rng {
+    uint64_t s[4];
+} bench_rng;
+void bench_rng_seed(bench_rng *r, uint64_t seed);
+uint64_t bench_rng_next(bench_rng *r);
+double bench_rng_uniform(bench_rng *r); /* [0, 1) */
+double bench_rng_normal(bench_rng *r);  /* mean 0, sd 1 */
+
+/* A map from 64-bit keys to 64-bit values: open addressing with linear probing and
+ * backward-shift deletion. */
+typedef struct bench_map {
+    uint64_t *keys; /* stored key + 1, so that 0 marks an empty cell and key 0 is allowed */
+    uint64_t *vals;
+    size_t mask, count;
+} bench_map;
+int bench_map_init(bench_map *m, size_t expected);
+void bench_map_destroy(bench_map *m);
+/* 0, or -1 if out of host memory. Overwrites an existing key. */
+int bench_map_put(bench_map *m, uint64_t key, uint64_t val);
+/* 1 and *val if present. */
+int bench_map_get(const bench_map *m, uint64_t key, uint64_t *val);
+/* 1 and *val (if val) if it was present; removes it. */
+int bench_map_take(bench_map *m, uint64_t key, uint64_t *val);
+
+/* Write s as a JSON string literal (with quotes) to f. */
+void bench_json_string(FILE *f, const char *s);
+
+/* ---- trace.c: an allocation trace parsed once into an op array ------------------------- */
+
+enum { BENCH_OP_ALLOC = 0, BENCH_OP_FREE = 1 };
+
+typedef struct bench_op {
+    uint64_t size;   /* requested bytes (for a free: the size of the block freed) */
+    uint32_t slot;   /* allocation index, 0..n_allocs-1: a free names the alloc's slot */
+    uint16_t stream; /* index into bench_trace.streams */
+    uint8_t kind;    /* BENCH_OP_ALLOC / BENCH_OP_FREE */
+    uint8_t thread;  /* trace thread id modulo 256 (informational) */
+} bench_op;
+
+#define BENCH_MAX_STREAMS 64
+
+typedef struct bench_trace {
+    char name[128]; /* file base name without .csv, or the workload name */
+    bench_op *ops;
+    size_t n_ops, cap_ops;
+    size_t n_allocs;         /* number of slots */
+    size_t skipped_failures; /* "allocate failure" rows */
+    size_t unfreed;          /* allocations never freed (the replay frees them at the end) */
+    uint64_t peak_live;      /* max sum of live requested sizes */
+    uint64_t largest;        /* largest request */
+    uint64_t total_bytes;    /* sum of all request sizes */
+    uint64_t streams[BENCH_MAX_STREAMS]; /* raw stream handles as in the trace; [0] first seen */
+    size_t n_streams;
+} bench_trace;
+
+/* Parse an RMM replay log (header Thread,Time,Action,Pointer,Size,Stream). Returns 0, or -1
+ * with "FILE:LINE: what" in err. */
+int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen);
+/* The same from a memory buffer; `name` is used in messages. */
+int bench_trace_parse(const char *name, const char *text, size_t len, bench_trace *t, char *err,
+                      size_t errlen);
+void bench_trace_free(bench_trace *t);
+/* Write the trace as RMM CSV (Time = op index, pointers synthesised from slots). */
+int bench_trace_write_csv(const bench_trace *t, const char *path);
+
+/* Builders used by the workload generators (and tests). */
+void bench_trace_init(bench_trace *t, const char *name);
+uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream);
+void bench_trace_add_free(bench_trace *t, uint32_t slot);
+void bench_trace_finish(bench_trace *t); /* computes peak_live, largest, unfreed */
+
+/* ---- workload.c: synthetic workloads ---------------------------------------------------- */
+
+typedef enum { BENCH_DIST_UNIFORM, BENCH_DIST_NORMAL, BENCH_DIST_GEOMETRIC } bench_dist;
+
+typedef struct bench_workload_opts {
+    uint64_t seed;
+    size_t ops;        /* random: number of alloc+free operations */
+    uint64_t min_size; /* random: smallest request */
+    uint64_t max_size; /* random: largest request */
+    uint64_t max_live; /* random: live bytes are kept at or below this */
+    bench_dist dist;   /* random: size distribution */
+    unsigned steps;    /* train: steps */
+    unsigned layers;   /* train: layers */
+    unsigned frames;   /* frame: frames */
+} bench_workload_opts;
+
+void bench_workload_defaults(bench_workload_opts *o);
+/* 1 if name is a workload ("random", "train", "frame"). */
+int bench_is_workload(const char *name);
+int bench_workload_make(const char *name, const bench_workload_opts *o, bench_trace *t, char *err,
+                        size_t errlen);
+int bench_parse_dist(const char *s, bench_dist *out);
+
+/* ---- device.c: which driver, which device ----------------------------------------------- */
+
+typedef struct bench_device {
+    const gp_driver *drv;
+    CUdevice dev;
+    CUcontext ctx; /* the retained primary context, current on the main thread */
+    int ordinal;
+    int simulated;      /* 1 on the simulated driver */
+    char name[256];     /* "simulated" or the GPU's name */
+    char gpu_name[256]; /* what cuDeviceGetName says */
+    uint64_t total_mem;
+    char libcuda[512]; /* the driver file in use */
+} bench_device;
+
+/* mode: "auto", "sim" or a device ordinal. Chooses the driver (setting GPOOL_LIBCUDA to the
+ * simulator when it falls back to it), loads it through gpool's driver table and retains the
+ * primary context. 0 or -1 with err. */
+int bench_device_open(const char *mode, bench_device *d, char *err, size_t errlen);
+void bench_device_close(bench_device *d);
+/* Default simulator path: dirname(/proc/self/exe) + "/sim/libcuda.so.1". */
+int bench_default_sim_path(char *buf, size_t len);
+
+/* Simulator control, reached with dlopen(GPOOL_LIBCUDA) + dlsym. All return -1 / 0 when the
+ * driver is not the simulator. */
+int bench_sim_available(void);
+int bench_sim_set_capacity(int device, uint64_t bytes);
+uint64_t bench_sim_bytes_in_use(int device);
+uint64_t bench_sim_call_total(void);
+/* Leaked driver objects (handles, mappings, reservations, legacy and host allocations). */
+uint64_t bench_sim_live_objects(void);
+
+/* ---- strategies ------------------------------------------------------------------------- */
+
+typedef struct bench_strategy_stats {
+    uint64_t reserved;      /* bytes held from the driver now */
+    uint64_t peak_reserved; /* max of reserved */
+    uint64_t driver_calls;  /* allocation-related driver calls made */
+} bench_strategy_stats;
+
+enum {
+    BENCH_OK = 0,
+    BENCH_OOM = 1,   /* the allocation failed for lack of memory */
+    BENCH_ERR = -1,  /* anything else: message in s->err */
+    BENCH_SKIP = -2, /* init: the strategy cannot run here (message in s->err) */
+};
+
+typedef struct bench_strategy bench_strategy;
+
+typedef struct bench_strategy_ops {
+    const char *name;  /* "cuda", "bfc", ... */
+    const char *label; /* one line, printed in reports */
+    int host;          /* 1: host memory (the capacity applies to nothing) */
+    int (*init)(bench_strategy *s, const bench_device *dev, uint64_t capacity);
+    int (*alloc)(bench_strategy *s, uint64_t size, CUstream stream, void **out);
+    int (*free)(bench_strategy *s, void *ptr, uint64_t size, CUstream stream);
+    void (*stats)(bench_strategy *s, bench_strategy_stats *out);
+    void (*fini)(bench_strategy *s);
+} bench_strategy_ops;
+
+struct bench_strategy {
+    const bench_strategy_ops *ops;
+    char spec[256];   /* as given: "gpool:tcache_bytes=0" */
+    const char *args; /* after the ':' in spec, "" if none */
+    const bench_device *dev;
+    void *state;
+    char err[512];
+};
+
+extern const bench_strategy_ops bench_strategy_cuda, bench_strategy_cuda_async, bench_strategy_bfc,
+    bench_strategy_gpool, bench_strategy_cuda_host, bench_strategy_gpool_pinned;
+
+/* Look up a strategy spec "name[:args]"; fills s (not initialised). 0 or -1 with err. */
+int bench_strategy_lookup(const char *spec, bench_strategy *s, char *err, size_t errlen);
+/* Names of all strategies, comma separated, for usage text. */
+const char *bench_strategy_names(void);
+
+/* Helpers shared by strategies. */
+int bench_strategy_fail(bench_strategy *s, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The bfc model's internals, exposed for tests. */
+uint64_t bench_bfc_round_size(uint64_t size);
+uint64_t bench_bfc_segment_size(uint64_t rounded);
+
+/* ---- replay.c ----------------------------------------------------------------------------- */
+
+typedef struct bench_sample {
+    uint64_t op;
+    uint64_t live;
+    uint64_t reserved;
+} bench_sample;
+
+typedef struct bench_replay_opts {
+    uint64_t capacity;   /* 0: leave the device as it is */
+    int stop_on_failure; /* stop at the first failed allocation (fit) */
+    int time_ops;        /* record per-op host time (p50/p99) */
+    size_t samples;      /* >0: record about this many (live, reserved) samples for plots */
+    int progress;        /* progress line on stderr for runs over a second */
+} bench_replay_opts;
+
+typedef struct bench_result {
+    char strategy[256];
+    char label[160];
+    int skipped; /* 1: strategy unavailable here; note in `note` */
+    int error;   /* 1: the run failed for another reason; message in `note` */
+    char note[512];
+    uint64_t allocs, failed_allocs, frees;
+    uint64_t peak_live;     /* of the blocks actually allocated */
+    uint64_t peak_reserved; /* strategy's own count */
+    uint64_t driver_calls;
+    uint64_t sim_calls;     /* every simulated driver call during the run (0 on a GPU) */
+    uint64_t sim_leaked;    /* sim bytes still in use after fini (should be 0) */
+    uint64_t first_failure; /* op index + 1 of the first failure, 0 if none */
+    double p50_ns, p99_ns;  /* host time per op */
+    double wall_s;
+    bench_sample *samples;
+    size_t n_samples;
+} bench_result;
+
+/* Run one fresh instance of `spec` over the trace. Returns 0 (see r->skipped / r->error). */
+int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t,
+                 const bench_replay_opts *o, bench_result *r);
+void bench_result_free(bench_result *r);
+
+typedef struct bench_fit {
+    char strategy[256];
+    int skipped, error;
+    char note[512];
+    uint64_t peak_live;
+    uint64_t min_capacity; /* 0 when not found within the search range */
+    double ratio;          /* min_capacity / peak_live */
+    int goal_met;          /* min_capacity <= 1.05 * peak_live + 4 MiB */
+    uint64_t driver_calls; /* in the replay at min_capacity */
+    uint64_t peak_reserved;
+    unsigned replays;
+    int leak_warned;
+} bench_fit;
+
+/* Smallest capacity, in 2 MiB steps, at which the trace replays with no failure. Simulated
+ * driver only. */
+int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *t, int progress,
+                  bench_fit *f);
+
+/* ---- hotpath.c ---------------------------------------------------------------------------- */
+
+typedef struct bench_hotpath {
+    double gpool_ns, jemalloc_ns, ratio;    /* per alloc+free pair, 1 thread */
+    double gpool_scaling, jemalloc_scaling; /* 2-thread throughput / 1-thread */
+    double gpool_ns_2t, jemalloc_ns_2t;     /* per pair per thread, 2 threads */
+    uint64_t pairs;                         /* per round per thread */
+    unsigned rounds;
+    char note[256];
+} bench_hotpath;
+
+int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,
+                      char *err, size_t errlen);
+
+/* ---- report.c ----------------------------------------------------------------------------- */
+
+void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,
+                              const bench_result *r, size_t n);
+void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace *t,
+                             const bench_result *r, size_t n);
+int bench_write_replay_csv(const char *path, const bench_device *dev, const bench_trace *t,
+                           const bench_result *r, size_t n);
+int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
+               const bench_result *r, size_t n, char *err, size_t errlen);
+void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *fit,
+                     int json);
+
+#endif

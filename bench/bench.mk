@@ -1,0 +1,22 @@
+# bench.mk — gpool-bench extras, included by the main Makefile.
+#   make bench          fit every trace in bench/traces/*.csv with bfc and gpool (simulated)
+#   build/libgpoolbench.a  the harness without main(), linked into tests/test_bench_*
+
+BENCH_LIB      := $(BUILD)/libgpoolbench.a
+BENCH_LIB_OBJ  := $(filter-out $(BUILD)/obj/$(BENCH_MAIN:.c=.o),$(BENCH_OBJ))
+BENCH_TRACES   := $(sort $(wildcard bench/traces/*.csv))
+BENCH_ARGS     ?=
+
+$(BENCH_LIB): $(BENCH_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# Bench tests link the harness library too (a more specific pattern than $(BUILD)/tests/%).
+$(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TESTUTIL_OBJ) \
+                             $(BUILD)/libgpool.a | $(SIMLIB) $(BUILD)/gpool-bench
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(BENCH_LIB) $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS) -lcriterion
+
+bench: $(BUILD)/gpool-bench $(SIMLIB)
+	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
+	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)

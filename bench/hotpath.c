@@ -1,0 +1,130 @@
+/* hotpath.c — the cost of an alloc+free pair of a cached small block: gpool against
+ * jemalloc's mallocx/dallocx in the same process, on one thread and on two. */
+#include "bench.h"
+
+#include <jemalloc/jemalloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const size_t hot_sizes[] = {256, 512, 1024, 2048, 4096};
+#define N_HOT_SIZES (sizeof hot_sizes / sizeof hot_sizes[0])
+
+typedef struct hot_ctx {
+    int use_gpool;
+    gpool_t *pool;
+    const bench_device *dev;
+    uint64_t pairs;
+    pthread_barrier_t *barrier;
+    uint64_t ns; /* this thread's loop time */
+    int failed;
+    char err[256];
+} hot_ctx;
+
+static volatile uintptr_t hot_sink;
+
+static int hot_loop(hot_ctx *c, uint64_t pairs) {
+    uintptr_t acc = 0;
+    if (c->use_gpool) {
+        for (uint64_t i = 0; i < pairs; i++) {
+            void *p;
+            gpool_status st = gpool_alloc(c->pool, hot_sizes[i % N_HOT_SIZES], NULL, &p);
+            if (st != GPOOL_OK) {
+                snprintf(c->err, sizeof c->err, "gpool_alloc: %s: %s", gpool_strerror(st),
+                         gpool_last_error());
+                return -1;
+            }
+            acc += (uintptr_t)p;
+            gpool_free(c->pool, p);
+        }
+    } else {
+        for (uint64_t i = 0; i < pairs; i++) {
+            void *p = mallocx(hot_sizes[i % N_HOT_SIZES], 0);
+            if (!p) {
+                snprintf(c->err, sizeof c->err, "mallocx failed");
+                return -1;
+            }
+            acc += (uintptr_t)p;
+            dallocx(p, 0);
+        }
+    }
+    hot_sink = acc;
+    return 0;
+}
+
+static void *hot_thread(void *arg) {
+    hot_ctx *c = arg;
+    if (c->dev && c->dev->drv) c->dev->drv->cuCtxSetCurrent(c->dev->ctx);
+    if (hot_loop(c, c->pairs / 10 + 1000) != 0) c->failed = 1; /* warm this thread's caches */
+    pthread_barrier_wait(c->barrier);
+    uint64_t t0 = bench_now_ns();
+    if (!c->failed && hot_loop(c, c->pairs) != 0) c->failed = 1;
+    c->ns = bench_now_ns() - t0;
+    return NULL;
+}
+
+/* Best of `rounds`: ns per pair on one thread, and the 2-thread throughput scaling. */
+static int hot_measure(hot_ctx *proto, unsigned rounds, double *ns1, double *ns2, double *scaling,
+                       char *err, size_t errlen) {
+    double best1 = 0, best2 = 0;
+    for (int threads = 1; threads <= 2; threads++) {
+        for (unsigned round = 0; round < rounds; round++) {
+            pthread_barrier_t barrier;
+            pthread_barrier_init(&barrier, NULL, (unsigned)threads);
+            hot_ctx c[2] = {*proto, *proto};
+            pthread_t tid[2];
+            for (int i = 0; i < threads; i++) {
+                c[i].barrier = &barrier;
+                pthread_create(&tid[i], NULL, hot_thread, &c[i]);
+            }
+            uint64_t wall = 0;
+            for (int i = 0; i < threads; i++) {
+                pthread_join(tid[i], NULL);
+                if (c[i].failed) {
+                    snprintf(err, errlen, "%s", c[i].err);
+                    pthread_barrier_destroy(&barrier);
+                    return -1;
+                }
+                if (c[i].ns > wall) wall = c[i].ns;
+            }
+            pthread_barrier_destroy(&barrier);
+            double per_pair = (double)wall / (double)proto->pairs; /* per thread */
+            double *best = threads == 1 ? &best1 : &best2;
+            if (*best == 0 || per_pair < *best) *best = per_pair;
+        }
+    }
+    *ns1 = best1;
+    *ns2 = best2;
+    /* throughput: 1 thread does 1/best1 pairs per ns, 2 threads 2/best2 */
+    *scaling = best2 > 0 ? (2.0 / best2) / (1.0 / best1) : 0;
+    return 0;
+}
+
+int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,
+                      char *err, size_t errlen) {
+    memset(h, 0, sizeof *h);
+    h->pairs = pairs;
+    h->rounds = rounds;
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    cfg.device = dev->ordinal;
+    gpool_t *pool = NULL;
+    gpool_status st = dev->ordinal == 0 ? gpool_create(NULL, &pool) : gpool_create(&cfg, &pool);
+    if (st != GPOOL_OK) {
+        snprintf(err, errlen, "gpool_create: %s: %s", gpool_strerror(st), gpool_last_error());
+        return -1;
+    }
+    hot_ctx proto = {.use_gpool = 1, .pool = pool, .dev = dev, .pairs = pairs};
+    int rc =
+        hot_measure(&proto, rounds, &h->gpool_ns, &h->gpool_ns_2t, &h->gpool_scaling, err, errlen);
+    gpool_destroy(pool);
+    if (rc != 0) return -1;
+    proto.use_gpool = 0;
+    proto.pool = NULL;
+    if (hot_measure(&proto, rounds, &h->jemalloc_ns, &h->jemalloc_ns_2t, &h->jemalloc_scaling, err,
+                    errlen) != 0)
+        return -1;
+    h->ratio = h->jemalloc_ns > 0 ? h->gpool_ns / h->jemalloc_ns : 0;
+    snprintf(h->note, sizeof h->note, "sizes 256 B..4 KiB in turn, best of %u rounds", rounds);
+    return 0;
+}

@@ -1,0 +1,567 @@
+/* gpool-bench — compare allocation strategies on traces and synthetic workloads.
+ * See bench/README.md for the commands and output formats. */
+#include "bench.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STRATEGIES 16
+
+typedef struct cli {
+    const char *command;
+    const char *args[256];
+    int n_args;
+    const char *strategies[MAX_STRATEGIES];
+    int n_strategies;
+    uint64_t capacity;
+    int json;
+    const char *csv, *plot, *device, *save_trace;
+    bench_workload_opts wl;
+    uint64_t pairs;
+    unsigned rounds;
+} cli;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: gpool-bench COMMAND [options]\n"
+            "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
+            "[--plot FILE.png]\n"
+            "  fit TRACE --strategy S [--json]\n"
+            "  compare TRACE... [--strategy S]... [--json]\n"
+            "  hotpath [--pairs N] [--rounds N] [--json]\n"
+            "  info [--json]\n"
+            "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
+            "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
+            "--max-live SIZE\n"
+            "  train: --seed N --steps N --layers N      frame: --seed N --frames N\n"
+            "  --save-trace FILE writes the (generated) trace as CSV\n"
+            "common: --device auto|sim|N (default auto: a real GPU if present, else the "
+            "simulated driver)\n"
+            "strategies: %s\n"
+            "sizes take K/M/G/T suffixes (binary)\n",
+            bench_strategy_names());
+}
+
+static int parse_count(const char *opt, const char *s, uint64_t *out) {
+    if (bench_parse_size(s, out) != 0) {
+        fprintf(stderr, "gpool-bench: %s: bad number \"%s\"\n", opt, s);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_cli(int argc, char **argv, cli *c) {
+    memset(c, 0, sizeof *c);
+    bench_workload_defaults(&c->wl);
+    c->device = "auto";
+    c->pairs = 1000000;
+    c->rounds = 5;
+    enum {
+        O_CAP = 256,
+        O_CSV,
+        O_PLOT,
+        O_DEVICE,
+        O_SEED,
+        O_OPS,
+        O_DIST,
+        O_MIN,
+        O_MAX,
+        O_MAXLIVE,
+        O_STEPS,
+        O_LAYERS,
+        O_FRAMES,
+        O_PAIRS,
+        O_ROUNDS,
+        O_SAVE
+    };
+    static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
+                                         {"capacity", required_argument, NULL, O_CAP},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"csv", required_argument, NULL, O_CSV},
+                                         {"plot", required_argument, NULL, O_PLOT},
+                                         {"device", required_argument, NULL, O_DEVICE},
+                                         {"seed", required_argument, NULL, O_SEED},
+                                         {"ops", required_argument, NULL, O_OPS},
+                                         {"dist", required_argument, NULL, O_DIST},
+                                         {"min", required_argument, NULL, O_MIN},
+                                         {"max", required_argument, NULL, O_MAX},
+                                         {"max-live", required_argument, NULL, O_MAXLIVE},
+                                         {"steps", required_argument, NULL, O_STEPS},
+                                         {"layers", required_argument, NULL, O_LAYERS},
+                                         {"frames", required_argument, NULL, O_FRAMES},
+                                         {"pairs", required_argument, NULL, O_PAIRS},
+                                         {"rounds", required_argument, NULL, O_ROUNDS},
+                                         {"save-trace", required_argument, NULL, O_SAVE},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int ch;
+    uint64_t v;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            if (c->n_strategies == MAX_STRATEGIES) {
+                fprintf(stderr, "gpool-bench: at most %d strategies\n", MAX_STRATEGIES);
+                return -1;
+            }
+            c->strategies[c->n_strategies++] = optarg;
+            break;
+        case 'j':
+            c->json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case O_CAP:
+            if (bench_parse_size(optarg, &c->capacity) != 0 || !c->capacity) {
+                fprintf(stderr, "gpool-bench: --capacity: bad size \"%s\"\n", optarg);
+                return -1;
+            }
+            break;
+        case O_CSV:
+            c->csv = optarg;
+            break;
+        case O_PLOT:
+            c->plot = optarg;
+            break;
+        case O_DEVICE:
+            c->device = optarg;
+            break;
+        case O_SAVE:
+            c->save_trace = optarg;
+            break;
+        case O_SEED:
+            if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
+            break;
+        case O_OPS:
+            if (parse_count("--ops", optarg, &v)) return -1;
+            c->wl.ops = (size_t)v;
+            break;
+        case O_DIST:
+            if (bench_parse_dist(optarg, &c->wl.dist) != 0) {
+                fprintf(stderr, "gpool-bench: --dist: uniform, normal or geometric\n");
+                return -1;
+            }
+            break;
+        case O_MIN:
+            if (parse_count("--min", optarg, &c->wl.min_size)) return -1;
+            break;
+        case O_MAX:
+            if (parse_count("--max", optarg, &c->wl.max_size)) return -1;
+            break;
+        case O_MAXLIVE:
+            if (parse_count("--max-live", optarg, &c->wl.max_live)) return -1;
+            break;
+        case O_STEPS:
+            if (parse_count("--steps", optarg, &v)) return -1;
+            c->wl.steps = (unsigned)v;
+            break;
+        case O_LAYERS:
+            if (parse_count("--layers", optarg, &v)) return -1;
+            c->wl.layers = (unsigned)v;
+            break;
+        case O_FRAMES:
+            if (parse_count("--frames", optarg, &v)) return -1;
+            c->wl.frames = (unsigned)v;
+            break;
+        case O_PAIRS:
+            if (parse_count("--pairs", optarg, &c->pairs)) return -1;
+            break;
+        case O_ROUNDS:
+            if (parse_count("--rounds", optarg, &v) || v == 0) return -1;
+            c->rounds = (unsigned)v;
+            break;
+        default:
+            fprintf(stderr, "gpool-bench: unknown or incomplete option \"%s\"\n", argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gpool-bench: missing command\n");
+        return -1;
+    }
+    c->command = argv[optind++];
+    while (optind < argc) {
+        if (c->n_args == (int)(sizeof c->args / sizeof c->args[0])) {
+            fprintf(stderr, "gpool-bench: too many arguments\n");
+            return -1;
+        }
+        c->args[c->n_args++] = argv[optind++];
+    }
+    return 0;
+}
+
+static int load_trace(const cli *c, const char *name, bench_trace *t) {
+    char err[600];
+    int rc = bench_is_workload(name) ? bench_workload_make(name, &c->wl, t, err, sizeof err)
+                                     : bench_trace_load(name, t, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "gpool-bench: %s\n", err);
+        return -1;
+    }
+    if (c->save_trace && bench_trace_write_csv(t, c->save_trace) != 0) {
+        fprintf(stderr, "gpool-bench: cannot write %s\n", c->save_trace);
+        bench_trace_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every strategy spec must exist before anything runs. */
+static int check_strategies(const cli *c) {
+    for (int i = 0; i < c->n_strategies; i++) {
+        bench_strategy s;
+        char err[300];
+        if (bench_strategy_lookup(c->strategies[i], &s, err, sizeof err) != 0) {
+            fprintf(stderr, "gpool-bench: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_capacity(const cli *c, const bench_device *dev) {
+    if (!c->capacity || dev->simulated) return 0;
+    if (c->capacity < dev->total_mem) {
+        fprintf(stderr,
+                "gpool-bench: --capacity %llu is below the %llu bytes of %s: a real GPU's memory "
+                "cannot be limited; use --device sim\n",
+                (unsigned long long)c->capacity, (unsigned long long)dev->total_mem, dev->gpu_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_replay(cli *c, const bench_device *dev) {
+    if (c->n_args != 1) {
+        fprintf(stderr, "gpool-bench: replay takes one TRACE\n");
+        return 2;
+    }
+    if (!c->n_strategies) {
+        c->strategies[c->n_strategies++] = "cuda";
+        c->strategies[c->n_strategies++] = "bfc";
+        c->strategies[c->n_strategies++] = "gpool";
+    }
+    bench_trace t;
+    if (load_trace(c, c->args[0], &t) != 0) return 1;
+    bench_result r[MAX_STRATEGIES];
+    bench_replay_opts o = {
+        .capacity = c->capacity, .time_ops = 1, .progress = 1, .samples = c->plot ? 2000 : 0};
+    int failed = 0;
+    for (int i = 0; i < c->n_strategies; i++) {
+        bench_replay(dev, c->strategies[i], &t, &o, &r[i]);
+        if (r[i].skipped)
+            fprintf(stderr, "gpool-bench: %s skipped: %s\n", r[i].strategy, r[i].note);
+        if (r[i].error) {
+            fprintf(stderr, "gpool-bench: %s failed: %s\n", r[i].strategy, r[i].note);
+            failed = 1;
+        }
+        if (r[i].sim_leaked)
+            fprintf(stderr,
+                    "gpool-bench: WARNING: %s left %llu bytes of simulated device memory in use "
+                    "after fini\n",
+                    r[i].strategy, (unsigned long long)r[i].sim_leaked);
+    }
+    if (c->capacity && dev->simulated) bench_sim_set_capacity(dev->ordinal, dev->total_mem);
+    if (c->json)
+        bench_print_replay_json(stdout, dev, &t, r, (size_t)c->n_strategies);
+    else
+        bench_print_replay_table(stdout, dev, &t, r, (size_t)c->n_strategies);
+    if (c->csv && bench_write_replay_csv(c->csv, dev, &t, r, (size_t)c->n_strategies) != 0) {
+        fprintf(stderr, "gpool-bench: cannot write %s\n", c->csv);
+        failed = 1;
+    }
+    if (c->plot) {
+        char err[300];
+        if (bench_plot(c->plot, dev, &t, r, (size_t)c->n_strategies, err, sizeof err) != 0) {
+            fprintf(stderr, "gpool-bench: %s\n", err);
+            failed = 1;
+        } else if (!c->json) {
+            printf("plot: %s\n", c->plot);
+        }
+    }
+    for (int i = 0; i < c->n_strategies; i++)
+        bench_result_free(&r[i]);
+    bench_trace_free(&t);
+    return failed;
+}
+
+static int cmd_fit(cli *c, const bench_device *dev) {
+    if (c->n_args != 1 || c->n_strategies < 1) {
+        fprintf(stderr, "gpool-bench: usage: fit TRACE --strategy S [--json]\n");
+        return 2;
+    }
+    bench_trace t;
+    if (load_trace(c, c->args[0], &t) != 0) return 1;
+    int failed = 0;
+    for (int i = 0; i < c->n_strategies; i++) {
+        bench_fit f;
+        bench_fit_run(dev, c->strategies[i], &t, 1, &f);
+        if (f.error) failed = 1;
+        bench_print_fit(stdout, dev, &t, &f, c->json);
+    }
+    bench_trace_free(&t);
+    return failed;
+}
+
+static int cmd_compare(cli *c, const bench_device *dev) {
+    if (c->n_args < 1) {
+        fprintf(stderr, "gpool-bench: compare takes one or more TRACEs\n");
+        return 2;
+    }
+    if (!dev->simulated) {
+        fprintf(stderr, "gpool-bench: compare finds minimum capacities, which needs the "
+                        "simulated driver (--device sim)\n");
+        return 1;
+    }
+    if (!c->n_strategies) {
+        c->strategies[c->n_strategies++] = "bfc";
+        c->strategies[c->n_strategies++] = "gpool";
+    }
+    int ns = c->n_strategies;
+    bench_fit *fits = calloc((size_t)(c->n_args * ns), sizeof *fits);
+    char(*names)[128] = calloc((size_t)c->n_args, sizeof *names);
+    uint64_t *peaks = calloc((size_t)c->n_args, sizeof *peaks);
+    if (!fits || !names || !peaks) {
+        free(fits), free(names), free(peaks);
+        fprintf(stderr, "gpool-bench: out of host memory\n");
+        return 1;
+    }
+    int failed = 0;
+    for (int k = 0; k < c->n_args; k++) {
+        bench_trace t;
+        if (load_trace(c, c->args[k], &t) != 0) {
+            failed = 1;
+            snprintf(names[k], sizeof names[k], "%s", c->args[k]);
+            for (int i = 0; i < ns; i++) {
+                fits[k * ns + i].error = 1;
+                snprintf(fits[k * ns + i].note, sizeof fits[k * ns + i].note, "trace not loaded");
+                snprintf(fits[k * ns + i].strategy, sizeof fits[k * ns + i].strategy, "%s",
+                         c->strategies[i]);
+            }
+            continue;
+        }
+        snprintf(names[k], sizeof names[k], "%s", t.name);
+        peaks[k] = t.peak_live;
+        for (int i = 0; i < ns; i++) {
+            bench_fit *f = &fits[k * ns + i];
+            bench_fit_run(dev, c->strategies[i], &t, 1, f);
+            if (f->error) failed = 1;
+            if (!c->json)
+                fprintf(stderr, "compare: %s %s: %s\n", t.name, c->strategies[i],
+                        f->skipped        ? "skipped"
+                        : f->error        ? "error"
+                        : f->min_capacity ? "done"
+                                          : "no fit");
+        }
+        bench_trace_free(&t);
+    }
+    if (c->json) {
+        printf("{\"command\":\"compare\",\"device\":");
+        bench_json_string(stdout, dev->name);
+        printf(",\"results\":[");
+        for (int k = 0; k < c->n_args; k++)
+            for (int i = 0; i < ns; i++) {
+                const bench_fit *f = &fits[k * ns + i];
+                printf("%s{\"trace\":", k || i ? "," : "");
+                bench_json_string(stdout, names[k]);
+                printf(",\"strategy\":");
+                bench_json_string(stdout, f->strategy);
+                printf(",\"status\":\"%s\",\"note\":", f->skipped        ? "skipped"
+                                                       : f->error        ? "error"
+                                                       : f->min_capacity ? "ok"
+                                                                         : "no_fit");
+                bench_json_string(stdout, f->note);
+                printf(",\"peak_live_bytes\":%llu,\"min_capacity_bytes\":%llu,\"ratio\":%.4f,"
+                       "\"goal_met\":%s,\"driver_calls\":%llu,\"peak_reserved_bytes\":%llu}",
+                       (unsigned long long)peaks[k], (unsigned long long)f->min_capacity, f->ratio,
+                       f->goal_met ? "true" : "false", (unsigned long long)f->driver_calls,
+                       (unsigned long long)f->peak_reserved);
+            }
+        printf("]}\n");
+    } else {
+        printf("compare (device: %s): smallest capacity, in 2 MiB steps, that replays each trace "
+               "with no failed allocation\n",
+               dev->name);
+        printf("goal: min capacity <= 1.05 x peak live + 4 MiB; driver calls counted in the "
+               "replay at the min capacity\n\n");
+        printf("%-20s %-20s %12s %12s %9s %5s %12s\n", "trace", "strategy", "peak live MiB",
+               "min cap MiB", "fit ratio", "goal", "driver calls");
+        for (int k = 0; k < c->n_args; k++)
+            for (int i = 0; i < ns; i++) {
+                const bench_fit *f = &fits[k * ns + i];
+                if (f->skipped || f->error || !f->min_capacity) {
+                    printf("%-20s %-20s %12.1f  %s: %s\n", names[k], f->strategy,
+                           (double)peaks[k] / BENCH_MIB,
+                           f->skipped ? "skipped"
+                           : f->error ? "error"
+                                      : "no fit",
+                           f->note);
+                    continue;
+                }
+                printf("%-20s %-20s %12.1f %12.0f %9.3f %5s %12llu\n", names[k], f->strategy,
+                       (double)peaks[k] / BENCH_MIB, (double)f->min_capacity / BENCH_MIB, f->ratio,
+                       f->goal_met ? "met" : "no", (unsigned long long)f->driver_calls);
+            }
+        printf("\nfit ratio (min capacity / peak live), device: %s\n%-20s", dev->name, "trace");
+        for (int i = 0; i < ns; i++)
+            printf(" %14.14s", c->strategies[i]);
+        printf("\n");
+        for (int k = 0; k < c->n_args; k++) {
+            printf("%-20s", names[k]);
+            for (int i = 0; i < ns; i++) {
+                const bench_fit *f = &fits[k * ns + i];
+                if (f->min_capacity)
+                    printf(" %14.3f", f->ratio);
+                else
+                    printf(" %14s", f->skipped ? "skipped" : f->error ? "error" : "no fit");
+            }
+            printf("\n");
+        }
+    }
+    free(fits);
+    free(names);
+    free(peaks);
+    return failed;
+}
+
+static int cmd_hotpath(cli *c, const bench_device *dev) {
+    bench_hotpath h;
+    char err[300];
+    if (bench_hotpath_run(dev, c->pairs, c->rounds, &h, err, sizeof err) != 0) {
+        fprintf(stderr, "gpool-bench: hotpath: %s\n", err);
+        return 1;
+    }
+    if (c->json) {
+        printf("{\"command\":\"hotpath\",\"device\":");
+        bench_json_string(stdout, dev->name);
+        printf(",\"pairs\":%llu,\"rounds\":%u,\"gpool_ns_per_pair\":%.2f,"
+               "\"jemalloc_ns_per_pair\":%.2f,\"ratio\":%.3f,\"goal\":1.5,\"goal_met\":%s,"
+               "\"gpool_ns_per_pair_2t\":%.2f,\"jemalloc_ns_per_pair_2t\":%.2f,"
+               "\"gpool_scaling_2t\":%.3f,\"jemalloc_scaling_2t\":%.3f}\n",
+               (unsigned long long)h.pairs, h.rounds, h.gpool_ns, h.jemalloc_ns, h.ratio,
+               h.ratio <= 1.5 ? "true" : "false", h.gpool_ns_2t, h.jemalloc_ns_2t, h.gpool_scaling,
+               h.jemalloc_scaling);
+        return 0;
+    }
+    printf("hotpath (device: %s): alloc+free pair of a cached small block, %s, %llu pairs per "
+           "thread\n",
+           dev->name, h.note, (unsigned long long)h.pairs);
+    printf("%-10s %14s %18s %22s\n", "", "ns/pair 1 thr", "ns/pair/thr 2 thr", "2-thread scaling");
+    printf("%-10s %14.2f %18.2f %21.2fx\n", "gpool", h.gpool_ns, h.gpool_ns_2t, h.gpool_scaling);
+    printf("%-10s %14.2f %18.2f %21.2fx\n", "jemalloc", h.jemalloc_ns, h.jemalloc_ns_2t,
+           h.jemalloc_scaling);
+    printf("gpool / jemalloc: %.2f (goal <= 1.5: %s)\n", h.ratio,
+           h.ratio <= 1.5 ? "met" : "NOT met");
+    return 0;
+}
+
+static int cmd_info(cli *c, const bench_device *dev) {
+    const gp_driver *drv = dev->drv;
+    int count = 0;
+    drv->cuDeviceGetCount(&count);
+    static const size_t probe_sizes[] = {4096, 65536, 2u << 20, 64u << 20};
+    if (c->json) {
+        printf("{\"command\":\"info\",\"device\":");
+        bench_json_string(stdout, dev->name);
+        printf(",\"driver\":");
+        bench_json_string(stdout, dev->libcuda);
+        printf(",\"driver_version\":%d,\"simulated\":%s,\"gpool_version\":\"%s\",\"devices\":[",
+               drv->version, dev->simulated ? "true" : "false", gpool_version());
+    } else {
+        printf("gpool-bench info (device: %s)\n", dev->name);
+        printf("driver: %s, version %d.%d%s\n", dev->libcuda, drv->version / 1000,
+               drv->version % 1000 / 10, dev->simulated ? " (simulated)" : "");
+        printf("gpool %s; %d device%s\n", gpool_version(), count, count == 1 ? "" : "s");
+    }
+    for (int i = 0; i < count; i++) {
+        CUdevice d;
+        char name[256] = "?";
+        size_t total = 0;
+        int vmm = 0, numa = -1, have_numa;
+        size_t gmin = 0, grec = 0;
+        if (drv->cuDeviceGet(&d, i) != CUDA_SUCCESS) continue;
+        drv->cuDeviceGetName(name, sizeof name, d);
+        drv->cuDeviceTotalMem(&total, d);
+        drv->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d);
+        have_numa =
+            drv->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, d) == CUDA_SUCCESS;
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = i;
+        drv->cuMemGetAllocationGranularity(&gmin, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        drv->cuMemGetAllocationGranularity(&grec, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+        if (c->json) {
+            printf("%s{\"ordinal\":%d,\"name\":", i ? "," : "", i);
+            bench_json_string(stdout, name);
+            printf(",\"total_bytes\":%zu,\"vmm\":%s,\"granularity_min\":%zu,"
+                   "\"granularity_recommended\":%zu,\"host_numa_id\":",
+                   total, vmm ? "true" : "false", gmin, grec);
+            if (have_numa)
+                printf("%d", numa);
+            else
+                printf("null");
+            printf(",\"page_size\":{");
+            for (size_t k = 0; k < sizeof probe_sizes / sizeof probe_sizes[0]; k++)
+                printf("%s\"%zu\":null", k ? "," : "", probe_sizes[k]);
+            printf("}}");
+        } else {
+            char numa_text[32] = "n/a";
+            if (have_numa && numa >= 0) snprintf(numa_text, sizeof numa_text, "%d", numa);
+            printf("device %d: %s%s, %.1f GiB, VMM %s, granularity %zu KiB (recommended %zu "
+                   "KiB), host NUMA node %s\n",
+                   i, name, dev->simulated ? " [simulated]" : "", (double)total / BENCH_GIB,
+                   vmm ? "yes" : "no", gmin >> 10, grec >> 10, numa_text);
+            printf("  page size gpool would choose:");
+            for (size_t k = 0; k < sizeof probe_sizes / sizeof probe_sizes[0]; k++)
+                printf(" %zu KiB -> n/a%s", probe_sizes[k] >> 10,
+                       k + 1 < sizeof probe_sizes / sizeof probe_sizes[0] ? "," : "\n");
+        }
+    }
+    if (c->json) printf("]}\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    cli c;
+    if (parse_cli(argc, argv, &c) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    static const char *commands[] = {"replay", "fit", "compare", "hotpath", "info"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        known |= !strcmp(c.command, commands[i]);
+    if (!known) {
+        fprintf(stderr, "gpool-bench: unknown command \"%s\"\n", c.command);
+        usage(stderr);
+        return 2;
+    }
+    if (check_strategies(&c) != 0) return 2;
+    bench_device dev;
+    char err[600];
+    if (bench_device_open(c.device, &dev, err, sizeof err) != 0) {
+        fprintf(stderr, "gpool-bench: %s\n", err);
+        return 1;
+    }
+    if (check_capacity(&c, &dev) != 0) {
+        bench_device_close(&dev);
+        return 2;
+    }
+    int rc;
+    if (!strcmp(c.command, "replay"))
+        rc = cmd_replay(&c, &dev);
+    else if (!strcmp(c.command, "fit"))
+        rc = cmd_fit(&c, &dev);
+    else if (!strcmp(c.command, "compare"))
+        rc = cmd_compare(&c, &dev);
+    else if (!strcmp(c.command, "hotpath"))
+        rc = cmd_hotpath(&c, &dev);
+    else
+        rc = cmd_info(&c, &dev);
+    bench_device_close(&dev);
+    return rc;
+}

@@ -1,0 +1,271 @@
+/* replay.c — run a strategy over a trace, and find the smallest capacity that fits it. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double percentile(uint32_t *v, size_t n, double q) {
+    if (!n) return 0;
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+void bench_result_free(bench_result *r) {
+    free(r->samples);
+    r->samples = NULL;
+    r->n_samples = 0;
+}
+
+static void progress_line(const char *what, double frac, uint64_t start, uint64_t *last) {
+    uint64_t now = bench_now_ns();
+    int tty = isatty(STDERR_FILENO);
+    uint64_t every = tty ? 500000000ull : 5000000000ull;
+    if (now - start < 1000000000ull || (*last != start && now - *last < every)) return;
+    *last = now;
+    fprintf(stderr, tty ? "\r%s: %5.1f%%  %.1f s " : "%s: %.1f%% after %.1f s\n", what,
+            100.0 * frac, (double)(now - start) / 1e9);
+}
+
+int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t,
+                 const bench_replay_opts *o, bench_result *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->strategy, sizeof r->strategy, "%s", spec);
+    bench_strategy s;
+    char err[512];
+    if (bench_strategy_lookup(spec, &s, err, sizeof err) != 0) {
+        r->error = 1;
+        snprintf(r->note, sizeof r->note, "%s", err);
+        return 0;
+    }
+    snprintf(r->label, sizeof r->label, "%s", s.ops->label);
+    const gp_driver *drv = dev->drv;
+
+    if (o->capacity && !s.ops->host) {
+        if (dev->simulated) {
+            bench_sim_set_capacity(dev->ordinal, o->capacity);
+        } else if (o->capacity < dev->total_mem) {
+            r->error = 1;
+            snprintf(r->note, sizeof r->note,
+                     "--capacity %llu is below %s's %llu bytes: a real GPU's memory cannot be "
+                     "limited (use the simulated driver, --device sim)",
+                     (unsigned long long)o->capacity, dev->gpu_name,
+                     (unsigned long long)dev->total_mem);
+            return 0;
+        }
+    }
+
+    CUstream streams[BENCH_MAX_STREAMS] = {0};
+    for (size_t i = 1; i < t->n_streams; i++) {
+        CUresult cr = drv->cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING);
+        if (cr != CUDA_SUCCESS) {
+            r->error = 1;
+            snprintf(r->note, sizeof r->note, "cuStreamCreate failed: %s", gp_cu_name(cr));
+            for (size_t j = 1; j < i; j++)
+                drv->cuStreamDestroy(streams[j]);
+            return 0;
+        }
+    }
+
+    uint64_t sim_before = dev->simulated && !s.ops->host ? bench_sim_bytes_in_use(dev->ordinal) : 0;
+    uint64_t calls_before = bench_sim_call_total();
+    void **ptrs = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *ptrs);
+    uint16_t *slot_stream = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *slot_stream);
+    uint32_t *times = o->time_ops ? malloc((t->n_ops ? t->n_ops : 1) * sizeof *times) : NULL;
+    size_t n_times = 0;
+    size_t step = 0;
+    if (o->samples) {
+        step = t->n_ops / o->samples + 1;
+        r->samples = calloc(o->samples + 2, sizeof *r->samples);
+    }
+    if (!ptrs || !slot_stream || (o->time_ops && !times) || (o->samples && !r->samples)) {
+        r->error = 1;
+        snprintf(r->note, sizeof r->note, "out of host memory");
+        goto out_free;
+    }
+
+    int rc = s.ops->init(&s, dev, o->capacity);
+    if (rc != BENCH_OK) {
+        *(rc == BENCH_SKIP ? &r->skipped : &r->error) = 1;
+        snprintf(r->note, sizeof r->note, "%s", s.err);
+        if (s.state) s.ops->fini(&s);
+        goto out_free;
+    }
+
+    char what[300];
+    snprintf(what, sizeof what, "%s on %s", spec, t->name);
+    uint64_t start = bench_now_ns(), last = start, live = 0;
+    bench_strategy_stats st;
+    for (size_t i = 0; i < t->n_ops; i++) {
+        const bench_op *op = &t->ops[i];
+        CUstream stream = streams[op->stream];
+        if (op->kind == BENCH_OP_ALLOC) {
+            r->allocs++;
+            slot_stream[op->slot] = op->stream;
+            if (op->size == 0) continue; /* nothing to allocate; its free is skipped too */
+            void *p = NULL;
+            uint64_t t0 = bench_now_ns();
+            rc = s.ops->alloc(&s, op->size, stream, &p);
+            uint64_t dt = bench_now_ns() - t0;
+            if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+            if (rc == BENCH_OK) {
+                ptrs[op->slot] = p;
+                live += op->size;
+                if (live > r->peak_live) r->peak_live = live;
+            } else if (rc == BENCH_OOM) {
+                r->failed_allocs++;
+                if (!r->first_failure) r->first_failure = i + 1;
+                if (o->stop_on_failure) break;
+            } else {
+                *(rc == BENCH_SKIP ? &r->skipped : &r->error) = 1;
+                snprintf(r->note, sizeof r->note, "op %zu: %.400s", i + 1, s.err);
+                break;
+            }
+        } else {
+            void *p = ptrs[op->slot];
+            if (!p) continue;
+            ptrs[op->slot] = NULL;
+            uint64_t t0 = bench_now_ns();
+            rc = s.ops->free(&s, p, op->size, stream);
+            uint64_t dt = bench_now_ns() - t0;
+            if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+            r->frees++;
+            live -= op->size;
+            if (rc != BENCH_OK) {
+                r->error = 1;
+                snprintf(r->note, sizeof r->note, "op %zu: %.400s", i + 1, s.err);
+                break;
+            }
+        }
+        if (step && i % step == 0) {
+            s.ops->stats(&s, &st);
+            r->samples[r->n_samples++] = (bench_sample){i, live, st.reserved};
+        }
+        if (o->progress && (i & 4095) == 0)
+            progress_line(what, (double)i / (double)t->n_ops, start, &last);
+    }
+    r->wall_s = (double)(bench_now_ns() - start) / 1e9;
+    if (o->progress && last != start)
+        fprintf(stderr, isatty(STDERR_FILENO) ? "\r%s: done in %.1f s\n" : "%s: done in %.1f s\n",
+                what, r->wall_s);
+    s.ops->stats(&s, &st);
+    if (step) r->samples[r->n_samples++] = (bench_sample){t->n_ops, live, st.reserved};
+    r->peak_reserved = st.peak_reserved;
+    r->driver_calls = st.driver_calls;
+    /* blocks the trace never freed, or left behind by a stop */
+    for (size_t i = 0; i < t->n_allocs; i++)
+        if (ptrs[i]) s.ops->free(&s, ptrs[i], 0, streams[slot_stream[i]]);
+    s.ops->fini(&s);
+    if (dev->simulated) {
+        r->sim_calls = bench_sim_call_total() - calls_before;
+        if (!s.ops->host) {
+            uint64_t after = bench_sim_bytes_in_use(dev->ordinal);
+            r->sim_leaked = after > sim_before ? after - sim_before : 0;
+        }
+    }
+    if (times && n_times) {
+        qsort(times, n_times, sizeof *times, cmp_u32);
+        r->p50_ns = percentile(times, n_times, 0.50);
+        r->p99_ns = percentile(times, n_times, 0.99);
+    }
+out_free:
+    free(ptrs);
+    free(slot_stream);
+    free(times);
+    for (size_t i = 1; i < t->n_streams; i++)
+        drv->cuStreamDestroy(streams[i]);
+    return 0;
+}
+
+/* ---- fit ---------------------------------------------------------------------------------- */
+
+#define FIT_STEP (2 * BENCH_MIB)
+
+static int fit_try(const bench_device *dev, const char *spec, const bench_trace *t, uint64_t cap,
+                   bench_fit *f, bench_result *r) {
+    bench_replay_opts o = {.capacity = cap, .stop_on_failure = 1};
+    bench_replay(dev, spec, t, &o, r);
+    f->replays++;
+    if (r->sim_leaked) {
+        fprintf(stderr,
+                "gpool-bench: WARNING: %s left %llu bytes of simulated device memory in use "
+                "after fini (capacity %llu)\n",
+                spec, (unsigned long long)r->sim_leaked, (unsigned long long)cap);
+        f->leak_warned = 1;
+    }
+    return r->error || r->skipped ? -1 : r->failed_allocs == 0;
+}
+
+int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *t, int progress,
+                  bench_fit *f) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->strategy, sizeof f->strategy, "%s", spec);
+    f->peak_live = t->peak_live;
+    bench_strategy s;
+    if (bench_strategy_lookup(spec, &s, f->note, sizeof f->note) != 0) {
+        f->error = 1;
+        return 0;
+    }
+    if (s.ops->host) {
+        f->skipped = 1;
+        snprintf(f->note, sizeof f->note, "fit measures device memory; %s uses host memory", spec);
+        return 0;
+    }
+    if (!dev->simulated) {
+        f->skipped = 1;
+        snprintf(f->note, sizeof f->note,
+                 "fit needs the simulated driver (a real GPU's capacity cannot be set)");
+        return 0;
+    }
+    uint64_t peak = t->peak_live;
+    uint64_t lo = (peak + FIT_STEP - 1) / FIT_STEP * FIT_STEP; /* fails below peak */
+    lo = lo >= FIT_STEP ? lo - FIT_STEP : 0;
+    uint64_t hi = (4 * peak + 64 * BENCH_MIB + FIT_STEP - 1) / FIT_STEP * FIT_STEP;
+    bench_result r;
+    uint64_t start = bench_now_ns();
+    int ok = fit_try(dev, spec, t, hi, f, &r);
+    if (ok < 0) {
+        *(r.skipped ? &f->skipped : &f->error) = 1;
+        snprintf(f->note, sizeof f->note, "%s", r.note);
+        goto out;
+    }
+    if (!ok) {
+        snprintf(f->note, sizeof f->note, "fails even at %llu bytes (4 x peak live + 64 MiB)",
+                 (unsigned long long)hi);
+        goto out;
+    }
+    f->driver_calls = r.driver_calls;
+    f->peak_reserved = r.peak_reserved;
+    while (hi - lo > FIT_STEP) {
+        uint64_t mid = lo + (hi - lo) / FIT_STEP / 2 * FIT_STEP;
+        ok = fit_try(dev, spec, t, mid, f, &r);
+        if (ok < 0) {
+            f->error = 1;
+            snprintf(f->note, sizeof f->note, "at capacity %llu: %.400s", (unsigned long long)mid,
+                     r.note);
+            goto out;
+        }
+        if (ok) {
+            hi = mid;
+            f->driver_calls = r.driver_calls;
+            f->peak_reserved = r.peak_reserved;
+        } else {
+            lo = mid;
+        }
+        if (progress && bench_now_ns() - start > 1000000000ull)
+            fprintf(stderr, "fit %s on %s: replay %u, between %.0f and %.0f MiB\n", spec, t->name,
+                    f->replays, (double)lo / BENCH_MIB, (double)hi / BENCH_MIB);
+    }
+    f->min_capacity = hi;
+    f->ratio = peak ? (double)hi / (double)peak : 0;
+    f->goal_met = (double)hi <= 1.05 * (double)peak + 4.0 * BENCH_MIB;
+out:
+    /* give the device its full memory back */
+    bench_sim_set_capacity(dev->ordinal, dev->total_mem);
+    return 0;
+}

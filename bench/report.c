@@ -1,0 +1,223 @@
+/* report.c — tables, JSON, CSV and gnuplot output. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static double mib(uint64_t b) {
+    return (double)b / (double)BENCH_MIB;
+}
+
+static const char *status_of(const bench_result *r) {
+    return r->skipped ? "skipped" : r->error ? "error" : "ok";
+}
+
+void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,
+                              const bench_result *r, size_t n) {
+    fprintf(f,
+            "replay %s: %zu allocations, %zu frees, peak live %.1f MiB, largest %.1f MiB"
+            "  (device: %s)\n",
+            t->name, t->n_allocs, t->n_ops - t->n_allocs, mib(t->peak_live), mib(t->largest),
+            dev->name);
+    fprintf(f, "%-24s %9s %7s %10s %10s %8s %10s %8s %8s\n", "strategy", "allocs", "failed",
+            "live MiB", "reserv MiB", "res/live", "drv calls", "p50 ns", "p99 ns");
+    for (size_t i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        if (x->skipped || x->error) {
+            fprintf(f, "%-24s %s: %s\n", x->strategy, status_of(x), x->note);
+            continue;
+        }
+        fprintf(f, "%-24s %9llu %7llu %10.1f %10.1f %8.3f %10llu %8.0f %8.0f\n", x->strategy,
+                (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
+                mib(x->peak_live), mib(x->peak_reserved),
+                x->peak_live ? (double)x->peak_reserved / (double)x->peak_live : 0.0,
+                (unsigned long long)x->driver_calls, x->p50_ns, x->p99_ns);
+        if (x->sim_leaked)
+            fprintf(f,
+                    "%-24s WARNING: %llu bytes of simulated device memory still in use after "
+                    "fini\n",
+                    "", (unsigned long long)x->sim_leaked);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!r[i].skipped && !r[i].error) fprintf(f, "  %s: %s\n", r[i].strategy, r[i].label);
+    if (t->skipped_failures)
+        fprintf(f, "  (%zu \"allocate failure\" rows skipped)\n", t->skipped_failures);
+}
+
+static void json_trace(FILE *f, const bench_trace *t) {
+    fprintf(f, "{\"name\":");
+    bench_json_string(f, t->name);
+    fprintf(f,
+            ",\"ops\":%zu,\"allocs\":%zu,\"peak_live_bytes\":%llu,\"largest_bytes\":%llu,"
+            "\"skipped_failure_rows\":%zu}",
+            t->n_ops, t->n_allocs, (unsigned long long)t->peak_live, (unsigned long long)t->largest,
+            t->skipped_failures);
+}
+
+void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace *t,
+                             const bench_result *r, size_t n) {
+    fprintf(f, "{\"command\":\"replay\",\"device\":");
+    bench_json_string(f, dev->name);
+    fprintf(f, ",\"trace\":");
+    json_trace(f, t);
+    fprintf(f, ",\"strategies\":[");
+    for (size_t i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        fprintf(f, "%s{\"strategy\":", i ? "," : "");
+        bench_json_string(f, x->strategy);
+        fprintf(f, ",\"label\":");
+        bench_json_string(f, x->label);
+        fprintf(f, ",\"status\":\"%s\",\"note\":", status_of(x));
+        bench_json_string(f, x->note);
+        fprintf(f,
+                ",\"allocs\":%llu,\"failed_allocs\":%llu,\"frees\":%llu,\"peak_live_bytes\":%llu,"
+                "\"peak_reserved_bytes\":%llu,\"driver_calls\":%llu,\"sim_driver_calls\":%llu,"
+                "\"sim_bytes_leaked\":%llu,\"p50_ns\":%.0f,\"p99_ns\":%.0f,\"wall_s\":%.3f}",
+                (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
+                (unsigned long long)x->frees, (unsigned long long)x->peak_live,
+                (unsigned long long)x->peak_reserved, (unsigned long long)x->driver_calls,
+                (unsigned long long)x->sim_calls, (unsigned long long)x->sim_leaked, x->p50_ns,
+                x->p99_ns, x->wall_s);
+    }
+    fprintf(f, "]}\n");
+}
+
+static void csv_field(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int bench_write_replay_csv(const char *path, const bench_device *dev, const bench_trace *t,
+                           const bench_result *r, size_t n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "device,trace,strategy,status,allocs,failed_allocs,peak_live_bytes,"
+               "peak_reserved_bytes,driver_calls,p50_ns,p99_ns,note\n");
+    for (size_t i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        csv_field(f, dev->name);
+        fputc(',', f);
+        csv_field(f, t->name);
+        fputc(',', f);
+        csv_field(f, x->strategy);
+        fprintf(f, ",%s,%llu,%llu,%llu,%llu,%llu,%.0f,%.0f,", status_of(x),
+                (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
+                (unsigned long long)x->peak_live, (unsigned long long)x->peak_reserved,
+                (unsigned long long)x->driver_calls, x->p50_ns, x->p99_ns);
+        csv_field(f, x->note);
+        fputc('\n', f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
+               const bench_result *r, size_t n, char *err, size_t errlen) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        snprintf(err, errlen,
+                 "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox); "
+                 "no plot written");
+        return -1;
+    }
+    char data[] = "/tmp/gpool-bench-plot-XXXXXX";
+    int fd = mkstemp(data);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        snprintf(err, errlen, "cannot create a temporary file for the plot data");
+        return -1;
+    }
+    /* one gnuplot data block per strategy: op, live MiB, reserved MiB */
+    size_t blocks = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].skipped || r[i].error || !r[i].n_samples) continue;
+        for (size_t k = 0; k < r[i].n_samples; k++)
+            fprintf(f, "%llu %.3f %.3f\n", (unsigned long long)r[i].samples[k].op,
+                    mib(r[i].samples[k].live), mib(r[i].samples[k].reserved));
+        fprintf(f, "\n\n");
+        blocks++;
+    }
+    fclose(f);
+    if (!blocks) {
+        unlink(data);
+        snprintf(err, errlen, "nothing to plot");
+        return -1;
+    }
+    FILE *gp = popen("gnuplot", "w");
+    if (!gp) {
+        unlink(data);
+        snprintf(err, errlen, "cannot run gnuplot");
+        return -1;
+    }
+    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
+                "{ set terminal pngcairo size 1200,700 noenhanced } "
+                "else { set terminal png size 1200,700 noenhanced }\n");
+    fprintf(gp, "set output '%s'\n", png);
+    fprintf(gp, "set title '%s: reserved vs live bytes (device: %s)'\n", t->name, dev->name);
+    fprintf(gp, "set xlabel 'operation'\nset ylabel 'MiB'\nset key top left\nset grid\n");
+    fprintf(gp, "plot '%s' index 0 using 1:2 with lines lw 2 lc rgb 'black' title 'live'", data);
+    size_t idx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].skipped || r[i].error || !r[i].n_samples) continue;
+        fprintf(gp, ", '%s' index %zu using 1:3 with lines lw 1.5 title 'reserved: %s'", data, idx,
+                r[i].strategy);
+        idx++;
+    }
+    fprintf(gp, "\n");
+    int rc = pclose(gp);
+    unlink(data);
+    if (rc != 0) {
+        snprintf(err, errlen, "gnuplot failed (exit status %d)", rc);
+        return -1;
+    }
+    return 0;
+}
+
+void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *x,
+                     int json) {
+    if (json) {
+        fprintf(f, "{\"command\":\"fit\",\"device\":");
+        bench_json_string(f, dev->name);
+        fprintf(f, ",\"trace\":");
+        json_trace(f, t);
+        fprintf(f, ",\"strategy\":");
+        bench_json_string(f, x->strategy);
+        fprintf(f, ",\"status\":\"%s\",\"note\":",
+                x->skipped        ? "skipped"
+                : x->error        ? "error"
+                : x->min_capacity ? "ok"
+                                  : "no_fit");
+        bench_json_string(f, x->note);
+        fprintf(f,
+                ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu,\"ratio\":%.4f,"
+                "\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
+                "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s}\n",
+                (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live, x->ratio,
+                1.05 * (double)x->peak_live + 4.0 * BENCH_MIB, x->goal_met ? "true" : "false",
+                (unsigned long long)x->driver_calls, (unsigned long long)x->peak_reserved,
+                x->replays, x->leak_warned ? "true" : "false");
+        return;
+    }
+    fprintf(f, "fit %s on %s (device: %s)\n", x->strategy, t->name, dev->name);
+    if (x->skipped || x->error) {
+        fprintf(f, "  %s: %s\n", x->skipped ? "skipped" : "error", x->note);
+        return;
+    }
+    fprintf(f, "  peak_live_bytes     %llu (%.1f MiB)\n", (unsigned long long)x->peak_live,
+            mib(x->peak_live));
+    if (!x->min_capacity) {
+        fprintf(f, "  min_capacity_bytes  not found: %s\n", x->note);
+        return;
+    }
+    fprintf(f, "  min_capacity_bytes  %llu (%.1f MiB)\n", (unsigned long long)x->min_capacity,
+            mib(x->min_capacity));
+    fprintf(f, "  ratio               %.4f\n", x->ratio);
+    fprintf(f, "  goal (<= 1.05 x peak + 4 MiB = %.1f MiB): %s\n",
+            mib((uint64_t)(1.05 * (double)x->peak_live)) + 4.0, x->goal_met ? "met" : "NOT met");
+    fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replays\n",
+            (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays);
+}
