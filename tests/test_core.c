@@ -1,0 +1,379 @@
+/* The vidmem caching allocator through the public API, on the simulated driver. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpool.h"
+#include "util_pool.h"
+#include "util_sim.h"
+
+static const struct sim_api *sim;
+static void setup(void) {
+    sim = sim_api();
+    cr_assert_not_null(sim, "tests need GPOOL_LIBCUDA pointing at the simulated driver");
+}
+
+TestSuite(core, .init = setup);
+
+Test(core, create_destroy_leaves_nothing) {
+    gpool_t *p = test_pool(NULL);
+    cr_assert_not_null(p);
+    gpool_stats s;
+    cr_assert_eq(gpool_get_stats(p, &s), GPOOL_OK);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].in_use_bytes, 0);
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0, "driver objects left after destroy");
+    cr_assert_eq(sim->bytes_in_use(0), 0);
+}
+
+Test(core, sizes_hold_their_contents) {
+    gpool_t *p = test_pool(NULL);
+    static const size_t sizes[] = {
+        1,     255,     256,           257,     1000,          4096,    16384,   16385,
+        65536, 1 << 20, (2 << 20) - 1, 2 << 20, (2 << 20) + 1, 5 << 20, 33 << 20};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    void *ptrs[N];
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(gpool_alloc(p, sizes[i], NULL, &ptrs[i]), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_not_null(ptrs[i]);
+        cr_assert_eq((uintptr_t)ptrs[i] % 256, 0, "blocks are 256-byte aligned");
+        fill_pattern(ptrs[i], sizes[i], (uint32_t)i + 1);
+    }
+    for (int i = 0; i < N; i++) {
+        cr_assert(check_pattern(ptrs[i], sizes[i], (uint32_t)i + 1), "block %d overwritten", i);
+        gpool_block_desc d;
+        cr_assert_eq(gpool_block_info(p, ptrs[i], &d), GPOOL_OK);
+        cr_assert_eq(d.requested_size, sizes[i]);
+        cr_assert_geq(d.size, sizes[i]);
+        cr_assert_eq(d.kind, GPOOL_MEM_DEVICE);
+        cr_assert_eq(d.device_ptr, (uint64_t)(uintptr_t)ptrs[i]);
+        /* interior pointers describe the same block */
+        cr_assert_eq(gpool_block_info(p, (char *)ptrs[i] + sizes[i] - 1, &d), GPOOL_OK);
+        cr_assert_eq(d.device_ptr, (uint64_t)(uintptr_t)ptrs[i]);
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(gpool_free(p, ptrs[i]), GPOOL_OK);
+    gpool_stats s;
+    gpool_get_stats(p, &s);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].in_use_bytes, 0);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].allocs, N);
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* Random alloc/free with a pattern in every block, verified at free: no two live blocks
+ * overlap and nothing is lost across reuse, splitting and coalescing. */
+Test(core, random_sequence_keeps_contents) {
+    gpool_t *p = test_pool(NULL);
+    enum { SLOTS = 400, OPS = 20000 };
+    void *ptr[SLOTS] = {0};
+    size_t size[SLOTS] = {0};
+    uint32_t seed = 7;
+    for (int op = 0; op < OPS; op++) {
+        int i = (int)(rnd(&seed) % SLOTS);
+        if (ptr[i]) {
+            cr_assert(check_pattern(ptr[i], size[i], (uint32_t)i * 31 + 1), "op %d slot %d", op, i);
+            cr_assert_eq(gpool_free(p, ptr[i]), GPOOL_OK, "%s", gpool_last_error());
+            ptr[i] = NULL;
+        } else {
+            uint32_t r = rnd(&seed);
+            size_t sz =
+                r % 8 == 0 ? (size_t)(r >> 8) % (8 << 20) + 1 : (size_t)(r >> 8) % 20000 + 1;
+            cr_assert_eq(gpool_alloc(p, sz, NULL, &ptr[i]), GPOOL_OK, "%s", gpool_last_error());
+            size[i] = sz;
+            fill_pattern(ptr[i], sz, (uint32_t)i * 31 + 1);
+        }
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (ptr[i]) {
+            cr_assert(check_pattern(ptr[i], size[i], (uint32_t)i * 31 + 1));
+            gpool_free(p, ptr[i]);
+        }
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+Test(core, zero_size_and_null_free) {
+    gpool_t *p = test_pool(NULL);
+    void *x = (void *)1;
+    cr_assert_eq(gpool_alloc(p, 0, NULL, &x), GPOOL_OK);
+    cr_assert_null(x, "size 0 gives NULL");
+    cr_assert_eq(gpool_free(p, NULL), GPOOL_OK);
+    gpool_destroy(p);
+}
+
+Test(core, bad_input_gets_status_and_pool_stays_usable) {
+    gpool_t *p = test_pool(NULL);
+    void *x = NULL;
+    cr_assert_eq(gpool_alloc(NULL, 10, NULL, &x), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_alloc(p, 10, NULL, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_alloc(p, SIZE_MAX, NULL, &x), GPOOL_ERR_INVALID_ARG);
+    cr_assert_null(x);
+    cr_assert_eq(gpool_alloc(p, SIZE_MAX - 4096, NULL, &x), GPOOL_ERR_INVALID_ARG);
+    cr_assert(strstr(gpool_last_error(), "exceeds") != NULL, "%s", gpool_last_error());
+    gpool_alloc_params bad = {.kind = (gpool_mem_kind)42};
+    cr_assert_eq(gpool_alloc(p, 10, &bad, &x), GPOOL_ERR_INVALID_ARG);
+    bad = (gpool_alloc_params){.alignment = 3000};
+    cr_assert_eq(gpool_alloc(p, 10, &bad, &x), GPOOL_ERR_INVALID_ARG);
+    bad = (gpool_alloc_params){.flags = 1u << 30};
+    cr_assert_eq(gpool_alloc(p, 10, &bad, &x), GPOOL_ERR_INVALID_ARG);
+    bad = (gpool_alloc_params){.page_size = 12345};
+    cr_assert_eq(gpool_alloc(p, 10, &bad, &x), GPOOL_ERR_INVALID_ARG);
+    bad = (gpool_alloc_params){.usage = (gpool_usage)99};
+    cr_assert_eq(gpool_alloc(p, 10, &bad, &x), GPOOL_ERR_INVALID_ARG);
+
+    void *small = NULL, *big = NULL;
+    cr_assert_eq(gpool_alloc(p, 100, NULL, &small), GPOOL_OK);
+    cr_assert_eq(gpool_alloc(p, 3 << 20, NULL, &big), GPOOL_OK);
+    int local;
+    cr_assert_eq(gpool_free(p, &local), GPOOL_ERR_INVALID_POINTER, "foreign pointer");
+    cr_assert_eq(gpool_free(p, (char *)small + 8), GPOOL_ERR_INVALID_POINTER, "interior (small)");
+    cr_assert_eq(gpool_free(p, (char *)big + 256), GPOOL_ERR_INVALID_POINTER, "interior (big)");
+    cr_assert_eq(gpool_free(NULL, small), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_free(p, small), GPOOL_OK);
+    cr_assert_eq(gpool_free(p, small), GPOOL_ERR_INVALID_POINTER, "double free (small)");
+    cr_assert(strlen(gpool_last_error()) > 0);
+    cr_assert_eq(gpool_free(p, big), GPOOL_OK);
+    cr_assert_eq(gpool_free(p, big), GPOOL_ERR_INVALID_POINTER, "double free (big)");
+    gpool_block_desc d;
+    cr_assert_eq(gpool_block_info(p, big, &d), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_block_info(p, &local, &d), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_block_info(p, big, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_get_stats(p, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_trim(NULL, 0), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_destroy(NULL), GPOOL_ERR_INVALID_ARG);
+    /* still usable */
+    cr_assert_eq(gpool_alloc(p, 100, NULL, &small), GPOOL_OK);
+    cr_assert_eq(gpool_free(p, small), GPOOL_OK);
+    gpool_stats s;
+    gpool_get_stats(p, &s);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+Test(core, destroy_with_live_blocks_reports_and_frees) {
+    gpool_t *p = test_pool(NULL);
+    void *a, *b, *c;
+    gpool_alloc(p, 100, NULL, &a);
+    gpool_alloc(p, 5 << 20, NULL, &b);
+    gpool_alloc(p, 300, NULL, &c);
+    gpool_free(p, c);
+    cr_assert_eq(gpool_destroy(p), GPOOL_ERR_LIVE_BLOCKS);
+    cr_assert(strstr(gpool_last_error(), "2 live blocks") != NULL, "%s", gpool_last_error());
+    cr_assert_eq(sim_live_total(), 0, "everything returned to the driver");
+    cr_assert_eq(sim->bytes_in_use(0), 0);
+}
+
+Test(core, oom_at_capacity_then_recovers) {
+    sim->set_capacity(0, 64 * MiB);
+    gpool_t *p = test_pool(NULL);
+    void *blk[64];
+    int n = 0;
+    gpool_status st;
+    while ((st = gpool_alloc(p, 6 * MiB, NULL, &blk[n])) == GPOOL_OK)
+        n++;
+    cr_assert_eq(st, GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(n, 10, "64 MiB holds ten 6 MiB blocks (pages shared), got %d", n);
+    const char *msg = gpool_last_error();
+    cr_assert(strstr(msg, "cannot allocate 6291456 bytes") && strstr(msg, "cause"), "%s", msg);
+    gpool_stats s;
+    gpool_get_stats(p, &s);
+    cr_assert_geq(s.ooms, 1);
+    cr_assert_geq(s.oom_retries, 1);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free(p, blk[i]), GPOOL_OK);
+    /* after freeing, one block of nearly all memory fits */
+    void *big;
+    cr_assert_eq(gpool_alloc(p, 62 * MiB, NULL, &big), GPOOL_OK, "%s", gpool_last_error());
+    fill_pattern(big, 62 * MiB, 3);
+    cr_assert(check_pattern(big, 62 * MiB, 3));
+    gpool_free(p, big);
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* Free every other block of a full device: a best-fit allocator over fixed segments would have
+ * only 3 MiB holes, but gpool remaps the free pages into one range. */
+Test(core, fragmenting_sequence_succeeds_by_remapping) {
+    sim->set_capacity(0, 128 * MiB);
+    gpool_t *p = test_pool(NULL);
+    void *blk[32];
+    for (int i = 0; i < 32; i++)
+        cr_assert_eq(gpool_alloc(p, 4 * MiB, NULL, &blk[i]), GPOOL_OK, "%d: %s", i,
+                     gpool_last_error());
+    for (int i = 0; i < 32; i += 2)
+        cr_assert_eq(gpool_free(p, blk[i]), GPOOL_OK);
+    void *big;
+    cr_assert_eq(gpool_alloc(p, 60 * MiB, NULL, &big), GPOOL_OK, "%s", gpool_last_error());
+    fill_pattern(big, 60 * MiB, 9);
+    for (int i = 1; i < 32; i += 2)
+        fill_pattern(blk[i], 4 * MiB, (uint32_t)i);
+    cr_assert(check_pattern(big, 60 * MiB, 9));
+    gpool_stats s;
+    gpool_get_stats(p, &s);
+    cr_assert_gt(s.pages_remapped, 0, "free pages were remapped");
+    for (int i = 1; i < 32; i += 2) {
+        cr_assert(check_pattern(blk[i], 4 * MiB, (uint32_t)i));
+        gpool_free(p, blk[i]);
+    }
+    gpool_free(p, big);
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* A repeated workload: the second pass is served from the cache with no driver call. */
+Test(core, steady_state_makes_no_driver_calls) {
+    gpool_t *p = test_pool(NULL);
+    static const size_t sizes[] = {512, 3000, 70000, 1 << 20, 3 << 20, 9 << 20, 200, 40 << 20};
+    void *ptr[8];
+    unsigned long before = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) before = sim->call_total();
+        for (int i = 0; i < 8; i++)
+            cr_assert_eq(gpool_alloc(p, sizes[i], NULL, &ptr[i]), GPOOL_OK);
+        for (int i = 7; i >= 0; i--)
+            cr_assert_eq(gpool_free(p, ptr[i]), GPOOL_OK);
+    }
+    cr_assert_eq(sim->call_total(), before, "passes 2 and 3 made %lu driver calls",
+                 sim->call_total() - before);
+    gpool_destroy(p);
+}
+
+Test(core, trim_gives_memory_back) {
+    gpool_t *p = test_pool(NULL);
+    void *a, *b;
+    gpool_alloc(p, 20 * MiB, NULL, &a);
+    gpool_alloc(p, 100, NULL, &b);
+    gpool_free(p, a);
+    cr_assert_geq(sim->bytes_in_use(0), 20 * MiB, "cached after free");
+    cr_assert_eq(gpool_trim(p, 0), GPOOL_OK);
+    cr_assert_leq(sim->bytes_in_use(0), 2 * MiB, "only the small block's page stays: %zu",
+                  sim->bytes_in_use(0));
+    gpool_stats s;
+    gpool_get_stats(p, &s);
+    cr_assert_leq(s.kind[GPOOL_MEM_DEVICE].reserved_bytes, 2 * MiB);
+    gpool_free(p, b);
+    gpool_destroy(p);
+}
+
+Test(core, zero_flag_fills_zeros) {
+    gpool_t *p = test_pool(NULL);
+    void *a;
+    gpool_alloc(p, 5000, NULL, &a);
+    memset(a, 0xab, 5000);
+    gpool_free(p, a);
+    gpool_alloc_params prm = {.flags = GPOOL_ALLOC_ZERO};
+    cr_assert_eq(gpool_alloc(p, 5000, &prm, &a), GPOOL_OK);
+    for (int i = 0; i < 5000; i++)
+        cr_assert_eq(((unsigned char *)a)[i], 0);
+    gpool_free(p, a);
+    gpool_destroy(p);
+}
+
+Test(core, aligned_requests) {
+    gpool_t *p = test_pool(NULL);
+    for (size_t al = 256; al <= 2 * MiB; al <<= 1) {
+        gpool_alloc_params prm = {.alignment = al};
+        void *a;
+        cr_assert_eq(gpool_alloc(p, 1000, &prm, &a), GPOOL_OK);
+        cr_assert_eq((uintptr_t)a % al, 0, "alignment %zu", al);
+        gpool_free(p, a);
+    }
+    gpool_destroy(p);
+}
+
+Test(core, mem_get_info_counts_cache_as_free) {
+    sim->set_capacity(0, 256 * MiB);
+    gpool_t *p = test_pool(NULL);
+    void *a;
+    gpool_alloc(p, 64 * MiB, NULL, &a);
+    size_t fr, total;
+    cr_assert_eq(gpool_mem_get_info(p, &fr, &total), GPOOL_OK);
+    cr_assert_eq(total, 256 * MiB);
+    cr_assert_eq(fr, 192 * MiB);
+    gpool_free(p, a);
+    cr_assert_eq(gpool_mem_get_info(p, &fr, &total), GPOOL_OK);
+    cr_assert_eq(fr, 256 * MiB, "cached bytes count as free: %zu", fr);
+    gpool_destroy(p);
+}
+
+Test(core, dump_json_is_valid) {
+    gpool_t *p = test_pool(NULL);
+    void *a, *b;
+    gpool_alloc(p, 100, NULL, &a);
+    gpool_alloc(p, 3 << 20, NULL, &b);
+    char path[] = "/tmp/gpool-dumpXXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_eq(gpool_dump_json(p, f), GPOOL_OK);
+    fclose(f);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,sys; d=json.load(open(\"%s\")); "
+             "assert d[\"stats\"][\"device\"][\"live_blocks\"]==2' ",
+             path);
+    cr_assert_eq(system(cmd), 0, "snapshot is valid JSON with the live blocks");
+    unlink(path);
+    gpool_free(p, a);
+    gpool_free(p, b);
+    gpool_destroy(p);
+}
+
+Test(core, strerror_names_every_status) {
+    for (int s = 0; s <= GPOOL_ERR_IO; s++)
+        cr_assert_not_null(gpool_strerror((gpool_status)s));
+    cr_assert_str_eq(gpool_strerror((gpool_status)999), "unknown status");
+    cr_assert_str_eq(gpool_version(), "0.1.0");
+    cr_assert_null(gpool_driver_call_name(GPOOL_DRV_COUNT));
+}
+
+Test(core, no_driver_is_a_clear_error) {
+    setenv("GPOOL_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    gpool_t *p = (gpool_t *)1;
+    cr_assert_eq(gpool_create(NULL, &p), GPOOL_ERR_NO_DRIVER);
+    cr_assert_null(p);
+    cr_assert(strstr(gpool_last_error(), "/nonexistent/libcuda.so.1") != NULL, "%s",
+              gpool_last_error());
+}
+
+Test(core, missing_device_ordinal) {
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    cfg.device = 5;
+    gpool_t *p;
+    cr_assert_eq(gpool_create(&cfg, &p), GPOOL_ERR_NO_DEVICE);
+    cr_assert(strstr(gpool_last_error(), "device 5") != NULL, "%s", gpool_last_error());
+}
+
+Test(core, bad_conf_env_is_config_error) {
+    setenv("GPOOL_CONF", "tcache_bytes=1M,bogus=3", 1);
+    gpool_t *p;
+    cr_assert_eq(gpool_create(NULL, &p), GPOOL_ERR_CONFIG);
+    cr_assert(strstr(gpool_last_error(), "bogus") != NULL, "%s", gpool_last_error());
+    unsetenv("GPOOL_CONF");
+}
+
+Test(core, trace_records_rmm_csv) {
+    char path[] = "/tmp/gpool-traceXXXXXX";
+    close(mkstemp(path));
+    char conf[128];
+    snprintf(conf, sizeof conf, "trace=%s", path);
+    gpool_t *p = test_pool(conf);
+    void *a;
+    gpool_alloc(p, 1234, NULL, &a);
+    gpool_free(p, a);
+    gpool_destroy(p);
+    FILE *f = fopen(path, "r");
+    char line[256];
+    cr_assert(fgets(line, sizeof line, f));
+    cr_assert_str_eq(line, "Thread,Time,Action,Pointer,Size,Stream\n");
+    cr_assert(fgets(line, sizeof line, f));
+    cr_assert(strstr(line, ",allocate,") && strstr(line, ",1234,"), "%s", line);
+    cr_assert(fgets(line, sizeof line, f));
+    cr_assert(strstr(line, ",free,") && strstr(line, ",1234,"), "%s", line);
+    fclose(f);
+    unlink(path);
+}
