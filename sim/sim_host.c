@@ -173,3 +173,16 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p) {
     *pFlags = r->flags;
     return sim_leave(CUDA_SUCCESS);
 }
+
+static void sim_host_free_list(struct sim_host_range **list) {
+    while (*list) {
+        struct sim_host_range *r = *list;
+        *list = r->next;
+        free(r);
+    }
+}
+
+void sim_host_teardown(void) {
+    sim_host_free_list(&sim_host_allocs);
+    sim_host_free_list(&sim_host_regs);
+}

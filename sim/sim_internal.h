@@ -146,6 +146,12 @@ void sim_stream_submit(struct CUstream_st *s);
 /* Complete every stream's work, releasing holds; returns nonzero if anything was held. */
 int sim_streams_force_all(void);
 
+/* ---- teardown at unload (lock held): free bookkeeping, leave memory mapped ---- */
+void sim_vmm_teardown(void);
+void sim_legacy_teardown(void);
+void sim_host_teardown(void);
+void sim_stream_teardown(void);
+
 /* ---- older ABIs, exported under their historical (unversioned) names ---- */
 CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");
 CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx) __asm__("cuCtxPushCurrent");

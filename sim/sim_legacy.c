@@ -111,3 +111,11 @@ CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dpt
     if (psize) *psize = size;
     return sim_leave(CUDA_SUCCESS);
 }
+
+void sim_legacy_teardown(void) {
+    while (sim_legacy) {
+        struct sim_legacy_alloc *a = sim_legacy;
+        sim_legacy = a->next;
+        free(a);
+    }
+}

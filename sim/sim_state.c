@@ -20,6 +20,7 @@ struct sim_device_memory {
 
 static pthread_mutex_t sim_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int sim_initialized;
+static int sim_deinitialized;
 static int sim_ndevices = 1;
 static struct sim_device_memory sim_mem[GPOOL_SIM_MAX_DEVICES];
 static size_t sim_total_in_use, sim_total_peak;
@@ -57,6 +58,7 @@ static int sim_works_before_init(enum sim_entry entry) {
 CUresult sim_enter(enum sim_entry entry) {
     sim_lock();
     unsigned long n = ++sim_calls[entry];
+    if (sim_deinitialized) return CUDA_ERROR_DEINITIALIZED;
     for (int i = 0; i < SIM_FAIL_SLOTS; i++) {
         if (sim_fail_at[entry][i] == n) {
             sim_fail_at[entry][i] = 0;
@@ -213,9 +215,7 @@ __attribute__((constructor)) static void sim_configure(void) {
 
 /* ---- statistics at unload ---- */
 
-__attribute__((destructor)) static void sim_write_stats(void) {
-    if (!sim_stats_path) return;
-    sim_lock();
+static void sim_write_stats(void) {
     FILE *f = fopen(sim_stats_path, "w");
     if (f) {
         fputs("{\"calls\":{", f);
@@ -235,6 +235,19 @@ __attribute__((destructor)) static void sim_write_stats(void) {
         fprintf(stderr, "gpool simulated driver: cannot write GPOOL_SIM_STATS=%s: %s\n",
                 sim_stats_path, strerror(errno));
     }
+}
+
+/* At process exit or the last dlclose: write the statistics, then shut the driver down as the
+ * real one does. Later calls get CUDA_ERROR_DEINITIALIZED; the bookkeeping is freed, the memory
+ * handed out stays mapped (other threads may still be using it). */
+__attribute__((destructor)) static void sim_unload(void) {
+    sim_lock();
+    if (sim_stats_path) sim_write_stats();
+    sim_deinitialized = 1;
+    sim_vmm_teardown();
+    sim_legacy_teardown();
+    sim_host_teardown();
+    sim_stream_teardown();
     sim_unlock();
     free(sim_stats_path);
     sim_stats_path = NULL;

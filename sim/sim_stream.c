@@ -304,6 +304,23 @@ SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) {
     return sim_elapsed(ms, a, b);
 }
 
+void sim_stream_teardown(void) {
+    while (sim_events) {
+        struct CUevent_st *e = sim_events;
+        sim_events = e->next;
+        free(e);
+    }
+    while (sim_streams) {
+        struct CUstream_st *s = sim_streams;
+        sim_streams = s->next;
+        free(s->waits);
+        free(s);
+    }
+    free(sim_default_stream.waits);
+    sim_default_stream.waits = NULL;
+    sim_default_stream.nwaits = sim_default_stream.cap_waits = 0;
+}
+
 /* ---- control API ---- */
 
 SIM_EXPORT int gpoolsim_stream_hold(CUstream h) {

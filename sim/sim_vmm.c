@@ -395,3 +395,22 @@ int sim_vmm_range(uintptr_t p, uintptr_t *base, size_t *size) {
     }
     return 0;
 }
+
+void sim_vmm_teardown(void) {
+    while (sim_mappings) {
+        struct sim_mapping *m = sim_mappings;
+        sim_mappings = m->next;
+        free(m);
+    }
+    while (sim_handles) {
+        struct sim_handle *h = sim_handles;
+        sim_handles = h->next;
+        close(h->fd);
+        free(h);
+    }
+    while (sim_reservations) {
+        struct sim_reservation *r = sim_reservations;
+        sim_reservations = r->next;
+        free(r);
+    }
+}

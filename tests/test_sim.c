@@ -573,7 +573,12 @@ Test(sim, touching_memory_without_access_faults, .signal = SIGSEGV) {
     CUmemGenericAllocationHandle h = create(GRAN);
     CUdeviceptr va = reserve(GRAN);
     cr_assert_eq(D.cuMemMap(va, GRAN, 0, h, 0), CUDA_SUCCESS);
-    /* memcpy through the driver faults like a GPU page fault would */
+    /* memcpy through the driver faults like a GPU page fault would; the default action, so
+     * that a sanitizer's SEGV report does not turn the signal into an exit code */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGSEGV, &dfl, NULL);
     char byte = 1;
     D.cuMemcpyHtoD(va, &byte, 1);
 }
@@ -997,6 +1002,16 @@ Test(sim, statistics_json_written_at_unload) {
     cr_assert_eq(f.cuMemRelease(h), CUDA_SUCCESS);
     cr_assert_eq(f.cuMemAddressReserve(&va, GRAN, 0, 0, 0), CUDA_SUCCESS); /* left live */
     cr_assert_eq(f.cuMemAlloc(&dp, 1000), CUDA_SUCCESS);                   /* left live */
+    int (*hold)(CUstream) = fresh_sym(lib, "gpoolsim_stream_hold");
+    CUstream s;
+    CUevent e;
+    cr_assert_eq(f.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    cr_assert_eq(f.cuEventCreate(&e, 0), CUDA_SUCCESS);
+    cr_assert_eq(hold(s), 0);
+    cr_assert_eq(f.cuEventRecord(e, s), CUDA_SUCCESS);
+    cr_assert_eq(f.cuStreamWaitEvent(NULL, e, 0), CUDA_SUCCESS); /* pending wait at unload */
+    cr_assert_eq(f.cuStreamDestroy(s), CUDA_SUCCESS);
+    cr_assert_eq(f.cuEventDestroy(e), CUDA_SUCCESS);
     dlclose(lib);
     unlink(path);
 
@@ -1012,6 +1027,7 @@ Test(sim, statistics_json_written_at_unload) {
     cr_assert_not_null(strstr(json, "\"cuMemCreate\":1,"));
     cr_assert_not_null(strstr(json, "\"cuMemRelease\":1,"));
     cr_assert_not_null(strstr(json, "\"cuMemMap\":0,"));
+    cr_assert_not_null(strstr(json, "\"cuStreamWaitEvent\":1,"));
     cr_assert_not_null(strstr(json, "\"bytes_in_use\":1000,"));
     cr_assert_not_null(strstr(json, "\"peak_bytes\":4194304,"), "%s", json);
     cr_assert_not_null(strstr(json, "\"live\":{\"handles\":0,\"mappings\":0,\"reservations\":1,"
