@@ -15,6 +15,18 @@
  *                            (process exit or last dlclose)
  * A malformed value of any of these is fatal (message on stderr, abort()).
  *
+ * At unload (process exit or last dlclose) the statistics are written first, then the driver
+ * shuts down like the real one: later calls return CUDA_ERROR_DEINITIALIZED. Cleanup code that
+ * runs from an __attribute__((destructor)) after that point sees those errors and its frees are
+ * not in the statistics; tear down before exit or from an atexit() handler instead.
+ *
+ * Where the simulator differs from a GPU: device pointers are host addresses (tests may read
+ * and write them); all devices share the host's memory; NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD are one default stream with no implicit synchronization against other
+ * streams; stream work (copies, memsets, stream-ordered alloc/free) takes effect at once, only
+ * its *completion* (events, queries) is modelled; cuGetProcAddress answers CUDA_ERROR_NOT_FOUND
+ * (and *symbolStatus) for unknown symbols and for versions older than the oldest simulated ABI.
+ *
  * Injected failures have no side effects. They return CUDA_ERROR_OUT_OF_MEMORY for every entry
  * point that obtains memory or a driver object (cuMemCreate, cuMemAlloc, cuMemAllocAsync,
  * cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister, cuMemAddressReserve, cuMemMap,

@@ -9,6 +9,9 @@
 
 #include "gpool_sim.h"
 
+/* Internal functions stay out of the library's dynamic symbol table. */
+#pragma GCC visibility push(hidden)
+
 #define SIM_DRIVER_VERSION 13000
 #define SIM_EXPORT         __attribute__((visibility("default")))
 
@@ -151,6 +154,8 @@ void sim_vmm_teardown(void);
 void sim_legacy_teardown(void);
 void sim_host_teardown(void);
 void sim_stream_teardown(void);
+
+#pragma GCC visibility pop
 
 /* ---- older ABIs, exported under their historical (unversioned) names ---- */
 CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");
