@@ -189,9 +189,9 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     a->c.ooms++;
     return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                    "%s: cannot allocate %zu bytes: driver free %s bytes, pool holds %zu bytes "
-                   "(%" PRIu64 " in %" PRIu64 " live blocks, %zu cached unmapped, %zu free inside "
+                   "(%" PRIu64 " in use, %zu cached unmapped, %zu free inside "
                    "partly used pages), largest free range %zu bytes; cause: %s",
-                   a->ops->name, size, drv, held, a->c.in_use, a->c.live_blocks, idle, waste,
+                   a->ops->name, size, drv, held, a->c.in_use, idle, waste,
                    gp_heap_largest_free(&a->heap), cause);
 }
 
@@ -204,6 +204,30 @@ static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag,
     st = place_once(a, size, align, tag, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
     return st;
+}
+
+/* ---------- accounting ----------
+ * in_use counts large blocks and every slab slot that is not free (live, parked in a thread
+ * cache, or pending), so it is right whichever path allocates or frees a slot; requested
+ * counts large blocks only (small ones are summed from their slabs on demand). */
+
+static void use_bytes(gp_arena *a, int64_t d)
+{
+    a->c.in_use += (uint64_t)d;
+    if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
+}
+
+static void count_alloc(gp_arena *a, size_t requested)
+{
+    a->c.requested += requested;
+    a->c.allocs++;
+    if (a->c.requested > a->c.peak_requested) a->c.peak_requested = a->c.requested;
+}
+
+static void count_free(gp_arena *a, size_t requested)
+{
+    a->c.requested -= requested;
+    a->c.frees++;
 }
 
 /* ---------- slabs ---------- */
@@ -244,11 +268,16 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
     s->nslots = (uint16_t)(bytes / s->slot_size);
     if (s->nslots > GP_SLAB_MAX_SLOTS) s->nslots = GP_SLAB_MAX_SLOTS;
     s->nfree = s->nslots;
+    s->recip = (((uint64_t)1 << 40) + s->slot_size - 1) / s->slot_size;
     s->cls = (uint8_t)cls;
+    s->tag = tag;
     s->stream = sidx;
     s->range = r;
     r->aux = s;
-    memset(s->state, GP_SLOT_FREE, sizeof s->state);
+    for (uint16_t i = 0; i < GP_SLAB_MAX_SLOTS; i++) {
+        gp_slot_set(s, i, GP_SLOT_FREE);
+        gp_slot_set_req(s, i, 0);
+    }
     for (uint16_t i = 0; i < s->nslots; i++) s->free_stack[i] = (uint16_t)(s->nslots - 1 - i);
     granules_set(a, s->base, bytes, s);
     *out = s;
@@ -258,17 +287,25 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
 static void slab_destroy(gp_arena *a, gp_slab *s)
 {
     granules_set(a, s->base, s->range->size, NULL);
-    gp_heap_give(&a->heap, s->range, a->streams[s->stream].tag, 0);
+    gp_heap_give(&a->heap, s->range, s->tag, 0);
     free(s);
 }
 
-/* A slab of class cls on stream tag with a free slot. */
-static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, gp_slab **out)
+/* A slab of class cls on stream tag with a free slot. With an owner (a thread cache), prefer
+ * a slab that owner already uses or nobody does, so threads do not share cache lines. */
+static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
+                                   gp_slab **out)
 {
     uint16_t sidx = 0;
     gp_arena_stream *ss = stream_get(a, tag, &sidx);
     if (!ss) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for stream state");
     gp_slab *s = ss->partial[cls];
+    if (owner && s) {
+        int k = 0;
+        while (s && s->owner && s->owner != owner && k++ < 8) s = s->next;
+        if (s && s->owner && s->owner != owner) s = NULL;
+        if (!s && !ss->empty[cls] && k < 8) s = ss->partial[cls]; /* short list: share */
+    }
     if (!s && (s = ss->empty[cls])) {
         ss->empty[cls] = NULL;
         partial_push(ss, s);
@@ -279,6 +316,7 @@ static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, gp_
         ss = &a->streams[sidx]; /* place() may not move streams, but be safe */
         partial_push(ss, s);
     }
+    if (owner) s->owner = owner;
     *out = s;
     return GPOOL_OK;
 }
@@ -286,7 +324,8 @@ static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, gp_
 static uintptr_t slot_pop(gp_arena *a, gp_slab *s, uint8_t state)
 {
     uint16_t i = s->free_stack[--s->nfree];
-    s->state[i] = state;
+    gp_slot_set(s, i, state);
+    use_bytes(a, s->slot_size);
     if (s->nfree == 0) partial_del(&a->streams[s->stream], s);
     return s->base + (uintptr_t)i * s->slot_size;
 }
@@ -295,44 +334,17 @@ static uintptr_t slot_pop(gp_arena *a, gp_slab *s, uint8_t state)
 static void slot_push(gp_arena *a, gp_slab *s, uint16_t i)
 {
     gp_arena_stream *ss = &a->streams[s->stream];
-    s->state[i] = GP_SLOT_FREE;
+    gp_slot_set(s, i, GP_SLOT_FREE);
+    use_bytes(a, -(int64_t)s->slot_size);
     s->free_stack[s->nfree++] = i;
     if (s->nfree == 1) partial_push(ss, s);
     if (s->nfree < s->nslots) return;
     partial_del(ss, s);
+    s->owner = NULL;
     if (!ss->empty[s->cls])
         ss->empty[s->cls] = s;
     else
         slab_destroy(a, s);
-}
-
-/* Slot index of ptr in s, or -1 if ptr is not the start of a slot. */
-static long slot_index(const gp_slab *s, uintptr_t ptr)
-{
-    uintptr_t off = ptr - s->base;
-    if (off % s->slot_size) return -1;
-    uintptr_t i = off / s->slot_size;
-    return i < s->nslots ? (long)i : -1;
-}
-
-/* ---------- accounting ---------- */
-
-static void count_alloc(gp_arena *a, size_t size, size_t requested)
-{
-    a->c.in_use += size;
-    a->c.requested += requested;
-    a->c.allocs++;
-    a->c.live_blocks++;
-    if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
-    if (a->c.requested > a->c.peak_requested) a->c.peak_requested = a->c.requested;
-}
-
-static void count_free(gp_arena *a, size_t size, size_t requested)
-{
-    a->c.in_use -= size;
-    a->c.requested -= requested;
-    a->c.frees++;
-    a->c.live_blocks--;
 }
 
 /* ---------- public ---------- */
@@ -372,7 +384,7 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
                 continue;
             }
             for (uint16_t k = 0; k < s->nslots; k++)
-                if (s->state[k] == GP_SLOT_LIVE || s->state[k] == GP_SLOT_PENDING) {
+                if (gp_slot_state(s, k) == GP_SLOT_LIVE || gp_slot_state(s, k) == GP_SLOT_PENDING) {
                     n++;
                     bytes += s->slot_size;
                 }
@@ -397,11 +409,11 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
     if (size <= a->small_max && align <= GP_MIN_ALIGN) {
         unsigned cls = gp_size_class(size);
         gp_slab *s = NULL;
-        st = slab_with_room(a, cls, tag, &s);
+        st = slab_with_room(a, cls, tag, NULL, &s);
         if (st == GPOOL_OK) {
             uintptr_t p = slot_pop(a, s, GP_SLOT_LIVE);
-            s->req[(p - s->base) / s->slot_size] = (uint32_t)size;
-            count_alloc(a, s->slot_size, size);
+            gp_slot_set_req(s, (uint32_t)gp_slot_index(s, p), (uint32_t)size);
+            count_alloc(a, 0);
             *out = (void *)p;
         }
     } else {
@@ -415,7 +427,8 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
         if (st == GPOOL_OK) {
             r->requested = size;
             r->usage = usage;
-            count_alloc(a, r->size, size);
+            use_bytes(a, (int64_t)r->size);
+            count_alloc(a, size);
             *out = (void *)r->addr;
         }
     }
@@ -430,13 +443,13 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
     pthread_mutex_lock(&a->lock);
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
-        long i = slot_index(s, p);
-        if (i < 0 || s->state[i] != GP_SLOT_LIVE) {
+        long i = gp_slot_index(s, p);
+        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE) {
             st = gp_fail(GPOOL_ERR_INVALID_POINTER,
                          "%p is not a live block (%s)", ptr,
                          i < 0 ? "not the start of a block" : "already freed");
         } else {
-            count_free(a, s->slot_size, s->req[i]);
+            count_free(a, 0);
             slot_push(a, s, (uint16_t)i);
         }
     } else {
@@ -447,7 +460,8 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
                          gp_arena_contains(a, p) ? "inside the pool: already freed or interior"
                                                  : "never allocated here");
         } else {
-            count_free(a, r->size, r->requested);
+            use_bytes(a, -(int64_t)r->size);
+            count_free(a, r->requested);
             gp_heap_give(&a->heap, r, tag, seq);
         }
     }
@@ -455,40 +469,51 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
     return st;
 }
 
-size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, void **out, size_t n,
-                           gpool_status *st)
+size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
+                           void **out, size_t n, gpool_status *st)
 {
     size_t got = 0;
     *st = GPOOL_OK;
     pthread_mutex_lock(&a->lock);
     while (got < n) {
         gp_slab *s = NULL;
-        *st = slab_with_room(a, cls, tag, &s);
+        *st = slab_with_room(a, cls, tag, owner, &s);
         if (*st != GPOOL_OK) break;
         while (got < n && s->nfree) out[got++] = (void *)slot_pop(a, s, GP_SLOT_CACHED);
     }
-    if (got) {
-        *st = GPOOL_OK;
-        size_t bytes = got * gp_class_size(cls);
-        a->c.in_use += bytes; /* cached slots count as in use until the thread cache returns them */
-        if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
-    }
+    if (got) *st = GPOOL_OK;
     pthread_mutex_unlock(&a->lock);
     return got;
 }
 
-void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n)
+void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *owner)
 {
     pthread_mutex_lock(&a->lock);
     for (size_t k = 0; k < n; k++) {
         uintptr_t p = (uintptr_t)ptrs[k];
         gp_slab *s = gp_arena_slab_of(a, p);
-        long i = s ? slot_index(s, p) : -1;
-        if (i < 0 || s->state[i] != GP_SLOT_CACHED) continue; /* cannot happen */
-        a->c.in_use -= s->slot_size;
+        long i = s ? gp_slot_index(s, p) : -1;
+        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_CACHED) continue; /* cannot happen */
+        if (owner && s->owner == owner) s->owner = NULL;
         slot_push(a, s, (uint16_t)i);
     }
     pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t gp_arena_small_requested(gp_arena *a)
+{
+    uint64_t sum = 0;
+    pthread_mutex_lock(&a->lock);
+    for (size_t r = 0; r < a->heap.nregions; r++)
+        GP_HEAP_FOREACH(&a->heap, r, x)
+        {
+            gp_slab *s = x->is_free ? NULL : x->aux;
+            if (!s) continue;
+            for (uint32_t i = 0; i < s->nslots; i++)
+                if (gp_slot_state(s, i) == GP_SLOT_LIVE) sum += gp_slot_req(s, i);
+        }
+    pthread_mutex_unlock(&a->lock);
+    return sum;
 }
 
 gpool_status gp_arena_trim(gp_arena *a, size_t keep)
@@ -517,14 +542,14 @@ gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_
     pthread_mutex_lock(&a->lock);
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
-        uintptr_t i = (p - s->base) / s->slot_size;
-        if (i >= s->nslots || s->state[i] != GP_SLOT_LIVE) {
+        uint32_t i = (uint32_t)((p - s->base) / s->slot_size);
+        if (i >= s->nslots || gp_slot_state(s, i) != GP_SLOT_LIVE) {
             st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
         } else {
-            *base = s->base + i * s->slot_size;
+            *base = s->base + (uintptr_t)i * s->slot_size;
             *size = s->slot_size;
-            *requested = s->req[i];
-            *tag = a->streams[s->stream].tag;
+            *requested = gp_slot_req(s, i);
+            *tag = s->tag;
             *usage = 0;
         }
     } else {
@@ -577,7 +602,7 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
             if (r->aux) {
                 gp_slab *s = r->aux;
                 unsigned live = 0;
-                for (uint16_t k = 0; k < s->nslots; k++) live += s->state[k] == GP_SLOT_LIVE;
+                for (uint16_t k = 0; k < s->nslots; k++) live += gp_slot_state(s, k) == GP_SLOT_LIVE;
                 fprintf(f, ",\"slot_size\":%u,\"slots\":%u,\"live_slots\":%u", s->slot_size,
                         s->nslots, live);
             }

@@ -22,14 +22,44 @@ typedef struct gp_slab {
     uintptr_t base;
     uint32_t slot_size;
     uint16_t nslots, nfree;
+    uint64_t recip;  /* ceil(2^40 / slot_size): slot index by multiplication */
+    uintptr_t tag;   /* stream the slab serves */
     uint8_t cls;
     uint16_t stream; /* index into gp_arena.streams */
+    const void *owner; /* thread cache that refills from it first (cuts false sharing) */
     gp_range *range;
     struct gp_slab *prev, *next; /* the (class, stream) partial list */
-    uint8_t state[GP_SLAB_MAX_SLOTS];
-    uint32_t req[GP_SLAB_MAX_SLOTS];
+    /* Per slot: state and requested bytes. Written by thread caches without the lock, so
+     * relaxed atomics (plain moves on x86). */
+    _Atomic uint8_t state[GP_SLAB_MAX_SLOTS];
+    _Atomic uint32_t req[GP_SLAB_MAX_SLOTS];
     uint16_t free_stack[GP_SLAB_MAX_SLOTS];
 } gp_slab;
+
+static inline uint8_t gp_slot_state(gp_slab *s, uint32_t i)
+{
+    return atomic_load_explicit(&s->state[i], memory_order_relaxed);
+}
+static inline void gp_slot_set(gp_slab *s, uint32_t i, uint8_t v)
+{
+    atomic_store_explicit(&s->state[i], v, memory_order_relaxed);
+}
+static inline uint32_t gp_slot_req(gp_slab *s, uint32_t i)
+{
+    return atomic_load_explicit(&s->req[i], memory_order_relaxed);
+}
+static inline void gp_slot_set_req(gp_slab *s, uint32_t i, uint32_t v)
+{
+    atomic_store_explicit(&s->req[i], v, memory_order_relaxed);
+}
+/* Index of the slot starting at p, or -1 when p is not the start of a slot of s. */
+static inline long gp_slot_index(const gp_slab *s, uintptr_t p)
+{
+    uintptr_t off = p - s->base;
+    uint64_t i = ((uint64_t)off * s->recip) >> 40;
+    if (i * s->slot_size != off || i >= s->nslots) return -1;
+    return (long)i;
+}
 
 /* A stream the arena has seen: its partial slabs per class. */
 typedef struct gp_arena_stream {
@@ -46,7 +76,7 @@ typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 
 typedef struct gp_arena_counters {
     uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
-    uint64_t allocs, frees, live_blocks;
+    uint64_t allocs, frees; /* through the arena (thread caches count their own) */
     uint64_t oom_retries, ooms;
 } gp_arena_counters;
 
@@ -96,11 +126,14 @@ gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr);
 
 /* Take up to n free slots of class cls on stream tag into out[] (marks them CACHED). Takes
  * the lock. Returns how many; 0 with the error set on failure. */
-size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, void **out, size_t n,
-                           gpool_status *st);
+size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
+                           void **out, size_t n, gpool_status *st);
 
 /* Give back n CACHED slots (from a thread cache). Takes the lock. */
-void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n);
+void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *owner);
+
+/* Requested bytes of live small blocks (scans the slabs; lock taken). */
+uint64_t gp_arena_small_requested(gp_arena *a);
 
 /* Release cached physical memory: wait for pending work (sync), drop the backing of every
  * unused page and give idle memory to the driver until keep bytes stay held beyond in-use. */

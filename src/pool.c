@@ -343,9 +343,8 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_stats: %s is NULL", pool ? "out" : "pool");
     memset(out, 0, sizeof *out);
     uint64_t tc_allocs, tc_frees, tc_hits, tc_cached;
-    int64_t tc_req;
     pthread_mutex_lock(&pool->lock);
-    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_req, &tc_cached);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached);
     pthread_mutex_unlock(&pool->lock);
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
     for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
@@ -356,10 +355,11 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         gpool_kind_stats *ks = &out->kind[k];
         int dev = k == GPOOL_MEM_DEVICE;
         ks->in_use_bytes = c.in_use - (dev ? tc_cached : 0);
-        ks->requested_bytes = c.requested + (uint64_t)(dev ? tc_req : 0);
+        ks->requested_bytes = c.requested + gp_arena_small_requested(pool->arena[k]);
         ks->reserved_bytes = held;
         ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
         ks->peak_in_use_bytes = c.peak_in_use;
+        /* small blocks' requested bytes are summed on demand, so this peak is sampled */
         ks->peak_requested_bytes = c.peak_requested > ks->requested_bytes ? c.peak_requested
                                                                            : ks->requested_bytes;
         ks->peak_reserved_bytes = c.peak_held;

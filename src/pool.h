@@ -27,7 +27,6 @@ struct gpool {
     size_t granularity;
     /* totals of thread caches that have gone away */
     uint64_t tc_allocs, tc_frees, tc_hits;
-    int64_t tc_requested;
     _Atomic uint64_t fallbacks;
     FILE *trace;
     pthread_mutex_t trace_lock;
@@ -44,7 +43,7 @@ int gp_tcache_free(gpool_t *pool, void *ptr, gpool_status *st);
 void gp_tcache_flush_all(gpool_t *pool);
 /* Sum of live thread caches' counters (pool->lock held by the caller). */
 void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t *hits,
-                      int64_t *requested, uint64_t *cached_bytes);
+                      uint64_t *cached_bytes);
 /* Drop all caches of a pool being destroyed (pool->lock held). */
 void gp_tcache_pool_gone(gpool_t *pool);
 

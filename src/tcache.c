@@ -12,18 +12,22 @@
 #define TC_SLOTS 64 /* per class */
 #define TC_TLS 4    /* pools a thread keeps caches for at once */
 
+typedef struct tc_entry {
+    gp_slab *slab;
+    uint32_t idx;
+} tc_entry;
+
 struct gp_tcache {
     gpool_t *pool;
+    gp_arena *arena;
     gp_tcache *prev, *next; /* pool->tcaches */
     uint64_t epoch;
-    size_t cached; /* bytes in the stacks */
-    size_t limit;
-    uint32_t n[GP_NCLASS];
+    /* n[] and the counters are read by gpool_get_stats on other threads: relaxed atomics,
+     * written by the owning thread only (plain moves, no read-modify-write). */
+    _Atomic uint32_t n[GP_NCLASS];
     uint32_t cap[GP_NCLASS];
-    void *slot[GP_NCLASS][TC_SLOTS];
-    /* read by gpool_get_stats from other threads: relaxed atomics, written by owner only */
-    _Atomic uint64_t allocs, frees, hits, cached_bytes;
-    _Atomic int64_t requested;
+    _Atomic uint64_t allocs, frees, hits;
+    tc_entry slot[GP_NCLASS][TC_SLOTS];
 };
 
 static _Thread_local struct tls_entry {
@@ -37,31 +41,36 @@ static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int exit_key_ok;
 
-static inline void bump(_Atomic uint64_t *c, uint64_t d)
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+
+/* Give up to count entries of class c (the oldest first) back to the arena. */
+static void tc_give(gp_tcache *tc, unsigned c, uint32_t count)
 {
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
-                          memory_order_relaxed);
+    void *ptrs[TC_SLOTS];
+    for (uint32_t k = 0; k < count; k++) {
+        tc_entry e = tc->slot[c][k];
+        ptrs[k] = (void *)(e.slab->base + (uintptr_t)e.idx * e.slab->slot_size);
+    }
+    gp_arena_slots_give(tc->arena, ptrs, count, tc);
+    uint32_t n = LOAD(tc->n[c]);
+    memmove(tc->slot[c], tc->slot[c] + count, (n - count) * sizeof(tc_entry));
+    STORE(tc->n[c], n - count);
 }
 
 static void tc_return_all(gp_tcache *tc)
 {
-    gp_arena *a = tc->pool->arena[GPOOL_MEM_DEVICE];
-    for (unsigned c = 0; c < GP_NCLASS; c++) {
-        if (tc->n[c]) gp_arena_slots_give(a, tc->slot[c], tc->n[c]);
-        tc->n[c] = 0;
-    }
-    tc->cached = 0;
-    atomic_store_explicit(&tc->cached_bytes, 0, memory_order_relaxed);
+    for (unsigned c = 0; c < GP_NCLASS; c++)
+        if (LOAD(tc->n[c])) tc_give(tc, c, LOAD(tc->n[c]));
 }
 
 /* Fold a cache's counters into the pool and free it (pool->lock held). */
 static void tc_retire(gp_tcache *tc)
 {
     gpool_t *pool = tc->pool;
-    pool->tc_allocs += atomic_load_explicit(&tc->allocs, memory_order_relaxed);
-    pool->tc_frees += atomic_load_explicit(&tc->frees, memory_order_relaxed);
-    pool->tc_hits += atomic_load_explicit(&tc->hits, memory_order_relaxed);
-    pool->tc_requested += atomic_load_explicit(&tc->requested, memory_order_relaxed);
+    pool->tc_allocs += LOAD(tc->allocs);
+    pool->tc_frees += LOAD(tc->frees);
+    pool->tc_hits += LOAD(tc->hits);
     if (tc->prev)
         tc->prev->next = tc->next;
     else
@@ -135,13 +144,6 @@ static void thread_exit(void *unused)
 
 static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0; }
 
-static gp_tcache *tc_lookup(gpool_t *pool)
-{
-    for (int i = 0; i < TC_TLS; i++)
-        if (tls[i].pool == pool && tls[i].id == pool->id) return tls[i].tc;
-    return NULL;
-}
-
 static gp_tcache *tc_create(gpool_t *pool)
 {
     if (!pool->cfg.tcache_bytes) return NULL;
@@ -154,13 +156,13 @@ static gp_tcache *tc_create(gpool_t *pool)
     gp_tcache *tc = calloc(1, sizeof *tc);
     if (!tc) return NULL;
     tc->pool = pool;
-    tc->limit = pool->cfg.tcache_bytes;
+    tc->arena = pool->arena[GPOOL_MEM_DEVICE];
     for (unsigned c = 0; c < GP_NCLASS; c++) {
-        size_t fit = tc->limit / 4 / gp_class_size(c);
+        size_t fit = pool->cfg.tcache_bytes / 4 / gp_class_size(c);
         tc->cap[c] = fit > TC_SLOTS ? TC_SLOTS : (uint32_t)fit;
     }
     pthread_mutex_lock(&pool->lock);
-    tc->epoch = atomic_load_explicit(&pool->flush_epoch, memory_order_relaxed);
+    tc->epoch = LOAD(pool->flush_epoch);
     tc->next = pool->tcaches;
     if (tc->next) tc->next->prev = tc;
     pool->tcaches = tc;
@@ -170,101 +172,98 @@ static gp_tcache *tc_create(gpool_t *pool)
     return tc;
 }
 
+static inline gp_tcache *tc_get(gpool_t *pool)
+{
+    if (__builtin_expect(tls[0].pool == pool && tls[0].id == pool->id, 1)) return tls[0].tc;
+    for (int i = 1; i < TC_TLS; i++)
+        if (tls[i].pool == pool && tls[i].id == pool->id) return tls[i].tc;
+    return tc_create(pool);
+}
+
+/* Refill class c; 0 when the arena has nothing (the slow path then reports why). */
+static int tc_refill(gp_tcache *tc, unsigned c)
+{
+    void *ptrs[TC_SLOTS];
+    gpool_status st;
+    size_t want = tc->cap[c] / 2 ? tc->cap[c] / 2 : 1;
+    size_t got = gp_arena_slots_take(tc->arena, c, tc->pool->default_tag, tc, ptrs, want, &st);
+    for (size_t k = 0; k < got; k++) {
+        gp_slab *s = gp_arena_slab_of(tc->arena, (uintptr_t)ptrs[k]);
+        tc->slot[c][k] = (tc_entry){s, (uint32_t)gp_slot_index(s, (uintptr_t)ptrs[k])};
+    }
+    STORE(tc->n[c], (uint32_t)got);
+    return got > 0;
+}
+
 int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
 {
-    gp_tcache *tc = tc_lookup(pool);
-    if (!tc && !(tc = tc_create(pool))) return 0;
-    if (atomic_load_explicit(&pool->flush_epoch, memory_order_relaxed) != tc->epoch) {
+    gp_tcache *tc = tc_get(pool);
+    if (!tc) return 0;
+    if (__builtin_expect(LOAD(pool->flush_epoch) != tc->epoch, 0)) {
         tc_return_all(tc);
-        tc->epoch = atomic_load_explicit(&pool->flush_epoch, memory_order_relaxed);
+        tc->epoch = LOAD(pool->flush_epoch);
     }
     unsigned c = gp_size_class(size);
-    if (!tc->cap[c]) return 0;
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
-    if (!tc->n[c]) {
-        gpool_status st;
-        size_t want = tc->cap[c] / 2 ? tc->cap[c] / 2 : 1;
-        size_t got = gp_arena_slots_take(a, c, pool->default_tag, tc->slot[c], want, &st);
-        if (!got) return 0; /* the slow path reports the error */
-        tc->n[c] = (uint32_t)got;
-        tc->cached += got * gp_class_size(c);
+    uint32_t n = LOAD(tc->n[c]);
+    if (__builtin_expect(n == 0, 0)) {
+        if (!tc->cap[c] || !tc_refill(tc, c)) return 0;
+        n = LOAD(tc->n[c]);
     } else {
-        bump(&tc->hits, 1);
+        STORE(tc->hits, LOAD(tc->hits) + 1);
     }
-    void *p = tc->slot[c][--tc->n[c]];
-    gp_slab *s = gp_arena_slab_of(a, (uintptr_t)p);
-    uint32_t i = (uint32_t)(((uintptr_t)p - s->base) / s->slot_size);
-    s->state[i] = GP_SLOT_LIVE;
-    s->req[i] = (uint32_t)size;
-    tc->cached -= s->slot_size;
-    atomic_store_explicit(&tc->cached_bytes, tc->cached, memory_order_relaxed);
-    bump(&tc->allocs, 1);
-    atomic_store_explicit(&tc->requested,
-                          atomic_load_explicit(&tc->requested, memory_order_relaxed) + (int64_t)size,
-                          memory_order_relaxed);
-    *out = p;
+    tc_entry e = tc->slot[c][--n];
+    STORE(tc->n[c], n);
+    gp_slot_set(e.slab, e.idx, GP_SLOT_LIVE);
+    gp_slot_set_req(e.slab, e.idx, (uint32_t)size);
+    STORE(tc->allocs, LOAD(tc->allocs) + 1);
+    *out = (void *)(e.slab->base + (uintptr_t)e.idx * e.slab->slot_size);
     return 1;
 }
 
 int gp_tcache_free(gpool_t *pool, void *ptr, gpool_status *st)
 {
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
-    gp_slab *s = gp_arena_slab_of(a, (uintptr_t)ptr);
+    gp_slab *s = gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr);
     if (!s) return 0;
-    uintptr_t off = (uintptr_t)ptr - s->base;
-    uint32_t i = (uint32_t)(off / s->slot_size);
-    if (i * (uintptr_t)s->slot_size != off || i >= s->nslots || s->state[i] != GP_SLOT_LIVE ||
-        a->streams[s->stream].tag != pool->default_tag)
+    long i = gp_slot_index(s, (uintptr_t)ptr);
+    if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE || s->tag != pool->default_tag)
         return 0; /* the slow path decides (and reports bad pointers) */
-    gp_tcache *tc = tc_lookup(pool);
-    if (!tc && !(tc = tc_create(pool))) return 0;
+    gp_tcache *tc = tc_get(pool);
     unsigned c = s->cls;
-    if (tc->n[c] == tc->cap[c] || !tc->cap[c]) {
-        if (!tc->cap[c]) return 0;
-        size_t half = tc->n[c] / 2;
-        gp_arena_slots_give(a, tc->slot[c], half);
-        memmove(tc->slot[c], tc->slot[c] + half, (tc->n[c] - half) * sizeof(void *));
-        tc->n[c] -= (uint32_t)half;
-        tc->cached -= half * s->slot_size;
+    if (!tc || !tc->cap[c]) return 0;
+    uint32_t n = LOAD(tc->n[c]);
+    if (__builtin_expect(n == tc->cap[c], 0)) {
+        tc_give(tc, c, n / 2);
+        n = LOAD(tc->n[c]);
     }
-    uint32_t req = s->req[i];
-    s->state[i] = GP_SLOT_CACHED;
-    tc->slot[c][tc->n[c]++] = ptr;
-    tc->cached += s->slot_size;
-    atomic_store_explicit(&tc->cached_bytes, tc->cached, memory_order_relaxed);
-    bump(&tc->frees, 1);
-    atomic_store_explicit(&tc->requested,
-                          atomic_load_explicit(&tc->requested, memory_order_relaxed) - (int64_t)req,
-                          memory_order_relaxed);
+    gp_slot_set(s, (uint32_t)i, GP_SLOT_CACHED);
+    tc->slot[c][n] = (tc_entry){s, (uint32_t)i};
+    STORE(tc->n[c], n + 1);
+    STORE(tc->frees, LOAD(tc->frees) + 1);
     *st = GPOOL_OK;
     return 1;
 }
 
-void gp_tcache_flush_all(gpool_t *pool)
-{
-    atomic_fetch_add_explicit(&pool->flush_epoch, 1, memory_order_relaxed);
-}
+void gp_tcache_flush_all(gpool_t *pool) { atomic_fetch_add(&pool->flush_epoch, 1); }
 
 void gp_tcache_flush_mine(gpool_t *pool)
 {
-    gp_tcache *tc = tc_lookup(pool);
-    if (tc) tc_return_all(tc);
+    for (int i = 0; i < TC_TLS; i++)
+        if (tls[i].pool == pool && tls[i].id == pool->id && tls[i].tc) tc_return_all(tls[i].tc);
 }
 
 void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t *hits,
-                      int64_t *requested, uint64_t *cached_bytes)
+                      uint64_t *cached_bytes)
 {
     *allocs = pool->tc_allocs;
     *frees = pool->tc_frees;
     *hits = pool->tc_hits;
-    *requested = pool->tc_requested;
     *cached_bytes = 0;
     for (gp_tcache *tc = pool->tcaches; tc; tc = tc->next) {
-        *allocs += atomic_load_explicit(&tc->allocs, memory_order_relaxed);
-        *frees += atomic_load_explicit(&tc->frees, memory_order_relaxed);
-        *hits += atomic_load_explicit(&tc->hits, memory_order_relaxed);
-        *requested += atomic_load_explicit(&tc->requested, memory_order_relaxed);
-        *cached_bytes += atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed);
+        *allocs += LOAD(tc->allocs);
+        *frees += LOAD(tc->frees);
+        *hits += LOAD(tc->hits);
+        for (unsigned c = 0; c < GP_NCLASS; c++)
+            *cached_bytes += (uint64_t)LOAD(tc->n[c]) * gp_class_size(c);
     }
 }
 
