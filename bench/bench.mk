@@ -20,3 +20,6 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 bench: $(BUILD)/gpool-bench $(SIMLIB)
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
+
+# keep the bench test objects (they are intermediate files of the pattern rule above)
+.SECONDARY: $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(wildcard tests/test_bench_*.c))

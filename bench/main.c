@@ -16,6 +16,7 @@ typedef struct cli {
     int n_strategies;
     uint64_t capacity;
     int json;
+    int stop_at_failure;
     const char *csv, *plot, *device, *save_trace;
     bench_workload_opts wl;
     uint64_t pairs;
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
             "usage: gpool-bench COMMAND [options]\n"
             "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
             "[--plot FILE.png]\n"
+            "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
             "  fit TRACE --strategy S [--json]\n"
             "  compare TRACE... [--strategy S]... [--json]\n"
             "  hotpath [--pairs N] [--rounds N] [--json]\n"
@@ -73,7 +75,8 @@ static int parse_cli(int argc, char **argv, cli *c) {
         O_FRAMES,
         O_PAIRS,
         O_ROUNDS,
-        O_SAVE
+        O_SAVE,
+        O_STOP
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -93,6 +96,7 @@ static int parse_cli(int argc, char **argv, cli *c) {
                                          {"pairs", required_argument, NULL, O_PAIRS},
                                          {"rounds", required_argument, NULL, O_ROUNDS},
                                          {"save-trace", required_argument, NULL, O_SAVE},
+                                         {"stop-at-failure", no_argument, NULL, O_STOP},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -130,6 +134,9 @@ static int parse_cli(int argc, char **argv, cli *c) {
             break;
         case O_SAVE:
             c->save_trace = optarg;
+            break;
+        case O_STOP:
+            c->stop_at_failure = 1;
             break;
         case O_SEED:
             if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
@@ -246,8 +253,11 @@ static int cmd_replay(cli *c, const bench_device *dev) {
     bench_trace t;
     if (load_trace(c, c->args[0], &t) != 0) return 1;
     bench_result r[MAX_STRATEGIES];
-    bench_replay_opts o = {
-        .capacity = c->capacity, .time_ops = 1, .progress = 1, .samples = c->plot ? 2000 : 0};
+    bench_replay_opts o = {.capacity = c->capacity,
+                           .time_ops = 1,
+                           .progress = 1,
+                           .samples = c->plot ? 2000 : 0,
+                           .stop_on_failure = c->stop_at_failure};
     int failed = 0;
     for (int i = 0; i < c->n_strategies; i++) {
         bench_replay(dev, c->strategies[i], &t, &o, &r[i]);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int cmp_u32(const void *a, const void *b) {
@@ -186,10 +187,73 @@ out_free:
 
 #define FIT_STEP (2 * BENCH_MIB)
 
+/* On the simulator each fit replay runs in a child process: every replay starts from a fresh
+ * process state, and a strategy that crashes is reported instead of ending the whole run.
+ * GPOOL_BENCH_NOFORK=1 keeps them in-process (for a debugger). */
+static void replay_isolated(const bench_device *dev, const char *spec, const bench_trace *t,
+                            const bench_replay_opts *o, bench_result *r) {
+    const char *nofork = getenv("GPOOL_BENCH_NOFORK");
+    int fds[2];
+    if (!dev->simulated || (nofork && *nofork == '1') || o->samples || pipe(fds) != 0) {
+        bench_replay(dev, spec, t, o, r);
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        bench_replay(dev, spec, t, o, r);
+        return;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        bench_result cr;
+        bench_replay(dev, spec, t, o, &cr);
+        const char *p = (const char *)&cr;
+        size_t left = sizeof cr;
+        while (left) {
+            ssize_t w = write(fds[1], p, left);
+            if (w <= 0) _exit(1);
+            p += w;
+            left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    char *p = (char *)r;
+    while (got < sizeof *r) {
+        ssize_t n = read(fds[0], p + got, sizeof *r - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got == sizeof *r && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        r->samples = NULL; /* not recorded in fit replays */
+        r->n_samples = 0;
+        return;
+    }
+    memset(r, 0, sizeof *r);
+    snprintf(r->strategy, sizeof r->strategy, "%s", spec);
+    r->error = 1;
+    if (WIFSIGNALED(status))
+        snprintf(r->note, sizeof r->note,
+                 "the replay crashed (signal %d: %s); rerun with GPOOL_BENCH_NOFORK=1 "
+                 "under a debugger",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(r->note, sizeof r->note, "the replay exited with status %d",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 static int fit_try(const bench_device *dev, const char *spec, const bench_trace *t, uint64_t cap,
                    bench_fit *f, bench_result *r) {
     bench_replay_opts o = {.capacity = cap, .stop_on_failure = 1};
-    bench_replay(dev, spec, t, &o, r);
+    replay_isolated(dev, spec, t, &o, r);
     f->replays++;
     if (r->sim_leaked) {
         fprintf(stderr,

@@ -1,0 +1,143 @@
+/* test_bench_cli.c — the gpool-bench command line: every --json output parses (python3's
+ * json module), errors name the trace line, files are written. Runs build/gpool-bench (from
+ * $GPOOL_TEST_BUILD) on the simulated driver. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char out_path[64], err_path[64];
+
+static void setup(void) {
+    snprintf(out_path, sizeof out_path, "/tmp/test-bench-cli-%d.out", (int)getpid());
+    snprintf(err_path, sizeof err_path, "/tmp/test-bench-cli-%d.err", (int)getpid());
+}
+
+static void teardown(void) {
+    unlink(out_path);
+    unlink(err_path);
+}
+
+TestSuite(bench_cli, .init = setup, .fini = teardown);
+
+static const char *bench_bin(void) {
+    static char path[512];
+    const char *b = getenv("GPOOL_TEST_BUILD");
+    snprintf(path, sizeof path, "%s/gpool-bench", b && *b ? b : "build");
+    return path;
+}
+
+/* Run gpool-bench with args; stdout and stderr go to files. Returns the exit status. */
+static int bench(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bench(const char *fmt, ...) {
+    char args[1024], cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", bench_bin(), args, out_path, err_path);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path) {
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* python3 checks stdout: it must be JSON and `expr` (over d) must hold. */
+static void json_check(const char *expr) {
+    char py[80], cmd[256];
+    snprintf(py, sizeof py, "/tmp/test-bench-cli-%d.py", (int)getpid());
+    FILE *f = fopen(py, "w");
+    cr_assert(f);
+    fprintf(f, "import json, sys\nd = json.load(open(sys.argv[1]))\nsys.exit(0 if (%s) else 3)\n",
+            expr);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s %s", py, out_path);
+    int st = system(cmd);
+    unlink(py);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stdout is not JSON with %s:\n%s", expr,
+              slurp(out_path));
+}
+
+Test(bench_cli, replay_json) {
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --json"), 0, "%s", slurp(err_path));
+    json_check("d['device']=='simulated' and [s['strategy'] for s in d['strategies']]=="
+               "['cuda','bfc','gpool'] and d['trace']['peak_live_bytes']==1000+3145728 and "
+               "all(s['status']=='ok' and s['failed_allocs']==0 for s in d['strategies'])");
+}
+
+Test(bench_cli, replay_table_csv_and_plot) {
+    char csv[80], png[80];
+    snprintf(csv, sizeof csv, "/tmp/test-bench-cli-%d.csv", (int)getpid());
+    snprintf(png, sizeof png, "/tmp/test-bench-cli-%d.png", (int)getpid());
+    int have_gnuplot = system("command -v gnuplot >/dev/null 2>&1") == 0;
+    int rc = bench("replay frame --frames 5 --strategy bfc --strategy cuda --csv %s %s%s", csv,
+                   have_gnuplot ? "--plot " : "", have_gnuplot ? png : "");
+    cr_assert_eq(rc, 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "device: simulated"), "%s", slurp(out_path));
+    const char *c = slurp(csv);
+    cr_assert(strncmp(c, "device,trace,strategy,status,", 29) == 0, "%s", c);
+    cr_assert(strstr(c, "\"simulated\",\"frame\",\"bfc\",ok,"), "%s", c);
+    unlink(csv);
+    if (have_gnuplot) {
+        FILE *f = fopen(png, "rb");
+        cr_assert(f, "no plot written");
+        unsigned char magic[4] = {0};
+        cr_assert_eq(fread(magic, 1, 4, f), 4);
+        fclose(f);
+        cr_assert(magic[1] == 'P' && magic[2] == 'N' && magic[3] == 'G');
+        unlink(png);
+    }
+}
+
+Test(bench_cli, fit_json_known_answer) {
+    cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda --json"), 0, "%s",
+                 slurp(err_path));
+    json_check("d['min_capacity_bytes']==6*1024*1024 and d['peak_live_bytes']==6*1024*1024 and "
+               "d['ratio']==1.0 and d['goal_met'] and d['device']=='simulated'");
+}
+
+Test(bench_cli, compare_json_and_table) {
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv bench/traces/test/rmm-time.csv "
+                       "--json"),
+                 0, "%s", slurp(err_path));
+    json_check("len(d['results'])==4 and d['results'][0]['strategy']=='bfc' and "
+               "d['results'][0]['min_capacity_bytes']==20*1024*1024 and "
+               "d['results'][1]['strategy']=='gpool' and d['results'][1]['status']=='ok'");
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --strategy cuda"), 0);
+    cr_assert(strstr(slurp(out_path), "one-6mib             cuda"), "%s", slurp(out_path));
+    cr_assert(strstr(slurp(out_path), "1.000"), "%s", slurp(out_path));
+}
+
+Test(bench_cli, info_and_hotpath_json) {
+    cr_assert_eq(bench("info --json"), 0, "%s", slurp(err_path));
+    json_check("d['simulated'] and d['devices'][0]['granularity_min']>0 and "
+               "d['device']=='simulated'");
+    cr_assert_eq(bench("info"), 0);
+    cr_assert(strstr(slurp(out_path), "device: simulated"));
+    cr_assert_eq(bench("hotpath --pairs 20000 --rounds 1 --json"), 0, "%s", slurp(err_path));
+    json_check("d['gpool_ns_per_pair']>0 and d['jemalloc_ns_per_pair']>0 and d['ratio']>0 and "
+               "d['gpool_scaling_2t']>0 and d['device']=='simulated'");
+}
+
+Test(bench_cli, errors) {
+    cr_assert_eq(bench("replay bench/traces/test/unknown-free.csv"), 1);
+    cr_assert(strstr(slurp(err_path), "unknown-free.csv:3: free of pointer 0x2000"), "%s",
+              slurp(err_path));
+    cr_assert_eq(bench("frobnicate"), 2);
+    cr_assert_eq(bench("replay x.csv --capacity lots"), 2);
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy slab"), 2);
+    cr_assert(strstr(slurp(err_path), "unknown strategy"), "%s", slurp(err_path));
+    cr_assert_eq(bench("fit bench/traces/test/rmm-time.csv"), 2); /* --strategy required */
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy cuda-async --json"), 0);
+    json_check("d['strategies'][0]['status']=='skipped'");
+}

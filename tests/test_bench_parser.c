@@ -1,0 +1,256 @@
+/* test_bench_parser.c — the trace parser, size parsing and the synthetic workloads of
+ * gpool-bench (no driver needed). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../bench/bench.h"
+
+#define HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
+
+static int parse(const char *text, bench_trace *t, char *err) {
+    return bench_trace_parse("t.csv", text, strlen(text), t, err, 512);
+}
+
+/* Parse text expecting failure; err must start with "t.csv:LINE:" and contain `what`. */
+static void expect_error(const char *text, unsigned line, const char *what) {
+    bench_trace t;
+    char err[512] = "";
+    cr_assert_eq(parse(text, &t, err), -1, "parsed, but expected an error about %s", what);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "t.csv:%u: ", line);
+    cr_assert(strncmp(err, prefix, strlen(prefix)) == 0, "error \"%s\" lacks \"%s\"", err, prefix);
+    cr_assert(strstr(err, what), "error \"%s\" does not mention \"%s\"", err, what);
+}
+
+Test(bench_parser, integer_times_and_slots) {
+    const char *text = HEADER "0,0,allocate,0x10,100,0x0\n"
+                              "0,5,allocate,0x20,300,0x0\n"
+                              "0,9,free,0x10,100,0x0\n"
+                              "0,12,allocate,0x10,50,0x0\n" /* pointer reused after its free */
+                              "0,13,free,0x20,300,0x0\n"
+                              "0,14,free,0x10,50,0x0\n";
+    bench_trace t;
+    char err[512];
+    cr_assert_eq(parse(text, &t, err), 0, "%s", err);
+    cr_assert_str_eq(t.name, "t");
+    cr_assert_eq(t.n_ops, 6);
+    cr_assert_eq(t.n_allocs, 3);
+    cr_assert_eq(t.peak_live, 400);
+    cr_assert_eq(t.largest, 300);
+    cr_assert_eq(t.unfreed, 0);
+    cr_assert_eq(t.ops[2].kind, BENCH_OP_FREE);
+    cr_assert_eq(t.ops[2].slot, 0);
+    cr_assert_eq(t.ops[3].slot, 2);
+    cr_assert_eq(t.ops[4].slot, 1);
+    cr_assert_eq(t.ops[5].slot, 2);
+    cr_assert_eq(t.ops[5].size, 50);
+    bench_trace_free(&t);
+}
+
+Test(bench_parser, rmm_time_format_streams_and_failures) {
+    const char *text = HEADER "7,08:23:15.123456,allocate,0x7f00,1000,0x5a\n"
+                              "7,08:23:15.2,allocate failure,0x0,99999,0x5a\n"
+                              "7,08:23:16.000001,allocate,0x7f80,24,0x0\n"
+                              "7,08:23:16.5,free,0x7f00,1000,0x5a\r\n"
+                              "\n"
+                              "7,23:59:59.999999,free,0x7f80,24,0x0\n";
+    bench_trace t;
+    char err[512];
+    cr_assert_eq(parse(text, &t, err), 0, "%s", err);
+    cr_assert_eq(t.n_ops, 4);
+    cr_assert_eq(t.skipped_failures, 1);
+    cr_assert_eq(t.n_streams, 2);
+    cr_assert_eq(t.streams[1], 0x5a);
+    cr_assert_eq(t.ops[0].stream, 1);
+    cr_assert_eq(t.ops[1].stream, 0);
+    cr_assert_eq(t.ops[2].stream, 1);
+    bench_trace_free(&t);
+}
+
+Test(bench_parser, unfreed_blocks_are_counted) {
+    bench_trace t;
+    char err[512];
+    cr_assert_eq(parse(HEADER "0,0,allocate,0x1,10,0x0\n0,1,allocate,0x2,20,0x0\n", &t, err), 0);
+    cr_assert_eq(t.unfreed, 2);
+    cr_assert_eq(t.peak_live, 30);
+    bench_trace_free(&t);
+}
+
+Test(bench_parser, malformed_rows_name_their_line) {
+    expect_error("Thread,Time,Action,Pointer,Size\n", 1, "header");
+    expect_error(HEADER "0,0,allocate,0x1,10,0x0\n0,1,allocate,0x2,10\n", 3, "expected 6 columns");
+    expect_error(HEADER "0,0,allocate,0x1,10,0x0,extra\n", 2, "found 7");
+    expect_error(HEADER "0,0,allocate,0x1,10,0x0\n0,1,realloc,0x1,10,0x0\n", 3,
+                 "unknown action \"realloc\"");
+    expect_error(HEADER "0,0,allocate,0x1,10,0x0\n0,1,free,0x2,10,0x0\n", 3,
+                 "free of pointer 0x2, which is not live");
+    expect_error(HEADER "0,0,allocate,0x1,10,0x0\n0,1,free,0x1,10,0x0\n0,2,free,0x1,10,0x0\n", 4,
+                 "not live");
+    expect_error(HEADER "0,0,allocate,0x1,2199023255553,0x0\n", 2, "larger than");
+    expect_error(HEADER "0,0,allocate,0x1,99999999999999999999999,0x0\n", 2, "larger than");
+    expect_error(HEADER "0,0,allocate,0x1,12abc,0x0\n", 2, "bad size");
+    expect_error(HEADER "0,0,allocate,0x1,-5,0x0\n", 2, "bad size");
+    expect_error(HEADER "0,0,allocate,zz,5,0x0\n", 2, "bad pointer");
+    expect_error(HEADER "0,0,allocate,0x1,5,0xq\n", 2, "bad stream");
+    expect_error(HEADER "0,yesterday,allocate,0x1,5,0x0\n", 2, "bad time");
+    expect_error(HEADER "0,12:61:00.5,allocate,0x1,5,0x0\n", 2, "bad time");
+    expect_error(HEADER "0,0,allocate,0x1,5,0x0\n0,1,allocate,0x1,5,0x0\n", 3,
+                 "still live (allocated on line 2)");
+    expect_error(HEADER "0,0,allocate,0x1,5,0x0\n0,1,free,0x1,6,0x0\n", 3, "says size 6");
+}
+
+Test(bench_parser, empty_file_is_an_error) {
+    bench_trace t;
+    char err[512];
+    cr_assert_eq(parse("", &t, err), -1);
+    cr_assert(strstr(err, "empty file"), "%s", err);
+}
+
+Test(bench_parser, files_from_disk) {
+    bench_trace t;
+    char err[512];
+    cr_assert_eq(bench_trace_load("bench/traces/test/rmm-time.csv", &t, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_str_eq(t.name, "rmm-time");
+    cr_assert_eq(t.n_allocs, 2);
+    cr_assert_eq(t.skipped_failures, 1);
+    cr_assert_eq(t.peak_live, 1000 + 3145728);
+    bench_trace_free(&t);
+
+    cr_assert_eq(bench_trace_load("bench/traces/test/unknown-free.csv", &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "unknown-free.csv:3: free of pointer 0x2000"), "%s", err);
+    cr_assert_eq(bench_trace_load("bench/traces/test/bad-columns.csv", &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "bad-columns.csv:3: expected 6 columns"), "%s", err);
+    cr_assert_eq(bench_trace_load("bench/traces/test/huge-size.csv", &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "huge-size.csv:4: size 2199023255553"), "%s", err);
+    cr_assert_eq(bench_trace_load("bench/traces/test/unknown-action.csv", &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "unknown-action.csv:3: unknown action"), "%s", err);
+    cr_assert_eq(bench_trace_load("bench/traces/test/no-such-file.csv", &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot open"), "%s", err);
+}
+
+Test(bench_parser, shipped_traces_match_their_readme) {
+    static const struct {
+        const char *file;
+        size_t allocs;
+    } traces[] = {{"bench/traces/cnn-train.csv", 14630},
+                  {"bench/traces/transformer-train.csv", 4489},
+                  {"bench/traces/unet-train.csv", 16124},
+                  {"bench/traces/varimg-train.csv", 44434},
+                  {"bench/traces/batch-decode.csv", 42217}};
+    for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
+        bench_trace t;
+        char err[512];
+        cr_assert_eq(bench_trace_load(traces[i].file, &t, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(t.n_allocs, traces[i].allocs, "%s", traces[i].file);
+        cr_assert_eq(t.n_ops, 2 * traces[i].allocs);
+        cr_assert_eq(t.unfreed, 0);
+        bench_trace_free(&t);
+    }
+}
+
+Test(bench_parser, write_csv_round_trips) {
+    bench_trace t, u;
+    char err[512];
+    cr_assert_eq(parse(HEADER "0,0,allocate,0x10,100,0x0\n0,1,allocate,0x20,7,0x9\n"
+                              "0,2,free,0x10,100,0x0\n0,3,free,0x20,7,0x9\n",
+                       &t, err),
+                 0);
+    char path[] = "/tmp/test-bench-trace-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(bench_trace_write_csv(&t, path), 0);
+    cr_assert_eq(bench_trace_load(path, &u, err, sizeof err), 0, "%s", err);
+    unlink(path);
+    cr_assert_eq(u.n_ops, t.n_ops);
+    cr_assert_eq(u.peak_live, t.peak_live);
+    cr_assert_eq(u.n_streams, 2);
+    for (size_t i = 0; i < t.n_ops; i++) {
+        cr_assert_eq(u.ops[i].slot, t.ops[i].slot);
+        cr_assert_eq(u.ops[i].size, t.ops[i].size);
+        cr_assert_eq(u.ops[i].kind, t.ops[i].kind);
+    }
+    bench_trace_free(&t);
+    bench_trace_free(&u);
+}
+
+Test(bench_parser, sizes) {
+    uint64_t v;
+    cr_assert_eq(bench_parse_size("123", &v), 0);
+    cr_assert_eq(v, 123);
+    cr_assert_eq(bench_parse_size("4K", &v), 0);
+    cr_assert_eq(v, 4096);
+    cr_assert_eq(bench_parse_size("16MiB", &v), 0);
+    cr_assert_eq(v, 16u << 20);
+    cr_assert_eq(bench_parse_size("2g", &v), 0);
+    cr_assert_eq(v, 2ull << 30);
+    cr_assert_eq(bench_parse_size("1T", &v), 0);
+    cr_assert_eq(v, 1ull << 40);
+    cr_assert_eq(bench_parse_size("", &v), -1);
+    cr_assert_eq(bench_parse_size("12Q", &v), -1);
+    cr_assert_eq(bench_parse_size("-1", &v), -1);
+    cr_assert_eq(bench_parse_size("99999999999999999999", &v), -1);
+    cr_assert_eq(bench_parse_size("99999999999T", &v), -1);
+}
+
+Test(bench_parser, workloads_are_deterministic_and_balanced) {
+    const char *names[] = {"random", "train", "frame"};
+    bench_workload_opts o;
+    bench_workload_defaults(&o);
+    o.ops = 20000;
+    o.steps = 3;
+    o.frames = 20;
+    for (size_t i = 0; i < 3; i++) {
+        bench_trace a, b;
+        char err[256];
+        cr_assert(bench_is_workload(names[i]));
+        cr_assert_eq(bench_workload_make(names[i], &o, &a, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(bench_workload_make(names[i], &o, &b, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(a.n_ops, b.n_ops, "%s", names[i]);
+        cr_assert_eq(a.peak_live, b.peak_live, "%s", names[i]);
+        cr_assert(a.peak_live > 0);
+        cr_assert_eq(a.unfreed, 0, "%s leaves blocks live", names[i]);
+        cr_assert_eq(a.n_ops, 2 * a.n_allocs, "%s", names[i]);
+        bench_trace_free(&a);
+        bench_trace_free(&b);
+    }
+    bench_dist d;
+    const char *dists[] = {"uniform", "normal", "geometric"};
+    for (size_t i = 0; i < 3; i++) {
+        bench_trace t;
+        char err[256];
+        cr_assert_eq(bench_parse_dist(dists[i], &d), 0);
+        o.dist = d;
+        o.min_size = 1000;
+        o.max_size = 5000;
+        cr_assert_eq(bench_workload_make("random", &o, &t, err, sizeof err), 0, "%s", err);
+        cr_assert(t.largest <= 5000 && t.largest >= 1000, "%s", dists[i]);
+        for (size_t k = 0; k < t.n_ops; k++)
+            cr_assert(t.ops[k].size >= 1000);
+        bench_trace_free(&t);
+    }
+    cr_assert_eq(bench_parse_dist("zipf", &d), -1);
+    cr_assert_not(bench_is_workload("trace.csv"));
+}
+
+Test(bench_parser, map) {
+    bench_map m;
+    cr_assert_eq(bench_map_init(&m, 4), 0);
+    for (uint64_t i = 0; i < 10000; i++)
+        cr_assert_eq(bench_map_put(&m, i * 4096, i), 0);
+    uint64_t v;
+    cr_assert(bench_map_get(&m, 0, &v));
+    cr_assert_eq(v, 0);
+    for (uint64_t i = 0; i < 10000; i += 2)
+        cr_assert(bench_map_take(&m, i * 4096, NULL));
+    for (uint64_t i = 0; i < 10000; i++) {
+        int present = bench_map_get(&m, i * 4096, &v);
+        cr_assert_eq(present, (int)(i & 1), "key %llu", (unsigned long long)i);
+        if (present) cr_assert_eq(v, i);
+    }
+    cr_assert_eq(m.count, 5000);
+    bench_map_destroy(&m);
+}
