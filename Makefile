@@ -82,6 +82,6 @@ clean:
 	rm -rf build
 
 # Each area may add its own rules (targets, extra test binaries) in a fragment.
--include $(wildcard bench/bench.mk preload/preload.mk examples/examples.mk fuzz/fuzz.mk pkg/pkg.mk)
+-include $(wildcard bench/bench.mk preload/preload.mk examples/examples.mk fuzz/fuzz.mk pkg/pkg.mk gpu/gpu.mk)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -240,6 +240,12 @@ GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_bl
  *  this pool's cached bytes. Errors: GPOOL_ERR_INVALID_ARG, GPOOL_ERR_DRIVER. */
 GPOOL_API gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes);
 
+/** The physical page (chunk) size gpool would back a block of size bytes of kind with, in
+ *  *out (AUTO: the kind the policy picks for GPOOL_USAGE_DEFAULT). Errors:
+ *  GPOOL_ERR_INVALID_ARG. */
+GPOOL_API gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_t size,
+                                       size_t *out);
+
 /** Write a JSON snapshot of every address range and block (state: in_use, cached, pending)
  *  and the stats to f. Errors: GPOOL_ERR_INVALID_ARG, GPOOL_ERR_IO. */
 GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);

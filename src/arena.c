@@ -614,3 +614,11 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
     fprintf(f, "]");
     pthread_mutex_unlock(&a->lock);
 }
+
+uint64_t gp_arena_in_use(gp_arena *a)
+{
+    pthread_mutex_lock(&a->lock);
+    uint64_t n = a->c.in_use;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}

@@ -146,6 +146,9 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
                             size_t *requested, uintptr_t *tag, uint32_t *usage);
 
+/* Bytes in use (lock taken). */
+uint64_t gp_arena_in_use(gp_arena *a);
+
 /* Lock must be held: true when ptr lies in one of this arena's regions. */
 int gp_arena_contains(gp_arena *a, uintptr_t ptr);
 

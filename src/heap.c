@@ -176,7 +176,12 @@ int gp_heap_init(gp_heap *h)
 {
     memset(h, 0, sizeof *h);
     h->rng = 0x9e3779b9u;
-    return tag_get(h, GP_TAG_CLEAN) ? 0 : -1;
+    h->regions = calloc(GP_HEAP_MAX_REGIONS, sizeof *h->regions);
+    if (!h->regions) return -1;
+    h->cap_regions = GP_HEAP_MAX_REGIONS;
+    if (tag_get(h, GP_TAG_CLEAN)) return 0;
+    free(h->regions);
+    return -1;
 }
 
 void gp_heap_fini(gp_heap *h)
@@ -203,14 +208,8 @@ void gp_heap_fini(gp_heap *h)
 
 int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend)
 {
-    if (h->nregions == UINT16_MAX) return -1;
-    if (h->nregions == h->cap_regions) {
-        size_t cap = h->cap_regions ? h->cap_regions * 2 : 4;
-        gp_region *nr = realloc(h->regions, cap * sizeof *nr);
-        if (!nr) return -1;
-        h->regions = nr;
-        h->cap_regions = cap;
-    }
+    if (h->nregions == h->cap_regions) return -1; /* the array never moves: backends keep
+                                                       pointers to its regions */
     gp_region *g = &h->regions[h->nregions];
     memset(g, 0, sizeof *g);
     g->base = base;

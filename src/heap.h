@@ -14,6 +14,7 @@
 
 #define GP_TAG_CLEAN UINTPTR_MAX
 #define GP_MIN_ALIGN 256u
+#define GP_HEAP_MAX_REGIONS 64 /* regions never move in memory */
 
 typedef struct gp_range gp_range;
 struct gp_range {

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "pagesize.h"
 #include "pool.h"
+#include "sysmem.h"
 #include "vidmem.h"
 
 #define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
@@ -105,7 +106,10 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     if (st == GPOOL_OK) {
         pool->granularity = gp_vidmem_granularity(vctx);
+        /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
+         * every block in one heap, so free space coalesces across the whole device. */
         size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
+        if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
         pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
         if (!pool->arena[GPOOL_MEM_DEVICE]) {
             gp_vidmem_ops.fini(vctx, NULL);
@@ -154,6 +158,7 @@ gpool_status gpool_destroy(gpool_t *pool)
         live += n;
         bytes += b;
     }
+    gp_sysmem_destroy(pool, &live, &bytes);
     GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
     gp_trace_close(pool);
     int verbose = pool->cfg.verbose;
@@ -211,10 +216,13 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     gpool_status st = check_params(pool, params, size);
     if (st != GPOOL_OK) return st;
     gpool_mem_kind kind = params ? params->kind : GPOOL_MEM_DEVICE;
-    if (kind == GPOOL_MEM_AUTO) kind = GPOOL_MEM_DEVICE;
-    if (kind != GPOOL_MEM_DEVICE)
-        return gp_fail(GPOOL_ERR_UNSUPPORTED, "memory kind %d is not available in this build",
-                       (int)kind);
+    int is_auto = kind == GPOOL_MEM_AUTO;
+    if (is_auto) kind = gp_policy_kind(params->usage, size);
+    if (kind != GPOOL_MEM_DEVICE) {
+        st = gp_sysmem_alloc(pool, kind, size, params, out);
+        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 1, *out, size, stream);
+        return st;
+    }
     size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
     unsigned flags = params ? params->flags : 0;
     uintptr_t tag = (uintptr_t)stream;
@@ -225,12 +233,35 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     }
     gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
     uint32_t usage = params ? (uint32_t)params->usage : 0;
-    st = gp_arena_alloc(a, size, align, tag, usage, out);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
-        /* blocks parked in thread caches may be what is missing */
-        gp_tcache_flush_mine(pool);
-        gp_tcache_flush_all(pool);
+    size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
+    if (budget && gp_arena_in_use(a) + size > budget) {
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
+                     "device budget: %zu bytes requested, %zu of the %zu-byte budget in use",
+                     size, gp_arena_in_use(a), budget);
+    } else {
         st = gp_arena_alloc(a, size, align, tag, usage, out);
+        if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+            /* blocks parked in thread caches may be what is missing */
+            gp_tcache_flush_mine(pool);
+            gp_tcache_flush_all(pool);
+            st = gp_arena_alloc(a, size, align, tag, usage, out);
+        }
+    }
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && is_auto && (flags & GPOOL_ALLOC_ALLOW_FALLBACK)) {
+        gpool_alloc_params fb = *params;
+        fb.kind = GPOOL_MEM_HOST_MAPPED;
+        fb.flags |= GP_ALLOC_FELL_BACK;
+        char why[300];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        st = gp_sysmem_alloc(pool, GPOOL_MEM_HOST_MAPPED, size, &fb, out);
+        if (st == GPOOL_OK) {
+            atomic_fetch_add(&pool->fallbacks, 1);
+            if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
+            return GPOOL_OK;
+        }
+        char more[300];
+        snprintf(more, sizeof more, "%s", gpool_last_error());
+        st = gp_fail(st, "%s; fallback to mapped sysmem failed too: %s", why, more);
     }
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
         st = zero_fill(pool, *out, size, stream);
@@ -286,8 +317,15 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         return GPOOL_OK;
     }
     gp_arena *a = arena_of(pool, ptr);
-    if (!a)
+    if (!a) {
+        int owned = 0;
+        st = gp_sysmem_free(pool, ptr, &owned);
+        if (owned) {
+            if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+            return st;
+        }
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+    }
     gp_slab *s = gp_arena_slab_of(a, (uintptr_t)ptr);
     if (s && tag != pool->default_tag) {
         /* A slot freed on a stream other than its slab's: wait for that stream's work so the
@@ -334,7 +372,8 @@ gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes)
         gpool_status s2 = gp_arena_trim(pool->arena[k], keep_bytes);
         if (s2 != GPOOL_OK && st == GPOOL_OK) st = s2;
     }
-    return st;
+    gpool_status s3 = gp_sysmem_trim(pool, keep_bytes);
+    return st != GPOOL_OK ? st : s3;
 }
 
 gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
@@ -379,6 +418,7 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         out->driver_calls[i] = atomic_load_explicit(&pool->cnt.n[i], memory_order_relaxed);
         out->driver_calls_total += out->driver_calls[i];
     }
+    gp_sysmem_stats(pool, out);
     out->tcache_hits = tc_hits;
     out->fallbacks = atomic_load_explicit(&pool->fallbacks, memory_order_relaxed);
     gp_arena *da = pool->arena[GPOOL_MEM_DEVICE];
@@ -394,6 +434,11 @@ gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL", pool ? "out" : "pool");
     memset(out, 0, sizeof *out);
     gp_arena *a = ptr ? arena_of(pool, ptr) : NULL;
+    if (!a && ptr) {
+        int owned = 0;
+        gpool_status st = gp_sysmem_block_info(pool, ptr, out, &owned);
+        if (owned) return st;
+    }
     if (!a) return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
     uintptr_t base, tag;
     size_t size, req;
@@ -477,7 +522,18 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
         gp_arena_dump_json(pool->arena[k], f);
         first = 0;
     }
+    gp_sysmem_dump_json(pool, f);
     fprintf(f, "}}\n");
     if (ferror(f)) return gp_fail(GPOOL_ERR_IO, "gpool_dump_json: write failed");
+    return GPOOL_OK;
+}
+
+gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_t size, size_t *out)
+{
+    if (!pool || !out || (unsigned)kind >= GPOOL_MEM_KIND_COUNT)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_page_size: NULL argument or bad kind");
+    if (kind == GPOOL_MEM_AUTO) kind = gp_policy_kind(GPOOL_USAGE_DEFAULT, size);
+    *out = kind == GPOOL_MEM_DEVICE ? gp_device_chunk_size(size, pool->granularity)
+                                    : gp_host_page_size(size);
     return GPOOL_OK;
 }

@@ -19,7 +19,8 @@ struct gpool {
     CUdevice dev;
     CUcontext ctx;
     gp_drv_counters cnt;
-    gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE] always; host kinds on first use */
+    gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE]; host kinds live in sys */
+    struct gp_sysmem *sys;                 /* host kinds, created by sysmem.c on first use */
     pthread_mutex_t lock;                  /* guards tcaches list, host arena creation */
     gp_tcache *tcaches;
     _Atomic uint64_t flush_epoch;          /* bumped when thread caches should give back */

@@ -119,6 +119,7 @@ static long slot_new(gp_vidmem *v)
         v->idle = ni;
         v->cap_idle = c;
     }
+    memset(&v->handles[v->nhandles], 0, sizeof v->handles[0]);
     return (long)v->nhandles++;
 }
 
@@ -134,6 +135,7 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
     CUresult r =
         GP_DRV(v->cnt, GPOOL_DRV_MEM_CREATE, v->drv->cuMemCreate(&h, npages * v->gran, &v->prop, 0));
     if (r != CUDA_SUCCESS) {
+        memset(&v->handles[id], 0, sizeof v->handles[id]);
         v->slots[v->nslots++] = (uint32_t)id;
         *st = gp_cu_fail(r, "cuMemCreate");
         return -1;
