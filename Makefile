@@ -41,8 +41,16 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/libgpool.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
+# libgpool.so.MAJOR.MINOR.PATCH (soname libgpool.so.MAJOR), exporting only pkg/gpool.map;
+# the library's own objects build with hidden visibility (GPOOL_API marks the public API).
+GPOOL_VERSION := $(shell sed -n 's/^.define GPOOL_VERSION_\(MAJOR\|MINOR\|PATCH\) *//p' include/gpool.h | paste -sd.)
+GPOOL_SONAME  := libgpool.so.$(firstword $(subst ., ,$(GPOOL_VERSION)))
+$(BUILD)/obj/src/%.o: CFLAGS += -fvisibility=hidden
+$(BUILD)/libgpool.so: $(BUILD)/libgpool.so.$(GPOOL_VERSION)
+	ln -sf $(<F) $(@D)/$(GPOOL_SONAME) && ln -sf $(GPOOL_SONAME) $@
+$(BUILD)/libgpool.so.$(GPOOL_VERSION): $(LIB_OBJ) pkg/gpool.map
+	$(CC) -shared -Wl,-soname,$(GPOOL_SONAME) -Wl,--version-script=pkg/gpool.map -o $@ \
+	  $(LIB_OBJ) $(LDFLAGS) $(LIBS)
 $(BUILD)/libgpool.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

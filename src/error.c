@@ -36,4 +36,10 @@ const char *gpool_strerror(gpool_status status)
     return "unknown status";
 }
 
-const char *gpool_version(void) { return "0.1.0"; }
+/* "MAJOR.MINOR.PATCH" from the macros in gpool.h, so the two cannot disagree. */
+#define GP_STR_(x) #x
+#define GP_STR(x)  GP_STR_(x)
+#define GP_VERSION_STRING                                                                          \
+    GP_STR(GPOOL_VERSION_MAJOR) "." GP_STR(GPOOL_VERSION_MINOR) "." GP_STR(GPOOL_VERSION_PATCH)
+
+const char *gpool_version(void) { return GP_VERSION_STRING; }

@@ -1,0 +1,94 @@
+# pkg.mk — install, pkg-config and the API reference. Included by the main Makefile.
+#   make install [PREFIX=/usr/local] [DESTDIR=/staging]   headers, libgpool.so.X.Y.Z + links,
+#                      libgpool.a, libgpool_preload.so (when built), gpool-bench, gpool.pc
+#   make uninstall     the same variables; removes exactly what install put there
+#   make docs          build/docs/html from include/gpool.h (Doxygen; a warning is an error)
+#   make docs-check    fails when a public symbol, parameter or return value is undocumented
+
+PREFIX       ?= /usr/local
+EXEC_PREFIX  ?= $(PREFIX)
+BINDIR       ?= $(EXEC_PREFIX)/bin
+LIBDIR       ?= $(EXEC_PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALL      ?= install
+PKG_CONFIG   ?= pkg-config
+
+PKG_HEADERS  := include/gpool.h $(wildcard include/gpool_torch.h)
+PKG_SHARED   := libgpool.so.$(GPOOL_VERSION)
+PKG_PRELOAD  := $(BUILD)/libgpool_preload.so
+# Build the preload library first when its fragment knows how; install it whenever it exists.
+PKG_PRELOAD_DEP := $(if $(shell grep -ls libgpool_preload.so preload/preload.mk),$(PKG_PRELOAD))
+
+# The library's objects are built for pkg/gpool.map (hidden visibility): rebuild them when the
+# export list changes, and once in build trees made before it existed.
+$(LIB_OBJ): pkg/gpool.map
+
+# jemalloc and hwloc are linked privately (the public header exposes neither), so they go to
+# Libs.private, not Requires.private: `pkg-config --static --libs gpool` then links libgpool.a
+# against the system's shared jemalloc and hwloc. Through Requires.private it would also pull
+# hwloc's own Libs.private (-ludev on Debian, whose libhwloc-dev lacks libudev-dev) and fail.
+PKG_LIBS_PRIVATE  := -ljemalloc -lhwloc -ldl -lm -lpthread
+# $(3) relative to variable $(2) (whose value is $(1)) when below it: ${prefix}/lib
+pkg_rel = $(if $(filter $(1),$(3)),$${$(2)},$(patsubst $(1)/%,$${$(2)}/%,$(3)))
+
+.PHONY: install uninstall docs docs-check
+# gpool.pc for this invocation's PREFIX and directories, written straight into the staging tree
+# (no shared file in $(BUILD): concurrent installs to different prefixes do not collide).
+pkg_write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' \
+	    -e 's|@EXEC_PREFIX@|$(call pkg_rel,$(PREFIX),prefix,$(EXEC_PREFIX))|' \
+	    -e 's|@LIBDIR@|$(call pkg_rel,$(EXEC_PREFIX),exec_prefix,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(call pkg_rel,$(PREFIX),prefix,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(GPOOL_VERSION)|' \
+	    -e 's|@LIBS_PRIVATE@|$(PKG_LIBS_PRIVATE)|' pkg/gpool.pc.in > $(1)
+
+install: lib $(BUILD)/gpool-bench pkg/gpool.pc.in $(PKG_PRELOAD_DEP)
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 644 $(PKG_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	$(INSTALL) -m 755 $(BUILD)/$(PKG_SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(PKG_SHARED) $(DESTDIR)$(LIBDIR)/$(GPOOL_SONAME)
+	ln -sf $(GPOOL_SONAME) $(DESTDIR)$(LIBDIR)/libgpool.so
+	$(INSTALL) -m 644 $(BUILD)/libgpool.a $(DESTDIR)$(LIBDIR)/
+	@if [ -f $(PKG_PRELOAD) ]; then \
+	  echo "$(INSTALL) -m 755 $(PKG_PRELOAD) $(DESTDIR)$(LIBDIR)/"; \
+	  $(INSTALL) -m 755 $(PKG_PRELOAD) $(DESTDIR)$(LIBDIR)/; \
+	else echo "gpool: $(PKG_PRELOAD) not built; not installing the LD_PRELOAD library"; fi
+	$(INSTALL) -m 755 $(BUILD)/gpool-bench $(DESTDIR)$(BINDIR)/
+	$(call pkg_write_pc,$(DESTDIR)$(PKGCONFIGDIR)/gpool.pc)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	  ldconfig; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,gpool.h gpool_torch.h)
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,$(PKG_SHARED) $(GPOOL_SONAME) libgpool.so libgpool.a \
+	  libgpool_preload.so)
+	rm -f $(DESTDIR)$(BINDIR)/gpool-bench $(DESTDIR)$(PKGCONFIGDIR)/gpool.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	  ldconfig; fi
+
+# --- API reference ------------------------------------------------------------------------
+DOCS_DIR   := $(BUILD)/docs
+DOXY_INPUT := $(PKG_HEADERS)
+
+$(DOCS_DIR)/html/index.html: pkg/Doxyfile $(DOXY_INPUT)
+	@pkg/doxygen.sh
+	@rm -rf $(DOCS_DIR)/html && mkdir -p $(DOCS_DIR)
+	( cat pkg/Doxyfile; echo "INPUT = $(DOXY_INPUT)"; echo "OUTPUT_DIRECTORY = $(DOCS_DIR)" ) \
+	  | doxygen - || { rm -rf $(DOCS_DIR)/html; exit 1; }
+	@echo "gpool: API reference in $(DOCS_DIR)/html/index.html"
+docs: $(DOCS_DIR)/html/index.html
+
+# The same run without output formats: every warning (an undocumented type, function,
+# member, enumerator, parameter or return value) fails the check.
+docs-check:
+	@pkg/doxygen.sh
+	@mkdir -p $(DOCS_DIR)/check
+	@( cat pkg/Doxyfile; echo "INPUT = $(DOXY_INPUT)"; echo "OUTPUT_DIRECTORY = $(DOCS_DIR)/check"; \
+	   echo "GENERATE_HTML = NO"; echo "WARN_AS_ERROR = FAIL_ON_WARNINGS" ) | doxygen - \
+	  && echo "docs-check: every public symbol in $(DOXY_INPUT) is documented"
+
+# tests/test_install.c re-runs make install with the compiler and flags of this test run.
+test: export GPOOL_TEST_CC := $(CC)
+test: export GPOOL_TEST_SAN := $(SAN)
+test: export GPOOL_TEST_OPT := $(OPT)

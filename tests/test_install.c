@@ -1,0 +1,236 @@
+/* make install into a temporary prefix, then build and run an outside program the way a user
+ * would: `pkg-config --cflags --libs gpool` against the staged tree (PKG_CONFIG_PATH and
+ * PKG_CONFIG_SYSROOT_DIR point into it), shared and static, on the simulated driver
+ * ($GPOOL_LIBCUDA, set by make test). Then make uninstall leaves no file behind.
+ * The install re-runs make with this test run's build directory, compiler and flags
+ * ($GPOOL_TEST_BUILD, $GPOOL_TEST_CC, $GPOOL_TEST_SAN, $GPOOL_TEST_OPT, exported by make test);
+ * the current directory must be the repository root. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpool.h"
+
+/* The outside program: a user's first gpool program. */
+static const char probe_src[] =
+    "#include <gpool.h>\n"
+    "#include <stdio.h>\n"
+    "#include <string.h>\n"
+    "int main(void) {\n"
+    "    char want[32];\n"
+    "    snprintf(want, sizeof want, \"%d.%d.%d\", GPOOL_VERSION_MAJOR, GPOOL_VERSION_MINOR,\n"
+    "             GPOOL_VERSION_PATCH);\n"
+    "    if (strcmp(gpool_version(), want) != 0) return 2;\n"
+    "    gpool_t *pool;\n"
+    "    void *block;\n"
+    "    if (gpool_create(NULL, &pool) != GPOOL_OK ||\n"
+    "        gpool_alloc(pool, 3 << 20, NULL, &block) != GPOOL_OK) {\n"
+    "        fprintf(stderr, \"probe: %s\\n\", gpool_last_error());\n"
+    "        return 1;\n"
+    "    }\n"
+    "    gpool_free(pool, block);\n"
+    "    if (gpool_destroy(pool) != GPOOL_OK) return 3;\n"
+    "    printf(\"probe: gpool %s works\\n\", gpool_version());\n"
+    "    return 0;\n"
+    "}\n";
+
+/* The steps, as a user would type them. $1 repo root, $2 staging dir; the environment has the
+ * make variables BUILD, CC, SAN, OPT of this test run. */
+static const char script[] =
+    "set -eu\n"
+    "root=$1 stage=$2 work=$(dirname \"$2\")\n"
+    "unset MAKEFLAGS MFLAGS MAKELEVEL\n"
+    "echo '== make install'\n"
+    "make -s -C \"$root\" install DESTDIR=\"$stage\" PREFIX=/usr BUILD=\"$BUILD\" CC=\"$CC\" "
+    "SAN=\"$SAN\" OPT=\"$OPT\"\n"
+    "export PKG_CONFIG_PATH=$stage/usr/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage\n"
+    "echo \"== pkg-config: $(pkg-config --modversion gpool)\"\n"
+    "test \"$(pkg-config --modversion gpool)\" = \"$GPOOL_EXPECT_VERSION\"\n"
+    "echo \"   cflags/libs: $(pkg-config --cflags --libs gpool)\"\n"
+    "echo \"   static:      $(pkg-config --static --libs gpool)\"\n"
+    "for l in -ldl -lm -lpthread -ljemalloc -lhwloc; do\n"
+    "  pkg-config --static --libs gpool | tr ' ' '\\n' | grep -qx -- \"$l\" ||\n"
+    "    { echo \"static libs lack $l\"; exit 1; }\n"
+    "done\n"
+    "echo '== shared build'\n"
+    "$CC $SAN -o \"$work/probe\" \"$work/probe.c\" $(pkg-config --cflags --libs gpool)\n"
+    "readelf -d \"$work/probe\" | grep -q \"NEEDED.*\\[libgpool.so.$GPOOL_EXPECT_MAJOR\\]\"\n"
+    "LD_LIBRARY_PATH=$stage/usr/lib \"$work/probe\"\n"
+    "echo '== static build'\n"
+    "$CC $SAN -o \"$work/probe-static\" \"$work/probe.c\" $(pkg-config --cflags gpool) \\\n"
+    "  $(pkg-config --static --libs gpool | sed 's/-lgpool\\b/-l:libgpool.a/')\n"
+    "if readelf -d \"$work/probe-static\" | grep -q libgpool; then\n"
+    "  echo 'static probe still needs libgpool.so'; exit 1; fi\n"
+    "\"$work/probe-static\"\n"
+    "echo '== make uninstall'\n"
+    "make -s -C \"$root\" uninstall DESTDIR=\"$stage\" PREFIX=/usr BUILD=\"$BUILD\" CC=\"$CC\" "
+    "SAN=\"$SAN\" OPT=\"$OPT\"\n"
+    "left=$(find \"$stage\" ! -type d)\n"
+    "if [ -n \"$left\" ]; then echo \"left behind: $left\"; exit 1; fi\n"
+    "echo '== done'\n";
+
+static int running_under_valgrind(void) {
+    const char *pre = getenv("LD_PRELOAD");
+    return pre && strstr(pre, "vgpreload");
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int link_points_to(const char *path, const char *target) {
+    char buf[PATH_MAX];
+    ssize_t n = readlink(path, buf, sizeof buf - 1);
+    if (n < 0) return 0;
+    buf[n] = '\0';
+    return strcmp(buf, target) == 0;
+}
+
+/* The build directory as make saw it: relative to the repository root when inside it. */
+static const char *build_dir(const char *root) {
+    const char *build = getenv("GPOOL_TEST_BUILD");
+    cr_assert_not_null(build, "GPOOL_TEST_BUILD is not set (run the tests with make test)");
+    size_t rl = strlen(root);
+    if (strncmp(build, root, rl) == 0 && build[rl] == '/') return build + rl + 1;
+    return build;
+}
+
+/* Shell single-quoting of s into out. */
+static void quote(char *out, size_t cap, const char *s) {
+    size_t o = 0;
+    out[o++] = '\'';
+    for (; *s && o + 5 < cap; s++) {
+        if (*s == '\'') {
+            memcpy(out + o, "'\\''", 4);
+            o += 4;
+        } else {
+            out[o++] = *s;
+        }
+    }
+    out[o++] = '\'';
+    out[o] = '\0';
+}
+
+static void check_layout(const char *root);
+
+/* One test, so that the two installs run one after the other (they share the build tree). */
+Test(install, staged_install_builds_and_runs_an_outside_program, .timeout = 600) {
+    if (running_under_valgrind()) cr_skip_test("make, cc and pkg-config under valgrind: skipped");
+    cr_assert_not_null(getenv("GPOOL_LIBCUDA"), "GPOOL_LIBCUDA must name the simulated driver");
+    char root[PATH_MAX];
+    cr_assert_not_null(getcwd(root, sizeof root));
+    char makefile[PATH_MAX + 16];
+    snprintf(makefile, sizeof makefile, "%s/pkg/pkg.mk", root);
+    cr_assert(is_file(makefile), "run from the repository root (no %s)", makefile);
+    check_layout(root);
+
+    char tmpl[] = "/tmp/gpool-install-XXXXXX";
+    char *work = mkdtemp(tmpl);
+    cr_assert_not_null(work);
+    char stage[PATH_MAX], path[PATH_MAX + 64];
+    snprintf(stage, sizeof stage, "%s/stage", work);
+    snprintf(path, sizeof path, "%s/probe.c", work);
+    write_file(path, probe_src);
+    snprintf(path, sizeof path, "%s/install.sh", work);
+    write_file(path, script);
+
+    const char *cc = getenv("GPOOL_TEST_CC") ? getenv("GPOOL_TEST_CC") : "cc";
+    const char *san = getenv("GPOOL_TEST_SAN") ? getenv("GPOOL_TEST_SAN") : "";
+    const char *opt = getenv("GPOOL_TEST_OPT") ? getenv("GPOOL_TEST_OPT") : "-O2";
+    char q_cc[256], q_san[512], q_opt[256], q_build[PATH_MAX + 8];
+    quote(q_cc, sizeof q_cc, cc);
+    quote(q_san, sizeof q_san, san);
+    quote(q_opt, sizeof q_opt, opt);
+    quote(q_build, sizeof q_build, build_dir(root));
+
+    char cmd[40000];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && BUILD=%s CC=%s SAN=%s OPT=%s GPOOL_EXPECT_VERSION=%d.%d.%d "
+             "GPOOL_EXPECT_MAJOR=%d bash '%s/install.sh' '%s' '%s' > '%s/log' 2>&1",
+             root, q_build, q_cc, q_san, q_opt, GPOOL_VERSION_MAJOR, GPOOL_VERSION_MINOR,
+             GPOOL_VERSION_PATCH, GPOOL_VERSION_MAJOR, work, root, stage, work);
+    int rc = system(cmd);
+
+    char log[16384] = "";
+    snprintf(path, sizeof path, "%s/log", work);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        log[fread(log, 1, sizeof log - 1, f)] = '\0';
+        fclose(f);
+    }
+    cr_assert_eq(rc, 0, "install test failed (rc %d); log:\n%s", rc, log);
+    cr_assert(strstr(log, "probe: gpool "), "the probe did not run; log:\n%s", log);
+    char cleanup[PATH_MAX + 16];
+    snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", work);
+    cr_expect_eq(system(cleanup), 0);
+}
+
+/* What make install puts where, with a LIBDIR outside ${exec_prefix}/lib (a separate staging
+ * tree). */
+static void check_layout(const char *root) {
+    char tmpl[] = "/tmp/gpool-layout-XXXXXX";
+    char *work = mkdtemp(tmpl);
+    cr_assert_not_null(work);
+    const char *cc = getenv("GPOOL_TEST_CC") ? getenv("GPOOL_TEST_CC") : "cc";
+    const char *san = getenv("GPOOL_TEST_SAN") ? getenv("GPOOL_TEST_SAN") : "";
+    const char *opt = getenv("GPOOL_TEST_OPT") ? getenv("GPOOL_TEST_OPT") : "-O2";
+    char q_cc[256], q_san[512], q_opt[256], q_build[PATH_MAX + 8];
+    quote(q_cc, sizeof q_cc, cc);
+    quote(q_san, sizeof q_san, san);
+    quote(q_opt, sizeof q_opt, opt);
+    quote(q_build, sizeof q_build, build_dir(root));
+    char cmd[40000];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && unset MAKEFLAGS MFLAGS MAKELEVEL && make -s install DESTDIR='%s' "
+             "PREFIX=/opt/gp LIBDIR=/opt/gp/lib64 BUILD=%s CC=%s SAN=%s OPT=%s > '%s/log' 2>&1",
+             root, work, q_build, q_cc, q_san, q_opt, work);
+    cr_assert_eq(system(cmd), 0, "make install failed; see %s/log", work);
+
+    char p[PATH_MAX + 128], want[64];
+    snprintf(want, sizeof want, "libgpool.so.%d.%d.%d", GPOOL_VERSION_MAJOR, GPOOL_VERSION_MINOR,
+             GPOOL_VERSION_PATCH);
+    snprintf(p, sizeof p, "%s/opt/gp/lib64/%s", work, want);
+    cr_expect(is_file(p), "%s missing", p);
+    char soname[64];
+    snprintf(soname, sizeof soname, "libgpool.so.%d", GPOOL_VERSION_MAJOR);
+    snprintf(p, sizeof p, "%s/opt/gp/lib64/%s", work, soname);
+    cr_expect(link_points_to(p, want), "%s is not a link to %s", p, want);
+    snprintf(p, sizeof p, "%s/opt/gp/lib64/libgpool.so", work);
+    cr_expect(link_points_to(p, soname), "%s is not a link to %s", p, soname);
+    static const char *files[] = {"opt/gp/include/gpool.h", "opt/gp/lib64/libgpool.a",
+                                  "opt/gp/bin/gpool-bench", "opt/gp/lib64/pkgconfig/gpool.pc"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", work, files[i]);
+        cr_expect(is_file(p), "%s missing", p);
+    }
+    snprintf(p, sizeof p, "%s/opt/gp/bin/gpool-bench", work);
+    cr_expect_eq(access(p, X_OK), 0, "gpool-bench is not executable");
+
+    /* the .pc file names the prefix and a libdir outside ${exec_prefix}/lib */
+    snprintf(p, sizeof p, "%s/opt/gp/lib64/pkgconfig/gpool.pc", work);
+    FILE *f = fopen(p, "r");
+    cr_assert_not_null(f);
+    char pc[4096];
+    pc[fread(pc, 1, sizeof pc - 1, f)] = '\0';
+    fclose(f);
+    cr_expect(strstr(pc, "prefix=/opt/gp\n"), "gpool.pc:\n%s", pc);
+    cr_expect(strstr(pc, "libdir=${exec_prefix}/lib64\n"), "gpool.pc:\n%s", pc);
+    cr_expect(strstr(pc, "Libs: -L${libdir} -lgpool\n"), "gpool.pc:\n%s", pc);
+    cr_expect(strstr(pc, "Libs.private:") && strstr(pc, "-ldl -lm -lpthread"), "gpool.pc:\n%s", pc);
+    cr_expect(strstr(pc, "jemalloc") && strstr(pc, "hwloc"), "gpool.pc:\n%s", pc);
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    cr_expect_eq(system(cmd), 0);
+}
