@@ -126,13 +126,65 @@ static gp_arena_stream *stream_get(gp_arena *a, uintptr_t tag, uint16_t *idx)
     return s;
 }
 
+/* ---------- single-stream mode ---------- */
+
+static void note_stream(gp_arena *a, uintptr_t tag)
+{
+    if (a->streams_seen == 0) {
+        a->streams_seen = 1;
+        a->only_tag = tag;
+    } else if (a->streams_seen == 1 && tag != a->only_tag) {
+        /* Clean ranges freed so far may still be in use by the first stream's queued work:
+         * they become pending on that stream (any event recorded on it from now on covers
+         * them), and from now on every free is tagged by its stream. */
+        gp_heap_retag_clean(&a->heap, a->only_tag, 0);
+        a->streams_seen = 2;
+    }
+}
+
+/* The tag a range freed on stream tag gets. */
+static uintptr_t free_tag(gp_arena *a, uintptr_t tag)
+{
+    return a->streams_seen < 2 && tag == a->only_tag ? GP_TAG_CLEAN : tag;
+}
+
 /* ---------- placement with the pressure path ---------- */
 
+/* True when r has pages that are not backed yet. */
+static int needs_backing(gp_arena *a, gp_range *r)
+{
+    gp_region *g = &a->heap.regions[r->region];
+    size_t first = (r->addr - g->base) >> g->page_shift;
+    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
+    for (size_t p = first; p <= last; p++)
+        if (!g->page_phys[p]) return 1;
+    return 0;
+}
+
+/* True when some stream other than tag has free ranges waiting for its work. */
+static int others_pending(gp_arena *a, uintptr_t tag)
+{
+    uintptr_t tags[8];
+    size_t n = gp_heap_dirty_tags(&a->heap, tags, 8);
+    for (size_t i = 0; i < n; i++)
+        if (tags[i] != tag) return 1;
+    for (size_t i = 0; i < a->npending; i++)
+        if (a->pending[i].tag != tag) return 1;
+    return 0;
+}
+
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               gp_range **out)
+                               unsigned flags, gp_range **out)
 {
     int no_nodes = 0;
     gp_range *r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
+    if (a->poll && (!r || (flags & GP_ARENA_POLL_FIRST) || needs_backing(a, r)) &&
+        others_pending(a, tag)) {
+        /* Before mapping fresh pages, see whether other streams' freed ranges are done. */
+        if (r) gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
+        a->poll(a->owner, a, tag, flags);
+        r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
+    }
     if (!r && !no_nodes) {
         gpool_status st = region_add(a, size + align);
         if (st != GPOOL_OK) return st;
@@ -141,7 +193,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     if (!r) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for block bookkeeping");
     gpool_status st = back_range(a, r);
     if (st != GPOOL_OK) {
-        gp_heap_give(&a->heap, r, tag, 0);
+        gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
         return st;
     }
     note_held(a);
@@ -195,13 +247,14 @@ static gpool_status oom_report(gp_arena *a, size_t size)
                    gp_heap_largest_free(&a->heap), cause);
 }
 
-static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, gp_range **out)
+static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
+                          gp_range **out)
 {
-    gpool_status st = place_once(a, size, align, tag, out);
+    gpool_status st = place_once(a, size, align, tag, flags, out);
     if (st != GPOOL_ERR_OUT_OF_MEMORY) return st;
     a->c.oom_retries++;
     make_room(a);
-    st = place_once(a, size, align, tag, out);
+    st = place_once(a, size, align, tag, flags, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
     return st;
 }
@@ -232,6 +285,15 @@ static void count_free(gp_arena *a, size_t requested)
 
 /* ---------- slabs ---------- */
 
+void gp_arena_clean_all_locked(gp_arena *a)
+{
+    uintptr_t tags[64];
+    size_t n;
+    while ((n = gp_heap_dirty_tags(&a->heap, tags, 64)))
+        for (size_t i = 0; i < n; i++) gp_arena_clean_locked(a, tags[i], UINT64_MAX);
+    while (a->npending) gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
+}
+
 static void partial_push(gp_arena_stream *ss, gp_slab *s)
 {
     s->prev = NULL;
@@ -257,7 +319,7 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
     size_t bytes = gp_slab_bytes(cls);
     gp_range *r = NULL;
-    gpool_status st = place(a, bytes, GP_GRANULE, tag, &r);
+    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_POLL_FIRST, &r);
     if (st != GPOOL_OK) {
         free(s);
         return st;
@@ -287,7 +349,7 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
 static void slab_destroy(gp_arena *a, gp_slab *s)
 {
     granules_set(a, s->base, s->range->size, NULL);
-    gp_heap_give(&a->heap, s->range, s->tag, 0);
+    gp_heap_give(&a->heap, s->range, free_tag(a, s->tag), 0);
     free(s);
 }
 
@@ -384,7 +446,7 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
                 continue;
             }
             for (uint16_t k = 0; k < s->nslots; k++)
-                if (gp_slot_state(s, k) == GP_SLOT_LIVE || gp_slot_state(s, k) == GP_SLOT_PENDING) {
+                if (gp_slot_state(s, k) == GP_SLOT_LIVE) {
                     n++;
                     bytes += s->slot_size;
                 }
@@ -397,6 +459,7 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
     gp_heap_fini(&a->heap);
     gp_ptrmap_fini(&a->blocks);
     free(a->streams);
+    free(a->pending);
     pthread_mutex_destroy(&a->lock);
     memset(a, 0, sizeof *a);
 }
@@ -404,8 +467,15 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out)
 {
+    return gp_arena_alloc_ex(a, size, align, tag, usage, 0, out);
+}
+
+gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                               uint32_t usage, unsigned flags, void **out)
+{
     gpool_status st;
     pthread_mutex_lock(&a->lock);
+    note_stream(a, tag);
     if (size <= a->small_max && align <= GP_MIN_ALIGN) {
         unsigned cls = gp_size_class(size);
         gp_slab *s = NULL;
@@ -419,9 +489,9 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
     } else {
         size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
         gp_range *r = NULL;
-        st = place(a, rounded, align, tag, &r);
+        st = place(a, rounded, align, tag, flags, &r);
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
-            gp_heap_give(&a->heap, r, tag, 0);
+            gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
         }
         if (st == GPOOL_OK) {
@@ -436,37 +506,74 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
     return st;
 }
 
-gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
+static gpool_status pending_add(gp_arena *a, uintptr_t ptr, uintptr_t tag, uint64_t seq)
+{
+    if (a->npending == a->cap_pending) {
+        size_t cap = a->cap_pending ? a->cap_pending * 2 : 64;
+        gp_pending_slot *np = realloc(a->pending, cap * sizeof *np);
+        if (!np) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a pending free");
+        a->pending = np;
+        a->cap_pending = cap;
+    }
+    a->pending[a->npending++] = (gp_pending_slot){ptr, tag, seq};
+    return GPOOL_OK;
+}
+
+gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
 {
     uintptr_t p = (uintptr_t)ptr;
-    gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&a->lock);
+    note_stream(a, tag);
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
         long i = gp_slot_index(s, p);
-        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE) {
-            st = gp_fail(GPOOL_ERR_INVALID_POINTER,
-                         "%p is not a live block (%s)", ptr,
-                         i < 0 ? "not the start of a block" : "already freed");
+        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE)
+            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block (%s)", ptr,
+                           i < 0 ? "not the start of a block" : "already freed");
+        if (s->tag != tag) {
+            /* Freed on another stream than its slab serves: park it until that stream's
+             * work is done, so the slab's stream cannot reuse it early. */
+            gpool_status st = pending_add(a, p, tag, seq);
+            if (st != GPOOL_OK) return st;
+            gp_slot_set(s, (uint32_t)i, GP_SLOT_PENDING);
         } else {
-            count_free(a, 0);
             slot_push(a, s, (uint16_t)i);
         }
-    } else {
-        gp_range *r = gp_ptrmap_del(&a->blocks, p);
-        if (!r) {
-            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block of this pool (%s)",
-                         ptr,
-                         gp_arena_contains(a, p) ? "inside the pool: already freed or interior"
-                                                 : "never allocated here");
-        } else {
-            use_bytes(a, -(int64_t)r->size);
-            count_free(a, r->requested);
-            gp_heap_give(&a->heap, r, tag, seq);
-        }
+        count_free(a, 0);
+        return GPOOL_OK;
     }
+    gp_range *r = gp_ptrmap_del(&a->blocks, p);
+    if (!r)
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block of this pool (%s)", ptr,
+                       gp_arena_contains(a, p) ? "inside the pool: already freed or interior"
+                                               : "never allocated here");
+    use_bytes(a, -(int64_t)r->size);
+    count_free(a, r->requested);
+    gp_heap_give(&a->heap, r, free_tag(a, tag), seq);
+    return GPOOL_OK;
+}
+
+gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
+{
+    pthread_mutex_lock(&a->lock);
+    gpool_status st = gp_arena_free_locked(a, ptr, tag, seq);
     pthread_mutex_unlock(&a->lock);
     return st;
+}
+
+void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto)
+{
+    gp_heap_clean(&a->heap, tag, upto);
+    size_t k = 0;
+    for (size_t i = 0; i < a->npending; i++) {
+        gp_pending_slot ps = a->pending[i];
+        if (ps.tag == tag && ps.seq <= upto) {
+            gp_slab *s = gp_arena_slab_of(a, ps.ptr);
+            slot_push(a, s, (uint16_t)gp_slot_index(s, ps.ptr));
+        } else {
+            a->pending[k++] = ps;
+        }
+    }
+    a->npending = k;
 }
 
 size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
@@ -475,6 +582,7 @@ size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void 
     size_t got = 0;
     *st = GPOOL_OK;
     pthread_mutex_lock(&a->lock);
+    note_stream(a, tag);
     while (got < n) {
         gp_slab *s = NULL;
         *st = slab_with_room(a, cls, tag, owner, &s);

@@ -15,6 +15,8 @@
 #include "sizeclass.h"
 
 #define GP_MAX_REGIONS 64
+/* Internal request flag: poll other streams' pending frees before growing (new slabs). */
+#define GP_ARENA_POLL_FIRST (1u << 30)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 
@@ -74,6 +76,19 @@ typedef struct gp_arena gp_arena;
  * waiting for the streams' work) — returns GPOOL_OK or an error. */
 typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 
+/* Called under the arena lock when a request on stream `tag` needs fresh pages while other
+ * streams have free ranges pending: record or query their events and gp_arena_clean_locked
+ * what completed. flags: GPOOL_ALLOC_* of the request (GPOOL_ALLOC_STREAM_WAIT lets the
+ * requesting stream wait on pending events instead). */
+typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
+
+/* A small block freed on a stream other than its slab's: back to the slab once that
+ * stream's work up to seq is done. */
+typedef struct gp_pending_slot {
+    uintptr_t ptr, tag;
+    uint64_t seq;
+} gp_pending_slot;
+
 typedef struct gp_arena_counters {
     uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
     uint64_t allocs, frees; /* through the arena (thread caches count their own) */
@@ -101,7 +116,15 @@ struct gp_arena {
     gp_arena_stream *streams;
     size_t nstreams, cap_streams;
     gp_sync_fn sync;
+    gp_poll_fn poll; /* optional; set after gp_arena_init */
     void *owner;
+    gp_pending_slot *pending;
+    size_t npending, cap_pending;
+    /* While one stream is all the arena has seen, its frees are clean at once (nothing else
+     * could observe them), so free space coalesces freely. The first request on a second
+     * stream synchronizes once and switches to per-stream tags. */
+    int streams_seen; /* 0, 1 or 2 (= several) */
+    uintptr_t only_tag;
     gp_arena_counters c; /* large blocks and slabs' slot traffic through the slow path */
 };
 
@@ -117,7 +140,22 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out);
 
-/* Free a block (takes the lock). tag/seq: the stream whose work may still use it.
+/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook). */
+gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                               uint32_t usage, unsigned flags, void **out);
+
+/* Lock held: the work of stream tag up to seq upto is done — its free ranges and pending
+ * slots become reusable by every stream. */
+void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
+
+/* Lock held: every stream's work is known done (after a device-wide synchronize). */
+void gp_arena_clean_all_locked(gp_arena *a);
+
+/* Lock held: free a block (for hooks that run under the lock). */
+gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
+
+/* Free a block (takes the lock). tag/seq: the stream whose work may still use it: the block
+ * is reusable at once on that stream, on others after gp_arena_clean_locked(tag, >= seq).
  * GPOOL_ERR_INVALID_POINTER for anything that is not a live block of this arena. */
 gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 

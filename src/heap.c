@@ -284,14 +284,14 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
     if (want < size) return NULL;
-    gp_tag_index *clean = tag_find(h, GP_TAG_CLEAN);
-    gp_range *best = treap_ceil(clean->root, want);
+    /* A stream's own pending ranges first: reusing them keeps the clean space open for
+     * the other streams. */
+    gp_range *best = NULL;
     if (tag != GP_TAG_CLEAN) {
         gp_tag_index *t = tag_find(h, tag);
-        gp_range *mine = t ? treap_ceil(t->root, want) : NULL;
-        /* Prefer this stream's own ranges on a tie: they keep the clean space open. */
-        if (mine && (!best || mine->size <= best->size)) best = mine;
+        best = t ? treap_ceil(t->root, want) : NULL;
     }
+    if (!best) best = treap_ceil(tag_find(h, GP_TAG_CLEAN)->root, want);
     if (!best) return NULL;
     index_del(h, best);
     uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
@@ -310,10 +310,9 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     return r;
 }
 
-static int can_merge(const gp_range *n, uintptr_t tag)
-{
-    return n && n->is_free && (n->tag == tag || n->tag == GP_TAG_CLEAN || tag == GP_TAG_CLEAN);
-}
+/* Free neighbours merge only when their tags agree: a range pending on one stream never
+ * swallows clean space that other streams could use. */
+static int can_merge(const gp_range *n, uintptr_t tag) { return n && n->is_free && n->tag == tag; }
 
 /* Merge free, unindexed r with mergeable free neighbours, then index it. */
 static void coalesce_and_index(gp_heap *h, gp_range *r)
@@ -322,10 +321,7 @@ static void coalesce_and_index(gp_heap *h, gp_range *r)
     while (can_merge(r->prev, r->tag)) {
         gp_range *p = r->prev;
         index_del(h, p);
-        if (p->tag != GP_TAG_CLEAN) {
-            r->tag = p->tag;
-            if (p->seq > r->seq) r->seq = p->seq;
-        }
+        if (p->seq > r->seq) r->seq = p->seq;
         r->addr = p->addr;
         r->size += p->size;
         r->prev = p->prev;
@@ -338,10 +334,7 @@ static void coalesce_and_index(gp_heap *h, gp_range *r)
     while (can_merge(r->next, r->tag)) {
         gp_range *n = r->next;
         index_del(h, n);
-        if (n->tag != GP_TAG_CLEAN) {
-            r->tag = n->tag;
-            if (n->seq > r->seq) r->seq = n->seq;
-        }
+        if (n->seq > r->seq) r->seq = n->seq;
         r->size += n->size;
         r->next = n->next;
         if (n->next) n->next->prev = r;
@@ -407,4 +400,18 @@ void gp_heap_pin_dirty(gp_heap *h, int pin)
     for (size_t i = 1; i < h->ntags; i++)
         for (gp_range *r = h->tags[i].dirty; r; r = r->dnext)
             pages_account(&h->regions[r->region], r->addr, r->size, pin);
+}
+
+void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq)
+{
+    gp_tag_index *t = tag_get(h, tag);
+    if (!t) return; /* no memory: the ranges stay clean (the caller synchronizes instead) */
+    for (size_t i = 0; i < h->nregions; i++)
+        for (gp_range *r = h->regions[i].first; r; r = r->next) {
+            if (!r->is_free || r->tag != GP_TAG_CLEAN) continue;
+            index_del(h, r);
+            r->tag = tag;
+            r->seq = seq;
+            index_add(h, t, r);
+        }
 }

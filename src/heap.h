@@ -71,14 +71,14 @@ void gp_heap_fini(gp_heap *h);
 /* Add a region of [base, base+size), size a multiple of page. Returns its index or -1. */
 int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend);
 
-/* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) among the clean
- * free ranges and those tagged tag. Returns the new block (is_free 0) or NULL if none fits;
+/* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) among the free
+ * ranges tagged tag, else among the clean ones. Returns the new block (is_free 0) or NULL if none fits;
  * with *out_of_nodes set when host memory for bookkeeping ran out. Size must be a multiple of
  * GP_MIN_ALIGN. Page counts are updated. */
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
 /* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same
- * tag and with clean ones (the result keeps the tag). Page counts are updated. */
+ * tag. Page counts are updated. */
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq);
 
 /* Mark the ranges of tag with seq <= upto clean (all of them for upto = UINT64_MAX) and
@@ -88,6 +88,10 @@ void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto);
 /* Count (pin = 1) or uncount (pin = 0) the bytes of every dirty free range in the page
  * counters, so that reclaiming unused pages leaves pages pending GPU work alone. */
 void gp_heap_pin_dirty(gp_heap *h, int pin);
+
+/* Turn every clean free range into a range pending on tag at seq (when a second stream
+ * appears and the first stream's frees, made clean, may still be in use). */
+void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq);
 
 /* Tags other than clean that have free ranges (for cleaning them all). */
 size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max);

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "pagesize.h"
 #include "pool.h"
+#include "stream.h"
 #include "sysmem.h"
 #include "vidmem.h"
 
@@ -13,26 +14,6 @@
 #define KNOWN_FLAGS (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT)
 
 static _Atomic uint64_t next_pool_id = 1;
-
-/* ---------- pressure: wait for queued work so pending free ranges become reusable ---------- */
-
-static gpool_status pool_sync(void *owner, gp_arena *a)
-{
-    gpool_t *pool = owner;
-    gp_tcache_flush_all(pool);
-    uintptr_t tags[64];
-    size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
-    if (!n) return GPOOL_OK;
-    int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuCtxSynchronize");
-    do {
-        for (size_t i = 0; i < n; i++) gp_heap_clean(&a->heap, tags[i], UINT64_MAX);
-    } while ((n = gp_heap_dirty_tags(&a->heap, tags, 64)));
-    return GPOOL_OK;
-}
 
 /* ---------- create / destroy ---------- */
 
@@ -96,6 +77,12 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     void *vctx = NULL;
     size_t total = 0;
+    st = gp_streams_create(pool);
+    if (st != GPOOL_OK) {
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
+        pool_free_struct(pool);
+        return st;
+    }
     st = gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, &vctx);
     if (st == GPOOL_OK) {
         CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
@@ -116,7 +103,8 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
         } else {
             st = gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
-                               pool->granularity, va, pool->cfg.small_max, pool_sync, pool);
+                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
+            pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
             if (st != GPOOL_OK) {
                 gp_vidmem_ops.fini(vctx, NULL);
                 free(pool->arena[GPOOL_MEM_DEVICE]);
@@ -133,6 +121,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
             gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
             free(pool->arena[GPOOL_MEM_DEVICE]);
         }
+        gp_streams_destroy(pool);
         GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
         pool_free_struct(pool);
         return st;
@@ -149,6 +138,11 @@ gpool_status gpool_destroy(gpool_t *pool)
     pthread_mutex_lock(&pool->lock);
     gp_tcache_pool_gone(pool);
     pthread_mutex_unlock(&pool->lock);
+    /* frees still waiting on other streams are done by the user: finish them first */
+    gp_arena *dev = pool->arena[GPOOL_MEM_DEVICE];
+    pthread_mutex_lock(&dev->lock);
+    gp_stream_sync(pool, dev);
+    pthread_mutex_unlock(&dev->lock);
     uint64_t live = 0, bytes = 0;
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
         if (!pool->arena[k]) continue;
@@ -159,6 +153,7 @@ gpool_status gpool_destroy(gpool_t *pool)
         bytes += b;
     }
     gp_sysmem_destroy(pool, &live, &bytes);
+    gp_streams_destroy(pool);
     GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
     gp_trace_close(pool);
     int verbose = pool->cfg.verbose;
@@ -239,12 +234,13 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
                      "device budget: %zu bytes requested, %zu of the %zu-byte budget in use",
                      size, gp_arena_in_use(a), budget);
     } else {
-        st = gp_arena_alloc(a, size, align, tag, usage, out);
+        gp_stream_process(pool);
+        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         if (st == GPOOL_ERR_OUT_OF_MEMORY) {
             /* blocks parked in thread caches may be what is missing */
             gp_tcache_flush_mine(pool);
             gp_tcache_flush_all(pool);
-            st = gp_arena_alloc(a, size, align, tag, usage, out);
+            st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         }
     }
     if (st == GPOOL_ERR_OUT_OF_MEMORY && is_auto && (flags & GPOOL_ALLOC_ALLOW_FALLBACK)) {
@@ -312,6 +308,10 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         gpool_block_desc info;
         if (gpool_block_info(pool, ptr, &info) == GPOOL_OK) traced = info.requested_size;
     }
+    if (gp_stream_defer_free(pool, ptr, tag, &st)) { /* used on other streams too */
+        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+        return st;
+    }
     if (tag == pool->default_tag && gp_tcache_free(pool, ptr, &st)) {
         if (pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
         return GPOOL_OK;
@@ -319,6 +319,11 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
     gp_arena *a = arena_of(pool, ptr);
     if (!a) {
         int owned = 0;
+        gpool_block_desc d;
+        if (gp_sysmem_block_info(pool, ptr, &d, &owned) == GPOOL_OK && owned) {
+            st = gp_stream_wait_recorded(pool, ptr);
+            if (st != GPOOL_OK) return st;
+        }
         st = gp_sysmem_free(pool, ptr, &owned);
         if (owned) {
             if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
@@ -326,17 +331,7 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         }
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
     }
-    gp_slab *s = gp_arena_slab_of(a, (uintptr_t)ptr);
-    if (s && tag != pool->default_tag) {
-        /* A slot freed on a stream other than its slab's: wait for that stream's work so the
-         * slab's stream may reuse the slot at once. */
-        int pushed;
-        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-        CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize(stream));
-        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-        if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuStreamSynchronize (free on another stream)");
-    }
-    st = gp_arena_free(a, ptr, tag, 0);
+    st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
     if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
     return st;
 }
@@ -356,7 +351,9 @@ gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream
     gpool_block_desc info;
     gpool_status st = gpool_block_info(pool, ptr, &info);
     if (st != GPOOL_OK) return st;
-    return GPOOL_OK;
+    if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a block, not its start", ptr);
+    return gp_stream_record(pool, ptr, (uintptr_t)info.stream, (uintptr_t)stream);
 }
 
 /* ---------- maintenance and introspection ---------- */

@@ -21,6 +21,7 @@ struct gpool {
     gp_drv_counters cnt;
     gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE]; host kinds live in sys */
     struct gp_sysmem *sys;                 /* host kinds, created by sysmem.c on first use */
+    struct gp_streams *streams;            /* stream-ordered reuse state (stream.c) */
     pthread_mutex_t lock;                  /* guards tcaches list, host arena creation */
     gp_tcache *tcaches;
     _Atomic uint64_t flush_epoch;          /* bumped when thread caches should give back */

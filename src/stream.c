@@ -1,0 +1,397 @@
+/* Stream-ordered reuse. A block freed on stream S is reusable at once by allocations on S
+ * (stream order makes that safe) and by other streams once an event recorded on S after the
+ * free has completed. Frees carry a per-stream sequence number; one event per stream covers
+ * every free up to the sequence number it was recorded at, so the common case — one stream —
+ * records no event at all, and several streams cost one cuEventRecord/cuEventQuery per stream
+ * when some request would otherwise need fresh pages. Blocks marked with
+ * gpool_record_stream wait for events on every stream that used them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "pool.h"
+#include "stream.h"
+
+typedef struct stream_rec {
+    uintptr_t tag;
+    uint64_t seq;    /* sequence number a free on this stream gets now */
+    CUevent ev;      /* created on first need */
+    uint64_t ev_seq; /* frees with seq <= ev_seq are covered by ev */
+    int ev_live;     /* ev recorded, not yet seen complete */
+} stream_rec;
+
+#define DEFER_EVENTS 8
+
+typedef struct deferred_free {
+    void *ptr;
+    uintptr_t tag; /* the stream it was freed on */
+    uint64_t seq;
+    size_t nev;
+    CUevent ev[DEFER_EVENTS];
+} deferred_free;
+
+typedef struct recorded {
+    size_t n;
+    int deferred; /* freed, waiting on events: a second free or record is an error */
+    uintptr_t tags[DEFER_EVENTS];
+} recorded;
+
+struct gp_streams {
+    pthread_mutex_t lock;
+    stream_rec *recs;
+    size_t nrecs, cap_recs;
+    gp_ptrmap recorded; /* block -> extra streams (gpool_record_stream) */
+    deferred_free *def;
+    size_t ndef, cap_def;
+    CUevent *spare; /* idle events */
+    size_t nspare, cap_spare;
+    _Atomic size_t busy; /* recorded + deferred entries: 0 keeps free() off this file's lock */
+};
+
+/* ---------- helpers (lock held) ---------- */
+
+static stream_rec *rec_get(gp_streams *ss, uintptr_t tag)
+{
+    for (size_t i = 0; i < ss->nrecs; i++)
+        if (ss->recs[i].tag == tag) return &ss->recs[i];
+    if (ss->nrecs == ss->cap_recs) {
+        size_t cap = ss->cap_recs ? ss->cap_recs * 2 : 8;
+        stream_rec *nr = realloc(ss->recs, cap * sizeof *nr);
+        if (!nr) return NULL;
+        ss->recs = nr;
+        ss->cap_recs = cap;
+    }
+    stream_rec *r = &ss->recs[ss->nrecs++];
+    memset(r, 0, sizeof *r);
+    r->tag = tag;
+    return r;
+}
+
+static CUresult event_get(gpool_t *pool, CUevent *ev)
+{
+    gp_streams *ss = pool->streams;
+    if (ss->nspare) {
+        *ev = ss->spare[--ss->nspare];
+        return CUDA_SUCCESS;
+    }
+    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
+                  pool->drv->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING));
+}
+
+static void event_put(gpool_t *pool, CUevent ev)
+{
+    gp_streams *ss = pool->streams;
+    if (ss->nspare == ss->cap_spare) {
+        size_t cap = ss->cap_spare ? ss->cap_spare * 2 : 16;
+        CUevent *ns = realloc(ss->spare, cap * sizeof *ns);
+        if (!ns) {
+            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ev));
+            return;
+        }
+        ss->spare = ns;
+        ss->cap_spare = cap;
+    }
+    ss->spare[ss->nspare++] = ev;
+}
+
+/* Record ev on stream tag; 0 on success. */
+static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
+{
+    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventRecord(ev, (CUstream)tag)) !=
+           CUDA_SUCCESS;
+}
+
+/* ---------- lifetime ---------- */
+
+gpool_status gp_streams_create(gpool_t *pool)
+{
+    gp_streams *ss = calloc(1, sizeof *ss);
+    if (!ss) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for stream state");
+    pthread_mutex_init(&ss->lock, NULL);
+    gp_ptrmap_init(&ss->recorded);
+    pool->streams = ss;
+    return GPOOL_OK;
+}
+
+void gp_streams_destroy(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    if (!ss) return;
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    for (size_t i = 0; i < ss->nrecs; i++)
+        if (ss->recs[i].ev)
+            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ss->recs[i].ev));
+    for (size_t i = 0; i < ss->ndef; i++)
+        for (size_t k = 0; k < ss->def[i].nev; k++)
+            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ss->def[i].ev[k]));
+    for (size_t i = 0; i < ss->nspare; i++)
+        GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ss->spare[i]));
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    for (size_t i = 0; i < ss->recorded.cap; i++)
+        if (ss->recorded.keys[i]) free(ss->recorded.vals[i]);
+    gp_ptrmap_fini(&ss->recorded);
+    free(ss->recs);
+    free(ss->def);
+    free(ss->spare);
+    pthread_mutex_destroy(&ss->lock);
+    free(ss);
+    pool->streams = NULL;
+}
+
+/* ---------- frees ---------- */
+
+uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag)
+{
+    gp_streams *ss = pool->streams;
+    pthread_mutex_lock(&ss->lock);
+    stream_rec *r = rec_get(ss, tag);
+    uint64_t seq = r ? r->seq : UINT64_MAX; /* no record: stays pending until a full sync */
+    pthread_mutex_unlock(&ss->lock);
+    return seq;
+}
+
+gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uintptr_t tag)
+{
+    if (tag == alloc_tag) return GPOOL_OK;
+    gp_streams *ss = pool->streams;
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&ss->lock);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc || gp_ptrmap_put(&ss->recorded, (uintptr_t)ptr, rc) != 0) {
+            free(rc);
+            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording a stream");
+            rc = NULL;
+        } else {
+            atomic_fetch_add(&ss->busy, 1);
+        }
+    }
+    if (rc && rc->deferred) {
+        st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was already freed", ptr);
+    } else if (rc) {
+        size_t i = 0;
+        while (i < rc->n && rc->tags[i] != tag) i++;
+        if (i == rc->n && rc->n == DEFER_EVENTS)
+            st = gp_fail(GPOOL_ERR_INVALID_ARG, "block %p already used on %d other streams", ptr,
+                         DEFER_EVENTS);
+        else if (i == rc->n)
+            rc->tags[rc->n++] = tag;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return st;
+}
+
+int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *st)
+{
+    gp_streams *ss = pool->streams;
+    *st = GPOOL_OK;
+    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return 0;
+    pthread_mutex_lock(&ss->lock);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
+    if (!rc) {
+        pthread_mutex_unlock(&ss->lock);
+        return 0;
+    }
+    if (rc->deferred) {
+        pthread_mutex_unlock(&ss->lock);
+        *st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
+        return 1;
+    }
+    if (ss->ndef == ss->cap_def) {
+        size_t cap = ss->cap_def ? ss->cap_def * 2 : 16;
+        deferred_free *nd = realloc(ss->def, cap * sizeof *nd);
+        if (!nd) {
+            pthread_mutex_unlock(&ss->lock);
+            *st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory deferring a free");
+            return 1;
+        }
+        ss->def = nd;
+        ss->cap_def = cap;
+    }
+    stream_rec *r = rec_get(ss, tag);
+    deferred_free d = {.ptr = ptr, .tag = tag, .seq = r ? r->seq : UINT64_MAX};
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    for (size_t i = 0; i < rc->n; i++) {
+        if (rc->tags[i] == tag) continue;
+        CUevent ev;
+        if (event_get(pool, &ev) != CUDA_SUCCESS) {
+            /* cannot track it: wait for that stream now instead */
+            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                   pool->drv->cuStreamSynchronize((CUstream)rc->tags[i]));
+            continue;
+        }
+        if (record_on(pool, ev, rc->tags[i])) {
+            event_put(pool, ev);
+            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                   pool->drv->cuStreamSynchronize((CUstream)rc->tags[i]));
+            continue;
+        }
+        d.ev[d.nev++] = ev;
+    }
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    rc->deferred = 1; /* the entry stays until the free completes */
+    ss->def[ss->ndef++] = d;
+    pthread_mutex_unlock(&ss->lock);
+    return 1;
+}
+
+gpool_status gp_stream_wait_recorded(gpool_t *pool, void *ptr)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return GPOOL_OK;
+    pthread_mutex_lock(&ss->lock);
+    recorded *rc = gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr);
+    gpool_status st = GPOOL_OK;
+    if (rc) {
+        atomic_fetch_sub(&ss->busy, 1);
+        int pushed;
+        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        for (size_t i = 0; i < rc->n && st == GPOOL_OK; i++) {
+            CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                                pool->drv->cuStreamSynchronize((CUstream)rc->tags[i]));
+            if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (recorded stream)");
+        }
+        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        free(rc);
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return st;
+}
+
+/* Take the deferred blocks whose events completed (all of them with force, after a device
+ * synchronize) out of the list (lock held); the caller frees them. Returns how many were put
+ * in out[] (at most max). */
+static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t max)
+{
+    gp_streams *ss = pool->streams;
+    size_t k = 0, got = 0;
+    for (size_t i = 0; i < ss->ndef; i++) {
+        deferred_free *d = &ss->def[i];
+        size_t done = 0;
+        for (size_t e = 0; e < d->nev && got < max; e++)
+            done += force || GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(
+                                                                  d->ev[e])) == CUDA_SUCCESS;
+        if (got == max || done < d->nev) {
+            ss->def[k++] = *d;
+            continue;
+        }
+        for (size_t e = 0; e < d->nev; e++) event_put(pool, d->ev[e]);
+        out[got++] = *d;
+        free(gp_ptrmap_del(&ss->recorded, (uintptr_t)d->ptr));
+        atomic_fetch_sub(&ss->busy, 1);
+    }
+    ss->ndef = k;
+    return got;
+}
+
+/* Lock order: an arena's lock, then ss->lock. Here the caller holds the device arena's. */
+static void free_deferred_locked(gpool_t *pool, int force)
+{
+    deferred_free done[64];
+    size_t n;
+    do {
+        n = take_deferred(pool, force, done, 64);
+        for (size_t i = 0; i < n; i++)
+            gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], done[i].ptr, done[i].tag,
+                                 done[i].seq);
+    } while (n == 64);
+}
+
+void gp_stream_process(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return;
+    deferred_free done[64];
+    size_t n = 0;
+    pthread_mutex_lock(&ss->lock);
+    if (ss->ndef) {
+        int pushed;
+        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        n = take_deferred(pool, 0, done, 64);
+        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    }
+    pthread_mutex_unlock(&ss->lock);
+    for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
+        gp_arena_free(pool->arena[GPOOL_MEM_DEVICE], done[i].ptr, done[i].tag, done[i].seq);
+}
+
+/* ---------- arena hooks ---------- */
+
+void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
+{
+    gpool_t *pool = owner;
+    gp_streams *ss = pool->streams;
+    uintptr_t tags[64];
+    size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
+    for (size_t i = 0; i < a->npending && n < 64; i++) {
+        size_t j = 0;
+        while (j < n && tags[j] != a->pending[i].tag) j++;
+        if (j == n) tags[n++] = a->pending[i].tag;
+    }
+    pthread_mutex_lock(&ss->lock);
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    for (size_t i = 0; i < n; i++) {
+        if (tags[i] == tag) continue;
+        stream_rec *r = rec_get(ss, tags[i]);
+        if (!r) break;
+        if (r->ev_live && GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev)) ==
+                              CUDA_SUCCESS) {
+            r->ev_live = 0;
+            gp_arena_clean_locked(a, r->tag, r->ev_seq);
+        }
+        if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
+        if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
+            if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) {
+                r->ev = NULL;
+                continue;
+            }
+            if (record_on(pool, r->ev, r->tag)) continue; /* the OOM path will synchronize */
+            r->ev_seq = r->seq++;
+            r->ev_live = 1;
+        }
+        CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev));
+        if (q != CUDA_SUCCESS && (flags & GPOOL_ALLOC_STREAM_WAIT)) {
+            /* Order the requesting stream after the freeing stream's work instead. */
+            q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                       pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0));
+        }
+        if (q == CUDA_SUCCESS) {
+            r->ev_live = 0;
+            gp_arena_clean_locked(a, r->tag, r->ev_seq);
+        }
+    }
+    if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    pthread_mutex_unlock(&ss->lock);
+}
+
+gpool_status gp_stream_sync(void *owner, gp_arena *a)
+{
+    gpool_t *pool = owner;
+    gp_streams *ss = pool->streams;
+    gp_tcache_flush_all(pool);
+    uintptr_t tags[1];
+    int pending = gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending ||
+                  atomic_load_explicit(&ss->busy, memory_order_relaxed);
+    if (!pending) return GPOOL_OK;
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+    gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
+    if (st == GPOOL_OK) {
+        pthread_mutex_lock(&ss->lock);
+        for (size_t i = 0; i < ss->nrecs; i++) {
+            ss->recs[i].ev_live = 0;
+            ss->recs[i].seq++; /* later frees are not covered by this synchronize */
+        }
+        if (a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 1);
+        pthread_mutex_unlock(&ss->lock);
+        gp_arena_clean_all_locked(a);
+    }
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    return st;
+}

@@ -1,0 +1,194 @@
+/* Stream-ordered reuse, proven on the simulated driver's held-completion mode: work held on
+ * a stream does not complete until the test releases it. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "gpool.h"
+#include "util_pool.h"
+#include "util_sim.h"
+
+static const struct sim_api *sim;
+static gpool_t *pool;
+static CUstream A, B;
+
+static void setup(void)
+{
+    sim = sim_api();
+    cr_assert_not_null(sim);
+    pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    /* the test thread needs the primary context current to create streams */
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUcontext ctx;
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(mk(&A, 0), CUDA_SUCCESS);
+    cr_assert_eq(mk(&B, 0), CUDA_SUCCESS);
+}
+
+static void teardown(void)
+{
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
+    sim->stream_release(A);
+    sim->stream_release(B);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    destroy(A);
+    destroy(B);
+    release(0);
+    cr_assert_eq(sim_live_total(), 0, "events, mappings and handles all returned");
+}
+
+TestSuite(streams, .init = setup, .fini = teardown);
+
+static void *alloc_on(size_t size, CUstream s, unsigned flags)
+{
+    gpool_alloc_params prm = {.flags = flags};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, size, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
+    return p;
+}
+
+static int overlaps(void *a, size_t na, void *b, size_t nb)
+{
+    return (char *)a < (char *)b + nb && (char *)b < (char *)a + na;
+}
+
+Test(streams, large_block_reused_on_its_stream_at_once_and_elsewhere_only_after_completion)
+{
+    const size_t sz = 4 * MiB;
+    sim->set_capacity(0, 12 * MiB);
+    void *p = alloc_on(sz, A, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    void *q = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, q, sz), "stream B got memory stream A may still be using");
+    void *r = alloc_on(sz, A, 0);
+    cr_assert_eq(r, p, "stream A reuses its own free block at once");
+    cr_assert_eq(gpool_free_async(pool, r, A), GPOOL_OK);
+    /* still held: B keeps getting other memory */
+    void *q2 = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, q2, sz));
+    cr_assert_eq(gpool_free_async(pool, q2, B), GPOOL_OK);
+    sim->stream_release(A);
+    /* A's pages are reusable by B now: 8 MiB next to q's 4 MiB fits in 12 MiB only with them,
+     * and no synchronize is needed to get them (the pool polls A's event) */
+    unsigned long forced = sim->forced_syncs();
+    void *big = alloc_on(2 * sz, B, 0);
+    cr_assert_eq(sim->forced_syncs(), forced);
+    fill_pattern(big, 2 * sz, 5);
+    cr_assert(check_pattern(big, 2 * sz, 5));
+    cr_assert_eq(gpool_free_async(pool, big, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK, "%s", gpool_last_error());
+}
+
+Test(streams, small_block_freed_on_another_stream_waits_for_it)
+{
+    void *s = alloc_on(100, B, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, s, A), GPOOL_OK, "%s", gpool_last_error());
+    void *keep[600];
+    for (int i = 0; i < 600; i++) {
+        keep[i] = alloc_on(100, B, 0);
+        cr_assert_neq(keep[i], s, "slot reused on B while A's work is pending (alloc %d)", i);
+    }
+    sim->stream_release(A);
+    int back = 0;
+    void *more[600];
+    int n = 0;
+    for (; n < 600 && !back; n++) {
+        more[n] = alloc_on(100, B, 0);
+        back = more[n] == s;
+    }
+    cr_assert(back, "slot comes back once A completed");
+    for (int i = 0; i < 600; i++) gpool_free_async(pool, keep[i], B);
+    for (int i = 0; i < n; i++) gpool_free_async(pool, more[i], B);
+}
+
+Test(streams, record_stream_defers_reuse_until_every_user_is_done)
+{
+    const size_t sz = 3 * MiB;
+    void *p = alloc_on(sz, A, 0);
+    cr_assert_eq(gpool_record_stream(pool, p, B), GPOOL_OK);
+    cr_assert_eq(gpool_record_stream(pool, (char *)p + 256, B), GPOOL_ERR_INVALID_POINTER);
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    void *r = alloc_on(sz, A, 0);
+    cr_assert(!overlaps(p, sz, r, sz), "reused while stream B (recorded) still runs");
+    gpool_free_async(pool, r, A);
+    sim->stream_release(B);
+    int seen = 0;
+    void *got[4];
+    for (int i = 0; i < 4; i++) {
+        got[i] = alloc_on(sz, A, 0);
+        seen |= got[i] == p;
+    }
+    cr_assert(seen, "reusable after B's work completed");
+    for (int i = 0; i < 4; i++) gpool_free_async(pool, got[i], A);
+}
+
+Test(streams, record_stream_on_small_block_and_plain_free)
+{
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 64, NULL, &p), GPOOL_OK);
+    cr_assert_eq(gpool_record_stream(pool, p, A), GPOOL_OK);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    for (int i = 0; i < 300; i++) {
+        void *q;
+        cr_assert_eq(gpool_alloc(pool, 64, NULL, &q), GPOOL_OK);
+        cr_assert_neq(q, p, "small block recorded on A reused while A runs");
+        cr_assert_eq(gpool_free(pool, q), GPOOL_OK);
+    }
+    cr_assert_eq(gpool_record_stream(pool, p, A), GPOOL_ERR_INVALID_POINTER, "freed block");
+    cr_assert_eq(gpool_free(pool, p), GPOOL_ERR_INVALID_POINTER, "double free while pending");
+}
+
+Test(streams, oom_waits_for_pending_work_instead_of_failing)
+{
+    sim->set_capacity(0, 16 * MiB);
+    void *p = alloc_on(12 * MiB, A, 0);
+    sim->stream_hold(A);
+    gpool_free_async(pool, p, A);
+    unsigned long forced = sim->forced_syncs();
+    void *q = alloc_on(12 * MiB, B, 0);
+    cr_assert_not_null(q);
+    cr_assert_gt(sim->forced_syncs(), forced, "the allocator waited for A's work");
+    gpool_free_async(pool, q, B);
+}
+
+Test(streams, stream_wait_flag_reuses_pending_block_by_ordering_streams)
+{
+    const size_t sz = 6 * MiB;
+    void *p = alloc_on(sz, A, 0);
+    sim->stream_hold(A);
+    gpool_free_async(pool, p, A);
+    unsigned long waits = sim->call_count("cuStreamWaitEvent");
+    void *q = alloc_on(sz, B, GPOOL_ALLOC_STREAM_WAIT);
+    cr_assert_eq(q, p, "with STREAM_WAIT, B takes A's pending block");
+    cr_assert_gt(sim->call_count("cuStreamWaitEvent"), waits, "and B waits on A's event");
+    gpool_free_async(pool, q, B);
+}
+
+Test(streams, one_stream_records_no_events)
+{
+    sim->reset_counts();
+    void *p[50];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 50; i++) p[i] = alloc_on((size_t)(i + 1) * 40000, A, 0);
+        for (int i = 0; i < 50; i++) gpool_free_async(pool, p[i], A);
+    }
+    cr_assert_eq(sim->call_count("cuEventRecord"), 0);
+    cr_assert_eq(sim->call_count("cuEventQuery"), 0);
+}
+
+Test(streams, destroy_with_deferred_frees_is_clean)
+{
+    void *p = alloc_on(5 * MiB, A, 0);
+    gpool_record_stream(pool, p, B);
+    sim->stream_hold(B);
+    gpool_free_async(pool, p, A);
+    /* teardown destroys the pool with the free still deferred: must not count as live */
+}
