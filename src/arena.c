@@ -637,6 +637,7 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 {
     pthread_mutex_lock(&a->lock);
     *c = a->c;
+    c->pending_slots = a->npending;
     *held = held_bytes(a);
     *idle = a->ops->idle_bytes(a->bctx);
     pthread_mutex_unlock(&a->lock);

@@ -383,6 +383,8 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
     gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached);
     pthread_mutex_unlock(&pool->lock);
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
+    /* frees waiting on other streams' events are frees from the caller's point of view */
+    uint64_t deferred = gp_stream_deferred(pool);
     for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
         if (!pool->arena[k]) continue;
         gp_arena_counters c;
@@ -401,9 +403,10 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         ks->peak_reserved_bytes = c.peak_held;
         ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
         ks->allocs = c.allocs + (dev ? tc_allocs : 0);
-        ks->frees = c.frees + (dev ? tc_frees : 0);
+        ks->frees = c.frees + (dev ? tc_frees + deferred : 0);
         ks->live_blocks = ks->allocs - ks->frees;
         out->oom_retries += c.oom_retries;
+        out->pending_frees += c.pending_slots + (dev ? deferred : 0);
         out->ooms += c.ooms;
 #define GP_SUM(f) total->f += ks->f
         GP_SUM(in_use_bytes); GP_SUM(requested_bytes); GP_SUM(reserved_bytes); GP_SUM(cached_bytes);

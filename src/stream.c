@@ -395,3 +395,13 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return st;
 }
+
+size_t gp_stream_deferred(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return 0;
+    pthread_mutex_lock(&ss->lock);
+    size_t n = ss->ndef;
+    pthread_mutex_unlock(&ss->lock);
+    return n;
+}

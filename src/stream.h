@@ -28,6 +28,9 @@ gpool_status gp_stream_wait_recorded(gpool_t *pool, void *ptr);
 /* Free deferred blocks whose events completed (no lock held by the caller). */
 void gp_stream_process(gpool_t *pool);
 
+/* Blocks freed by the caller whose free waits on other streams' events. */
+size_t gp_stream_deferred(gpool_t *pool);
+
 /* Arena hooks: gp_poll_fn and gp_sync_fn. */
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
