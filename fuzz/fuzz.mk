@@ -21,7 +21,8 @@ FUZZ_CFLAGS  := -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE -Iinclude -Isrc -Ibench -I
                 -isystem $(CUDA_HOME)/include
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 FUZZ_SIM     := $(abspath $(FUZZ_BUILD)/sim/libcuda.so.1)
-FUZZ_ENV     := GPOOL_LIBCUDA=$(FUZZ_SIM) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+FUZZ_SKIP    ?=
+FUZZ_ENV     := GPOOL_LIBCUDA=$(FUZZ_SIM) GPOOL_FUZZ_SKIP=$(FUZZ_SKIP) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .PHONY: fuzz fuzz-build fuzz-lib fuzz-regress

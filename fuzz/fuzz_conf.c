@@ -19,7 +19,8 @@
     } while (0)
 
 /* Field by field: struct copies need not preserve padding bytes. */
-static int cfg_equal(const gpool_config *a, const gpool_config *b) {
+static int cfg_equal(const gpool_config *a, const gpool_config *b)
+{
     if (a->device != b->device || a->release_threshold != b->release_threshold ||
         a->tcache_bytes != b->tcache_bytes || a->small_max != b->small_max ||
         a->va_reserve != b->va_reserve || a->verbose != b->verbose ||
@@ -30,7 +31,8 @@ static int cfg_equal(const gpool_config *a, const gpool_config *b) {
     return memcmp(a->trace_path, b->trace_path, sizeof a->trace_path) == 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     /* The first byte picks the starting config, the rest is the string (cut at a NUL). */
     if (size > 4096) return 0;
     uint8_t start = size ? data[0] : 0;

@@ -21,7 +21,8 @@
         }                                                                                          \
     } while (0)
 
-static void check_trace(const bench_trace *t) {
+static void check_trace(const bench_trace *t)
+{
     CHECK(t->n_ops <= t->cap_ops, "n_ops > cap_ops");
     CHECK(t->n_streams >= 1 && t->n_streams <= BENCH_MAX_STREAMS, "n_streams %zu", t->n_streams);
     uint64_t *size = calloc(t->n_allocs + 1, sizeof *size);
@@ -67,7 +68,8 @@ static void check_trace(const bench_trace *t) {
 }
 
 /* Write t as CSV and parse it back: the same ops must come out. */
-static void check_round_trip(const bench_trace *t) {
+static void check_round_trip(const bench_trace *t)
+{
     if (t->n_ops > 2000) return; /* keep each input fast */
     char path[] = "/tmp/fuzz_trace_XXXXXX";
     int fd = mkstemp(path);
@@ -90,7 +92,8 @@ static void check_round_trip(const bench_trace *t) {
     bench_trace_free(&u);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     /* an exact-size heap copy, so reading past `size` is an ASan report */
     char *text = malloc(size ? size : 1);
     if (!text) return 0;
