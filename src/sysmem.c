@@ -1,29 +1,747 @@
-/* Host memory kinds: not built yet — every host request is GPOOL_ERR_UNSUPPORTED. */
+/* Host memory kinds (pinned, mapped): routing, budgets, the record of live blocks, stats.
+ *
+ * Each kind has three sources:
+ *   - small blocks (below GP_SYS_SMALL_MAX): a jemalloc arena over registered extents
+ *     (sysmem_small.c);
+ *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
+ *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
+ *     gp_host_page_size — the same best-fit, page-sharing machinery as vidmem;
+ *   - without unified addressing (mapped only): one cuMemHostAlloc per block, the device
+ *     address kept apart from the host address.
+ * Every live block has a record keyed by the address the caller got (the device address for
+ * mapped memory), so double, interior and foreign frees are told apart, and block_info works
+ * for every source. Host memory is bound to the NUMA node nearest the GPU where one is known
+ * (sysmem_numa.c); dump_json says what placement was achieved. */
 #include "sysmem.h"
 
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "error.h"
+#include "pagesize.h"
+#include "pool.h"
+#include "ptrmap.h"
+#include "sysmem_backend.h"
+#include "sysmem_numa.h"
+#include "sysmem_small.h"
+
+#define KiB            ((size_t)1 << 10)
+#define MiB            ((size_t)1 << 20)
+#define GiB            ((size_t)1 << 30)
+#define HOST_HUGE_PAGE (2 * MiB)
+/* Address space per region of the 4 KiB and 2 MiB page arenas (page tables are 12 bytes
+ * per page, so the 4 KiB arena takes 3 MiB of tables per GiB). */
+static const size_t region_bytes[2] = {1 * GiB, 16 * GiB};
+
+enum { PG_4K = 0, PG_2M = 1, PG_COUNT = 2 };
+enum { SRC_LARGE = 0, SRC_SMALL = 1, SRC_DIRECT = 2 };
+static const char *const src_name[] = {"page_arena", "jemalloc", "cuMemHostAlloc"};
+
+typedef struct host_block {
+    uintptr_t host; /* CPU address (equal to the key under unified addressing) */
+    size_t requested, size, page;
+    gpool_stream_t stream;
+    gpool_mem_kind kind;
+    gpool_usage usage;
+    uint8_t src, pg, fell_back;
+} host_block;
+
+typedef struct host_kind {
+    gp_arena *large[PG_COUNT]; /* made on first use, under sys->lock; never move */
+    gp_small *small;           /* made on first use; dropped by trim when small_refs is 0 */
+    _Atomic size_t reserved;   /* bytes registered / allocated from the driver */
+    /* under sys->lock: */
+    uint64_t small_refs; /* live small blocks + small allocs/frees in flight */
+    uint64_t requested, in_use, peak_requested, peak_in_use, peak_reserved, peak_cached;
+    uint64_t allocs, frees, live, ooms, spills;
+} host_kind;
+
+struct gp_sysmem {
+    pthread_mutex_t lock; /* blocks, counters, arena creation */
+    gp_ptrmap blocks;     /* caller's address -> host_block */
+    gp_host_env env;
+    gp_numa numa;
+    int uva, can_map;
+    host_kind k[2];
+};
+
+static int is_host_kind(gpool_mem_kind kind)
+{
+    return kind == GPOOL_MEM_HOST_PINNED || kind == GPOOL_MEM_HOST_MAPPED;
+}
+static host_kind *hk(gp_sysmem *s, gpool_mem_kind kind)
+{
+    return &s->k[kind - GPOOL_MEM_HOST_PINNED];
+}
+static const char *kind_name(gpool_mem_kind kind)
+{
+    return kind == GPOOL_MEM_HOST_MAPPED ? "host_mapped" : "host_pinned";
+}
+
+static gp_sysmem *sys_of(gpool_t *pool)
+{
+    return __atomic_load_n(&pool->sys, __ATOMIC_ACQUIRE);
+}
+
+/* ---------- creation ---------- */
+
+static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
+{
+    gp_sysmem *s = calloc(1, sizeof *s);
+    if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for host-memory state");
+    pthread_mutex_init(&s->lock, NULL);
+    gp_ptrmap_init(&s->blocks);
+    s->env = (gp_host_env){.drv = pool->drv, .ctx = pool->ctx, .cnt = &pool->cnt, .numa = &s->numa};
+    int v = 0;
+    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+               pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
+                                               pool->dev)) == CUDA_SUCCESS)
+        s->uva = v;
+    v = 0;
+    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+               pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
+                                               pool->dev)) == CUDA_SUCCESS)
+        s->can_map = v;
+    gp_numa_init(&s->numa, pool->drv, pool->dev, &pool->cnt);
+    *out = s;
+    return GPOOL_OK;
+}
+
+static gpool_status sys_get(gpool_t *pool, gp_sysmem **out)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (s) {
+        *out = s;
+        return GPOOL_OK;
+    }
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&pool->lock);
+    s = pool->sys;
+    if (!s) {
+        st = sys_create(pool, &s);
+        if (st == GPOOL_OK) __atomic_store_n(&pool->sys, s, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    *out = s;
+    return st;
+}
+
+/* Lock held: kind's page arena for pages of class pg, made on first use. */
+static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, gp_arena **out)
+{
+    host_kind *k = hk(s, kind);
+    if (k->large[pg]) {
+        *out = k->large[pg];
+        return GPOOL_OK;
+    }
+    size_t page = pg == PG_2M ? HOST_HUGE_PAGE : 4 * KiB;
+    void *b = NULL;
+    gpool_status st = gp_hostmem_create(&s->env, kind, page, &k->reserved, &b);
+    if (st != GPOOL_OK) return st;
+    gp_arena *a = calloc(1, sizeof *a);
+    if (!a) {
+        gp_hostmem_ops.fini(b, NULL);
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
+    }
+    /* small_max 0: no slabs (small host blocks come from jemalloc); no stream sync: host
+     * frees are immediate. */
+    st = gp_arena_init(a, kind, &gp_hostmem_ops, b, page, region_bytes[pg], 0, NULL, NULL);
+    if (st != GPOOL_OK) {
+        gp_hostmem_ops.fini(b, NULL);
+        free(a);
+        return st;
+    }
+    k->large[pg] = a;
+    *out = a;
+    return GPOOL_OK;
+}
+
+/* ---------- allocation ---------- */
+
+static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t align,
+                                 uintptr_t *host, uintptr_t *key, size_t *got)
+{
+    const gp_driver *d = s->env.drv;
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    if (align > page)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "alignment %zu above the %zu-byte page for mapped memory without unified "
+                       "addressing",
+                       align, page);
+    if (!d->cuMemHostAlloc || !d->cuMemFreeHost || !d->cuMemHostGetDevicePointer)
+        return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
+                                            "cuMemHostGetDevicePointer");
+    int pushed;
+    gp_ctx_enter(d, s->env.ctx, s->env.cnt, &pushed);
+    void *h = NULL;
+    CUdeviceptr dp = 0;
+    gpool_status st = GPOOL_OK;
+    CUresult r =
+        GP_DRV(s->env.cnt, GPOOL_DRV_HOST_ALLOC,
+               d->cuMemHostAlloc(&h, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    if (r != CUDA_SUCCESS) {
+        st = gp_cu_fail(r, "cuMemHostAlloc");
+    } else {
+        r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
+        if (r != CUDA_SUCCESS) {
+            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
+            GP_DRV(s->env.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
+        }
+    }
+    gp_ctx_leave(d, s->env.cnt, pushed);
+    if (st != GPOOL_OK) return st;
+    *host = (uintptr_t)h;
+    *key = (uintptr_t)dp;
+    *got = (size + page - 1) & ~(page - 1);
+    atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
+    return GPOOL_OK;
+}
+
+static void direct_free(gp_sysmem *s, host_kind *k, host_block *b)
+{
+    int pushed;
+    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
+    GP_DRV(s->env.cnt, GPOOL_DRV_HOST_FREE, s->env.drv->cuMemFreeHost((void *)b->host));
+    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    atomic_fetch_sub_explicit(&k->reserved, b->size, memory_order_relaxed);
+}
+
+/* Give a block's memory back to its source (no record involved). */
+static void release_memory(gp_sysmem *s, host_kind *k, gp_small *sm, host_block *b)
+{
+    if (b->src == SRC_SMALL)
+        gp_small_free(sm, (void *)b->host);
+    else if (b->src == SRC_LARGE)
+        gp_arena_free(k->large[b->pg], (void *)b->host, 0, 0);
+    else
+        direct_free(s, k, b);
+}
+
+static void note_peaks(host_kind *k)
+{
+    size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
+    if (k->in_use > k->peak_in_use) k->peak_in_use = k->in_use;
+    if (k->requested > k->peak_requested) k->peak_requested = k->requested;
+    if (res > k->peak_reserved) k->peak_reserved = res;
+    if (res > k->in_use && res - k->in_use > k->peak_cached) k->peak_cached = res - k->in_use;
+}
+
+/* Allocate in one kind. *over_budget = 1 when the kind's budget refused the request. */
+static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t size,
+                               const gpool_alloc_params *params, int fell_back, int *over_budget,
+                               void **out)
+{
+    host_kind *k = hk(s, kind);
+    *over_budget = 0;
+    if (kind == GPOOL_MEM_HOST_MAPPED && !s->can_map)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED, "device %d cannot map host memory", pool->cfg.device);
+    size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
+    size_t want_page = params ? params->page_size : 0;
+    unsigned flags = params ? params->flags : 0;
+    size_t est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    size_t budget = pool->cfg.budget[kind];
+
+    int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva                    ? SRC_DIRECT
+              : size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB ? SRC_SMALL
+                                                                          : SRC_LARGE;
+    size_t page = want_page ? HOST_HUGE_PAGE : gp_host_page_size(size);
+    int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
+
+    gp_small *sm = NULL;
+    gp_arena *la = NULL;
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&s->lock);
+    if (budget && k->in_use + est > budget) {
+        uint64_t used = k->in_use;
+        k->ooms++;
+        pthread_mutex_unlock(&s->lock);
+        *over_budget = 1;
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
+                       "%s budget: %zu bytes requested, %" PRIu64 " of the %zu-byte budget in use",
+                       kind_name(kind), size, used, budget);
+    }
+    if (src == SRC_SMALL) {
+        if (!k->small) st = gp_small_create(&s->env, kind, &k->reserved, &k->small);
+        if (st == GPOOL_OK) {
+            sm = k->small;
+            k->small_refs++;
+        }
+    } else if (src == SRC_LARGE) {
+        st = large_get_locked(s, kind, pg, &la);
+    }
+    if (st == GPOOL_OK) k->in_use += est; /* charge the budget now; settled below */
+    pthread_mutex_unlock(&s->lock);
+
+    uintptr_t host = 0, key = 0;
+    size_t got = 0;
+    if (st == GPOOL_OK) {
+        if (src == SRC_SMALL) {
+            void *p = NULL;
+            st = gp_small_alloc(sm, size, align, (flags & GPOOL_ALLOC_ZERO) != 0, &p, &got);
+            host = key = (uintptr_t)p;
+            page = 4 * KiB;
+        } else if (src == SRC_LARGE) {
+            void *p = NULL;
+            st = gp_arena_alloc(la, size, align, 0, params ? (uint32_t)params->usage : 0, &p);
+            host = key = (uintptr_t)p;
+            got = est;
+        } else {
+            st = direct_alloc(s, k, size, align, &host, &key, &got);
+            page = 4 * KiB; /* cuMemHostAlloc: the OS page */
+        }
+    }
+    host_block *b = NULL;
+    if (st == GPOOL_OK) {
+        b = malloc(sizeof *b);
+        if (!b) st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a block record");
+        if (!b) {
+            host_block tmp = {.host = host, .size = got, .src = (uint8_t)src, .pg = (uint8_t)pg};
+            release_memory(s, k, sm, &tmp);
+        }
+    }
+    if (b) {
+        *b = (host_block){
+            .host = host,
+            .requested = size,
+            .size = got,
+            .page = page,
+            .stream = params && params->stream ? params->stream : pool->cfg.default_stream,
+            .kind = kind,
+            .usage = params ? params->usage : GPOOL_USAGE_DEFAULT,
+            .src = (uint8_t)src,
+            .pg = (uint8_t)pg,
+            .fell_back = (uint8_t)(fell_back != 0),
+        };
+        if ((flags & GPOOL_ALLOC_ZERO) && src != SRC_SMALL) memset((void *)host, 0, size);
+    }
+    pthread_mutex_lock(&s->lock);
+    if (b && gp_ptrmap_put(&s->blocks, key, b) != 0) {
+        pthread_mutex_unlock(&s->lock);
+        release_memory(s, k, sm, b);
+        free(b);
+        b = NULL;
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block record map");
+        pthread_mutex_lock(&s->lock);
+    }
+    if (b) {
+        k->in_use += got - est;
+        k->requested += size;
+        k->allocs++;
+        k->live++;
+        note_peaks(k);
+    } else {
+        k->in_use -= est; /* undo the charge; a failed small alloc drops its reference */
+        if (sm) k->small_refs--;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY) k->ooms++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (b) *out = (void *)key;
+    return st;
+}
 
 gpool_status gp_sysmem_alloc(gpool_t *pool, gpool_mem_kind kind, size_t size,
                              const gpool_alloc_params *params, void **out)
 {
     *out = NULL;
-    return gp_fail(GPOOL_ERR_UNSUPPORTED, "host memory kind %d is not available yet", (int)kind);
+    if (!is_host_kind(kind))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)kind);
+    gp_sysmem *s = NULL;
+    gpool_status st = sys_get(pool, &s);
+    if (st != GPOOL_OK) return st;
+    unsigned flags = params ? params->flags : 0;
+    int is_auto = params && params->kind == GPOOL_MEM_AUTO;
+    int fell_back = (flags & GP_ALLOC_FELL_BACK) != 0;
+    gpool_mem_kind first = kind;
+    for (;;) {
+        int over = 0;
+        st = alloc_kind(pool, s, kind, size, params, fell_back || kind != first, &over, out);
+        gpool_mem_kind next = gp_policy_spill(kind);
+        /* AUTO moves on when the budget (not the memory) ran out, to a kind that serves the
+         * same use; never for explicit kinds or a request already moved off vidmem. */
+        if (st == GPOOL_OK || !over || !is_auto || fell_back || !is_host_kind(next)) break;
+        pthread_mutex_lock(&s->lock);
+        hk(s, kind)->spills++;
+        pthread_mutex_unlock(&s->lock);
+        kind = next;
+    }
+    if (st == GPOOL_OK && kind != first)
+        atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
+        fprintf(stderr, "gpool: %s\n", gpool_last_error());
+    return st;
+}
+
+/* ---------- free and lookup ---------- */
+
+/* Lock held: 1 when p lies inside memory this state manages (any source). */
+static int inside_locked(gp_sysmem *s, uintptr_t p)
+{
+    for (int i = 0; i < 2; i++) {
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            gp_arena *a = s->k[i].large[pg];
+            if (!a) continue;
+            pthread_mutex_lock(&a->lock);
+            int in = gp_arena_contains(a, p);
+            pthread_mutex_unlock(&a->lock);
+            if (in) return 1;
+        }
+        if (s->k[i].small && gp_small_contains(s->k[i].small, p)) return 1;
+    }
+    return 0;
+}
+
+/* Lock held: the live block containing p (interior addresses too), or NULL. */
+static host_block *containing_locked(gp_sysmem *s, uintptr_t p, uintptr_t *key)
+{
+    host_block *b = gp_ptrmap_get(&s->blocks, p);
+    if (b) {
+        *key = p;
+        return b;
+    }
+    for (size_t i = 0; i < s->blocks.cap; i++) {
+        uintptr_t k = s->blocks.keys[i];
+        if (!k) continue;
+        host_block *x = s->blocks.vals[i];
+        if (p - k < x->size || p - x->host < x->size) {
+            *key = k;
+            return x;
+        }
+    }
+    return NULL;
+}
+
+/* 1 when the driver knows p as page-locked host memory (registered or allocated by someone
+ * else: this pool's blocks were looked up first). */
+static int driver_knows(gp_sysmem *s, const void *p)
+{
+    if (!s->env.drv->cuMemHostGetDevicePointer) return 0;
+    CUdeviceptr d = 0;
+    int pushed;
+    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
+    CUresult r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER,
+                        s->env.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
+    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    return r == CUDA_SUCCESS;
+}
+
+/* Not a live block: say whether ptr is ours (stale or interior) or foreign pinned memory. */
+static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int *owned)
+{
+    uintptr_t p = (uintptr_t)ptr, key = 0;
+    pthread_mutex_lock(&s->lock);
+    int inside = inside_locked(s, p);
+    host_block *b = interior_ok ? NULL : containing_locked(s, p, &key);
+    pthread_mutex_unlock(&s->lock);
+    if (b) {
+        *owned = 1;
+        return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                       "%p is inside the %s block at 0x%" PRIxPTR
+                       " but not its start: free the address gpool_alloc returned",
+                       ptr, kind_name(b->kind), key);
+    }
+    if (inside) {
+        *owned = 1;
+        return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                       "%p is in this pool's host memory but not a live block: already freed", ptr);
+    }
+    if (driver_knows(s, ptr)) {
+        *owned = 1;
+        return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                       "%p is page-locked host memory this pool did not allocate (another pool's "
+                       "block, or cuMemHostAlloc/cuMemHostRegister memory): free it where it "
+                       "came from",
+                       ptr);
+    }
+    *owned = 0;
+    return GPOOL_OK;
 }
 
 gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
 {
     *owned = 0;
+    gp_sysmem *s = sys_of(pool);
+    if (!s || !ptr) return GPOOL_OK;
+    pthread_mutex_lock(&s->lock);
+    host_block *b = gp_ptrmap_del(&s->blocks, (uintptr_t)ptr);
+    gp_small *sm = NULL;
+    host_kind *k = NULL;
+    if (b) {
+        k = hk(s, b->kind);
+        sm = k->small; /* stays while small_refs > 0 */
+        k->in_use -= b->size;
+        k->requested -= b->requested;
+        k->frees++;
+        k->live--;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!b) return not_live(s, ptr, 0, owned);
+    *owned = 1;
+    release_memory(s, k, sm, b);
+    if (b->src == SRC_SMALL) {
+        pthread_mutex_lock(&s->lock);
+        k->small_refs--;
+        pthread_mutex_unlock(&s->lock);
+    }
+    free(b);
     return GPOOL_OK;
 }
 
-gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out,
-                                  int *owned)
+gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out, int *owned)
 {
     *owned = 0;
+    gp_sysmem *s = sys_of(pool);
+    if (!s || !ptr) return GPOOL_OK;
+    uintptr_t key = 0;
+    pthread_mutex_lock(&s->lock);
+    host_block *b = containing_locked(s, (uintptr_t)ptr, &key);
+    host_block copy = b ? *b : (host_block){0};
+    pthread_mutex_unlock(&s->lock);
+    if (!b) return not_live(s, ptr, 1, owned);
+    *owned = 1;
+    memset(out, 0, sizeof *out);
+    out->kind = copy.kind;
+    out->usage = copy.usage;
+    out->requested_size = copy.requested;
+    out->size = copy.size;
+    out->page_size = copy.page;
+    out->host_ptr = (void *)copy.host;
+    out->device_ptr = copy.kind == GPOOL_MEM_HOST_MAPPED ? (uint64_t)key
+                      : s->uva                           ? (uint64_t)copy.host
+                                                         : 0;
+    out->stream = copy.stream;
+    out->device = pool->cfg.device;
+    out->fell_back = copy.fell_back;
     return GPOOL_OK;
 }
 
-void gp_sysmem_stats(gpool_t *pool, gpool_stats *s) {}
-gpool_status gp_sysmem_trim(gpool_t *pool, size_t keep) { return GPOOL_OK; }
-void gp_sysmem_dump_json(gpool_t *pool, FILE *f) {}
-void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes) {}
+/* ---------- stats, trim, dump ---------- */
+
+void gp_sysmem_stats(gpool_t *pool, gpool_stats *out)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s) return;
+    gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
+    for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
+        host_kind *k = hk(s, kind);
+        gpool_kind_stats *ks = &out->kind[kind];
+        uint64_t retries = 0;
+        pthread_mutex_lock(&s->lock);
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            if (!k->large[pg]) continue;
+            gp_arena_counters c;
+            size_t held, idle;
+            gp_arena_stats(k->large[pg], &c, &held, &idle);
+            retries += c.oom_retries;
+        }
+        size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
+        ks->requested_bytes = k->requested;
+        ks->in_use_bytes = k->in_use;
+        ks->reserved_bytes = res;
+        ks->cached_bytes = res > k->in_use ? res - k->in_use : 0;
+        ks->peak_requested_bytes = k->peak_requested;
+        ks->peak_in_use_bytes = k->peak_in_use;
+        ks->peak_reserved_bytes = k->peak_reserved > res ? k->peak_reserved : res;
+        ks->peak_cached_bytes =
+            k->peak_cached > ks->cached_bytes ? k->peak_cached : ks->cached_bytes;
+        ks->allocs = k->allocs;
+        ks->frees = k->frees;
+        ks->live_blocks = k->live;
+        out->ooms += k->ooms;
+        pthread_mutex_unlock(&s->lock);
+        out->oom_retries += retries;
+#define GP_SUM(f) total->f += ks->f
+        GP_SUM(requested_bytes);
+        GP_SUM(in_use_bytes);
+        GP_SUM(reserved_bytes);
+        GP_SUM(cached_bytes);
+        GP_SUM(peak_requested_bytes);
+        GP_SUM(peak_in_use_bytes);
+        GP_SUM(peak_reserved_bytes);
+        GP_SUM(peak_cached_bytes);
+        GP_SUM(allocs);
+        GP_SUM(frees);
+        GP_SUM(live_blocks);
+#undef GP_SUM
+    }
+}
+
+gpool_status gp_sysmem_trim(gpool_t *pool, size_t keep)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s) return GPOOL_OK;
+    gpool_status st = GPOOL_OK;
+    for (int i = 0; i < 2; i++) {
+        host_kind *k = &s->k[i];
+        gp_small *drop = NULL;
+        gp_arena *large[PG_COUNT];
+        pthread_mutex_lock(&s->lock);
+        for (int pg = 0; pg < PG_COUNT; pg++)
+            large[pg] = k->large[pg];
+        /* jemalloc never gives registered extents back: with no small block live, the whole
+         * small-block arena goes (and is made again on the next small block) */
+        if (k->small && !k->small_refs) {
+            drop = k->small;
+            k->small = NULL;
+        }
+        pthread_mutex_unlock(&s->lock);
+        gp_small_destroy(drop);
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            if (!large[pg]) continue;
+            gpool_status s2 = gp_arena_trim(large[pg], keep);
+            if (s2 != GPOOL_OK && st == GPOOL_OK) st = s2;
+        }
+    }
+    return st;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", (unsigned char)*s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void gp_sysmem_dump_json(gpool_t *pool, FILE *f)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s) return;
+    for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
+        host_kind *k = hk(s, kind);
+        fprintf(f, ",\"%s\":{\"page_arenas\":[", kind_name(kind));
+        int first = 1;
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            pthread_mutex_lock(&s->lock);
+            gp_arena *a = k->large[pg];
+            pthread_mutex_unlock(&s->lock);
+            if (!a) continue;
+            uint64_t regs = 0, bound = 0;
+            pthread_mutex_lock(&a->lock);
+            gp_hostmem_counts(a->bctx, &regs, &bound);
+            pthread_mutex_unlock(&a->lock);
+            fprintf(f,
+                    "%s{\"page\":%zu,\"registrations\":%" PRIu64 ",\"numa_bound_runs\":%" PRIu64
+                    ",\"regions\":",
+                    first ? "" : ",", a->page, regs, bound);
+            gp_arena_dump_json(a, f);
+            fprintf(f, "}");
+            first = 0;
+        }
+        pthread_mutex_lock(&s->lock);
+        fprintf(f, "],\"small\":");
+        if (k->small) {
+            size_t ext = 0;
+            uint64_t regs = 0;
+            gp_small_counts(k->small, &ext, &regs);
+            fprintf(f,
+                    "{\"jemalloc_arena\":%u,\"extents\":%zu,\"registrations\":%" PRIu64
+                    ",\"live_blocks\":%" PRIu64 "}",
+                    gp_small_arena_index(k->small), ext, regs, k->small_refs);
+        } else {
+            fprintf(f, "null");
+        }
+        fprintf(f, ",\"budget_spills\":%" PRIu64 ",\"blocks\":[", k->spills);
+        first = 1;
+        for (size_t i = 0; i < s->blocks.cap; i++) {
+            if (!s->blocks.keys[i]) continue;
+            host_block *b = s->blocks.vals[i];
+            if (b->kind != kind) continue;
+            fprintf(f,
+                    "%s{\"addr\":%" PRIuPTR ",\"host\":%" PRIuPTR ",\"size\":%zu,\"requested\":%zu,"
+                    "\"page\":%zu,\"source\":\"%s\",\"fell_back\":%d}",
+                    first ? "" : ",", s->blocks.keys[i], b->host, b->size, b->requested, b->page,
+                    src_name[b->src], b->fell_back);
+            first = 0;
+        }
+        pthread_mutex_unlock(&s->lock);
+        fprintf(f, "]}");
+    }
+    fprintf(f, ",\"host_placement\":{\"numa_node\":%d,\"source\":", s->numa.node);
+    json_string(f, s->numa.source);
+    fprintf(f, ",\"why\":");
+    json_string(f, s->numa.why);
+    fprintf(f, ",\"bound_areas\":%lu,\"bind_failures\":%lu,\"unified_addressing\":%d}",
+            atomic_load(&s->numa.bound), atomic_load(&s->numa.bind_failures), s->uva);
+}
+
+/* ---------- teardown and diagnostics ---------- */
+
+void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s) return;
+    for (size_t i = 0; i < s->blocks.cap; i++) {
+        if (!s->blocks.keys[i]) continue;
+        host_block *b = s->blocks.vals[i];
+        *live += 1;
+        *bytes += b->size;
+        if (b->src == SRC_DIRECT) direct_free(s, hk(s, b->kind), b);
+        free(b); /* small and page-arena memory goes with its arena */
+    }
+    for (int i = 0; i < 2; i++) {
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            if (!s->k[i].large[pg]) continue;
+            gp_arena_fini(s->k[i].large[pg], NULL, NULL);
+            free(s->k[i].large[pg]);
+        }
+        gp_small_destroy(s->k[i].small);
+    }
+    gp_numa_fini(&s->numa);
+    gp_ptrmap_fini(&s->blocks);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    __atomic_store_n(&pool->sys, NULL, __ATOMIC_RELEASE);
+}
+
+gpool_status gp_sysmem_placement(gpool_t *pool, int *node, char *why, size_t n)
+{
+    gp_sysmem *s = NULL;
+    gpool_status st = sys_get(pool, &s);
+    if (st != GPOOL_OK) return st;
+    *node = s->numa.node;
+    if (why && n) snprintf(why, n, "%s: %s", s->numa.source, s->numa.why);
+    return GPOOL_OK;
+}
+
+int gp_sysmem_in_small_extent(gpool_t *pool, gpool_mem_kind kind, const void *ptr)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s || !is_host_kind(kind)) return 0;
+    pthread_mutex_lock(&s->lock);
+    gp_small *sm = hk(s, kind)->small;
+    int in = sm && gp_small_contains(sm, (uintptr_t)ptr);
+    pthread_mutex_unlock(&s->lock);
+    return in;
+}
+
+int gp_sysmem_small_arena(gpool_t *pool, gpool_mem_kind kind)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s || !is_host_kind(kind)) return -1;
+    pthread_mutex_lock(&s->lock);
+    gp_small *sm = hk(s, kind)->small;
+    int ind = sm ? (int)gp_small_arena_index(sm) : -1;
+    pthread_mutex_unlock(&s->lock);
+    return ind;
+}
+
+gpool_status gp_sysmem_force_no_uva(gpool_t *pool)
+{
+    gp_sysmem *s = NULL;
+    gpool_status st = sys_get(pool, &s);
+    if (st != GPOOL_OK) return st;
+    pthread_mutex_lock(&s->lock);
+    s->uva = 0;
+    pthread_mutex_unlock(&s->lock);
+    return GPOOL_OK;
+}

@@ -14,6 +14,16 @@ typedef struct gp_sysmem gp_sysmem; /* per-pool host state (gpool_t.sys), made o
 /* The kind an AUTO request gets: one table lookup by usage hint (and size). Never AUTO. */
 gpool_mem_kind gp_policy_kind(gpool_usage usage, size_t size);
 
+/* The kind an AUTO request moves to when kind's budget is spent; GPOOL_MEM_AUTO for none.
+ * (DEVICE -> HOST_MAPPED applies only with GPOOL_ALLOC_ALLOW_FALLBACK, in pool.c.) */
+gpool_mem_kind gp_policy_spill(gpool_mem_kind kind);
+
+/* One line on why the table maps usage to its kind (for docs and messages). */
+const char *gp_policy_reason(gpool_usage usage);
+
+/* Host blocks below this size come from the jemalloc arena; larger ones from the page arena. */
+#define GP_SYS_SMALL_MAX ((size_t)64 << 10)
+
 /* Allocate size bytes of host kind (GPOOL_MEM_HOST_PINNED or GPOOL_MEM_HOST_MAPPED).
  * *out is the host address for pinned and the device address for mapped memory. */
 gpool_status gp_sysmem_alloc(gpool_t *pool, gpool_mem_kind kind, size_t size,
@@ -38,5 +48,17 @@ void gp_sysmem_dump_json(gpool_t *pool, FILE *f);
 
 /* Free everything at gpool_destroy; adds live host blocks to *live / *bytes. */
 void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes);
+
+/* What placement host memory gets: the NUMA node it is bound to (-1: none) and why, in
+ * why[0..n). Creates the host state if needed. GPOOL_OK or GPOOL_ERR_OUT_OF_MEMORY. */
+gpool_status gp_sysmem_placement(gpool_t *pool, int *node, char *why, size_t n);
+
+/* Tests and diagnostics: 1 when ptr lies in a registered extent of kind's jemalloc arena. */
+int gp_sysmem_in_small_extent(gpool_t *pool, gpool_mem_kind kind, const void *ptr);
+/* The jemalloc arena index of kind's small-block arena, or -1 when there is none yet. */
+int gp_sysmem_small_arena(gpool_t *pool, gpool_mem_kind kind);
+/* Tests: behave as without unified addressing (mapped blocks get one cuMemHostAlloc each
+ * and a device address kept apart from the host address). Before the first host block. */
+gpool_status gp_sysmem_force_no_uva(gpool_t *pool);
 
 #endif

@@ -1,0 +1,267 @@
+#include "sysmem_backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "error.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+typedef struct host_run {
+    uintptr_t addr; /* 0 = unused slot */
+    size_t npages;
+} host_run;
+
+typedef struct gp_hostmem {
+    gp_host_env env;
+    gpool_mem_kind kind;
+    unsigned reg_flags;
+    size_t page;
+    _Atomic size_t *reserved;
+    host_run *runs; /* by id; page_phys holds id + 1 */
+    size_t nruns, cap;
+    uint32_t *free_ids;
+    size_t nfree;
+    size_t held;
+    uint64_t registrations, bound_runs;
+} gp_hostmem;
+
+int gp_host_map_none(void *addr, size_t len)
+{
+    void *p =
+        mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? -1 : 0;
+}
+
+gpool_status gp_hostmem_create(const gp_host_env *env, gpool_mem_kind kind, size_t page,
+                               _Atomic size_t *reserved, void **out)
+{
+    gp_hostmem *h = calloc(1, sizeof *h);
+    if (!h) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
+    h->env = *env;
+    h->kind = kind;
+    h->page = page;
+    h->reserved = reserved;
+    h->reg_flags = CU_MEMHOSTREGISTER_PORTABLE |
+                   (kind == GPOOL_MEM_HOST_MAPPED ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
+    *out = h;
+    return GPOOL_OK;
+}
+
+void gp_hostmem_counts(void *ctx, uint64_t *registrations, uint64_t *bound_runs)
+{
+    gp_hostmem *h = ctx;
+    *registrations = h->registrations;
+    *bound_runs = h->bound_runs;
+}
+
+static gpool_status hm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *got)
+{
+    gp_hostmem *h = ctx;
+    size = (size + h->page - 1) & ~(h->page - 1);
+    /* over-reserve by a page to align the base (2 MiB pages need 2 MiB-aligned bases) */
+    size_t span = size + h->page;
+    void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "mmap of %zu bytes of host address space: %s", span,
+                       strerror(errno));
+    uintptr_t a = ((uintptr_t)p + h->page - 1) & ~(uintptr_t)(h->page - 1);
+    size_t head = a - (uintptr_t)p, tail = span - head - size;
+    if (head) munmap(p, head);
+    if (tail) munmap((void *)(a + size), tail);
+    *base = a;
+    *got = size;
+    return GPOOL_OK;
+}
+
+static gpool_status hm_unreserve(void *ctx, uintptr_t base, size_t size)
+{
+    (void)ctx;
+    if (munmap((void *)base, size) != 0)
+        return gp_fail(GPOOL_ERR_DRIVER, "munmap of host address space: %s", strerror(errno));
+    return GPOOL_OK;
+}
+
+static long run_slot(gp_hostmem *h)
+{
+    if (h->nfree) return h->free_ids[--h->nfree];
+    if (h->nruns == h->cap) {
+        size_t c = h->cap ? h->cap * 2 : 64;
+        host_run *nr = realloc(h->runs, c * sizeof *nr);
+        if (!nr) return -1;
+        h->runs = nr;
+        uint32_t *nf = realloc(h->free_ids, c * sizeof *nf);
+        if (!nf) return -1; /* runs grew; cap stays, so the next call retries both */
+        h->free_ids = nf;
+        h->cap = c;
+    }
+    h->runs[h->nruns] = (host_run){0};
+    return (long)h->nruns++;
+}
+
+/* Unregister a run and give its pages back to the OS. 0 on success; on a driver error the
+ * run stays registered and backed (the arena keeps it). */
+static int run_drop(gp_hostmem *h, gp_region *g, uint32_t id)
+{
+    host_run *r = &h->runs[id];
+    size_t len = r->npages * h->page;
+    CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
+                         h->env.drv->cuMemHostUnregister((void *)r->addr));
+    if (cr != CUDA_SUCCESS) return -1;
+    gp_host_map_none((void *)r->addr, len);
+    if (g) {
+        size_t first = (r->addr - g->base) >> g->page_shift;
+        for (size_t i = 0; i < r->npages; i++)
+            g->page_phys[first + i] = 0;
+    }
+    h->held -= len;
+    atomic_fetch_sub_explicit(h->reserved, len, memory_order_relaxed);
+    *r = (host_run){0};
+    h->free_ids[h->nfree++] = id;
+    return 0;
+}
+
+static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, size_t n)
+{
+    uintptr_t addr = g->base + (first << g->page_shift);
+    size_t len = n * h->page;
+    long id = run_slot(h);
+    if (id < 0) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for page bookkeeping");
+    void *p = mmap((void *)addr, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) {
+        h->free_ids[h->nfree++] = (uint32_t)id;
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "mmap of %zu bytes of host memory: %s", len,
+                       strerror(errno));
+    }
+    if (h->page >= HUGE_PAGE) madvise(p, len, MADV_HUGEPAGE); /* a hint: THP may be off */
+    if (gp_numa_bind(h->env.numa, p, len)) h->bound_runs++;
+    CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_REGISTER,
+                         h->env.drv->cuMemHostRegister(p, len, h->reg_flags));
+    gpool_status st = GPOOL_OK;
+    if (cr != CUDA_SUCCESS) {
+        st = gp_cu_fail(cr, "cuMemHostRegister");
+    } else if (h->kind == GPOOL_MEM_HOST_MAPPED) {
+        /* mapped blocks hand out the device address; the arena needs it to equal the host
+         * address (unified addressing), which sysmem.c checked before choosing this path */
+        CUdeviceptr d = 0;
+        cr = GP_DRV(h->env.cnt, GPOOL_DRV_OTHER, h->env.drv->cuMemHostGetDevicePointer(&d, p, 0));
+        if (cr != CUDA_SUCCESS)
+            st = gp_cu_fail(cr, "cuMemHostGetDevicePointer");
+        else if ((uintptr_t)d != (uintptr_t)p)
+            st = gp_fail(GPOOL_ERR_UNSUPPORTED,
+                         "mapped host memory at %p has device address 0x%llx: no unified "
+                         "addressing",
+                         p, (unsigned long long)d);
+        if (st != GPOOL_OK)
+            GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER, h->env.drv->cuMemHostUnregister(p));
+    }
+    if (st != GPOOL_OK) {
+        gp_host_map_none(p, len);
+        h->free_ids[h->nfree++] = (uint32_t)id;
+        return st;
+    }
+    h->runs[id] = (host_run){.addr = addr, .npages = n};
+    for (size_t i = 0; i < n; i++)
+        g->page_phys[first + i] = (uint64_t)id + 1;
+    h->held += len;
+    h->registrations++;
+    atomic_fetch_add_explicit(h->reserved, len, memory_order_relaxed);
+    return GPOOL_OK;
+}
+
+static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
+{
+    (void)block_bytes;
+    gp_hostmem *h = ctx;
+    int pushed;
+    gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+    gpool_status st = hm_back_in_ctx(h, g, first, n);
+    gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    return st;
+}
+
+static size_t hm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
+{
+    gp_hostmem *h = ctx;
+    size_t freed = 0;
+    int pushed = 0, entered = 0;
+    for (size_t p = first; p < first + n && p < g->npages; p++) {
+        if (!g->page_phys[p] || g->page_used[p]) continue;
+        uint32_t id = (uint32_t)(g->page_phys[p] - 1);
+        host_run *r = &h->runs[id];
+        size_t rfirst = (r->addr - g->base) >> g->page_shift, busy = 0;
+        for (size_t i = 0; i < r->npages; i++)
+            busy |= g->page_used[rfirst + i];
+        if (busy) continue;
+        if (!entered) gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+        entered = 1;
+        size_t len = r->npages * h->page;
+        if (run_drop(h, g, id) == 0) freed += len;
+    }
+    if (entered) gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    return freed;
+}
+
+static gpool_status hm_release(void *ctx, size_t keep)
+{
+    (void)ctx;
+    (void)keep;
+    return GPOOL_OK;
+}
+
+static size_t hm_held(void *ctx)
+{
+    return ((gp_hostmem *)ctx)->held;
+}
+static size_t hm_idle(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static size_t hm_driver_free(void *ctx)
+{
+    (void)ctx;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : SIZE_MAX;
+}
+
+static void hm_fini(void *ctx, gp_heap *heap)
+{
+    gp_hostmem *h = ctx;
+    if (!h) return;
+    int pushed;
+    gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+    for (size_t i = 0; i < h->nruns; i++) {
+        if (!h->runs[i].addr) continue;
+        gp_region *g = heap ? gp_heap_region_of(heap, h->runs[i].addr) : NULL;
+        if (run_drop(h, g, (uint32_t)i) != 0) {
+            /* the driver refused: forget the run; its pages go with the reservation */
+            atomic_fetch_sub_explicit(h->reserved, h->runs[i].npages * h->page,
+                                      memory_order_relaxed);
+        }
+    }
+    gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    for (size_t i = 0; heap && i < heap->nregions; i++)
+        hm_unreserve(h, heap->regions[i].base, heap->regions[i].size);
+    free(h->runs);
+    free(h->free_ids);
+    free(h);
+}
+
+const gp_backend_ops gp_hostmem_ops = {
+    .name = "host",
+    .reserve = hm_reserve,
+    .unreserve = hm_unreserve,
+    .back = hm_back,
+    .unback_unused = hm_unback_unused,
+    .release = hm_release,
+    .held_bytes = hm_held,
+    .idle_bytes = hm_idle,
+    .driver_free = hm_driver_free,
+    .fini = hm_fini,
+};

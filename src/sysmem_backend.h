@@ -1,0 +1,37 @@
+/* Host memory as an arena backend: address space is an mmap(PROT_NONE) reservation; a run of
+ * pages is backed by mapping it read-write (MADV_HUGEPAGE for 2 MiB pages), binding it to
+ * the NUMA node nearest the GPU and registering it with cuMemHostRegister (PORTABLE, plus
+ * DEVICEMAP for mapped memory); unbacking unregisters the run and maps PROT_NONE over it, so
+ * its pages go back to the OS. Host pages cannot move to another address, so nothing stays
+ * cached unmapped: idle_bytes is always 0 and release has nothing to do. */
+#ifndef GPOOL_SYSMEM_BACKEND_H
+#define GPOOL_SYSMEM_BACKEND_H
+
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "driver.h"
+#include "sysmem_numa.h"
+
+/* What every host backend of a pool shares. */
+typedef struct gp_host_env {
+    const gp_driver *drv;
+    CUcontext ctx;
+    gp_drv_counters *cnt;
+    gp_numa *numa;
+} gp_host_env;
+
+extern const gp_backend_ops gp_hostmem_ops;
+
+/* A backend for kind (HOST_PINNED or HOST_MAPPED) with pages of `page` bytes (4 KiB or
+ * 2 MiB). *reserved (shared per kind) follows the bytes registered. */
+gpool_status gp_hostmem_create(const gp_host_env *env, gpool_mem_kind kind, size_t page,
+                               _Atomic size_t *reserved, void **out);
+
+/* Registration runs and NUMA bindings done so far (for dump_json). */
+void gp_hostmem_counts(void *ctx, uint64_t *registrations, uint64_t *bound_runs);
+
+/* Unmap-with-PROT_NONE a range, keeping the address space reserved. 0 on success. */
+int gp_host_map_none(void *addr, size_t len);
+
+#endif
