@@ -1,0 +1,114 @@
+/* The examples in examples/ run on the simulated driver: each exits 0, prints its key line,
+ * and leaves no driver object behind (the simulator's GPOOL_SIM_STATS summary). The binaries
+ * are in $GPOOL_TEST_BUILD/examples/ (make test builds them first). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct run {
+    int exit_code;
+    char output[16384]; /* stdout and stderr */
+    char stats[16384];  /* the simulator's JSON summary */
+};
+
+/* Run examples/<name> with the given extra environment ("VAR=value ..." or ""). */
+static void run_example(const char *name, const char *env, struct run *r)
+{
+    const char *build = getenv("GPOOL_TEST_BUILD");
+    const char *libcuda = getenv("GPOOL_LIBCUDA");
+    cr_assert(build && libcuda, "run the tests with make test (GPOOL_TEST_BUILD, GPOOL_LIBCUDA)");
+    char bin[4096];
+    snprintf(bin, sizeof bin, "%s/examples/%s", build, name);
+    cr_assert_eq(access(bin, X_OK), 0, "%s is missing: make examples", bin);
+
+    char stats_path[] = "/tmp/gpool-example-stats-XXXXXX";
+    int fd = mkstemp(stats_path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    /* The example links libcuda.so.1; point the loader at the simulator gpool also loads. */
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "LD_LIBRARY_PATH='%s/sim' GPOOL_SIM_STATS='%s' %s '%s' 2>&1", build,
+             stats_path, env, bin);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(r->output, 1, sizeof r->output - 1, p);
+    r->output[n] = '\0';
+    int status = pclose(p);
+    r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+    FILE *f = fopen(stats_path, "r");
+    r->stats[0] = '\0';
+    if (f) {
+        r->stats[fread(r->stats, 1, sizeof r->stats - 1, f)] = '\0';
+        fclose(f);
+    }
+    unlink(stats_path);
+}
+
+/* The simulator's "live" counters are all zero: every handle, mapping, reservation, host
+ * allocation, stream and event was given back. */
+static void assert_nothing_left(const char *name, const struct run *r)
+{
+    const char *live = strstr(r->stats, "\"live\":{");
+    cr_assert_not_null(live, "%s: no simulator summary (GPOOL_SIM_STATS):\n%s", name, r->stats);
+    const char *end = strchr(live, '}');
+    cr_assert_not_null(end);
+    for (const char *c = live + 8; c < end; c++)
+        if (*c == ':')
+            cr_assert(c[1] == '0' && (c[2] == ',' || c[2] == '}'),
+                      "%s left driver objects behind: %.*s", name, (int)(end - live + 1), live);
+}
+
+static void expect_success(const char *name, const struct run *r, const char *key_line)
+{
+    /* Host memory kinds (pinned and mapped sysmem) are still being built: until they land,
+     * gpool_alloc answers GPOOL_ERR_UNSUPPORTED for them and the examples that need them say
+     * so. TODO(pkg): drop this once src/sysmem.c is in. */
+    if (r->exit_code != 0 && strstr(r->output, "host memory kind") &&
+        strstr(r->output, "not available yet"))
+        cr_skip_test("%s needs host memory kinds, not built yet", name);
+    cr_assert_eq(r->exit_code, 0, "%s exited with %d:\n%s", name, r->exit_code, r->output);
+    cr_assert_not_null(strstr(r->output, key_line), "%s did not print \"%s\":\n%s", name, key_line,
+                       r->output);
+    assert_nothing_left(name, r);
+}
+
+Test(examples, training_step_steady_state_makes_no_driver_calls)
+{
+    static struct run r;
+    run_example("training_step", "", &r);
+    expect_success("training_step", &r, "steady state (steps 2..50): 0 driver calls");
+    cr_assert_not_null(strstr(r.output, "driver_calls_total before steady state: "));
+}
+
+Test(examples, renderer_frame_verifies_every_readback)
+{
+    static struct run r;
+    run_example("renderer_frame", "", &r);
+    expect_success("renderer_frame", &r,
+                   "renderer_frame: 120 frames rendered, 120 readbacks "
+                   "verified");
+    /* statistics every 30 frames, with every memory kind in use */
+    cr_assert_not_null(strstr(r.output, "frame 120:"), "%s", r.output);
+    cr_assert_not_null(strstr(r.output, "pinned"), "%s", r.output);
+}
+
+Test(examples, multi_gpu_shares_a_block_across_two_devices)
+{
+    static struct run r;
+    run_example("multi_gpu", "GPOOL_SIM_DEVICES=2", &r);
+    expect_success("multi_gpu", &r,
+                   "multi_gpu: 2 slices of the shared block verified on the CPU, peer copy 1 -> "
+                   "0 verified");
+    cr_assert_not_null(strstr(r.output, "placed in mapped sysmem by the policy"), "%s", r.output);
+}
+
+Test(examples, multi_gpu_runs_on_one_device)
+{
+    static struct run r;
+    run_example("multi_gpu", "GPOOL_SIM_DEVICES=1", &r);
+    expect_success("multi_gpu", &r, "multi_gpu: 1 slices of the shared block verified");
+}
