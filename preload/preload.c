@@ -1,0 +1,650 @@
+/* preload.c — the core of libgpool_preload.so: configuration, the real driver table, one gpool
+ * pool per device, the dlsym and cuGetProcAddress interposition, and the alloc/free helpers the
+ * runtime and driver hooks share.
+ *
+ * How calls reach gpool:
+ *   - cudaMalloc & co. are exported by this library, which LD_PRELOAD puts ahead of libcudart
+ *     (preload_runtime.c).
+ *   - Driver entry points are never linked by name: cudart, CuPy and PyTorch fetch them with
+ *     dlsym(libcuda, "cuGetProcAddress_v2") and then cuGetProcAddress("cuMemAlloc", ...). We
+ *     interpose dlsym (returning our cuGetProcAddress, or our cuMemAlloc_v2 & co. when those are
+ *     asked for by their exported names) and answer cuGetProcAddress with our versions of the
+ *     eight memory functions, the real entry point (at the requested ABI version) otherwise.
+ *
+ * gpool itself (linked into this library) loads the same driver with dlopen + dlsym +
+ * cuGetProcAddress. Its dlsym calls come from inside this library: those, and every lookup that
+ * does not resolve to a hooked symbol of the driver, get the real answer, so gpool's own table
+ * holds the real functions and nothing recurses.
+ *
+ * cudaFree / cuMemFree semantics. The real calls synchronize the device, so memory they free
+ * can be handed out again at once. We do not synchronize per free. Instead each such free is
+ * ordered on the legacy default stream: before the block goes back to the pool we record an
+ * event (a cheap marker) on CU_STREAM_LEGACY, then free the block with the legacy stream as its
+ * stream. Why that is safe for all work on the legacy stream and on every *blocking* stream:
+ * the legacy stream waits for all work issued earlier to blocking streams of the context, and
+ * every later operation on a blocking stream waits for the legacy stream's earlier work. So the
+ * marker sits after all work that may still touch the block (it was issued before the free)
+ * and before any work the next owner issues (that comes after the allocation that reuses the
+ * block, hence after the marker). Blocks reused on other streams through cudaMallocAsync wait
+ * for gpool's own cross-stream rules. Work on non-blocking streams (cudaStreamNonBlocking) is
+ * not ordered by the legacy stream; GPOOL_CONF=sync_free=1 restores the exact device-wide
+ * synchronize per free for programs that free memory still used on such streams.
+ *
+ * Process teardown: pools are never destroyed. Once exit() starts (our atexit handler or
+ * destructor ran), frees of gpool pointers succeed without touching gpool or the driver: the
+ * driver may already have shut down (the simulator does so in its own destructor), and the OS
+ * takes the memory back. */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- configuration ---------- */
+
+static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
+static int conf_enabled;   /* written once under conf_once */
+static int conf_sync_free; /* sync_free=1: cuCtxSynchronize before each cudaFree/cuMemFree */
+static gpool_config conf_pool;
+static atomic_int exiting;
+
+/* A 0/1 value of an interposer key. */
+static int parse_bool(const char *v, size_t n, int *out)
+{
+    if (n == 1 && (v[0] == '0' || v[0] == '1')) {
+        *out = v[0] == '1';
+        return 0;
+    }
+    return -1;
+}
+
+/* Take the interposer's own keys (disable, sync_free) out of GPOOL_CONF and hand the rest to
+ * gpool_config_parse. Any error: one line on stderr and the interposer passes everything
+ * through, so a typo never crashes the framework. */
+static void read_conf(void)
+{
+    gpool_config_default(&conf_pool);
+    const char *env = getenv("GPOOL_CONF");
+    int disable = 0;
+    char err[512] = "";
+    size_t len = env ? strlen(env) : 0;
+    char *rest = calloc(1, len + 1);
+    if (!rest) {
+        snprintf(err, sizeof err, "out of memory reading GPOOL_CONF");
+    } else if (env) {
+        size_t used = 0;
+        for (const char *p = env; *p && !err[0];) {
+            const char *end = strchr(p, ',');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            const char *eq = memchr(p, '=', n);
+            size_t klen = eq ? (size_t)(eq - p) : n;
+            while (klen && (*p == ' ' || *p == '\t')) p++, n--, klen--;
+            const char *val = eq ? eq + 1 : NULL;
+            size_t vlen = eq ? n - klen - 1 : 0;
+            while (vlen && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t')) vlen--;
+            while (klen && (p[klen - 1] == ' ' || p[klen - 1] == '\t')) klen--;
+            int *target = NULL;
+            if (klen == 7 && !strncmp(p, "disable", 7)) target = &disable;
+            if (klen == 9 && !strncmp(p, "sync_free", 9)) target = &conf_sync_free;
+            if (target) {
+                if (!val || parse_bool(val, vlen, target))
+                    snprintf(err, sizeof err, "config: %.*s must be 0 or 1", (int)klen, p);
+            } else if (n) {
+                if (used) rest[used++] = ',';
+                memcpy(rest + used, p, n);
+                used += n;
+            }
+            if (!end) break;
+            p = end + 1;
+        }
+        if (!err[0] && gpool_config_parse(&conf_pool, rest) != GPOOL_OK)
+            snprintf(err, sizeof err, "%s", gpool_last_error());
+    }
+    free(rest);
+    if (err[0]) {
+        fprintf(stderr,
+                "gpool preload: bad GPOOL_CONF: %s (keys: disable, sync_free and gpool's); "
+                "gpool is disabled, CUDA allocations pass through\n",
+                err);
+        return;
+    }
+    conf_enabled = !disable;
+}
+
+int gpp_exiting(void) { return atomic_load_explicit(&exiting, memory_order_relaxed); }
+
+int gpp_enabled(void)
+{
+    pthread_once(&conf_once, read_conf);
+    return conf_enabled && !gpp_exiting();
+}
+
+static void mark_exiting(void) { atomic_store(&exiting, 1); }
+
+__attribute__((constructor)) static void preload_init(void)
+{
+    pthread_once(&conf_once, read_conf); /* a bad GPOOL_CONF is reported at start-up */
+    atexit(mark_exiting);
+}
+
+__attribute__((destructor)) static void preload_fini(void) { mark_exiting(); }
+
+/* ---------------------------------------------------------------- real dlsym -------------- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+/* Read by the dlsym trampoline below; hidden, set once. */
+__attribute__((used, visibility("hidden"))) dlsym_fn gpp_real_dlsym_ptr;
+
+__attribute__((used, visibility("hidden"))) dlsym_fn gpp_dlsym_resolve(void)
+{
+    dlsym_fn f = __atomic_load_n(&gpp_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+    if (f) return f;
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.17", "GLIBC_2.2.5", "GLIBC_2.0"};
+    for (size_t i = 0; !f && i < sizeof versions / sizeof versions[0]; i++)
+        *(void **)&f = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    __atomic_store_n(&gpp_real_dlsym_ptr, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+void *gpp_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn real = gpp_dlsym_resolve();
+    return real ? real(handle, name) : NULL;
+}
+
+struct runtime_search {
+    const char *name;
+    void *self, *found;
+};
+
+static int search_cudart(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct runtime_search *s = arg;
+    const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    if (!base || strncmp(base, "libcudart", 9) != 0 || (void *)info->dlpi_addr == s->self)
+        return 0;
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return 0;
+    s->found = gpp_real_dlsym(h, s->name);
+    dlclose(h);
+    return s->found != NULL;
+}
+
+static void *self_base(void);
+
+void *gpp_real_runtime(const char *name)
+{
+    void *f = gpp_real_dlsym(RTLD_NEXT, name);
+    if (f) return f;
+    struct runtime_search s = {name, self_base(), NULL};
+    dl_iterate_phdr(search_cudart, &s);
+    return s.found;
+}
+
+/* The start of this library in memory: dlsym calls from here (gpool's driver loader) always
+ * get the real symbol. */
+static void *self_base(void)
+{
+    static void *base;
+    void *b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
+    if (!b) {
+        Dl_info info;
+        if (dladdr((void *)&gpp_dlsym_resolve, &info)) b = info.dli_fbase;
+        __atomic_store_n(&base, b, __ATOMIC_RELEASE);
+    }
+    return b;
+}
+
+static void *object_base(const void *addr)
+{
+    Dl_info info;
+    return addr && dladdr(addr, &info) ? info.dli_fbase : NULL;
+}
+
+/* Every dlsym call lands here except RTLD_NEXT lookups, which the trampoline sends straight
+ * to the real dlsym: glibc resolves RTLD_NEXT relative to its caller's return address, and a
+ * tail jump keeps that the original caller's (a C wrapper would make it this library). */
+__attribute__((used, noinline, visibility("hidden"))) void *gpp_dlsym_slow(void *handle, const char *name)
+{
+    void *caller = __builtin_return_address(0);
+    dlsym_fn real = gpp_dlsym_resolve();
+    void *p = real(handle, name);
+    if (!p || !name || name[0] != 'c' || name[1] != 'u') return p;
+    void *hook = gpp_hook_for_symbol(name);
+    if (!hook || object_base(caller) == self_base() || !gpp_enabled()) return p;
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || object_base(p) != d->lib_base) return p; /* not the driver gpool serves */
+    return hook;
+}
+
+#if defined(__x86_64__)
+#if defined(__CET__) && (__CET__ & 1)
+#define GPP_ENDBR "endbr64\n"
+#else
+#define GPP_ENDBR ""
+#endif
+/* dlsym(handle, name): RTLD_NEXT (-1) tail-jumps to the real dlsym, the rest to the C code. */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n" GPP_ENDBR "  cmpq $-1, %rdi\n"
+        "  jne gpp_dlsym_slow\n"
+        "  movq gpp_real_dlsym_ptr(%rip), %rax\n"
+        "  testq %rax, %rax\n"
+        "  jz 1f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        "  pushq %rdi\n"
+        "  pushq %rsi\n"
+        "  subq $8, %rsp\n"
+        "  call gpp_dlsym_resolve\n"
+        "  addq $8, %rsp\n"
+        "  popq %rsi\n"
+        "  popq %rdi\n"
+        "  jmp *%rax\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        "dlsym:\n"
+        "  cmn x0, #1\n"
+        "  b.ne gpp_dlsym_slow\n"
+        "  adrp x16, gpp_real_dlsym_ptr\n"
+        "  ldr x16, [x16, :lo12:gpp_real_dlsym_ptr]\n"
+        "  cbz x16, 1f\n"
+        "  br x16\n"
+        "1:\n"
+        "  stp x29, x30, [sp, #-32]!\n"
+        "  mov x29, sp\n"
+        "  stp x0, x1, [sp, #16]\n"
+        "  bl gpp_dlsym_resolve\n"
+        "  mov x16, x0\n"
+        "  ldp x0, x1, [sp, #16]\n"
+        "  ldp x29, x30, [sp], #32\n"
+        "  br x16\n"
+        ".size dlsym, .-dlsym\n");
+#else
+/* Other architectures: RTLD_NEXT lookups resolve relative to this library. */
+void *dlsym(void *handle, const char *name)
+{
+    if (handle == RTLD_NEXT) return gpp_dlsym_resolve()(handle, name);
+    return gpp_dlsym_slow(handle, name);
+}
+#endif
+
+/* ---------------------------------------------------------------- real driver ------------- */
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static gpp_real_driver driver;
+static const gpp_real_driver *driver_ok;
+
+#define GPP_RESOLVE(field, name, ver, flags)                                                       \
+    do {                                                                                           \
+        void *fn_ = NULL;                                                                          \
+        CUdriverProcAddressQueryResult q_;                                                         \
+        if (d->cuGetProcAddress_v2(name, &fn_, ver, flags, &q_) != CUDA_SUCCESS ||                 \
+            q_ != CU_GET_PROC_ADDRESS_SUCCESS)                                                     \
+            fn_ = NULL;                                                                            \
+        *(void **)&d->field = fn_;                                                                 \
+    } while (0)
+
+static void load_driver(void)
+{
+    gpp_real_driver *d = &driver;
+    const char *env = getenv("GPOOL_LIBCUDA");
+    d->lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!d->lib) return;
+    dlsym_fn real = gpp_dlsym_resolve();
+    *(void **)&d->cuGetProcAddress_v2 = real(d->lib, "cuGetProcAddress_v2");
+    *(void **)&d->cuGetProcAddress_v1 = real(d->lib, "cuGetProcAddress");
+    d->sym_cuMemAllocAsync_ptsz = real(d->lib, "cuMemAllocAsync_ptsz");
+    d->sym_cuMemFreeAsync_ptsz = real(d->lib, "cuMemFreeAsync_ptsz");
+    d->lib_base = object_base((void *)d->cuGetProcAddress_v2);
+    if (!d->cuGetProcAddress_v2 || !d->lib_base) return;
+    const cuuint64_t dflt = CU_GET_PROC_ADDRESS_DEFAULT;
+    const cuuint64_t ptsz = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    GPP_RESOLVE(cuMemAlloc, "cuMemAlloc", 12000, dflt);
+    GPP_RESOLVE(cuMemFree, "cuMemFree", 12000, dflt);
+    GPP_RESOLVE(cuMemAllocAsync, "cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    GPP_RESOLVE(cuMemFreeAsync, "cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    GPP_RESOLVE(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 12000, ptsz);
+    GPP_RESOLVE(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 12000, ptsz);
+    GPP_RESOLVE(cuMemHostAlloc, "cuMemHostAlloc", 12000, dflt);
+    GPP_RESOLVE(cuMemAllocHost, "cuMemAllocHost", 12000, dflt);
+    GPP_RESOLVE(cuMemFreeHost, "cuMemFreeHost", 12000, dflt);
+    GPP_RESOLVE(cuMemGetInfo, "cuMemGetInfo", 12000, dflt);
+    GPP_RESOLVE(cuCtxGetCurrent, "cuCtxGetCurrent", 12000, dflt);
+    GPP_RESOLVE(cuCtxGetDevice, "cuCtxGetDevice", 12000, dflt);
+    GPP_RESOLVE(cuCtxPushCurrent, "cuCtxPushCurrent", 12000, dflt);
+    GPP_RESOLVE(cuCtxPopCurrent, "cuCtxPopCurrent", 12000, dflt);
+    GPP_RESOLVE(cuCtxSynchronize, "cuCtxSynchronize", 12000, dflt);
+    GPP_RESOLVE(cuDeviceGet, "cuDeviceGet", 12000, dflt);
+    GPP_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, dflt);
+    GPP_RESOLVE(cuEventCreate, "cuEventCreate", 12000, dflt);
+    GPP_RESOLVE(cuEventRecord, "cuEventRecord", 12000, dflt);
+    if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
+        d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSynchronize && d->cuDeviceGet &&
+        d->cuDevicePrimaryCtxRetain)
+        driver_ok = d;
+}
+#undef GPP_RESOLVE
+
+const gpp_real_driver *gpp_driver(void)
+{
+    pthread_once(&driver_once, load_driver);
+    return driver_ok;
+}
+
+/* ---------------------------------------------------------------- pools ------------------- */
+
+struct gpp_device {
+    _Atomic(gpool_t *) pool;
+    atomic_int failed; /* gpool cannot serve this device: pass its calls through */
+    CUcontext ctx;     /* its primary context (retained, like gpool's) */
+    CUevent marker;    /* the legacy-stream marker of cudaFree; NULL: synchronize instead */
+};
+static struct gpp_device devices[GPP_MAX_DEVICES];
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+gpool_t *gpp_pool_peek(int dev)
+{
+    if (dev < 0 || dev >= GPP_MAX_DEVICES) return NULL;
+    return atomic_load_explicit(&devices[dev].pool, memory_order_acquire);
+}
+
+/* Retain dev's primary context and make the cudaFree marker in it (pool_lock held). */
+static void open_context(const gpp_real_driver *d, int dev, struct gpp_device *g)
+{
+    CUdevice cudev;
+    if (d->cuDeviceGet(&cudev, dev) != CUDA_SUCCESS ||
+        d->cuDevicePrimaryCtxRetain(&g->ctx, cudev) != CUDA_SUCCESS) {
+        g->ctx = NULL;
+        return;
+    }
+    if (!d->cuEventCreate || !d->cuEventRecord) return;
+    CUcontext popped;
+    if (d->cuCtxPushCurrent(g->ctx) != CUDA_SUCCESS) return;
+    if (d->cuEventCreate(&g->marker, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) g->marker = NULL;
+    d->cuCtxPopCurrent(&popped);
+}
+
+gpool_t *gpp_pool(int dev)
+{
+    gpool_t *pool = gpp_pool_peek(dev);
+    if (pool || dev < 0 || dev >= GPP_MAX_DEVICES) return pool;
+    struct gpp_device *g = &devices[dev];
+    if (atomic_load_explicit(&g->failed, memory_order_relaxed)) return NULL;
+    const gpp_real_driver *d = gpp_driver();
+    if (!d) return NULL;
+    pthread_mutex_lock(&pool_lock);
+    pool = atomic_load_explicit(&g->pool, memory_order_relaxed);
+    if (!pool && !atomic_load_explicit(&g->failed, memory_order_relaxed)) {
+        gpool_config cfg = conf_pool;
+        cfg.device = dev;
+        gpool_status st = gpool_create(&cfg, &pool);
+        if (st == GPOOL_OK) {
+            open_context(d, dev, g);
+            atomic_store_explicit(&g->pool, pool, memory_order_release);
+        } else {
+            pool = NULL;
+            atomic_store(&g->failed, 1);
+            if (conf_pool.verbose)
+                fprintf(stderr, "gpool preload: device %d passes through to CUDA: %s\n", dev,
+                        gpool_last_error());
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return pool;
+}
+
+int gpp_current_device(void)
+{
+    const gpp_real_driver *d = gpp_driver();
+    CUcontext ctx = NULL;
+    CUdevice dev;
+    if (!d || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return -1;
+    if (d->cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+    return (int)dev;
+}
+
+CUstream gpp_stream(CUstream s, int per_thread)
+{
+    if (!s) return per_thread ? CU_STREAM_PER_THREAD : NULL;
+    return s == CU_STREAM_LEGACY ? NULL : s;
+}
+
+/* ---------------------------------------------------------------- alloc / free ------------ */
+
+gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
+{
+    gpool_t *pool = gpp_pool(dev);
+    if (!pool) return GPOOL_ERR_NO_DRIVER;
+    return gpool_alloc_async(pool, size, NULL, stream, out);
+}
+
+/* Order a cudaFree-style free of a block of dev after all work issued so far (see the top of
+ * this file): a marker on the legacy stream, or a full synchronize with sync_free=1. */
+static void legacy_barrier(int dev)
+{
+    const gpp_real_driver *d = gpp_driver();
+    struct gpp_device *g = &devices[dev];
+    if (!d || !g->ctx) return;
+    CUcontext cur = NULL, popped;
+    int pushed = 0;
+    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != g->ctx)
+        pushed = d->cuCtxPushCurrent(g->ctx) == CUDA_SUCCESS;
+    if (conf_sync_free || !g->marker || d->cuEventRecord(g->marker, CU_STREAM_LEGACY) != CUDA_SUCCESS)
+        d->cuCtxSynchronize();
+    if (pushed) d->cuCtxPopCurrent(&popped);
+}
+
+/* Whether one of our pools holds p (no driver call, no change). */
+static int owned_anywhere(const void *p)
+{
+    gpool_block_desc desc;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = gpp_pool_peek(dev);
+        if (pool && gpool_block_info(pool, p, &desc) == GPOOL_OK) return 1;
+    }
+    return 0;
+}
+
+static gpp_free_result free_result(gpool_status st)
+{
+    return st == GPOOL_OK ? GPP_FREED : st == GPOOL_ERR_INVALID_POINTER ? GPP_NOT_OURS
+                                                                        : GPP_FREE_FAILED;
+}
+
+gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+{
+    if (gpp_exiting()) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
+    int cur = gpp_current_device();
+    if (cur < 0) cur = 0;
+    /* The current device first, without a lookup: gpool_free_async changes nothing and says
+     * INVALID_POINTER for a pointer it does not own (a marker recorded for a foreign pointer
+     * is harmless: the real free that follows synchronizes anyway). */
+    gpool_t *pool = gpp_pool_peek(cur);
+    if (pool) {
+        if (legacy) legacy_barrier(cur);
+        gpp_free_result r = free_result(gpool_free_async(pool, p, stream));
+        if (r != GPP_NOT_OURS) return r;
+    }
+    gpool_block_desc desc;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        if (dev == cur || !(pool = gpp_pool_peek(dev))) continue;
+        if (gpool_block_info(pool, p, &desc) != GPOOL_OK) continue;
+        if (legacy) legacy_barrier(dev);
+        return free_result(gpool_free_async(pool, p, stream));
+    }
+    return GPP_NOT_OURS;
+}
+
+gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out)
+{
+    int dev = gpp_current_device();
+    gpool_t *pool = gpp_pool(dev < 0 ? 0 : dev);
+    if (!pool) return GPOOL_ERR_NO_DRIVER;
+    gpool_alloc_params params = {.kind = kind};
+    gpool_status st = gpool_alloc(pool, size, &params, out);
+    if (st == GPOOL_OK && kind == GPOOL_MEM_HOST_MAPPED) {
+        /* gpool answers a mapped block with its device address; callers want the host one */
+        gpool_block_desc desc;
+        if (gpool_block_info(pool, *out, &desc) == GPOOL_OK && desc.host_ptr) *out = desc.host_ptr;
+    }
+    return st;
+}
+
+gpp_free_result gpp_free_host(void *p)
+{
+    if (gpp_exiting()) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = gpp_pool_peek(dev);
+        if (!pool) continue;
+        gpool_block_desc desc;
+        if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE)
+            continue;
+        if (conf_sync_free) legacy_barrier(dev);
+        /* the block is freed by the address gpool handed out */
+        void *handle = desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr
+                                                          : desc.host_ptr;
+        gpool_status st = gpool_free(pool, handle ? handle : p);
+        if (st == GPOOL_ERR_INVALID_POINTER && handle && handle != p) st = gpool_free(pool, p);
+        return free_result(st);
+    }
+    return GPP_NOT_OURS;
+}
+
+int gpp_host_device_pointer(void *p, void **devp)
+{
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = gpp_pool_peek(dev);
+        gpool_block_desc desc;
+        if (!pool || gpool_block_info(pool, p, &desc) != GPOOL_OK) continue;
+        if (desc.kind == GPOOL_MEM_DEVICE || !desc.device_ptr) return -1;
+        uintptr_t off = desc.host_ptr ? (uintptr_t)p - (uintptr_t)desc.host_ptr : 0;
+        *devp = (void *)(uintptr_t)(desc.device_ptr + off);
+        return 1;
+    }
+    return 0;
+}
+
+gpool_status gpp_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+{
+    int dev = gpp_current_device();
+    gpool_t *pool = gpp_pool(dev < 0 ? 0 : dev);
+    if (!pool) return GPOOL_ERR_NO_DRIVER;
+    return gpool_mem_get_info(pool, free_bytes, total_bytes);
+}
+
+/* ---------------------------------------------------------------- symbol substitution ----- */
+
+/* Exported driver symbols we replace when dlsym asks for them by name. */
+static const struct {
+    const char *name;
+    void *hook;
+} symbol_hooks[] = {
+    {"cuGetProcAddress_v2", (void *)gpp_cuGetProcAddress_v2},
+    {"cuGetProcAddress", (void *)gpp_cuGetProcAddress_v1},
+    {"cuMemAlloc_v2", (void *)gpp_cuMemAlloc_v2},
+    {"cuMemFree_v2", (void *)gpp_cuMemFree_v2},
+    {"cuMemAllocAsync", (void *)gpp_cuMemAllocAsync},
+    {"cuMemAllocAsync_ptsz", (void *)gpp_cuMemAllocAsync_ptsz},
+    {"cuMemFreeAsync", (void *)gpp_cuMemFreeAsync},
+    {"cuMemFreeAsync_ptsz", (void *)gpp_cuMemFreeAsync_ptsz},
+    {"cuMemHostAlloc", (void *)gpp_cuMemHostAlloc},
+    {"cuMemAllocHost_v2", (void *)gpp_cuMemAllocHost_v2},
+    {"cuMemFreeHost", (void *)gpp_cuMemFreeHost},
+    {"cuMemGetInfo_v2", (void *)gpp_cuMemGetInfo_v2},
+};
+
+void *gpp_hook_for_symbol(const char *name)
+{
+    for (size_t i = 0; i < sizeof symbol_hooks / sizeof symbol_hooks[0]; i++)
+        if (!strcmp(symbol_hooks[i].name, name)) return symbol_hooks[i].hook;
+    return NULL;
+}
+
+/* cuGetProcAddress names base symbols; the ABI we replace exists from min_version on (older
+ * versions, e.g. the 32-bit cuMemAlloc, get the real entry point). */
+static const struct {
+    const char *name;
+    int min_version;
+    void *hook, *hook_ptsz;
+} proc_hooks[] = {
+    {"cuMemAlloc", 3020, (void *)gpp_cuMemAlloc_v2, NULL},
+    {"cuMemFree", 3020, (void *)gpp_cuMemFree_v2, NULL},
+    {"cuMemAllocAsync", 11020, (void *)gpp_cuMemAllocAsync, (void *)gpp_cuMemAllocAsync_ptsz},
+    {"cuMemFreeAsync", 11020, (void *)gpp_cuMemFreeAsync, (void *)gpp_cuMemFreeAsync_ptsz},
+    {"cuMemHostAlloc", 2020, (void *)gpp_cuMemHostAlloc, NULL},
+    {"cuMemAllocHost", 3020, (void *)gpp_cuMemAllocHost_v2, NULL},
+    {"cuMemFreeHost", 2000, (void *)gpp_cuMemFreeHost, NULL},
+    {"cuMemGetInfo", 3020, (void *)gpp_cuMemGetInfo_v2, NULL},
+    {"cuGetProcAddress", 12000, (void *)gpp_cuGetProcAddress_v2, NULL},
+    {"cuGetProcAddress", 11030, (void *)gpp_cuGetProcAddress_v1, NULL},
+};
+
+/* Our replacement for what the real cuGetProcAddress answered (real_fn), or NULL to keep it. */
+static void *proc_substitute(const gpp_real_driver *d, const char *symbol, int version,
+                             cuuint64_t flags, void *real_fn)
+{
+    if (!symbol || !real_fn || !gpp_enabled()) return NULL;
+    for (size_t i = 0; i < sizeof proc_hooks / sizeof proc_hooks[0]; i++) {
+        if (strcmp(proc_hooks[i].name, symbol) != 0 || version < proc_hooks[i].min_version)
+            continue;
+        int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ||
+                   (real_fn == d->sym_cuMemAllocAsync_ptsz && real_fn) ||
+                   (real_fn == d->sym_cuMemFreeAsync_ptsz && real_fn);
+        if (flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM) ptsz = 0;
+        return ptsz && proc_hooks[i].hook_ptsz ? proc_hooks[i].hook_ptsz : proc_hooks[i].hook;
+    }
+    return NULL;
+}
+
+CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                 cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = d->cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, status);
+    if (r == CUDA_SUCCESS && pfn) {
+        void *hook = proc_substitute(d, symbol, cuda_version, flags, *pfn);
+        if (hook) *pfn = hook;
+    }
+    return r;
+}
+
+CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version,
+                                 cuuint64_t flags)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuGetProcAddress_v1) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = d->cuGetProcAddress_v1(symbol, pfn, cuda_version, flags);
+    if (r == CUDA_SUCCESS && pfn) {
+        void *hook = proc_substitute(d, symbol, cuda_version, flags, *pfn);
+        if (hook) *pfn = hook;
+    }
+    return r;
+}
+
+/* Programs linked against libcuda that call cuGetProcAddress directly reach these. */
+__attribute__((visibility("default"))) CUresult
+cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                    CUdriverProcAddressQueryResult *symbolStatus)
+{
+    return gpp_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+__attribute__((visibility("default"))) CUresult
+gpp_exported_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+                                 cuuint64_t flags) __asm__("cuGetProcAddress");
+CUresult gpp_exported_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+                                          cuuint64_t flags)
+{
+    return gpp_cuGetProcAddress_v1(symbol, pfn, cudaVersion, flags);
+}

@@ -1,0 +1,116 @@
+/* preload.h — shared state of libgpool_preload.so, the LD_PRELOAD interposer that serves
+ * cudaMalloc & co. (runtime API) and cuMemAlloc & co. (driver API, reached through dlsym and
+ * cuGetProcAddress) from gpool pools. Not installed; only the preload sources include it.
+ *
+ * The interposer is built on gpool's public API (include/gpool.h) plus a table of the real
+ * driver entry points it needs itself (resolved with the real cuGetProcAddress of the same
+ * libcuda gpool loads: $GPOOL_LIBCUDA or libcuda.so.1). */
+#ifndef GPOOL_PRELOAD_H
+#define GPOOL_PRELOAD_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <stdatomic.h>
+
+#include "gpool.h"
+
+#define GPP_MAX_DEVICES 64
+
+/* Everything below is internal to the .so (the version script exports only the hooks). */
+#pragma GCC visibility push(hidden)
+
+/* The real driver entry points, resolved once (gpp_driver()). Hooked ones are here so that a
+ * pointer gpool does not own can be passed through. */
+typedef struct gpp_real_driver {
+    void *lib;       /* dlopen handle of the driver gpool uses too */
+    void *lib_base;  /* load address of that object (dladdr), to recognise its symbols */
+    PFN_cuGetProcAddress_v12000 cuGetProcAddress_v2;
+    PFN_cuGetProcAddress_v11030 cuGetProcAddress_v1;
+    PFN_cuMemAlloc_v3020 cuMemAlloc;
+    PFN_cuMemFree_v3020 cuMemFree;
+    PFN_cuMemAllocAsync_v11020 cuMemAllocAsync, cuMemAllocAsync_ptsz;
+    PFN_cuMemFreeAsync_v11020 cuMemFreeAsync, cuMemFreeAsync_ptsz;
+    PFN_cuMemHostAlloc_v2020 cuMemHostAlloc;
+    PFN_cuMemAllocHost_v3020 cuMemAllocHost;
+    PFN_cuMemFreeHost_v2000 cuMemFreeHost;
+    PFN_cuMemGetInfo_v3020 cuMemGetInfo;
+    PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
+    PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
+    PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
+    PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
+    PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
+    PFN_cuDeviceGet_v2000 cuDeviceGet;
+    PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
+    PFN_cuEventCreate_v2000 cuEventCreate;
+    PFN_cuEventRecord_v2000 cuEventRecord;
+    /* the addresses the driver exports for the per-thread-stream variants (may be NULL) */
+    void *sym_cuMemAllocAsync_ptsz, *sym_cuMemFreeAsync_ptsz;
+} gpp_real_driver;
+
+/* The real driver table, loaded on first use; NULL when the driver cannot be loaded. */
+const gpp_real_driver *gpp_driver(void);
+
+/* 1 while the interposer serves calls: GPOOL_CONF was valid, disable=1 not given, the
+ * process is not exiting. Reads the configuration on first call. */
+int gpp_enabled(void);
+/* 1 once exit() has started (our atexit handler or destructor ran). */
+int gpp_exiting(void);
+
+/* The pool of device dev, created on first use; NULL when gpool cannot serve that device
+ * (the caller passes the call through). */
+gpool_t *gpp_pool(int dev);
+/* The pool of dev if it exists already (never creates). */
+gpool_t *gpp_pool_peek(int dev);
+/* The device of the calling thread's current context (0 when none is current). */
+int gpp_current_device(void);
+
+/* Stream handles: runtime/driver NULL means the legacy stream (or the per-thread stream for
+ * the _ptsz variants); gpool's tag for the legacy stream is NULL. */
+CUstream gpp_stream(CUstream s, int per_thread);
+
+/* Outcome of trying to free a pointer through gpool. */
+typedef enum { GPP_NOT_OURS = 0, GPP_FREED, GPP_FREE_FAILED } gpp_free_result;
+
+/* Allocate size device bytes on device dev for stream; returns the gpool status (OK with
+ * *out set, OUT_OF_MEMORY, or another error meaning "pass through"). */
+gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out);
+/* Free p: legacy = 1 for cudaFree/cuMemFree semantics (see preload.c), else stream-ordered
+ * on stream. */
+gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy);
+/* Host memory: kind is GPOOL_MEM_HOST_PINNED or _MAPPED. Returns the gpool status; UNSUPPORTED
+ * (host kinds not available) and other non-OOM errors mean "pass through". */
+gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out);
+gpp_free_result gpp_free_host(void *p);
+/* Device address of host pointer p if gpool owns it: 1 and *dev set, else 0. */
+int gpp_host_device_pointer(void *p, void **dev);
+/* Free/total memory of the current device counting gpool's cache as free; gpool status. */
+gpool_status gpp_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+
+/* The real dlsym (glibc's), for lookups of our own. */
+void *gpp_real_dlsym(void *handle, const char *name);
+/* A runtime API function of the real libcudart (the next definition after this library, or
+ * the one in a libcudart loaded with RTLD_LOCAL); NULL if none is loaded. */
+void *gpp_real_runtime(const char *name);
+
+/* Symbol substitution: the hook for an exact exported driver symbol name, or NULL. */
+void *gpp_hook_for_symbol(const char *name);
+
+/* Driver hooks (preload_driver.c). */
+CUresult gpp_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+CUresult gpp_cuMemFree_v2(CUdeviceptr dptr);
+CUresult gpp_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult gpp_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult gpp_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
+CUresult gpp_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
+CUresult gpp_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
+CUresult gpp_cuMemAllocHost_v2(void **pp, size_t bytesize);
+CUresult gpp_cuMemFreeHost(void *p);
+CUresult gpp_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
+CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                 cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version,
+                                 cuuint64_t flags);
+
+#pragma GCC visibility pop
+
+#endif

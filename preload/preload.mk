@@ -1,0 +1,44 @@
+# preload.mk — libgpool_preload.so, the LD_PRELOAD drop-in for ML frameworks, and the helper
+# programs tests/test_preload.c runs under it. Included by the main Makefile.
+#
+#   LD_PRELOAD=build/libgpool_preload.so python train.py
+#
+# The interposer links gpool in statically (libgpool.a, built -fPIC) and exports only the hooks
+# listed in preload/preload.map.
+PRELOAD_OBJ   := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
+PRELOAD_LIB   := $(BUILD)/libgpool_preload.so
+PRELOAD_TDIR  := $(BUILD)/tests/preload
+PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
+	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
+	$(PRELOAD_TDIR)/next_prog
+
+.PHONY: preload
+preload: $(PRELOAD_LIB)
+lib: $(PRELOAD_LIB)
+
+$(PRELOAD_LIB): $(PRELOAD_OBJ) $(BUILD)/libgpool.a preload/preload.map
+	$(CC) -shared -Wl,--version-script=preload/preload.map -o $@ $(PRELOAD_OBJ) \
+	  $(BUILD)/libgpool.a $(LDFLAGS) -ldl -lpthread -lm -ljemalloc -lhwloc
+
+# A stand-in libcudart.so.13 whose memory functions fail loudly: under LD_PRELOAD none of them
+# may be reached for gpool's pointers.
+$(PRELOAD_TDIR)/libcudart.so.13: $(BUILD)/obj/tests/preload/cudart_standin.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libcudart.so.13 -o $@ $< $(LDFLAGS)
+$(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOAD_TDIR)/libcudart.so.13
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+$(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(LDFLAGS) -ldl
+# dlsym(RTLD_NEXT) through the interposed dlsym: libnext_wrap's next_value() wraps libnext_base's.
+$(PRELOAD_TDIR)/libnext_base.so: $(BUILD)/obj/tests/preload/next_base.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libnext_base.so -o $@ $< $(LDFLAGS)
+$(PRELOAD_TDIR)/libnext_wrap.so: $(BUILD)/obj/tests/preload/next_wrap.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libnext_wrap.so -o $@ $< $(LDFLAGS) -ldl
+$(PRELOAD_TDIR)/next_prog: $(BUILD)/obj/tests/preload/next_prog.o $(PRELOAD_TDIR)/libnext_wrap.so $(PRELOAD_TDIR)/libnext_base.so
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libnext_wrap.so $(PRELOAD_TDIR)/libnext_base.so \
+	  -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+
+$(BUILD)/tests/test_preload: | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB)

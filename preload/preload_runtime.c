@@ -1,0 +1,240 @@
+/* preload_runtime.c — the CUDA runtime API entry points libgpool_preload.so exports ahead of
+ * libcudart. Device memory comes from the pool of the calling thread's current device (device 0
+ * before the runtime made a context current, as the runtime itself would pick). Pointers gpool
+ * did not hand out, and every call while the interposer is off, go to the real libcudart. */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "preload.h"
+
+#define GPP_EXPORT __attribute__((visibility("default")))
+
+/* The real function `name` of type `type`, looked up once. */
+#define REAL(type, name)                                                                           \
+    static void *real_ptr_##name;                                                                  \
+    type real_##name;                                                                              \
+    *(void **)&real_##name = __atomic_load_n(&real_ptr_##name, __ATOMIC_ACQUIRE);                  \
+    if (!real_##name) {                                                                            \
+        *(void **)&real_##name = gpp_real_runtime(#name);                                          \
+        __atomic_store_n(&real_ptr_##name, *(void **)&real_##name, __ATOMIC_RELEASE);              \
+    }                                                                                              \
+    if (!real_##name) return cudaErrorInitializationError
+
+typedef cudaError_t (*malloc_fn)(void **, size_t);
+typedef cudaError_t (*free_fn)(void *);
+typedef cudaError_t (*malloc_async_fn)(void **, size_t, cudaStream_t);
+typedef cudaError_t (*free_async_fn)(void *, cudaStream_t);
+typedef cudaError_t (*malloc_pool_fn)(void **, size_t, cudaMemPool_t, cudaStream_t);
+typedef cudaError_t (*host_alloc_fn)(void **, size_t, unsigned int);
+typedef cudaError_t (*host_devptr_fn)(void **, void *, unsigned int);
+typedef cudaError_t (*mem_info_fn)(size_t *, size_t *);
+
+static int current_device(void)
+{
+    int dev = gpp_current_device();
+    return dev < 0 ? 0 : dev;
+}
+
+/* OK: served; OUT_OF_MEMORY: cudaErrorMemoryAllocation (the code frameworks retry on); any
+ * other status: pass the call through. */
+static int serve_alloc(void **out, size_t size, cudaStream_t stream, int per_thread,
+                       cudaError_t *code)
+{
+    void *p = NULL;
+    gpool_status st = gpp_alloc_device(current_device(), size, gpp_stream(stream, per_thread), &p);
+    if (st == GPOOL_OK) {
+        *out = p;
+        *code = cudaSuccess;
+        return 1;
+    }
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        *code = cudaErrorMemoryAllocation;
+        return 1;
+    }
+    return 0;
+}
+
+static cudaError_t free_code(gpp_free_result r)
+{
+    return r == GPP_FREED ? cudaSuccess : cudaErrorUnknown;
+}
+
+GPP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    if (gpp_enabled()) {
+        if (!devPtr) return cudaErrorInvalidValue;
+        *devPtr = NULL;
+        if (!size) return cudaSuccess;
+        cudaError_t code;
+        if (serve_alloc(devPtr, size, NULL, 0, &code)) return code;
+    }
+    REAL(malloc_fn, cudaMalloc);
+    return real_cudaMalloc(devPtr, size);
+}
+
+GPP_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+    if (!devPtr) return cudaSuccess;
+    if (gpp_enabled() || gpp_exiting()) {
+        gpp_free_result r = gpp_free_device(devPtr, NULL, 1);
+        if (r != GPP_NOT_OURS) return free_code(r);
+    }
+    REAL(free_fn, cudaFree);
+    return real_cudaFree(devPtr);
+}
+
+static int serve_alloc_async(void **devPtr, size_t size, cudaStream_t stream, int per_thread,
+                             cudaError_t *code)
+{
+    if (!gpp_enabled()) return 0;
+    if (!devPtr) {
+        *code = cudaErrorInvalidValue;
+        return 1;
+    }
+    *devPtr = NULL;
+    if (!size) {
+        *code = cudaSuccess;
+        return 1;
+    }
+    return serve_alloc(devPtr, size, stream, per_thread, code);
+}
+
+static int serve_free_async(void *devPtr, cudaStream_t stream, int per_thread, cudaError_t *code)
+{
+    if (!devPtr || !(gpp_enabled() || gpp_exiting())) return 0;
+    gpp_free_result r = gpp_free_device(devPtr, gpp_stream(stream, per_thread), 0);
+    *code = free_code(r);
+    return r != GPP_NOT_OURS;
+}
+
+GPP_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    cudaError_t code;
+    if (serve_alloc_async(devPtr, size, hStream, 0, &code)) return code;
+    REAL(malloc_async_fn, cudaMallocAsync);
+    return real_cudaMallocAsync(devPtr, size, hStream);
+}
+
+GPP_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
+GPP_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    cudaError_t code;
+    if (serve_alloc_async(devPtr, size, hStream, 1, &code)) return code;
+    REAL(malloc_async_fn, cudaMallocAsync_ptsz);
+    return real_cudaMallocAsync_ptsz(devPtr, size, hStream);
+}
+
+GPP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    cudaError_t code;
+    if (serve_free_async(devPtr, hStream, 0, &code)) return code;
+    REAL(free_async_fn, cudaFreeAsync);
+    return real_cudaFreeAsync(devPtr, hStream);
+}
+
+GPP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
+GPP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    cudaError_t code;
+    if (serve_free_async(devPtr, hStream, 1, &code)) return code;
+    REAL(free_async_fn, cudaFreeAsync_ptsz);
+    return real_cudaFreeAsync_ptsz(devPtr, hStream);
+}
+
+/* Allocation from an explicit CUDA memory pool stays with CUDA; its frees reach the real
+ * cudaFreeAsync because gpool does not own those pointers. */
+GPP_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                               cudaStream_t stream)
+{
+    REAL(malloc_pool_fn, cudaMallocFromPoolAsync);
+    return real_cudaMallocFromPoolAsync(ptr, size, memPool, stream);
+}
+
+GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
+                                                    cudaMemPool_t memPool, cudaStream_t stream);
+GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
+                                                    cudaMemPool_t memPool, cudaStream_t stream)
+{
+    REAL(malloc_pool_fn, cudaMallocFromPoolAsync_ptsz);
+    return real_cudaMallocFromPoolAsync_ptsz(ptr, size, memPool, stream);
+}
+
+/* Pinned host memory through gpool when it has the host kinds; write-combined memory, and
+ * everything while gpool answers UNSUPPORTED, through the runtime. */
+static int serve_host_alloc(void **pHost, size_t size, unsigned flags, cudaError_t *code)
+{
+    if (!gpp_enabled() || (flags & cudaHostAllocWriteCombined)) return 0;
+    if (!pHost) {
+        *code = cudaErrorInvalidValue;
+        return 1;
+    }
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped)) {
+        *code = cudaErrorInvalidValue;
+        return 1;
+    }
+    *pHost = NULL;
+    if (!size) {
+        *code = cudaSuccess;
+        return 1;
+    }
+    gpool_mem_kind kind = flags & cudaHostAllocMapped ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
+    gpool_status st = gpp_alloc_host(size, kind, pHost);
+    if (st == GPOOL_OK) {
+        *code = cudaSuccess;
+        return 1;
+    }
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        *code = cudaErrorMemoryAllocation;
+        return 1;
+    }
+    return 0;
+}
+
+GPP_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    cudaError_t code;
+    if (serve_host_alloc(ptr, size, 0, &code)) return code;
+    REAL(malloc_fn, cudaMallocHost);
+    return real_cudaMallocHost(ptr, size);
+}
+
+GPP_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    cudaError_t code;
+    if (serve_host_alloc(pHost, size, flags, &code)) return code;
+    REAL(host_alloc_fn, cudaHostAlloc);
+    return real_cudaHostAlloc(pHost, size, flags);
+}
+
+GPP_EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+    if (!ptr) return cudaSuccess;
+    if (gpp_enabled() || gpp_exiting()) {
+        gpp_free_result r = gpp_free_host(ptr);
+        if (r != GPP_NOT_OURS) return free_code(r);
+    }
+    REAL(free_fn, cudaFreeHost);
+    return real_cudaFreeHost(ptr);
+}
+
+GPP_EXPORT cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+    if (gpp_enabled() && pHost) {
+        if (!pDevice || flags) return cudaErrorInvalidValue;
+        int r = gpp_host_device_pointer(pHost, pDevice);
+        if (r > 0) return cudaSuccess;
+        if (r < 0) return cudaErrorInvalidValue; /* gpool's, but not mapped into the device */
+    }
+    REAL(host_devptr_fn, cudaHostGetDevicePointer);
+    return real_cudaHostGetDevicePointer(pDevice, pHost, flags);
+}
+
+GPP_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+    if (gpp_enabled()) {
+        if (!free || !total) return cudaErrorInvalidValue;
+        if (gpp_mem_get_info(free, total) == GPOOL_OK) return cudaSuccess;
+    }
+    REAL(mem_info_fn, cudaMemGetInfo);
+    return real_cudaMemGetInfo(free, total);
+}

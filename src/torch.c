@@ -1,0 +1,105 @@
+/* torch.c — the PyTorch pluggable-allocator hooks (include/gpool_torch.h): one pool per device,
+ * created on first use, every call ordered on the stream PyTorch passes. */
+#include "gpool_torch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+#define TORCH_MAX_DEVICES 64
+
+static _Atomic(gpool_t *) torch_pools[TORCH_MAX_DEVICES];
+static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* GPOOL_CONF without the keys only the LD_PRELOAD interposer knows (disable, sync_free), so one
+ * setting serves both; `device` is overridden per pool. */
+static gpool_status torch_config(int device, gpool_config *cfg)
+{
+    gpool_config_default(cfg);
+    const char *env = getenv("GPOOL_CONF");
+    if (env && *env) {
+        size_t len = strlen(env);
+        char *rest = calloc(1, len + 1);
+        if (!rest) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory reading GPOOL_CONF");
+        size_t used = 0;
+        for (const char *p = env; *p;) {
+            const char *end = strchr(p, ',');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            const char *q = p;
+            size_t m = n;
+            while (m && (*q == ' ' || *q == '\t')) q++, m--;
+            int skip = (m >= 8 && !strncmp(q, "disable=", 8)) || (m >= 10 && !strncmp(q, "sync_free=", 10));
+            if (!skip && m) {
+                if (used) rest[used++] = ',';
+                memcpy(rest + used, p, n);
+                used += n;
+            }
+            if (!end) break;
+            p = end + 1;
+        }
+        gpool_status st = gpool_config_parse(cfg, rest);
+        free(rest);
+        if (st != GPOOL_OK) {
+            char msg[400];
+            strncpy(msg, gpool_last_error(), sizeof msg - 1);
+            msg[sizeof msg - 1] = 0;
+            return gp_fail(st, "GPOOL_CONF: %s", msg);
+        }
+    }
+    cfg->device = device;
+    return GPOOL_OK;
+}
+
+static gpool_t *torch_pool(int device)
+{
+    if (device < 0 || device >= TORCH_MAX_DEVICES) {
+        gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch: device %d out of range", device);
+        return NULL;
+    }
+    gpool_t *pool = atomic_load_explicit(&torch_pools[device], memory_order_acquire);
+    if (pool) return pool;
+    pthread_mutex_lock(&torch_lock);
+    pool = atomic_load_explicit(&torch_pools[device], memory_order_relaxed);
+    if (!pool) {
+        gpool_config cfg;
+        if (torch_config(device, &cfg) == GPOOL_OK && gpool_create(&cfg, &pool) == GPOOL_OK)
+            atomic_store_explicit(&torch_pools[device], pool, memory_order_release);
+        else
+            pool = NULL;
+    }
+    pthread_mutex_unlock(&torch_lock);
+    return pool;
+}
+
+void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
+{
+    gpool_t *pool = torch_pool(device);
+    void *p = NULL;
+    if (pool && size) gpool_alloc_async(pool, size, NULL, stream, &p);
+    return p;
+}
+
+void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
+{
+    if (!ptr) return;
+    gpool_t *pool = device >= 0 && device < TORCH_MAX_DEVICES
+                        ? atomic_load_explicit(&torch_pools[device], memory_order_acquire)
+                        : NULL;
+    if (pool && gpool_free_async(pool, ptr, stream) == GPOOL_OK) return;
+    /* not where PyTorch said: look in the other devices' pools */
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *other = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        if (other && other != pool && gpool_free_async(other, ptr, stream) == GPOOL_OK) return;
+    }
+}
+
+void gpool_torch_empty_cache(void)
+{
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        if (pool) gpool_trim(pool, 0);
+    }
+}
