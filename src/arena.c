@@ -223,6 +223,42 @@ static size_t make_room(gp_arena *a)
     return freed;
 }
 
+/* "N x <=SIZE (BYTES)" for the size buckets (powers of two) holding the most live bytes. */
+static void live_by_size(gp_arena *a, char *out, size_t cap)
+{
+    uint64_t count[64] = {0}, bytes[64] = {0};
+    for (size_t i = 0; i < a->heap.nregions; i++)
+        GP_HEAP_FOREACH(&a->heap, i, r)
+        {
+            if (r->is_free) continue;
+            gp_slab *s = r->aux;
+            if (!s) {
+                unsigned b = 64u - (unsigned)__builtin_clzll((unsigned long long)r->size - 1);
+                count[b]++;
+                bytes[b] += r->size;
+                continue;
+            }
+            unsigned b = 64u - (unsigned)__builtin_clzll((unsigned long long)s->slot_size - 1);
+            for (uint32_t k = 0; k < s->nslots; k++)
+                if (gp_slot_state(s, k) != GP_SLOT_FREE) {
+                    count[b]++;
+                    bytes[b] += s->slot_size;
+                }
+        }
+    size_t len = 0;
+    out[0] = 0;
+    for (int shown = 0; shown < 4; shown++) {
+        int best = -1;
+        for (int b = 0; b < 64; b++)
+            if (bytes[b] && (best < 0 || bytes[b] > bytes[best])) best = b;
+        if (best < 0 || len >= cap) break;
+        len += (size_t)snprintf(out + len, cap - len, "%s%" PRIu64 " x <=%zu KiB (%" PRIu64 " MiB)",
+                                shown ? ", " : "", count[best], ((size_t)1 << best) >> 10,
+                                bytes[best] >> 20);
+        bytes[best] = 0;
+    }
+}
+
 static gpool_status oom_report(gp_arena *a, size_t size)
 {
     size_t held = held_bytes(a), idle = a->ops->idle_bytes(a->bctx);
@@ -238,13 +274,15 @@ static gpool_status oom_report(gp_arena *a, size_t size)
         snprintf(drv, sizeof drv, "unknown");
     else
         snprintf(drv, sizeof drv, "%zu", drv_free);
+    char live[200];
+    live_by_size(a, live, sizeof live);
     a->c.ooms++;
     return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                    "%s: cannot allocate %zu bytes: driver free %s bytes, pool holds %zu bytes "
-                   "(%" PRIu64 " in use, %zu cached unmapped, %zu free inside "
-                   "partly used pages), largest free range %zu bytes; cause: %s",
-                   a->ops->name, size, drv, held, a->c.in_use, idle, waste,
-                   gp_heap_largest_free(&a->heap), cause);
+                   "(%" PRIu64 " in use, %zu cached unmapped, %zu free inside partly used pages); "
+                   "live blocks: %s; cause: %s",
+                   a->ops->name, size, drv, held, a->c.in_use, idle, waste, live[0] ? live : "none",
+                   cause);
 }
 
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,

@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[1024];
 
 gpool_status gp_fail(gpool_status st, const char *fmt, ...)
 {

@@ -49,9 +49,13 @@ void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t
 /* Drop all caches of a pool being destroyed (pool->lock held). */
 void gp_tcache_pool_gone(gpool_t *pool);
 
-/* The registry of live pools (tcache.c): register at create, unregister first at destroy. */
+/* The registry of live pools (registry.c): register at create, unregister first at
+ * destroy; the lock guards gp_registry_alive. */
 int gp_pool_register(gpool_t *pool);
 void gp_pool_unregister(gpool_t *pool);
+void gp_registry_lock(void);
+void gp_registry_unlock(void);
+int gp_registry_alive(gpool_t *pool, uint64_t id);
 void gp_tcache_flush_mine(gpool_t *pool);
 
 /* Trace log (trace.c). */

@@ -36,7 +36,6 @@ static _Thread_local struct tls_entry {
     gp_tcache *tc;
 } tls[TC_TLS];
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int exit_key_ok;
@@ -79,67 +78,20 @@ static void tc_retire(gp_tcache *tc)
     free(tc);
 }
 
-/* Live pools, so a thread's exit handler can tell whether its caches still have an owner.
- * Lock order: registry_lock, then pool->lock, then arena locks. */
-typedef struct reg_entry {
-    gpool_t *pool;
-    uint64_t id;
-} reg_entry;
-static reg_entry *registry;
-static size_t nregistry, cap_registry;
-
-int gp_pool_register(gpool_t *pool)
-{
-    pthread_mutex_lock(&registry_lock);
-    int ok = 1;
-    if (nregistry == cap_registry) {
-        size_t cap = cap_registry ? cap_registry * 2 : 8;
-        reg_entry *nr = realloc(registry, cap * sizeof *nr);
-        if (nr) {
-            registry = nr;
-            cap_registry = cap;
-        } else {
-            ok = 0;
-        }
-    }
-    if (ok) registry[nregistry++] = (reg_entry){pool, pool->id};
-    pthread_mutex_unlock(&registry_lock);
-    return ok ? 0 : -1;
-}
-
-void gp_pool_unregister(gpool_t *pool)
-{
-    pthread_mutex_lock(&registry_lock);
-    for (size_t i = 0; i < nregistry; i++)
-        if (registry[i].pool == pool && registry[i].id == pool->id) {
-            registry[i] = registry[--nregistry];
-            break;
-        }
-    if (!nregistry) {
-        free(registry);
-        registry = NULL;
-        cap_registry = 0;
-    }
-    pthread_mutex_unlock(&registry_lock);
-}
-
 static void thread_exit(void *unused)
 {
-    pthread_mutex_lock(&registry_lock);
+    gp_registry_lock();
     for (int i = 0; i < TC_TLS; i++) {
         struct tls_entry e = tls[i];
         tls[i] = (struct tls_entry){0};
-        if (!e.tc) continue;
-        int alive = 0;
-        for (size_t k = 0; k < nregistry && !alive; k++)
-            alive = registry[k].pool == e.pool && registry[k].id == e.id;
-        if (!alive) continue; /* gpool_destroy already freed this cache */
+        if (!e.tc || !gp_registry_alive(e.pool, e.id))
+            continue; /* gpool_destroy already freed this cache */
         tc_return_all(e.tc);
         pthread_mutex_lock(&e.pool->lock);
         tc_retire(e.tc);
         pthread_mutex_unlock(&e.pool->lock);
     }
-    pthread_mutex_unlock(&registry_lock);
+    gp_registry_unlock();
 }
 
 static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0; }

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpool.h"
@@ -376,4 +377,42 @@ Test(core, trace_records_rmm_csv) {
     cr_assert(strstr(line, ",free,") && strstr(line, ",1234,"), "%s", line);
     fclose(f);
     unlink(path);
+}
+
+Test(core, leak_check_at_exit_names_undestroyed_pools)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        setenv("GPOOL_LEAK_CHECK", "1", 1);
+        gpool_t *p = test_pool(NULL);
+        void *a;
+        gpool_alloc(p, 3 << 20, NULL, &a);
+        exit(0); /* never destroyed */
+    }
+    close(fds[1]);
+    char buf[1024] = {0};
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(strstr(buf, "leak check") && strstr(buf, "1 live blocks"), "stderr: %s", buf);
+}
+
+Test(core, oom_message_lists_live_blocks_by_size)
+{
+    sim->set_capacity(0, 32 * MiB);
+    gpool_t *p = test_pool(NULL);
+    void *a, *b;
+    cr_assert_eq(gpool_alloc(p, 20 * MiB, NULL, &a), GPOOL_OK);
+    cr_assert_eq(gpool_alloc(p, 20 * MiB, NULL, &b), GPOOL_ERR_OUT_OF_MEMORY);
+    const char *m = gpool_last_error();
+    cr_assert(strstr(m, "live blocks: 1 x <=32768 KiB (20 MiB)"), "%s", m);
+    cr_assert(strstr(m, "real exhaustion"), "%s", m);
+    gpool_free(p, a);
+    gpool_destroy(p);
 }
