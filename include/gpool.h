@@ -1,11 +1,38 @@
-/*
- * gpool — a caching memory-pool allocator for NVIDIA GPUs over the CUDA driver API.
+/**
+ * @file gpool.h
+ * @brief gpool — a caching memory-pool allocator for NVIDIA GPUs over the CUDA driver API.
  *
+ * This header is the whole public API. A pool (gpool_t) is bound to one CUDA device and hands
+ * out blocks of three kinds of memory: device memory (vidmem, mapped through the driver's
+ * virtual memory management), pinned host memory, and pinned host memory mapped into the
+ * device (zero-copy). Freed blocks stay cached, so a repeated workload is served without
+ * driver calls; when physical memory runs short the pool gives cached pages back and remaps
+ * them where they are needed instead of failing.
+ *
+ * @par Errors
  * Every call returns a gpool_status; on failure gpool_last_error() holds a message that says
  * exactly what went wrong (thread-local, valid until the calling thread's next gpool call).
+ * Out-pointers are set to NULL (or left unchanged, where a function says so) on failure.
+ *
+ * @par Thread-safety
  * Unless a function says otherwise it is thread-safe: any thread may call it on any pool.
+ * gpool_destroy() is the exception: no other thread may use that pool meanwhile.
+ *
+ * @par Ownership
+ * A block belongs to the pool that allocated it and must be freed through that pool
+ * (gpool_free(), gpool_free_async()) or is freed by gpool_destroy(). The library never takes
+ * ownership of caller memory; strings it returns are static or thread-local and must not be
+ * freed.
+ *
+ * @par The driver
  * The CUDA driver is loaded at run time (dlopen of libcuda.so.1, or the file named by the
- * GPOOL_LIBCUDA environment variable); nothing here needs cuda.h.
+ * GPOOL_LIBCUDA environment variable); nothing here needs cuda.h, and a program linked with
+ * gpool starts on a machine without a GPU (gpool_create() then says so).
+ *
+ * @par Versioning
+ * The library follows semantic versioning: the soname is libgpool.so.MAJOR, and
+ * GPOOL_VERSION_MAJOR/MINOR/PATCH describe the header a program was compiled with, while
+ * gpool_version() returns the version of the library it runs with.
  */
 #ifndef GPOOL_H
 #define GPOOL_H
@@ -21,22 +48,32 @@ extern "C" {
 #if defined(__GNUC__)
 #define GPOOL_API __attribute__((visibility("default")))
 #else
+/** Marks a function as part of the public API: exported from libgpool.so, whose other
+ *  symbols have hidden visibility (with GCC and Clang this is
+ *  __attribute__((visibility("default")))). */
 #define GPOOL_API
 #endif
 
+/** Major version of this header: incremented on incompatible API or ABI changes (and in the
+ *  soname, libgpool.so.MAJOR). */
 #define GPOOL_VERSION_MAJOR 0
+/** Minor version of this header: incremented when functionality is added compatibly. */
 #define GPOOL_VERSION_MINOR 1
+/** Patch version of this header: incremented for compatible fixes. */
 #define GPOOL_VERSION_PATCH 0
 
-/** A CUDA stream; the same type as CUstream and cudaStream_t. NULL is the legacy stream. */
+/** A CUDA stream; the same type as CUstream and cudaStream_t, so either can be passed
+ *  directly. NULL is the legacy default stream. gpool never creates or destroys streams. */
 typedef struct CUstream_st *gpool_stream_t;
 
-/** An allocator instance bound to one CUDA device. Opaque. */
+/** An allocator instance bound to one CUDA device. Opaque: create it with gpool_create(),
+ *  destroy it with gpool_destroy(). */
 typedef struct gpool gpool_t;
 
-/** Status codes. GPOOL_OK is 0; every other value is an error. */
+/** Status codes returned by every gpool call. GPOOL_OK is 0; every other value is an error,
+ *  and gpool_last_error() then holds the details. gpool_strerror() names each code. */
 typedef enum gpool_status {
-    GPOOL_OK = 0,
+    GPOOL_OK = 0,                  /**< success */
     GPOOL_ERR_INVALID_ARG = 1,     /**< NULL pool or out-pointer, bad size, alignment or flag */
     GPOOL_ERR_OUT_OF_MEMORY = 2,   /**< physical memory (or the kind's budget) is exhausted */
     GPOOL_ERR_INVALID_POINTER = 3, /**< pointer not from this pool, or already freed */
@@ -49,16 +86,19 @@ typedef enum gpool_status {
     GPOOL_ERR_IO = 10,             /**< a file could not be written */
 } gpool_status;
 
-/** Where a block lives. */
+/** Where a block lives. Chosen per request in gpool_alloc_params.kind. */
 typedef enum gpool_mem_kind {
     GPOOL_MEM_AUTO = 0,        /**< let the placement policy choose from the usage hint */
     GPOOL_MEM_DEVICE = 1,      /**< device memory (vidmem), mapped through VMM */
     GPOOL_MEM_HOST_PINNED = 2, /**< page-locked host memory, for fast async copies */
     GPOOL_MEM_HOST_MAPPED = 3, /**< pinned host memory also mapped into the device (zero-copy) */
-    GPOOL_MEM_KIND_COUNT = 4
+    GPOOL_MEM_KIND_COUNT = 4   /**< number of kinds (array bound, not a kind) */
 } gpool_mem_kind;
 
-/** How the caller will use a block; GPOOL_MEM_AUTO turns this into a kind. */
+/** How the caller will use a block, in the spirit of Vulkan Memory Allocator's usage values.
+ *  With GPOOL_MEM_AUTO the placement policy turns the hint into a kind through one table:
+ *  GPU-only and default data go to vidmem, upload / multi-GPU / large-dataset data to mapped
+ *  sysmem, readback and staging buffers to pinned sysmem. */
 typedef enum gpool_usage {
     GPOOL_USAGE_DEFAULT = 0,       /**< no hint: device memory */
     GPOOL_USAGE_GPU_ONLY = 1,      /**< hot data touched only by kernels */
@@ -67,10 +107,10 @@ typedef enum gpool_usage {
     GPOOL_USAGE_STAGING = 4,       /**< source or target of async copies */
     GPOOL_USAGE_MULTI_GPU = 5,     /**< shared by several GPUs */
     GPOOL_USAGE_LARGE_DATASET = 6, /**< larger than the device should hold */
-    GPOOL_USAGE_COUNT = 7
+    GPOOL_USAGE_COUNT = 7          /**< number of hints (array bound, not a hint) */
 } gpool_usage;
 
-/** Allocation flags (bitwise or). */
+/** Allocation flags for gpool_alloc_params.flags (bitwise or). */
 enum {
     GPOOL_ALLOC_ZERO = 1u << 0,           /**< fill the block with zero bytes */
     GPOOL_ALLOC_ALLOW_FALLBACK = 1u << 1, /**< AUTO may use mapped sysmem when vidmem is full */
@@ -78,11 +118,13 @@ enum {
                                                the allocating stream wait on their event */
 };
 
-/** Per-request parameters. Zero-initialised means: device memory, default alignment (256
- *  bytes), automatic page size, the pool's default stream. */
+/** Per-request parameters for gpool_alloc() and gpool_alloc_async(). Zero-initialised (or a
+ *  NULL pointer) means: device memory, default alignment (256 bytes), automatic page size,
+ *  the pool's default stream. The struct is read during the call only. */
 typedef struct gpool_alloc_params {
-    gpool_mem_kind kind;
-    gpool_usage usage;
+    gpool_mem_kind kind;   /**< where the block lives; GPOOL_MEM_AUTO: chosen from usage */
+    gpool_usage usage;     /**< how the block is used; decides the kind for GPOOL_MEM_AUTO and
+                                is reported back by gpool_block_info() */
     size_t alignment;      /**< power of two, at most the page size; 0 = 256 */
     size_t page_size;      /**< 0 = automatic; else a multiple of the device granularity */
     unsigned flags;        /**< GPOOL_ALLOC_* */
@@ -90,164 +132,369 @@ typedef struct gpool_alloc_params {
 } gpool_alloc_params;
 
 /** Pool configuration. Start from gpool_config_default(); gpool_config_parse() applies a
- *  "key=value,key=value" string (the GPOOL_CONF syntax). */
+ *  "key=value,key=value" string (the GPOOL_CONF syntax). gpool_create() copies it. */
 typedef struct gpool_config {
-    int device;                 /**< CUDA device ordinal (default 0) */
-    size_t release_threshold;   /**< cached bytes kept after gpool_trim(…, 0)-style release
-                                     on memory pressure; 0 = release all (default 0) */
-    size_t tcache_bytes;        /**< per-thread cache bound in bytes (default 1 MiB; 0 = off) */
-    size_t small_max;           /**< largest request served from small size classes (64 KiB) */
-    size_t budget[GPOOL_MEM_KIND_COUNT]; /**< per-kind byte budget; 0 = no limit */
-    size_t va_reserve;          /**< bytes of virtual address space per reservation
-                                     (0 = 2 x device memory) */
-    int verbose;                /**< 1 = print OOM and leak reports on stderr */
-    gpool_stream_t default_stream; /**< stream used by gpool_alloc/gpool_free (NULL) */
-    char trace_path[256];       /**< if set, log every alloc/free as RMM CSV to this file */
+    /** CUDA device ordinal (default 0). */
+    int device;
+    /** Cached bytes kept after a gpool_trim(…, 0)-style release on memory pressure; 0 =
+     *  release all (default 0). */
+    size_t release_threshold;
+    /** Per-thread cache bound in bytes (default 1 MiB; 0 = off). */
+    size_t tcache_bytes;
+    /** Largest request served from small size classes (default 16 KiB). */
+    size_t small_max;
+    /** Per-kind byte budget, indexed by gpool_mem_kind; 0 = no limit. */
+    size_t budget[GPOOL_MEM_KIND_COUNT];
+    /** Bytes of virtual address space per reservation (0 = 2 x device memory, at least 8 GiB;
+     *  otherwise at least 64 MiB). */
+    size_t va_reserve;
+    /** 1 = print OOM and leak reports on stderr. */
+    int verbose;
+    /** Stream used by gpool_alloc and gpool_free (default NULL, the legacy stream). */
+    gpool_stream_t default_stream;
+    /** If set, log every alloc/free as RMM replay CSV to this file. */
+    char trace_path[256];
 } gpool_config;
 
 /** Counters for one memory kind. Bytes "in use" are rounded block sizes; "requested" are the
  *  sizes callers asked for; "reserved" is physical memory mapped; "cached" is reserved memory
- *  not holding a live block. */
+ *  not holding a live block. Peaks are high-water marks since the pool was created. */
 typedef struct gpool_kind_stats {
-    uint64_t requested_bytes, in_use_bytes, reserved_bytes, cached_bytes;
-    uint64_t peak_requested_bytes, peak_in_use_bytes, peak_reserved_bytes, peak_cached_bytes;
-    uint64_t allocs, frees, live_blocks;
+    uint64_t requested_bytes;      /**< bytes callers asked for, over live blocks */
+    uint64_t in_use_bytes;         /**< bytes of live blocks, rounded to their block sizes */
+    uint64_t reserved_bytes;       /**< physical memory held from the driver */
+    uint64_t cached_bytes;         /**< reserved bytes not holding a live block */
+    uint64_t peak_requested_bytes; /**< high-water mark of requested_bytes */
+    uint64_t peak_in_use_bytes;    /**< high-water mark of in_use_bytes */
+    uint64_t peak_reserved_bytes;  /**< high-water mark of reserved_bytes */
+    uint64_t peak_cached_bytes;    /**< high-water mark of cached_bytes */
+    uint64_t allocs;               /**< successful allocations so far */
+    uint64_t frees;                /**< frees so far */
+    uint64_t live_blocks;          /**< blocks allocated and not yet freed */
 } gpool_kind_stats;
 
-/** Driver calls counted by gpool_stats.driver_calls. */
+/** Driver calls counted by gpool_stats.driver_calls (an index into that array);
+ *  gpool_driver_call_name() names each one. */
 typedef enum gpool_driver_call {
-    GPOOL_DRV_MEM_CREATE = 0,
-    GPOOL_DRV_MEM_RELEASE,
-    GPOOL_DRV_MEM_MAP,
-    GPOOL_DRV_MEM_UNMAP,
-    GPOOL_DRV_MEM_SET_ACCESS,
-    GPOOL_DRV_ADDRESS_RESERVE,
-    GPOOL_DRV_ADDRESS_FREE,
-    GPOOL_DRV_HOST_ALLOC,
-    GPOOL_DRV_HOST_FREE,
-    GPOOL_DRV_HOST_REGISTER,
-    GPOOL_DRV_HOST_UNREGISTER,
-    GPOOL_DRV_EVENT,   /**< event create/record/query/synchronize/destroy */
-    GPOOL_DRV_STREAM,  /**< stream wait/synchronize */
-    GPOOL_DRV_OTHER,   /**< memset, context and device queries */
-    GPOOL_DRV_COUNT
+    GPOOL_DRV_MEM_CREATE = 0,  /**< cuMemCreate: physical memory obtained */
+    GPOOL_DRV_MEM_RELEASE,     /**< cuMemRelease: physical memory given back */
+    GPOOL_DRV_MEM_MAP,         /**< cuMemMap: pages mapped into a range */
+    GPOOL_DRV_MEM_UNMAP,       /**< cuMemUnmap: pages unmapped */
+    GPOOL_DRV_MEM_SET_ACCESS,  /**< cuMemSetAccess: access granted to mapped pages */
+    GPOOL_DRV_ADDRESS_RESERVE, /**< cuMemAddressReserve: virtual address range reserved */
+    GPOOL_DRV_ADDRESS_FREE,    /**< cuMemAddressFree: virtual address range released */
+    GPOOL_DRV_HOST_ALLOC,      /**< cuMemHostAlloc: pinned host memory allocated */
+    GPOOL_DRV_HOST_FREE,       /**< cuMemFreeHost: pinned host memory freed */
+    GPOOL_DRV_HOST_REGISTER,   /**< cuMemHostRegister: host memory pinned (and mapped) */
+    GPOOL_DRV_HOST_UNREGISTER, /**< cuMemHostUnregister: host memory unpinned */
+    GPOOL_DRV_EVENT,           /**< event create/record/query/synchronize/destroy */
+    GPOOL_DRV_STREAM,          /**< stream wait/synchronize */
+    GPOOL_DRV_OTHER,           /**< memset, context and device queries */
+    GPOOL_DRV_COUNT            /**< number of counters (array bound, not a call) */
 } gpool_driver_call;
 
-/** A snapshot of a pool's counters. kind[GPOOL_MEM_AUTO] holds the totals over all kinds. */
+/** A snapshot of a pool's counters, filled by gpool_get_stats(). kind[GPOOL_MEM_AUTO] holds
+ *  the totals over all kinds. */
 typedef struct gpool_stats {
-    gpool_kind_stats kind[GPOOL_MEM_KIND_COUNT];
-    uint64_t driver_calls[GPOOL_DRV_COUNT];
-    uint64_t driver_calls_total;
-    uint64_t oom_retries;    /**< times the allocator released cache and tried again */
-    uint64_t ooms;           /**< allocations that failed with GPOOL_ERR_OUT_OF_MEMORY */
+    gpool_kind_stats kind[GPOOL_MEM_KIND_COUNT]; /**< per kind; [GPOOL_MEM_AUTO] = totals */
+    uint64_t driver_calls[GPOOL_DRV_COUNT];      /**< driver calls made, by gpool_driver_call */
+    uint64_t driver_calls_total; /**< sum of driver_calls: 0 growth means a steady state
+                                      served entirely from the cache */
+    uint64_t oom_retries;        /**< times the allocator released cache and tried again */
+    uint64_t ooms;               /**< allocations that failed with GPOOL_ERR_OUT_OF_MEMORY */
     uint64_t fallbacks;      /**< AUTO requests placed in mapped sysmem because vidmem was full */
     uint64_t pages_remapped; /**< physical pages moved from one address range to another */
     uint64_t tcache_hits;    /**< allocations served from a thread cache */
     uint64_t pending_frees;  /**< blocks now waiting on another stream's work */
 } gpool_stats;
 
-/** What gpool knows about one live block. */
+/** What gpool knows about one live block, filled by gpool_block_info(). */
 typedef struct gpool_block_desc {
-    gpool_mem_kind kind;       /**< the kind it was placed in (never AUTO) */
-    gpool_usage usage;
-    size_t requested_size, size; /**< what was asked for, what was reserved for it */
-    size_t page_size;          /**< physical page (chunk) size backing it */
-    uint64_t device_ptr;       /**< address usable by the device (0 for HOST_PINNED without
-                                    unified addressing) */
-    void *host_ptr;            /**< address usable by the CPU (NULL for DEVICE) */
-    gpool_stream_t stream;     /**< stream it was allocated on */
-    int device;                /**< owning device ordinal */
-    int fell_back;             /**< 1 if AUTO placed it in sysmem because vidmem was full */
+    gpool_mem_kind kind;   /**< the kind it was placed in (never AUTO) */
+    gpool_usage usage;     /**< the usage hint it was allocated with */
+    size_t requested_size; /**< the size the caller asked for */
+    size_t size;           /**< the size reserved for it (requested_size rounded up) */
+    size_t page_size;      /**< physical page (chunk) size backing it */
+    uint64_t device_ptr;   /**< address usable by the device (0 for HOST_PINNED without
+                                unified addressing) */
+    void *host_ptr;        /**< address usable by the CPU (NULL for DEVICE) */
+    gpool_stream_t stream; /**< stream it was allocated on */
+    int device;            /**< owning device ordinal */
+    int fell_back;         /**< 1 if AUTO placed it in sysmem because vidmem was full */
 } gpool_block_desc;
 
-/** The library's version as "MAJOR.MINOR.PATCH". Thread-safe, never fails. */
+/**
+ * The version of the library in use, as "MAJOR.MINOR.PATCH".
+ *
+ * It may differ from the GPOOL_VERSION_* macros a program was compiled with, when it runs
+ * with a newer libgpool.so of the same major version.
+ *
+ * @return a static string (never NULL; do not free). Thread-safe; never fails.
+ */
 GPOOL_API const char *gpool_version(void);
 
-/** A static, human-readable name for a status code. Never returns NULL. */
+/**
+ * A static, human-readable name for a status code ("out of memory", ...).
+ *
+ * @param status any value, including ones outside gpool_status ("unknown status").
+ * @return a static string, never NULL; do not free. Thread-safe.
+ */
 GPOOL_API const char *gpool_strerror(gpool_status status);
 
-/** The detail message of the calling thread's last failed gpool call ("" if none). The
- *  string is thread-local and valid until that thread's next gpool call. */
+/**
+ * The detail message of the calling thread's last failed gpool call.
+ *
+ * The message names the call and the cause (for example the driver entry point and its
+ * error, or the requested, free and cached bytes of an out-of-memory failure).
+ *
+ * @return the message, or "" if no call has failed on this thread. The string is
+ *         thread-local, owned by the library, and valid until this thread's next gpool call.
+ */
 GPOOL_API const char *gpool_last_error(void);
 
-/** The name of a driver-call counter ("cuMemCreate", ...); NULL when out of range. */
+/**
+ * The name of a driver-call counter of gpool_stats.driver_calls ("cuMemCreate", ...).
+ *
+ * @param call a gpool_driver_call below GPOOL_DRV_COUNT.
+ * @return a static string, or NULL when call is out of range. Thread-safe.
+ */
 GPOOL_API const char *gpool_driver_call_name(gpool_driver_call call);
 
-/** Fill *cfg with the defaults. GPOOL_ERR_INVALID_ARG if cfg is NULL. */
+/**
+ * Fill a configuration with the defaults: device 0, 1 MiB thread caches, 16 KiB small
+ * requests, no budgets, automatic address-space reservation, no trace, the legacy stream.
+ *
+ * @param[out] cfg the configuration to fill.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG cfg is NULL.
+ * @return a gpool_status as listed. Thread-safe (touches only *cfg).
+ */
 GPOOL_API gpool_status gpool_config_default(gpool_config *cfg);
 
-/** Apply "key=value,key=value" to *cfg (keys: device, release_threshold, tcache_bytes,
- *  small_max, budget_device, budget_pinned, budget_mapped, va_reserve, verbose, trace).
- *  Sizes take K/M/G/T suffixes. An unknown key or bad value returns GPOOL_ERR_CONFIG naming
- *  it, and leaves *cfg unchanged. Thread-safe (touches only *cfg). */
+/**
+ * Apply a "key=value,key=value" string (the GPOOL_CONF syntax) to a configuration.
+ *
+ * Keys: device, release_threshold, tcache_bytes, small_max, budget_device, budget_pinned,
+ * budget_mapped, va_reserve, verbose, trace (a file path). Sizes take K/M/G/T suffixes
+ * (binary), optionally followed by B or iB.
+ *
+ * @param[in,out] cfg  the configuration to change; unchanged on error.
+ * @param[in]     conf the string; NULL or "" changes nothing.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG cfg is NULL.
+ * @retval GPOOL_ERR_CONFIG an unknown key or bad value; the message names it.
+ * @return a gpool_status as listed. Thread-safe (touches only *cfg).
+ */
 GPOOL_API gpool_status gpool_config_parse(gpool_config *cfg, const char *conf);
 
-/** Create a pool on cfg->device (cfg NULL: defaults, then GPOOL_CONF from the environment).
- *  Loads the driver on first use and retains the device's primary context (sharing it with
- *  a framework that already made it). Errors: GPOOL_ERR_INVALID_ARG (out NULL),
- *  GPOOL_ERR_NO_DRIVER, GPOOL_ERR_NO_DEVICE, GPOOL_ERR_UNSUPPORTED (no VMM),
- *  GPOOL_ERR_CONFIG, GPOOL_ERR_DRIVER, GPOOL_ERR_OUT_OF_MEMORY. On error *out is NULL. */
+/**
+ * Create a pool on one device.
+ *
+ * Loads the driver on first use and retains the device's primary context (sharing it with a
+ * framework that already made it; the pool releases it when destroyed). No memory is taken
+ * from the device until the first allocation.
+ *
+ * @param[in]  cfg the configuration (copied), or NULL for the defaults followed by the
+ *                 GPOOL_CONF environment variable.
+ * @param[out] out receives the new pool, owned by the caller until gpool_destroy(); NULL on
+ *                 error.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG out is NULL.
+ * @retval GPOOL_ERR_NO_DRIVER the driver library could not be loaded or lacks an entry point.
+ * @retval GPOOL_ERR_NO_DEVICE no CUDA device, or cfg->device is absent.
+ * @retval GPOOL_ERR_UNSUPPORTED the device has no virtual memory management (VMM).
+ * @retval GPOOL_ERR_CONFIG a bad configuration value (or GPOOL_CONF string).
+ * @retval GPOOL_ERR_DRIVER a driver call failed; the message names it.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY host memory for the pool's bookkeeping ran out.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_create(const gpool_config *cfg, gpool_t **out);
 
-/** Destroy a pool and give all its memory back to the driver. Live blocks are freed too and
- *  reported: GPOOL_ERR_LIVE_BLOCKS with their count and bytes in the message (and on stderr
- *  when verbose). NULL is GPOOL_ERR_INVALID_ARG. No other thread may use the pool meanwhile. */
+/**
+ * Destroy a pool and give all its memory back to the driver.
+ *
+ * Waits for pending stream-ordered frees. Blocks still live are freed too and reported: the
+ * message gives their count and bytes (also printed on stderr when verbose). Every pointer the
+ * pool handed out is invalid afterwards.
+ *
+ * @param pool the pool; it is freed even when live blocks are reported.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
+ * @retval GPOOL_ERR_LIVE_BLOCKS live blocks were found (and freed).
+ * @return a gpool_status as listed. Not thread-safe for this pool: no other thread may use
+ *         it meanwhile.
+ */
 GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
 
-/** Allocate size bytes; *out receives the address (a device address for DEVICE and
- *  HOST_MAPPED, the host address for HOST_PINNED). params NULL = defaults. size 0 returns
- *  GPOOL_OK with *out = NULL. Errors: GPOOL_ERR_INVALID_ARG (NULL pool or out, bad params,
- *  size beyond what any device could hold), GPOOL_ERR_OUT_OF_MEMORY (after releasing cached
- *  memory and retrying; the message says requested, free, cached bytes and the cause),
- *  GPOOL_ERR_DRIVER. On error *out is NULL. */
+/**
+ * Allocate a block.
+ *
+ * The block is ordered on params->stream (or the pool's default stream). It is served from
+ * the pool's cache when possible; otherwise pages are mapped, and when the driver has none
+ * left the pool waits for pending frees, releases cached pages and tries again before
+ * failing.
+ *
+ * @param pool   the pool.
+ * @param size   bytes to allocate; 0 returns GPOOL_OK with *out = NULL.
+ * @param params kind, usage hint, alignment, page size, flags, stream; NULL = defaults
+ *               (device memory). Read during the call only.
+ * @param[out] out receives the address: a device address for DEVICE and HOST_MAPPED, the
+ *                 host address for HOST_PINNED (gpool_block_info() gives both). The block
+ *                 belongs to pool until freed. NULL on error.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG NULL pool or out, bad params, size beyond what any device
+ *         could hold.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory and retrying; the message
+ *         says requested, free and cached bytes and the cause.
+ * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver.
+ * @retval GPOOL_ERR_DRIVER a driver call failed.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params,
                                    void **out);
 
-/** As gpool_alloc, ordered on stream: the block may be one freed on this stream whose work
- *  has not finished yet (stream order makes that safe), never one pending on another stream
- *  unless GPOOL_ALLOC_STREAM_WAIT is set. */
+/**
+ * As gpool_alloc(), ordered on an explicit stream.
+ *
+ * The block may be one freed on this stream whose work has not finished yet (stream order
+ * makes that safe), never one pending on another stream unless GPOOL_ALLOC_STREAM_WAIT is
+ * set (the stream then waits on that block's event).
+ *
+ * @param pool   the pool.
+ * @param size   bytes to allocate; 0 returns GPOOL_OK with *out = NULL.
+ * @param params as for gpool_alloc(); its stream field is ignored. NULL = defaults.
+ * @param stream the stream the block will be used on first.
+ * @param[out] out receives the address, as for gpool_alloc(); NULL on error.
+ * @return a gpool_status, with the errors of gpool_alloc(). Thread-safe.
+ */
 GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
                                          const gpool_alloc_params *params, gpool_stream_t stream,
                                          void **out);
 
-/** Free a block from gpool_alloc on the pool's default stream. NULL is a no-op (GPOOL_OK).
- *  A pointer this pool did not hand out, or one already freed, is GPOOL_ERR_INVALID_POINTER
- *  and changes nothing. */
+/**
+ * Free a block on the pool's default stream.
+ *
+ * The memory goes back to the pool's cache (not to the driver): reusable at once on the
+ * default stream, on other streams once the work queued so far is done.
+ *
+ * @param pool the pool that allocated the block.
+ * @param ptr  the address gpool_alloc() returned; NULL is a no-op (GPOOL_OK).
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr was not handed out by this pool, or was already
+ *         freed; nothing changes.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
 
-/** Free a block once the work queued on stream so far is done: it is reused at once by
- *  allocations on that stream, by others only after an event recorded now has completed.
- *  Errors as gpool_free. */
+/**
+ * Free a block once the work queued on a stream so far is done.
+ *
+ * It is reused at once by allocations on that stream, by others only after an event
+ * recorded now has completed (a single-stream workload records no event).
+ *
+ * @param pool   the pool that allocated the block.
+ * @param ptr    the block's address; NULL is a no-op (GPOOL_OK).
+ * @param stream the stream whose queued work may still use the block.
+ * @return a gpool_status, with the errors of gpool_free(). Thread-safe.
+ */
 GPOOL_API gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream);
 
-/** Mark that stream also used the block (as PyTorch's record_stream): its free then waits
- *  for the work queued on that stream too. GPOOL_ERR_INVALID_POINTER for unknown ptr. */
+/**
+ * Mark that another stream also used a block (as PyTorch's record_stream): its free then
+ * waits for the work queued on that stream too.
+ *
+ * @param pool   the pool that allocated the block.
+ * @param ptr    the block's address.
+ * @param stream the other stream.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not a live block of this pool.
+ * @retval GPOOL_ERR_DRIVER recording the stream's event failed.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream);
 
-/** Give cached physical memory back to the driver until at most keep_bytes stay cached.
- *  Waits for pending frees first. Errors: GPOOL_ERR_INVALID_ARG, GPOOL_ERR_DRIVER. */
+/**
+ * Give cached physical memory back to the driver until at most keep_bytes stay cached.
+ *
+ * Waits for pending frees first. Live blocks are not touched.
+ *
+ * @param pool       the pool.
+ * @param keep_bytes cached bytes to keep (0: release everything that holds no live block).
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
+ * @retval GPOOL_ERR_DRIVER a driver call failed.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);
 
-/** Copy the pool's counters into *out. Errors: GPOOL_ERR_INVALID_ARG. */
+/**
+ * Copy the pool's counters.
+ *
+ * @param pool the pool.
+ * @param[out] out receives the snapshot (consistent per kind; counters of different kinds
+ *                 may be taken at slightly different moments while other threads allocate).
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
 
-/** Describe the live block that contains ptr (ptr may point inside it). Errors:
- *  GPOOL_ERR_INVALID_ARG (NULL pool or out), GPOOL_ERR_INVALID_POINTER (not a live block of
- *  this pool). */
+/**
+ * Describe the live block that contains an address.
+ *
+ * @param pool the pool.
+ * @param ptr  an address inside the block (not necessarily its start).
+ * @param[out] out receives the description.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not inside a live block of this pool.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out);
 
-/** Free and total device memory as the application sees it: the driver's free memory plus
- *  this pool's cached bytes. Errors: GPOOL_ERR_INVALID_ARG, GPOOL_ERR_DRIVER. */
+/**
+ * Free and total device memory as the application sees it: the driver's free memory plus
+ * this pool's cached bytes (which the pool gives back when asked for more).
+ *
+ * @param pool the pool.
+ * @param[out] free_bytes  receives the free bytes.
+ * @param[out] total_bytes receives the device's total bytes.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG a NULL argument.
+ * @retval GPOOL_ERR_DRIVER cuMemGetInfo failed.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes);
 
-/** The physical page (chunk) size gpool would back a block of size bytes of kind with, in
- *  *out (AUTO: the kind the policy picks for GPOOL_USAGE_DEFAULT). Errors:
- *  GPOOL_ERR_INVALID_ARG. */
+/**
+ * The physical page (chunk) size gpool would back a block with.
+ *
+ * @param pool the pool.
+ * @param kind the memory kind; GPOOL_MEM_AUTO: the kind the policy picks for
+ *             GPOOL_USAGE_DEFAULT.
+ * @param size the block's size in bytes.
+ * @param[out] out receives the page size in bytes.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG a NULL argument or a bad kind.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_t size,
                                        size_t *out);
 
-/** Write a JSON snapshot of every address range and block (state: in_use, cached, pending)
- *  and the stats to f. Errors: GPOOL_ERR_INVALID_ARG, GPOOL_ERR_IO. */
+/**
+ * Write a JSON snapshot of every address range and block (state: in_use, cached, pending)
+ * and the stats.
+ *
+ * @param pool the pool.
+ * @param f    an open stream to write to; the caller keeps it (not closed or flushed beyond
+ *             the write).
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or f is NULL.
+ * @retval GPOOL_ERR_IO writing to f failed.
+ * @return a gpool_status as listed. Thread-safe.
+ */
 GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
 
 #ifdef __cplusplus

@@ -68,8 +68,12 @@ uninstall:
 	  ldconfig; fi
 
 # --- API reference ------------------------------------------------------------------------
+# The reference covers include/gpool.h and every other public header with a Doxygen @file
+# comment (doxygen skips the symbols of a file without one); docs-check names the others.
 DOCS_DIR   := $(BUILD)/docs
-DOXY_INPUT := $(PKG_HEADERS)
+DOXY_INPUT := include/gpool.h $(foreach h,$(filter-out include/gpool.h,$(PKG_HEADERS)),\
+                $(if $(shell grep -l '@file' $h),$h))
+DOXY_SKIPPED = $(filter-out $(DOXY_INPUT),$(PKG_HEADERS))
 
 $(DOCS_DIR)/html/index.html: pkg/Doxyfile $(DOXY_INPUT)
 	@pkg/doxygen.sh
@@ -79,14 +83,19 @@ $(DOCS_DIR)/html/index.html: pkg/Doxyfile $(DOXY_INPUT)
 	@echo "gpool: API reference in $(DOCS_DIR)/html/index.html"
 docs: $(DOCS_DIR)/html/index.html
 
-# The same run without output formats: every warning (an undocumented type, function,
-# member, enumerator, parameter or return value) fails the check.
+# The same run into a scratch directory, reporting every warning before failing: an
+# undocumented type, function, macro, member, enumerator, parameter or return value fails the
+# check. (HTML output: doxygen 1.9.4's XML generator warns about documented parameters.)
 docs-check:
 	@pkg/doxygen.sh
+	@for h in $(DOXY_INPUT); do grep -q '@file' $$h || \
+	  { echo "docs-check: $$h has no @file comment, so doxygen would skip its symbols"; exit 1; }; done
+	@for h in $(DOXY_SKIPPED); do \
+	  echo "docs-check: note: $$h is not in the reference yet (no @file comment)"; done
 	@mkdir -p $(DOCS_DIR)/check
 	@( cat pkg/Doxyfile; echo "INPUT = $(DOXY_INPUT)"; echo "OUTPUT_DIRECTORY = $(DOCS_DIR)/check"; \
-	   echo "GENERATE_HTML = NO"; echo "WARN_AS_ERROR = FAIL_ON_WARNINGS" ) | doxygen - \
-	  && echo "docs-check: every public symbol in $(DOXY_INPUT) is documented"
+	   echo "WARN_AS_ERROR = FAIL_ON_WARNINGS" ) | doxygen - \
+	  && echo "docs-check: every public symbol in $(strip $(DOXY_INPUT)) is documented"
 
 # tests/test_install.c re-runs make install with the compiler and flags of this test run.
 test: export GPOOL_TEST_CC := $(CC)
