@@ -10,7 +10,8 @@
 
 #include "../sim/gpool_sim.h"
 
-int bench_default_sim_path(char *buf, size_t len) {
+int bench_default_sim_path(char *buf, size_t len)
+{
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return -1;
@@ -22,7 +23,8 @@ int bench_default_sim_path(char *buf, size_t len) {
 }
 
 /* 1 if the real driver loads and reports at least one device. */
-static int real_gpu_present(void) {
+static int real_gpu_present(void)
+{
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return 0;
     int present = 0;
@@ -36,7 +38,8 @@ out:
     return present;
 }
 
-static int use_simulator(char *err, size_t errlen) {
+static int use_simulator(char *err, size_t errlen)
+{
     const char *env = getenv("GPOOL_LIBCUDA");
     if (env && *env) {
         void *lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
@@ -56,7 +59,8 @@ static int use_simulator(char *err, size_t errlen) {
     return 0;
 }
 
-int bench_device_open(const char *mode, bench_device *d, char *err, size_t errlen) {
+int bench_device_open(const char *mode, bench_device *d, char *err, size_t errlen)
+{
     memset(d, 0, sizeof *d);
     if (!mode) mode = "auto";
     int ordinal = 0;
@@ -108,7 +112,8 @@ int bench_device_open(const char *mode, bench_device *d, char *err, size_t errle
     return 0;
 }
 
-void bench_device_close(bench_device *d) {
+void bench_device_close(bench_device *d)
+{
     if (d->drv && d->ctx) {
         d->drv->cuCtxSetCurrent(NULL);
         d->drv->cuDevicePrimaryCtxRelease(d->dev);
@@ -126,7 +131,8 @@ static struct {
     void (*get_live)(struct gpoolsim_live *);
 } sim;
 
-static void sim_resolve(void) {
+static void sim_resolve(void)
+{
     if (sim.resolved) return;
     const char *env = getenv("GPOOL_LIBCUDA");
     if (!env || !*env) return; /* resolve later, once a device chose the simulator */
@@ -139,26 +145,31 @@ static void sim_resolve(void) {
     *(void **)&sim.get_live = dlsym(lib, "gpoolsim_get_live");
 }
 
-int bench_sim_available(void) {
+int bench_sim_available(void)
+{
     sim_resolve();
     return sim.set_capacity && sim.bytes_in_use && sim.call_total && sim.get_live;
 }
 
-int bench_sim_set_capacity(int device, uint64_t bytes) {
+int bench_sim_set_capacity(int device, uint64_t bytes)
+{
     if (!bench_sim_available()) return -1;
     sim.set_capacity(device, (size_t)bytes);
     return 0;
 }
 
-uint64_t bench_sim_bytes_in_use(int device) {
+uint64_t bench_sim_bytes_in_use(int device)
+{
     return bench_sim_available() ? sim.bytes_in_use(device) : 0;
 }
 
-uint64_t bench_sim_call_total(void) {
+uint64_t bench_sim_call_total(void)
+{
     return bench_sim_available() ? sim.call_total() : 0;
 }
 
-uint64_t bench_sim_live_objects(void) {
+uint64_t bench_sim_live_objects(void)
+{
     if (!bench_sim_available()) return 0;
     struct gpoolsim_live l;
     memset(&l, 0, sizeof l);

@@ -23,7 +23,8 @@ typedef struct hot_ctx {
 
 static volatile uintptr_t hot_sink;
 
-static int hot_loop(hot_ctx *c, uint64_t pairs) {
+static int hot_loop(hot_ctx *c, uint64_t pairs)
+{
     uintptr_t acc = 0;
     if (c->use_gpool) {
         for (uint64_t i = 0; i < pairs; i++) {
@@ -52,7 +53,8 @@ static int hot_loop(hot_ctx *c, uint64_t pairs) {
     return 0;
 }
 
-static void *hot_thread(void *arg) {
+static void *hot_thread(void *arg)
+{
     hot_ctx *c = arg;
     if (c->dev && c->dev->drv) c->dev->drv->cuCtxSetCurrent(c->dev->ctx);
     if (hot_loop(c, c->pairs / 10 + 1000) != 0) c->failed = 1; /* warm this thread's caches */
@@ -65,7 +67,8 @@ static void *hot_thread(void *arg) {
 
 /* Best of `rounds`: ns per pair on one thread, and the 2-thread throughput scaling. */
 static int hot_measure(hot_ctx *proto, unsigned rounds, double *ns1, double *ns2, double *scaling,
-                       char *err, size_t errlen) {
+                       char *err, size_t errlen)
+{
     double best1 = 0, best2 = 0;
     for (int threads = 1; threads <= 2; threads++) {
         for (unsigned round = 0; round < rounds; round++) {
@@ -101,7 +104,8 @@ static int hot_measure(hot_ctx *proto, unsigned rounds, double *ns1, double *ns2
 }
 
 int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,
-                      char *err, size_t errlen) {
+                      char *err, size_t errlen)
+{
     memset(h, 0, sizeof *h);
     h->pairs = pairs;
     h->rounds = rounds;

@@ -23,7 +23,8 @@ typedef struct cli {
     unsigned rounds;
 } cli;
 
-static void usage(FILE *f) {
+static void usage(FILE *f)
+{
     fprintf(f,
             "usage: gpool-bench COMMAND [options]\n"
             "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
@@ -45,7 +46,8 @@ static void usage(FILE *f) {
             bench_strategy_names());
 }
 
-static int parse_count(const char *opt, const char *s, uint64_t *out) {
+static int parse_count(const char *opt, const char *s, uint64_t *out)
+{
     if (bench_parse_size(s, out) != 0) {
         fprintf(stderr, "gpool-bench: %s: bad number \"%s\"\n", opt, s);
         return -1;
@@ -53,7 +55,8 @@ static int parse_count(const char *opt, const char *s, uint64_t *out) {
     return 0;
 }
 
-static int parse_cli(int argc, char **argv, cli *c) {
+static int parse_cli(int argc, char **argv, cli *c)
+{
     memset(c, 0, sizeof *c);
     bench_workload_defaults(&c->wl);
     c->device = "auto";
@@ -199,7 +202,8 @@ static int parse_cli(int argc, char **argv, cli *c) {
     return 0;
 }
 
-static int load_trace(const cli *c, const char *name, bench_trace *t) {
+static int load_trace(const cli *c, const char *name, bench_trace *t)
+{
     char err[600];
     int rc = bench_is_workload(name) ? bench_workload_make(name, &c->wl, t, err, sizeof err)
                                      : bench_trace_load(name, t, err, sizeof err);
@@ -216,7 +220,8 @@ static int load_trace(const cli *c, const char *name, bench_trace *t) {
 }
 
 /* Every strategy spec must exist before anything runs. */
-static int check_strategies(const cli *c) {
+static int check_strategies(const cli *c)
+{
     for (int i = 0; i < c->n_strategies; i++) {
         bench_strategy s;
         char err[300];
@@ -228,7 +233,8 @@ static int check_strategies(const cli *c) {
     return 0;
 }
 
-static int check_capacity(const cli *c, const bench_device *dev) {
+static int check_capacity(const cli *c, const bench_device *dev)
+{
     if (!c->capacity || dev->simulated) return 0;
     if (c->capacity < dev->total_mem) {
         fprintf(stderr,
@@ -240,7 +246,8 @@ static int check_capacity(const cli *c, const bench_device *dev) {
     return 0;
 }
 
-static int cmd_replay(cli *c, const bench_device *dev) {
+static int cmd_replay(cli *c, const bench_device *dev)
+{
     if (c->n_args != 1) {
         fprintf(stderr, "gpool-bench: replay takes one TRACE\n");
         return 2;
@@ -297,7 +304,8 @@ static int cmd_replay(cli *c, const bench_device *dev) {
     return failed;
 }
 
-static int cmd_fit(cli *c, const bench_device *dev) {
+static int cmd_fit(cli *c, const bench_device *dev)
+{
     if (c->n_args != 1 || c->n_strategies < 1) {
         fprintf(stderr, "gpool-bench: usage: fit TRACE --strategy S [--json]\n");
         return 2;
@@ -315,7 +323,8 @@ static int cmd_fit(cli *c, const bench_device *dev) {
     return failed;
 }
 
-static int cmd_compare(cli *c, const bench_device *dev) {
+static int cmd_compare(cli *c, const bench_device *dev)
+{
     if (c->n_args < 1) {
         fprintf(stderr, "gpool-bench: compare takes one or more TRACEs\n");
         return 2;
@@ -436,7 +445,8 @@ static int cmd_compare(cli *c, const bench_device *dev) {
     return failed;
 }
 
-static int cmd_hotpath(cli *c, const bench_device *dev) {
+static int cmd_hotpath(cli *c, const bench_device *dev)
+{
     bench_hotpath h;
     char err[300];
     if (bench_hotpath_run(dev, c->pairs, c->rounds, &h, err, sizeof err) != 0) {
@@ -467,7 +477,8 @@ static int cmd_hotpath(cli *c, const bench_device *dev) {
     return 0;
 }
 
-static int cmd_info(cli *c, const bench_device *dev) {
+static int cmd_info(cli *c, const bench_device *dev)
+{
     const gp_driver *drv = dev->drv;
     int count = 0;
     drv->cuDeviceGetCount(&count);
@@ -535,7 +546,8 @@ static int cmd_info(cli *c, const bench_device *dev) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     cli c;
     if (parse_cli(argc, argv, &c) != 0) {
         usage(stderr);

@@ -6,24 +6,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int cmp_u32(const void *a, const void *b) {
+static int cmp_u32(const void *a, const void *b)
+{
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
 }
 
-static double percentile(uint32_t *v, size_t n, double q) {
+static double percentile(uint32_t *v, size_t n, double q)
+{
     if (!n) return 0;
     size_t i = (size_t)(q * (double)(n - 1) + 0.5);
     return v[i < n ? i : n - 1];
 }
 
-void bench_result_free(bench_result *r) {
+void bench_result_free(bench_result *r)
+{
     free(r->samples);
     r->samples = NULL;
     r->n_samples = 0;
 }
 
-static void progress_line(const char *what, double frac, uint64_t start, uint64_t *last) {
+static void progress_line(const char *what, double frac, uint64_t start, uint64_t *last)
+{
     uint64_t now = bench_now_ns();
     int tty = isatty(STDERR_FILENO);
     uint64_t every = tty ? 500000000ull : 5000000000ull;
@@ -34,7 +38,8 @@ static void progress_line(const char *what, double frac, uint64_t start, uint64_
 }
 
 int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t,
-                 const bench_replay_opts *o, bench_result *r) {
+                 const bench_replay_opts *o, bench_result *r)
+{
     memset(r, 0, sizeof *r);
     snprintf(r->strategy, sizeof r->strategy, "%s", spec);
     bench_strategy s;
@@ -191,7 +196,8 @@ out_free:
  * process state, and a strategy that crashes is reported instead of ending the whole run.
  * GPOOL_BENCH_NOFORK=1 keeps them in-process (for a debugger). */
 static void replay_isolated(const bench_device *dev, const char *spec, const bench_trace *t,
-                            const bench_replay_opts *o, bench_result *r) {
+                            const bench_replay_opts *o, bench_result *r)
+{
     const char *nofork = getenv("GPOOL_BENCH_NOFORK");
     int fds[2];
     if (!dev->simulated || (nofork && *nofork == '1') || o->samples || pipe(fds) != 0) {
@@ -251,7 +257,8 @@ static void replay_isolated(const bench_device *dev, const char *spec, const ben
 }
 
 static int fit_try(const bench_device *dev, const char *spec, const bench_trace *t, uint64_t cap,
-                   bench_fit *f, bench_result *r) {
+                   bench_fit *f, bench_result *r)
+{
     bench_replay_opts o = {.capacity = cap, .stop_on_failure = 1};
     replay_isolated(dev, spec, t, &o, r);
     f->replays++;
@@ -266,7 +273,8 @@ static int fit_try(const bench_device *dev, const char *spec, const bench_trace 
 }
 
 int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *t, int progress,
-                  bench_fit *f) {
+                  bench_fit *f)
+{
     memset(f, 0, sizeof *f);
     snprintf(f->strategy, sizeof f->strategy, "%s", spec);
     f->peak_live = t->peak_live;

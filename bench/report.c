@@ -5,16 +5,19 @@
 #include <string.h>
 #include <unistd.h>
 
-static double mib(uint64_t b) {
+static double mib(uint64_t b)
+{
     return (double)b / (double)BENCH_MIB;
 }
 
-static const char *status_of(const bench_result *r) {
+static const char *status_of(const bench_result *r)
+{
     return r->skipped ? "skipped" : r->error ? "error" : "ok";
 }
 
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,
-                              const bench_result *r, size_t n) {
+                              const bench_result *r, size_t n)
+{
     fprintf(f,
             "replay %s: %zu allocations, %zu frees, peak live %.1f MiB, largest %.1f MiB"
             "  (device: %s)\n",
@@ -45,7 +48,8 @@ void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trac
         fprintf(f, "  (%zu \"allocate failure\" rows skipped)\n", t->skipped_failures);
 }
 
-static void json_trace(FILE *f, const bench_trace *t) {
+static void json_trace(FILE *f, const bench_trace *t)
+{
     fprintf(f, "{\"name\":");
     bench_json_string(f, t->name);
     fprintf(f,
@@ -56,7 +60,8 @@ static void json_trace(FILE *f, const bench_trace *t) {
 }
 
 void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace *t,
-                             const bench_result *r, size_t n) {
+                             const bench_result *r, size_t n)
+{
     fprintf(f, "{\"command\":\"replay\",\"device\":");
     bench_json_string(f, dev->name);
     fprintf(f, ",\"trace\":");
@@ -83,7 +88,8 @@ void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace
     fprintf(f, "]}\n");
 }
 
-static void csv_field(FILE *f, const char *s) {
+static void csv_field(FILE *f, const char *s)
+{
     fputc('"', f);
     for (; *s; s++) {
         if (*s == '"') fputc('"', f);
@@ -93,7 +99,8 @@ static void csv_field(FILE *f, const char *s) {
 }
 
 int bench_write_replay_csv(const char *path, const bench_device *dev, const bench_trace *t,
-                           const bench_result *r, size_t n) {
+                           const bench_result *r, size_t n)
+{
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "device,trace,strategy,status,allocs,failed_allocs,peak_live_bytes,"
@@ -116,7 +123,8 @@ int bench_write_replay_csv(const char *path, const bench_device *dev, const benc
 }
 
 int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
-               const bench_result *r, size_t n, char *err, size_t errlen) {
+               const bench_result *r, size_t n, char *err, size_t errlen)
+{
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         snprintf(err, errlen,
                  "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox); "
@@ -178,7 +186,8 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
 }
 
 void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *x,
-                     int json) {
+                     int json)
+{
     if (json) {
         fprintf(f, "{\"command\":\"fit\",\"device\":");
         bench_json_string(f, dev->name);

@@ -23,12 +23,14 @@
 #define BFC_MIN_LARGE    (10u << 20) /* from here, segments are the request itself */
 #define BFC_ROUND_LARGE  (2u << 20)  /* ... rounded up to 2 MiB */
 
-uint64_t bench_bfc_round_size(uint64_t size) {
+uint64_t bench_bfc_round_size(uint64_t size)
+{
     if (size < BFC_MIN_BLOCK) return BFC_MIN_BLOCK;
     return (size + BFC_MIN_BLOCK - 1) / BFC_MIN_BLOCK * BFC_MIN_BLOCK;
 }
 
-uint64_t bench_bfc_segment_size(uint64_t rounded) {
+uint64_t bench_bfc_segment_size(uint64_t rounded)
+{
     if (rounded <= BFC_SMALL_SIZE) return BFC_SMALL_BUFFER;
     if (rounded < BFC_MIN_LARGE) return BFC_LARGE_BUFFER;
     return (rounded + BFC_ROUND_LARGE - 1) / BFC_ROUND_LARGE * BFC_ROUND_LARGE;
@@ -70,7 +72,8 @@ typedef struct bfc_state {
  * segment. The simulator's own addresses (mmap, falling) are not used, so the model does not
  * depend on where the driver places memory. */
 
-static int key_less(uintptr_t s1, uint64_t z1, uint64_t a1, const bfc_block *b) {
+static int key_less(uintptr_t s1, uint64_t z1, uint64_t a1, const bfc_block *b)
+{
     if (s1 != b->stream) return s1 < b->stream;
     if (z1 != b->size) return z1 < b->size;
     return a1 < b->order;
@@ -78,7 +81,8 @@ static int key_less(uintptr_t s1, uint64_t z1, uint64_t a1, const bfc_block *b) 
 
 /* Split t into keys < (s, z, a) and keys >= it. */
 static void treap_split(bfc_block *t, uintptr_t s, uint64_t z, uint64_t a, bfc_block **lo,
-                        bfc_block **hi) {
+                        bfc_block **hi)
+{
     if (!t) {
         *lo = *hi = NULL;
     } else if (key_less(s, z, a, t) || (s == t->stream && z == t->size && a == t->order)) {
@@ -90,7 +94,8 @@ static void treap_split(bfc_block *t, uintptr_t s, uint64_t z, uint64_t a, bfc_b
     }
 }
 
-static bfc_block *treap_merge(bfc_block *a, bfc_block *b) {
+static bfc_block *treap_merge(bfc_block *a, bfc_block *b)
+{
     if (!a) return b;
     if (!b) return a;
     if (a->prio > b->prio) {
@@ -101,7 +106,8 @@ static bfc_block *treap_merge(bfc_block *a, bfc_block *b) {
     return b;
 }
 
-static void tree_insert(bfc_state *st, bfc_block *b) {
+static void tree_insert(bfc_state *st, bfc_block *b)
+{
     bfc_block **root = &st->free_tree[b->seg->small];
     st->rng ^= st->rng << 13;
     st->rng ^= st->rng >> 17;
@@ -113,7 +119,8 @@ static void tree_insert(bfc_state *st, bfc_block *b) {
     *root = treap_merge(treap_merge(lo, b), hi);
 }
 
-static void tree_erase(bfc_state *st, bfc_block *b) {
+static void tree_erase(bfc_state *st, bfc_block *b)
+{
     bfc_block **link = &st->free_tree[b->seg->small];
     while (*link != b) {
         bfc_block *t = *link;
@@ -124,7 +131,8 @@ static void tree_erase(bfc_state *st, bfc_block *b) {
 }
 
 /* Smallest free block of `stream` with size >= size, or NULL. */
-static bfc_block *tree_best_fit(bfc_block *t, uintptr_t stream, uint64_t size) {
+static bfc_block *tree_best_fit(bfc_block *t, uintptr_t stream, uint64_t size)
+{
     bfc_block *best = NULL;
     while (t) {
         if (key_less(stream, size, 0, t)) {
@@ -139,7 +147,8 @@ static bfc_block *tree_best_fit(bfc_block *t, uintptr_t stream, uint64_t size) {
 
 /* ---- segments ----------------------------------------------------------------------------- */
 
-static int segment_alloc(bench_strategy *s, bfc_state *st, uint64_t size, CUdeviceptr *p) {
+static int segment_alloc(bench_strategy *s, bfc_state *st, uint64_t size, CUdeviceptr *p)
+{
     st->st.driver_calls++;
     CUresult r = s->dev->drv->cuMemAlloc(p, size);
     if (r == CUDA_SUCCESS) return BENCH_OK;
@@ -148,7 +157,8 @@ static int segment_alloc(bench_strategy *s, bfc_state *st, uint64_t size, CUdevi
                                (unsigned long long)size, gp_cu_name(r));
 }
 
-static void segment_release(bench_strategy *s, bfc_state *st, bfc_segment *seg) {
+static void segment_release(bench_strategy *s, bfc_state *st, bfc_segment *seg)
+{
     st->st.driver_calls++;
     s->dev->drv->cuMemFree((CUdeviceptr)seg->base);
     st->st.reserved -= seg->size;
@@ -162,7 +172,8 @@ static void segment_release(bench_strategy *s, bfc_state *st, bfc_segment *seg) 
 }
 
 /* Give back every segment that is one free block. */
-static void release_cached(bench_strategy *s, bfc_state *st) {
+static void release_cached(bench_strategy *s, bfc_state *st)
+{
     bfc_segment *seg = st->segments;
     while (seg) {
         bfc_segment *next = seg->next;
@@ -177,7 +188,8 @@ static void release_cached(bench_strategy *s, bfc_state *st) {
 
 /* ---- strategy ----------------------------------------------------------------------------- */
 
-static int bfc_init(bench_strategy *s, const bench_device *dev, uint64_t capacity) {
+static int bfc_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+{
     s->dev = dev;
     if (!dev->drv->cuMemAlloc || !dev->drv->cuMemFree)
         return bench_strategy_fail(s, BENCH_SKIP, "the driver has no cuMemAlloc");
@@ -190,7 +202,8 @@ static int bfc_init(bench_strategy *s, const bench_device *dev, uint64_t capacit
     return BENCH_OK;
 }
 
-static int bfc_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out) {
+static int bfc_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
+{
     bfc_state *st = s->state;
     uint64_t rsize = bench_bfc_round_size(size);
     int small = rsize <= BFC_SMALL_SIZE;
@@ -258,7 +271,8 @@ static int bfc_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **o
     return BENCH_OK;
 }
 
-static bfc_block *merge_into(bfc_state *st, bfc_block *left, bfc_block *right) {
+static bfc_block *merge_into(bfc_state *st, bfc_block *left, bfc_block *right)
+{
     /* left and right are neighbours; right's memory joins left; right is freed */
     left->size += right->size;
     left->next = right->next;
@@ -267,7 +281,8 @@ static bfc_block *merge_into(bfc_state *st, bfc_block *left, bfc_block *right) {
     return left;
 }
 
-static int bfc_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream) {
+static int bfc_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
+{
     bfc_state *st = s->state;
     uint64_t v;
     if (!bench_map_take(&st->live, (uint64_t)(uintptr_t)ptr, &v))
@@ -287,11 +302,13 @@ static int bfc_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream
     return BENCH_OK;
 }
 
-static void bfc_stats(bench_strategy *s, bench_strategy_stats *out) {
+static void bfc_stats(bench_strategy *s, bench_strategy_stats *out)
+{
     *out = ((bfc_state *)s->state)->st;
 }
 
-static void bfc_fini(bench_strategy *s) {
+static void bfc_fini(bench_strategy *s)
+{
     bfc_state *st = s->state;
     if (!st) return;
     while (st->segments) {

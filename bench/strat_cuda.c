@@ -11,43 +11,50 @@ typedef struct cuda_state {
     bench_strategy_stats st;
 } cuda_state;
 
-static int cuda_init_common(bench_strategy *s, const bench_device *dev) {
+static int cuda_init_common(bench_strategy *s, const bench_device *dev)
+{
     s->dev = dev;
     s->state = calloc(1, sizeof(cuda_state));
     if (!s->state) return bench_strategy_fail(s, BENCH_ERR, "out of host memory");
     return BENCH_OK;
 }
 
-static void count_alloc(bench_strategy *s, uint64_t size) {
+static void count_alloc(bench_strategy *s, uint64_t size)
+{
     cuda_state *c = s->state;
     c->st.reserved += size;
     if (c->st.reserved > c->st.peak_reserved) c->st.peak_reserved = c->st.reserved;
 }
 
-static int cu_result(bench_strategy *s, CUresult r, const char *what) {
+static int cu_result(bench_strategy *s, CUresult r, const char *what)
+{
     if (r == CUDA_SUCCESS) return BENCH_OK;
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return BENCH_OOM;
     return bench_strategy_fail(s, BENCH_ERR, "%s failed: %s", what, gp_cu_name(r));
 }
 
-static void cuda_stats(bench_strategy *s, bench_strategy_stats *out) {
+static void cuda_stats(bench_strategy *s, bench_strategy_stats *out)
+{
     *out = ((cuda_state *)s->state)->st;
 }
 
-static void cuda_fini(bench_strategy *s) {
+static void cuda_fini(bench_strategy *s)
+{
     free(s->state);
     s->state = NULL;
 }
 
 /* ---- cuda ---------------------------------------------------------------------------------- */
 
-static int cuda_init(bench_strategy *s, const bench_device *dev, uint64_t capacity) {
+static int cuda_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+{
     if (!dev->drv->cuMemAlloc || !dev->drv->cuMemFree)
         return bench_strategy_fail(s, BENCH_SKIP, "the driver has no cuMemAlloc");
     return cuda_init_common(s, dev);
 }
 
-static int cuda_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out) {
+static int cuda_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
+{
     cuda_state *c = s->state;
     CUdeviceptr p = 0;
     c->st.driver_calls++;
@@ -58,7 +65,8 @@ static int cuda_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **
     return BENCH_OK;
 }
 
-static int cuda_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream) {
+static int cuda_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
+{
     cuda_state *c = s->state;
     c->st.driver_calls++;
     int rc = cu_result(s, s->dev->drv->cuMemFree((CUdeviceptr)(uintptr_t)ptr), "cuMemFree");
@@ -78,7 +86,8 @@ const bench_strategy_ops bench_strategy_cuda = {
 
 /* ---- cuda-async ---------------------------------------------------------------------------- */
 
-static int cuda_async_init(bench_strategy *s, const bench_device *dev, uint64_t capacity) {
+static int cuda_async_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+{
     if (dev->simulated)
         return bench_strategy_fail(s, BENCH_SKIP,
                                    "cuda-async measures the driver's own stream-ordered pool: "
@@ -92,7 +101,8 @@ static int cuda_async_init(bench_strategy *s, const bench_device *dev, uint64_t 
     return cuda_init_common(s, dev);
 }
 
-static int cuda_async_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out) {
+static int cuda_async_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
+{
     cuda_state *c = s->state;
     CUdeviceptr p = 0;
     c->st.driver_calls++;
@@ -103,7 +113,8 @@ static int cuda_async_alloc(bench_strategy *s, uint64_t size, CUstream stream, v
     return BENCH_OK;
 }
 
-static int cuda_async_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream) {
+static int cuda_async_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
+{
     cuda_state *c = s->state;
     c->st.driver_calls++;
     int rc = cu_result(s, s->dev->drv->cuMemFreeAsync((CUdeviceptr)(uintptr_t)ptr, stream),
@@ -112,7 +123,8 @@ static int cuda_async_free(bench_strategy *s, void *ptr, uint64_t size, CUstream
     return rc;
 }
 
-static void cuda_async_fini(bench_strategy *s) {
+static void cuda_async_fini(bench_strategy *s)
+{
     if (s->dev && s->dev->drv) s->dev->drv->cuCtxSynchronize();
     cuda_fini(s);
 }
@@ -129,13 +141,15 @@ const bench_strategy_ops bench_strategy_cuda_async = {
 
 /* ---- cuda-host ----------------------------------------------------------------------------- */
 
-static int cuda_host_init(bench_strategy *s, const bench_device *dev, uint64_t capacity) {
+static int cuda_host_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+{
     if (!dev->drv->cuMemHostAlloc || !dev->drv->cuMemFreeHost)
         return bench_strategy_fail(s, BENCH_SKIP, "the driver has no cuMemHostAlloc");
     return cuda_init_common(s, dev);
 }
 
-static int cuda_host_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out) {
+static int cuda_host_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
+{
     cuda_state *c = s->state;
     void *p = NULL;
     c->st.driver_calls++;
@@ -146,7 +160,8 @@ static int cuda_host_alloc(bench_strategy *s, uint64_t size, CUstream stream, vo
     return BENCH_OK;
 }
 
-static int cuda_host_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream) {
+static int cuda_host_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
+{
     cuda_state *c = s->state;
     c->st.driver_calls++;
     int rc = cu_result(s, s->dev->drv->cuMemFreeHost(ptr), "cuMemFreeHost");

@@ -14,7 +14,8 @@ typedef struct gpool_state {
     gpool_mem_kind kind;
 } gpool_state;
 
-static int gp_init(bench_strategy *s, const bench_device *dev, gpool_mem_kind kind) {
+static int gp_init(bench_strategy *s, const bench_device *dev, gpool_mem_kind kind)
+{
     s->dev = dev;
     gpool_state *g = calloc(1, sizeof *g);
     if (!g) return bench_strategy_fail(s, BENCH_ERR, "out of host memory");
@@ -43,15 +44,18 @@ static int gp_init(bench_strategy *s, const bench_device *dev, gpool_mem_kind ki
     return BENCH_OK;
 }
 
-static int gpool_init_device(bench_strategy *s, const bench_device *dev, uint64_t capacity) {
+static int gpool_init_device(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+{
     return gp_init(s, dev, GPOOL_MEM_DEVICE);
 }
 
-static int gpool_init_pinned(bench_strategy *s, const bench_device *dev, uint64_t capacity) {
+static int gpool_init_pinned(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+{
     return gp_init(s, dev, GPOOL_MEM_HOST_PINNED);
 }
 
-static int gp_status(bench_strategy *s, gpool_status st, const char *what) {
+static int gp_status(bench_strategy *s, gpool_status st, const char *what)
+{
     switch (st) {
     case GPOOL_OK:
         return BENCH_OK;
@@ -65,20 +69,23 @@ static int gp_status(bench_strategy *s, gpool_status st, const char *what) {
     }
 }
 
-static int gp_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out) {
+static int gp_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
+{
     gpool_state *g = s->state;
     gpool_status st = stream ? gpool_alloc_async(g->pool, size, g->pp, stream, out)
                              : gpool_alloc(g->pool, size, g->pp, out);
     return gp_status(s, st, stream ? "gpool_alloc_async" : "gpool_alloc");
 }
 
-static int gp_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream) {
+static int gp_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
+{
     gpool_state *g = s->state;
     gpool_status st = stream ? gpool_free_async(g->pool, ptr, stream) : gpool_free(g->pool, ptr);
     return gp_status(s, st, stream ? "gpool_free_async" : "gpool_free");
 }
 
-static void gp_stats(bench_strategy *s, bench_strategy_stats *out) {
+static void gp_stats(bench_strategy *s, bench_strategy_stats *out)
+{
     gpool_state *g = s->state;
     gpool_stats st;
     memset(out, 0, sizeof *out);
@@ -88,7 +95,8 @@ static void gp_stats(bench_strategy *s, bench_strategy_stats *out) {
     out->driver_calls = st.driver_calls_total;
 }
 
-static void gp_fini(bench_strategy *s) {
+static void gp_fini(bench_strategy *s)
+{
     gpool_state *g = s->state;
     if (!g) return;
     if (g->pool) gpool_destroy(g->pool);

@@ -9,11 +9,13 @@ static const bench_strategy_ops *const strategies[] = {
     &bench_strategy_gpool, &bench_strategy_cuda_host,  &bench_strategy_gpool_pinned,
 };
 
-const char *bench_strategy_names(void) {
+const char *bench_strategy_names(void)
+{
     return "cuda, cuda-async, bfc, gpool[:KEY=VAL,...], cuda-host, gpool-pinned[:KEY=VAL,...]";
 }
 
-int bench_strategy_lookup(const char *spec, bench_strategy *s, char *err, size_t errlen) {
+int bench_strategy_lookup(const char *spec, bench_strategy *s, char *err, size_t errlen)
+{
     memset(s, 0, sizeof *s);
     if (strlen(spec) >= sizeof s->spec) {
         snprintf(err, errlen, "strategy spec too long: %.40s...", spec);
@@ -41,7 +43,8 @@ int bench_strategy_lookup(const char *spec, bench_strategy *s, char *err, size_t
     return -1;
 }
 
-int bench_strategy_fail(bench_strategy *s, int rc, const char *fmt, ...) {
+int bench_strategy_fail(bench_strategy *s, int rc, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->err, sizeof s->err, fmt, ap);

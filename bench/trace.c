@@ -10,13 +10,15 @@
 
 /* ---- building --------------------------------------------------------------------------- */
 
-void bench_trace_init(bench_trace *t, const char *name) {
+void bench_trace_init(bench_trace *t, const char *name)
+{
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->n_streams = 1; /* stream index 0 is the default stream (0x0) */
 }
 
-static int push_op(bench_trace *t, bench_op op) {
+static int push_op(bench_trace *t, bench_op op)
+{
     if (t->n_ops == t->cap_ops) {
         size_t cap = t->cap_ops ? t->cap_ops * 2 : 4096;
         bench_op *ops = realloc(t->ops, cap * sizeof *ops);
@@ -28,7 +30,8 @@ static int push_op(bench_trace *t, bench_op op) {
     return 0;
 }
 
-uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream) {
+uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream)
+{
     bench_op op = {.size = size,
                    .slot = (uint32_t)t->n_allocs,
                    .stream = (uint16_t)stream,
@@ -38,14 +41,16 @@ uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream) {
     return (uint32_t)t->n_allocs++;
 }
 
-void bench_trace_add_free(bench_trace *t, uint32_t slot) {
+void bench_trace_add_free(bench_trace *t, uint32_t slot)
+{
     /* Generators free what they allocated; find the size by scanning back is too slow, so
      * the size is filled in by bench_trace_finish. */
     bench_op op = {.size = 0, .slot = slot, .stream = 0, .kind = BENCH_OP_FREE};
     if (push_op(t, op) != 0) abort();
 }
 
-void bench_trace_finish(bench_trace *t) {
+void bench_trace_finish(bench_trace *t)
+{
     uint64_t *sizes = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *sizes);
     uint16_t *streams = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *streams);
     unsigned char *live = calloc(t->n_allocs ? t->n_allocs : 1, 1);
@@ -78,7 +83,8 @@ void bench_trace_finish(bench_trace *t) {
     free(live);
 }
 
-void bench_trace_free(bench_trace *t) {
+void bench_trace_free(bench_trace *t)
+{
     free(t->ops);
     t->ops = NULL;
     t->n_ops = t->cap_ops = 0;
@@ -91,7 +97,8 @@ typedef struct field {
     size_t n;
 } field;
 
-static field trim(const char *p, size_t n) {
+static field trim(const char *p, size_t n)
+{
     while (n && (*p == ' ' || *p == '\t'))
         p++, n--;
     while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
@@ -99,12 +106,14 @@ static field trim(const char *p, size_t n) {
     return (field){p, n};
 }
 
-static int field_is(field f, const char *s) {
+static int field_is(field f, const char *s)
+{
     return f.n == strlen(s) && !memcmp(f.p, s, f.n);
 }
 
 /* Decimal unsigned integer, all of the field; -1 on non-digits or overflow. */
-static int parse_u64(field f, uint64_t *out) {
+static int parse_u64(field f, uint64_t *out)
+{
     if (!f.n) return -1;
     uint64_t v = 0;
     for (size_t i = 0; i < f.n; i++) {
@@ -117,7 +126,8 @@ static int parse_u64(field f, uint64_t *out) {
     return 0;
 }
 
-static int parse_hex(field f, uint64_t *out) {
+static int parse_hex(field f, uint64_t *out)
+{
     if (f.n >= 2 && f.p[0] == '0' && (f.p[1] == 'x' || f.p[1] == 'X')) f.p += 2, f.n -= 2;
     if (!f.n || f.n > 16) return -1;
     uint64_t v = 0;
@@ -138,7 +148,8 @@ static int parse_hex(field f, uint64_t *out) {
 }
 
 /* Time: integer nanoseconds, or RMM's "HH:MM:SS.fraction" (fraction up to 9 digits). */
-static int parse_time(field f, uint64_t *ns) {
+static int parse_time(field f, uint64_t *ns)
+{
     if (parse_u64(f, ns) == 0) return 0;
     const char *p = f.p, *end = f.p + f.n;
     uint64_t parts[3] = {0, 0, 0};
@@ -170,7 +181,8 @@ static int parse_time(field f, uint64_t *ns) {
 
 static int fail(char *err, size_t errlen, const char *name, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static int fail(char *err, size_t errlen, const char *name, size_t line, const char *fmt, ...) {
+static int fail(char *err, size_t errlen, const char *name, size_t line, const char *fmt, ...)
+{
     int n =
         line ? snprintf(err, errlen, "%s:%zu: ", name, line) : snprintf(err, errlen, "%s: ", name);
     if (n < 0) n = 0;
@@ -183,7 +195,8 @@ static int fail(char *err, size_t errlen, const char *name, size_t line, const c
     return -1;
 }
 
-static const char *base_name(const char *path, char *buf, size_t len) {
+static const char *base_name(const char *path, char *buf, size_t len)
+{
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
     snprintf(buf, len, "%s", b);
@@ -193,7 +206,8 @@ static const char *base_name(const char *path, char *buf, size_t len) {
 }
 
 int bench_trace_parse(const char *name, const char *text, size_t len, bench_trace *t, char *err,
-                      size_t errlen) {
+                      size_t errlen)
+{
     char bn[128];
     bench_trace_init(t, base_name(name, bn, sizeof bn));
     bench_map live;
@@ -370,7 +384,8 @@ out:
     return rc;
 }
 
-int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen) {
+int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen)
+{
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -404,7 +419,8 @@ int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen)
     return rc;
 }
 
-int bench_trace_write_csv(const bench_trace *t, const char *path) {
+int bench_trace_write_csv(const bench_trace *t, const char *path)
+{
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "Thread,Time,Action,Pointer,Size,Stream\n");

@@ -8,13 +8,15 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t bench_now_ns(void) {
+uint64_t bench_now_ns(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-int bench_parse_size(const char *s, uint64_t *out) {
+int bench_parse_size(const char *s, uint64_t *out)
+{
     if (!s || !isdigit((unsigned char)*s)) return -1;
     errno = 0;
     char *end;
@@ -51,23 +53,27 @@ int bench_parse_size(const char *s, uint64_t *out) {
     return 0;
 }
 
-static uint64_t splitmix64(uint64_t *x) {
+static uint64_t splitmix64(uint64_t *x)
+{
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-void bench_rng_seed(bench_rng *r, uint64_t seed) {
+void bench_rng_seed(bench_rng *r, uint64_t seed)
+{
     for (int i = 0; i < 4; i++)
         r->s[i] = splitmix64(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k) {
+static uint64_t rotl(uint64_t x, int k)
+{
     return (x << k) | (x >> (64 - k));
 }
 
-uint64_t bench_rng_next(bench_rng *r) {
+uint64_t bench_rng_next(bench_rng *r)
+{
     uint64_t *s = r->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -80,17 +86,20 @@ uint64_t bench_rng_next(bench_rng *r) {
     return result;
 }
 
-double bench_rng_uniform(bench_rng *r) {
+double bench_rng_uniform(bench_rng *r)
+{
     return (double)(bench_rng_next(r) >> 11) * 0x1.0p-53;
 }
 
-double bench_rng_normal(bench_rng *r) {
+double bench_rng_normal(bench_rng *r)
+{
     double u1 = bench_rng_uniform(r), u2 = bench_rng_uniform(r);
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
 
-void bench_json_string(FILE *f, const char *s) {
+void bench_json_string(FILE *f, const char *s)
+{
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -106,7 +115,8 @@ void bench_json_string(FILE *f, const char *s) {
 
 /* ---- bench_map -------------------------------------------------------------------------- */
 
-static uint64_t hash64(uint64_t x) {
+static uint64_t hash64(uint64_t x)
+{
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
@@ -115,7 +125,8 @@ static uint64_t hash64(uint64_t x) {
     return x;
 }
 
-int bench_map_init(bench_map *m, size_t expected) {
+int bench_map_init(bench_map *m, size_t expected)
+{
     size_t n = 64;
     while (n < expected * 2)
         n <<= 1;
@@ -128,21 +139,24 @@ int bench_map_init(bench_map *m, size_t expected) {
     return -1;
 }
 
-void bench_map_destroy(bench_map *m) {
+void bench_map_destroy(bench_map *m)
+{
     free(m->keys);
     free(m->vals);
     m->keys = NULL;
     m->vals = NULL;
 }
 
-static size_t map_cell(const bench_map *m, uint64_t stored) {
+static size_t map_cell(const bench_map *m, uint64_t stored)
+{
     size_t i = hash64(stored) & m->mask;
     while (m->keys[i] && m->keys[i] != stored)
         i = (i + 1) & m->mask;
     return i;
 }
 
-static int map_grow(bench_map *m) {
+static int map_grow(bench_map *m)
+{
     bench_map n;
     if (bench_map_init(&n, m->mask + 1) != 0) return -1;
     for (size_t i = 0; i <= m->mask; i++) {
@@ -157,7 +171,8 @@ static int map_grow(bench_map *m) {
     return 0;
 }
 
-int bench_map_put(bench_map *m, uint64_t key, uint64_t val) {
+int bench_map_put(bench_map *m, uint64_t key, uint64_t val)
+{
     if ((m->count + 1) * 2 > m->mask + 1 && map_grow(m) != 0) return -1;
     size_t i = map_cell(m, key + 1);
     if (!m->keys[i]) m->count++;
@@ -166,14 +181,16 @@ int bench_map_put(bench_map *m, uint64_t key, uint64_t val) {
     return 0;
 }
 
-int bench_map_get(const bench_map *m, uint64_t key, uint64_t *val) {
+int bench_map_get(const bench_map *m, uint64_t key, uint64_t *val)
+{
     size_t i = map_cell(m, key + 1);
     if (!m->keys[i]) return 0;
     *val = m->vals[i];
     return 1;
 }
 
-int bench_map_take(bench_map *m, uint64_t key, uint64_t *val) {
+int bench_map_take(bench_map *m, uint64_t key, uint64_t *val)
+{
     size_t i = map_cell(m, key + 1);
     if (!m->keys[i]) return 0;
     if (val) *val = m->vals[i];

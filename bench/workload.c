@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void bench_workload_defaults(bench_workload_opts *o) {
+void bench_workload_defaults(bench_workload_opts *o)
+{
     memset(o, 0, sizeof *o);
     o->seed = 1;
     o->ops = 100000;
@@ -25,11 +26,13 @@ void bench_workload_defaults(bench_workload_opts *o) {
     o->frames = 300;
 }
 
-int bench_is_workload(const char *name) {
+int bench_is_workload(const char *name)
+{
     return !strcmp(name, "random") || !strcmp(name, "train") || !strcmp(name, "frame");
 }
 
-int bench_parse_dist(const char *s, bench_dist *out) {
+int bench_parse_dist(const char *s, bench_dist *out)
+{
     if (!strcmp(s, "uniform"))
         *out = BENCH_DIST_UNIFORM;
     else if (!strcmp(s, "normal"))
@@ -41,18 +44,21 @@ int bench_parse_dist(const char *s, bench_dist *out) {
     return 0;
 }
 
-static uint64_t between(bench_rng *r, uint64_t lo, uint64_t hi) {
+static uint64_t between(bench_rng *r, uint64_t lo, uint64_t hi)
+{
     return hi <= lo ? lo : lo + bench_rng_next(r) % (hi - lo + 1);
 }
 
 /* log-uniform in [lo, hi]: as many small as large blocks per size octave */
-static uint64_t log_between(bench_rng *r, uint64_t lo, uint64_t hi) {
+static uint64_t log_between(bench_rng *r, uint64_t lo, uint64_t hi)
+{
     double l = log((double)lo), h = log((double)hi);
     uint64_t v = (uint64_t)exp(l + (h - l) * bench_rng_uniform(r));
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-static uint64_t draw_size(bench_rng *r, const bench_workload_opts *o) {
+static uint64_t draw_size(bench_rng *r, const bench_workload_opts *o)
+{
     uint64_t lo = o->min_size, hi = o->max_size;
     double span = (double)(hi - lo);
     double v;
@@ -71,7 +77,8 @@ static uint64_t draw_size(bench_rng *r, const bench_workload_opts *o) {
     return (uint64_t)v;
 }
 
-static int make_random(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen) {
+static int make_random(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen)
+{
     if (o->min_size == 0 || o->max_size < o->min_size || o->max_live < o->max_size) {
         snprintf(err, errlen, "random: need 0 < --min <= --max <= --max-live");
         return -1;
@@ -111,7 +118,8 @@ static int make_random(const bench_workload_opts *o, bench_trace *t, char *err, 
     return 0;
 }
 
-static int make_train(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen) {
+static int make_train(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen)
+{
     unsigned L = o->layers;
     if (L == 0 || o->steps == 0) {
         snprintf(err, errlen, "train: need --layers and --steps > 0");
@@ -171,7 +179,8 @@ static int make_train(const bench_workload_opts *o, bench_trace *t, char *err, s
     return 0;
 }
 
-static int make_frame(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen) {
+static int make_frame(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen)
+{
     enum { TEXTURES = 24, TRANSIENTS = 64 };
     if (o->frames == 0) {
         snprintf(err, errlen, "frame: need --frames > 0");
@@ -211,7 +220,8 @@ static int make_frame(const bench_workload_opts *o, bench_trace *t, char *err, s
 }
 
 int bench_workload_make(const char *name, const bench_workload_opts *o, bench_trace *t, char *err,
-                        size_t errlen) {
+                        size_t errlen)
+{
     bench_trace_init(t, name);
     int rc;
     if (!strcmp(name, "random"))

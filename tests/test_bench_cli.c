@@ -11,19 +11,22 @@
 
 static char out_path[64], err_path[64];
 
-static void setup(void) {
+static void setup(void)
+{
     snprintf(out_path, sizeof out_path, "/tmp/test-bench-cli-%d.out", (int)getpid());
     snprintf(err_path, sizeof err_path, "/tmp/test-bench-cli-%d.err", (int)getpid());
 }
 
-static void teardown(void) {
+static void teardown(void)
+{
     unlink(out_path);
     unlink(err_path);
 }
 
 TestSuite(bench_cli, .init = setup, .fini = teardown);
 
-static const char *bench_bin(void) {
+static const char *bench_bin(void)
+{
     static char path[512];
     const char *b = getenv("GPOOL_TEST_BUILD");
     snprintf(path, sizeof path, "%s/gpool-bench", b && *b ? b : "build");
@@ -32,7 +35,8 @@ static const char *bench_bin(void) {
 
 /* Run gpool-bench with args; stdout and stderr go to files. Returns the exit status. */
 static int bench(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bench(const char *fmt, ...) {
+static int bench(const char *fmt, ...)
+{
     char args[1024], cmd[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -43,7 +47,8 @@ static int bench(const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *slurp(const char *path) {
+static char *slurp(const char *path)
+{
     static char buf[1 << 16];
     FILE *f = fopen(path, "r");
     size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
@@ -53,7 +58,8 @@ static char *slurp(const char *path) {
 }
 
 /* python3 checks stdout: it must be JSON and `expr` (over d) must hold. */
-static void json_check(const char *expr) {
+static void json_check(const char *expr)
+{
     char py[80], cmd[256];
     snprintf(py, sizeof py, "/tmp/test-bench-cli-%d.py", (int)getpid());
     FILE *f = fopen(py, "w");
@@ -68,14 +74,16 @@ static void json_check(const char *expr) {
               slurp(out_path));
 }
 
-Test(bench_cli, replay_json) {
+Test(bench_cli, replay_json)
+{
     cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --json"), 0, "%s", slurp(err_path));
     json_check("d['device']=='simulated' and [s['strategy'] for s in d['strategies']]=="
                "['cuda','bfc','gpool'] and d['trace']['peak_live_bytes']==1000+3145728 and "
                "all(s['status']=='ok' and s['failed_allocs']==0 for s in d['strategies'])");
 }
 
-Test(bench_cli, replay_table_csv_and_plot) {
+Test(bench_cli, replay_table_csv_and_plot)
+{
     char csv[80], png[80];
     snprintf(csv, sizeof csv, "/tmp/test-bench-cli-%d.csv", (int)getpid());
     snprintf(png, sizeof png, "/tmp/test-bench-cli-%d.png", (int)getpid());
@@ -99,14 +107,16 @@ Test(bench_cli, replay_table_csv_and_plot) {
     }
 }
 
-Test(bench_cli, fit_json_known_answer) {
+Test(bench_cli, fit_json_known_answer)
+{
     cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda --json"), 0, "%s",
                  slurp(err_path));
     json_check("d['min_capacity_bytes']==6*1024*1024 and d['peak_live_bytes']==6*1024*1024 and "
                "d['ratio']==1.0 and d['goal_met'] and d['device']=='simulated'");
 }
 
-Test(bench_cli, compare_json_and_table) {
+Test(bench_cli, compare_json_and_table)
+{
     cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv bench/traces/test/rmm-time.csv "
                        "--json"),
                  0, "%s", slurp(err_path));
@@ -118,7 +128,8 @@ Test(bench_cli, compare_json_and_table) {
     cr_assert(strstr(slurp(out_path), "1.000"), "%s", slurp(out_path));
 }
 
-Test(bench_cli, info_and_hotpath_json) {
+Test(bench_cli, info_and_hotpath_json)
+{
     cr_assert_eq(bench("info --json"), 0, "%s", slurp(err_path));
     json_check("d['simulated'] and d['devices'][0]['granularity_min']>0 and "
                "d['device']=='simulated'");
@@ -129,7 +140,8 @@ Test(bench_cli, info_and_hotpath_json) {
                "d['gpool_scaling_2t']>0 and d['device']=='simulated'");
 }
 
-Test(bench_cli, errors) {
+Test(bench_cli, errors)
+{
     cr_assert_eq(bench("replay bench/traces/test/unknown-free.csv"), 1);
     cr_assert(strstr(slurp(err_path), "unknown-free.csv:3: free of pointer 0x2000"), "%s",
               slurp(err_path));

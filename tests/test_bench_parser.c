@@ -9,12 +9,14 @@
 
 #define HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
 
-static int parse(const char *text, bench_trace *t, char *err) {
+static int parse(const char *text, bench_trace *t, char *err)
+{
     return bench_trace_parse("t.csv", text, strlen(text), t, err, 512);
 }
 
 /* Parse text expecting failure; err must start with "t.csv:LINE:" and contain `what`. */
-static void expect_error(const char *text, unsigned line, const char *what) {
+static void expect_error(const char *text, unsigned line, const char *what)
+{
     bench_trace t;
     char err[512] = "";
     cr_assert_eq(parse(text, &t, err), -1, "parsed, but expected an error about %s", what);
@@ -24,7 +26,8 @@ static void expect_error(const char *text, unsigned line, const char *what) {
     cr_assert(strstr(err, what), "error \"%s\" does not mention \"%s\"", err, what);
 }
 
-Test(bench_parser, integer_times_and_slots) {
+Test(bench_parser, integer_times_and_slots)
+{
     const char *text = HEADER "0,0,allocate,0x10,100,0x0\n"
                               "0,5,allocate,0x20,300,0x0\n"
                               "0,9,free,0x10,100,0x0\n"
@@ -49,7 +52,8 @@ Test(bench_parser, integer_times_and_slots) {
     bench_trace_free(&t);
 }
 
-Test(bench_parser, rmm_time_format_streams_and_failures) {
+Test(bench_parser, rmm_time_format_streams_and_failures)
+{
     const char *text = HEADER "7,08:23:15.123456,allocate,0x7f00,1000,0x5a\n"
                               "7,08:23:15.2,allocate failure,0x0,99999,0x5a\n"
                               "7,08:23:16.000001,allocate,0x7f80,24,0x0\n"
@@ -69,7 +73,8 @@ Test(bench_parser, rmm_time_format_streams_and_failures) {
     bench_trace_free(&t);
 }
 
-Test(bench_parser, unfreed_blocks_are_counted) {
+Test(bench_parser, unfreed_blocks_are_counted)
+{
     bench_trace t;
     char err[512];
     cr_assert_eq(parse(HEADER "0,0,allocate,0x1,10,0x0\n0,1,allocate,0x2,20,0x0\n", &t, err), 0);
@@ -78,7 +83,8 @@ Test(bench_parser, unfreed_blocks_are_counted) {
     bench_trace_free(&t);
 }
 
-Test(bench_parser, malformed_rows_name_their_line) {
+Test(bench_parser, malformed_rows_name_their_line)
+{
     expect_error("Thread,Time,Action,Pointer,Size\n", 1, "header");
     expect_error(HEADER "0,0,allocate,0x1,10,0x0\n0,1,allocate,0x2,10\n", 3, "expected 6 columns");
     expect_error(HEADER "0,0,allocate,0x1,10,0x0,extra\n", 2, "found 7");
@@ -101,14 +107,16 @@ Test(bench_parser, malformed_rows_name_their_line) {
     expect_error(HEADER "0,0,allocate,0x1,5,0x0\n0,1,free,0x1,6,0x0\n", 3, "says size 6");
 }
 
-Test(bench_parser, empty_file_is_an_error) {
+Test(bench_parser, empty_file_is_an_error)
+{
     bench_trace t;
     char err[512];
     cr_assert_eq(parse("", &t, err), -1);
     cr_assert(strstr(err, "empty file"), "%s", err);
 }
 
-Test(bench_parser, files_from_disk) {
+Test(bench_parser, files_from_disk)
+{
     bench_trace t;
     char err[512];
     cr_assert_eq(bench_trace_load("bench/traces/test/rmm-time.csv", &t, err, sizeof err), 0, "%s",
@@ -131,7 +139,8 @@ Test(bench_parser, files_from_disk) {
     cr_assert(strstr(err, "cannot open"), "%s", err);
 }
 
-Test(bench_parser, shipped_traces_match_their_readme) {
+Test(bench_parser, shipped_traces_match_their_readme)
+{
     static const struct {
         const char *file;
         size_t allocs;
@@ -151,7 +160,8 @@ Test(bench_parser, shipped_traces_match_their_readme) {
     }
 }
 
-Test(bench_parser, write_csv_round_trips) {
+Test(bench_parser, write_csv_round_trips)
+{
     bench_trace t, u;
     char err[512];
     cr_assert_eq(parse(HEADER "0,0,allocate,0x10,100,0x0\n0,1,allocate,0x20,7,0x9\n"
@@ -177,7 +187,8 @@ Test(bench_parser, write_csv_round_trips) {
     bench_trace_free(&u);
 }
 
-Test(bench_parser, sizes) {
+Test(bench_parser, sizes)
+{
     uint64_t v;
     cr_assert_eq(bench_parse_size("123", &v), 0);
     cr_assert_eq(v, 123);
@@ -196,7 +207,8 @@ Test(bench_parser, sizes) {
     cr_assert_eq(bench_parse_size("99999999999T", &v), -1);
 }
 
-Test(bench_parser, workloads_are_deterministic_and_balanced) {
+Test(bench_parser, workloads_are_deterministic_and_balanced)
+{
     const char *names[] = {"random", "train", "frame"};
     bench_workload_opts o;
     bench_workload_defaults(&o);
@@ -236,7 +248,8 @@ Test(bench_parser, workloads_are_deterministic_and_balanced) {
     cr_assert_not(bench_is_workload("trace.csv"));
 }
 
-Test(bench_parser, map) {
+Test(bench_parser, map)
+{
     bench_map m;
     cr_assert_eq(bench_map_init(&m, 4), 0);
     for (uint64_t i = 0; i < 10000; i++)

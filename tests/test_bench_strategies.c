@@ -9,14 +9,16 @@
 
 static bench_device dev;
 
-static void open_device(void) {
+static void open_device(void)
+{
     char err[600];
     cr_assert_eq(bench_device_open("auto", &dev, err, sizeof err), 0, "%s", err);
     cr_assert(dev.simulated, "tests expect the simulated driver (GPOOL_LIBCUDA)");
     cr_assert(bench_sim_available());
 }
 
-static void close_device(void) {
+static void close_device(void)
+{
     bench_device_close(&dev);
 }
 
@@ -24,7 +26,8 @@ TestSuite(bench_strategies, .init = open_device, .fini = close_device);
 
 /* A trace from a compact script: "+S" allocates S bytes (slot = order of '+'), "-N" frees
  * slot N. */
-static void make_trace(bench_trace *t, const uint64_t *script, size_t n) {
+static void make_trace(bench_trace *t, const uint64_t *script, size_t n)
+{
     bench_trace_init(t, "hand-made");
     for (size_t i = 0; i < n; i++) {
         if (script[i] & (1ull << 63))
@@ -36,7 +39,8 @@ static void make_trace(bench_trace *t, const uint64_t *script, size_t n) {
 }
 #define FREE(slot) ((1ull << 63) | (slot))
 
-static bench_result run(const char *spec, const bench_trace *t, uint64_t capacity) {
+static bench_result run(const char *spec, const bench_trace *t, uint64_t capacity)
+{
     bench_replay_opts o = {.capacity = capacity, .time_ops = 1};
     bench_result r;
     cr_assert_eq(bench_replay(&dev, spec, t, &o, &r), 0);
@@ -44,7 +48,8 @@ static bench_result run(const char *spec, const bench_trace *t, uint64_t capacit
     return r;
 }
 
-static void expect_clean(const bench_result *r) {
+static void expect_clean(const bench_result *r)
+{
     cr_assert_not(r->error, "%s: %s", r->strategy, r->note);
     cr_assert_not(r->skipped, "%s: %s", r->strategy, r->note);
     cr_assert_eq(r->sim_leaked, 0, "%s leaked %llu bytes", r->strategy,
@@ -53,12 +58,14 @@ static void expect_clean(const bench_result *r) {
     cr_assert_eq(bench_sim_live_objects(), 0);
 }
 
-Test(bench_strategies, device_is_labelled_simulated) {
+Test(bench_strategies, device_is_labelled_simulated)
+{
     cr_assert_str_eq(dev.name, "simulated");
     cr_assert(dev.total_mem > 0);
 }
 
-Test(bench_strategies, bfc_sizes) {
+Test(bench_strategies, bfc_sizes)
+{
     cr_assert_eq(bench_bfc_round_size(1), 512);
     cr_assert_eq(bench_bfc_round_size(512), 512);
     cr_assert_eq(bench_bfc_round_size(513), 1024);
@@ -70,7 +77,8 @@ Test(bench_strategies, bfc_sizes) {
     cr_assert_eq(bench_bfc_segment_size(12 * MIB + 512), 14 * MIB);
 }
 
-Test(bench_strategies, bfc_segments_per_pool) {
+Test(bench_strategies, bfc_segments_per_pool)
+{
     /* 1000 B: a 2 MiB small segment; 3 MiB: a 20 MiB large segment, split; 12 MiB fits the
      * 17 MiB remainder; 18 MiB + 1 gets its own segment, rounded up to 20 MiB. After all are
      * freed a 1500 B request reuses the small segment: no new driver call. */
@@ -88,7 +96,8 @@ Test(bench_strategies, bfc_segments_per_pool) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, bfc_splits_and_coalesces) {
+Test(bench_strategies, bfc_splits_and_coalesces)
+{
     /* four 512 KiB blocks fill one 2 MiB small segment; freeing the middle two coalesces them
      * into the 1 MiB the next request takes. */
     const uint64_t K512 = 512 * 1024;
@@ -104,7 +113,8 @@ Test(bench_strategies, bfc_splits_and_coalesces) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, bfc_releases_cache_and_retries) {
+Test(bench_strategies, bfc_releases_cache_and_retries)
+{
     /* 2 MiB and 20 MiB segments end up cached; a 21 MiB request needs a 22 MiB segment. */
     const uint64_t script[] = {1024, FREE(0), 3 * MIB, FREE(1), 21 * MIB, FREE(2)};
     bench_trace t;
@@ -134,7 +144,8 @@ Test(bench_strategies, bfc_releases_cache_and_retries) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, cuda_counts_every_call) {
+Test(bench_strategies, cuda_counts_every_call)
+{
     const uint64_t script[] = {1000, 2000, FREE(0), 3000, FREE(1), FREE(2)};
     bench_trace t;
     make_trace(&t, script, sizeof script / sizeof script[0]);
@@ -157,7 +168,8 @@ Test(bench_strategies, cuda_counts_every_call) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, fit_cuda_one_6mib_block) {
+Test(bench_strategies, fit_cuda_one_6mib_block)
+{
     bench_trace t;
     char err[512];
     cr_assert_eq(bench_trace_load("bench/traces/test/one-6mib.csv", &t, err, sizeof err), 0, "%s",
@@ -184,7 +196,8 @@ Test(bench_strategies, fit_cuda_one_6mib_block) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, fit_bfc_on_a_shipped_trace_matches_the_readme) {
+Test(bench_strategies, fit_bfc_on_a_shipped_trace_matches_the_readme)
+{
     /* traces/README.md: the model of PyTorch's allocator needs 1.036 on transformer-train */
     bench_trace t;
     char err[512];
@@ -197,7 +210,8 @@ Test(bench_strategies, fit_bfc_on_a_shipped_trace_matches_the_readme) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, gpool_replays_cleanly) {
+Test(bench_strategies, gpool_replays_cleanly)
+{
     bench_workload_opts o;
     bench_workload_defaults(&o);
     o.ops = 5000;
@@ -220,7 +234,8 @@ Test(bench_strategies, gpool_replays_cleanly) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, host_and_async_strategies_run_or_skip) {
+Test(bench_strategies, host_and_async_strategies_run_or_skip)
+{
     const uint64_t script[] = {4096, 100000, FREE(0), FREE(1)};
     bench_trace t;
     make_trace(&t, script, 4);
@@ -239,7 +254,8 @@ Test(bench_strategies, host_and_async_strategies_run_or_skip) {
     bench_trace_free(&t);
 }
 
-Test(bench_strategies, lookup) {
+Test(bench_strategies, lookup)
+{
     bench_strategy s;
     char err[300];
     cr_assert_eq(bench_strategy_lookup("bfc", &s, err, sizeof err), 0);
