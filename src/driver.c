@@ -106,7 +106,13 @@ void gp_ctx_enter(const gp_driver *d, CUcontext ctx, gp_drv_counters *c, int *pu
 {
     CUcontext cur = NULL;
     *pushed = 0;
-    if (GP_DRV(c, GPOOL_DRV_OTHER, d->cuCtxGetCurrent(&cur)) == CUDA_SUCCESS && cur == ctx) return;
+    CUresult r = GP_DRV(c, GPOOL_DRV_OTHER, d->cuCtxGetCurrent(&cur));
+    if (r == CUDA_SUCCESS && cur == ctx) return;
+    /* A thread with no context gets the device's primary context made current and keeps it,
+     * as the runtime API would do on its first call; later batches then cost one query. */
+    if (r == CUDA_SUCCESS && cur == NULL &&
+        GP_DRV(c, GPOOL_DRV_OTHER, d->cuCtxSetCurrent(ctx)) == CUDA_SUCCESS)
+        return;
     *pushed = GP_DRV(c, GPOOL_DRV_OTHER, d->cuCtxPushCurrent(ctx)) == CUDA_SUCCESS;
 }
 

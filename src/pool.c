@@ -331,7 +331,15 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         }
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
     }
+    int small = gp_arena_slab_of(a, (uintptr_t)ptr) != NULL;
     st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
+    if (st == GPOOL_OK && !small && pool->cfg.release_threshold) {
+        gp_arena_counters c;
+        size_t held, idle;
+        gp_arena_stats(a, &c, &held, &idle);
+        if (held > c.in_use + pool->cfg.release_threshold)
+            gp_arena_trim(a, pool->cfg.release_threshold);
+    }
     if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
     return st;
 }

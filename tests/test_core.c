@@ -416,3 +416,22 @@ Test(core, oom_message_lists_live_blocks_by_size)
     gpool_free(p, a);
     gpool_destroy(p);
 }
+
+Test(core, release_threshold_gives_excess_back_after_frees)
+{
+    gpool_t *p = test_pool("release_threshold=8M");
+    void *a, *b;
+    gpool_alloc(p, 40 * MiB, NULL, &a);
+    gpool_alloc(p, 1 * MiB, NULL, &b);
+    cr_assert_geq(sim->bytes_in_use(0), 41 * MiB);
+    gpool_free(p, a);
+    cr_assert_leq(sim->bytes_in_use(0), 2 * MiB + 8 * MiB, "excess over 8 MiB released: %zu",
+                  sim->bytes_in_use(0));
+    gpool_free(p, b);
+    gpool_destroy(p);
+    p = test_pool(NULL); /* default: everything stays cached */
+    gpool_alloc(p, 40 * MiB, NULL, &a);
+    gpool_free(p, a);
+    cr_assert_geq(sim->bytes_in_use(0), 40 * MiB);
+    gpool_destroy(p);
+}
