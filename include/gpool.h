@@ -136,8 +136,10 @@ typedef struct gpool_alloc_params {
 typedef struct gpool_config {
     /** CUDA device ordinal (default 0). */
     int device;
-    /** Cached bytes kept after a gpool_trim(…, 0)-style release on memory pressure; 0 =
-     *  release all (default 0). */
+    /** When non-zero: after a large block is freed, if the pool caches more than this many
+     *  bytes of physical memory beyond what live blocks use, it gives the excess back to the
+     *  driver (like gpool_trim(pool, release_threshold)). 0 (default): keep everything
+     *  cached; memory is released only under memory pressure or by gpool_trim. */
     size_t release_threshold;
     /** Per-thread cache bound in bytes (default 1 MiB; 0 = off). */
     size_t tcache_bytes;
