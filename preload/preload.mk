@@ -38,7 +38,7 @@ $(PRELOAD_TDIR)/libnext_wrap.so: $(BUILD)/obj/tests/preload/next_wrap.o
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libnext_wrap.so -o $@ $< $(LDFLAGS) -ldl
 $(PRELOAD_TDIR)/next_prog: $(BUILD)/obj/tests/preload/next_prog.o $(PRELOAD_TDIR)/libnext_wrap.so $(PRELOAD_TDIR)/libnext_base.so
-	$(CC) -o $@ $< $(PRELOAD_TDIR)/libnext_wrap.so $(PRELOAD_TDIR)/libnext_base.so \
-	  -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+	$(CC) -o $@ $< -Wl,--no-as-needed $(PRELOAD_TDIR)/libnext_wrap.so \
+	  $(PRELOAD_TDIR)/libnext_base.so -Wl,--as-needed -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
 
 $(BUILD)/tests/test_preload: | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB)

@@ -1,0 +1,224 @@
+/* driver_prog.c — reaches the driver the way cudart, CuPy and PyTorch do: dlopen libcuda
+ * ($GPOOL_LIBCUDA, the simulator), dlsym(cuGetProcAddress_v2), then cuGetProcAddress and dlsym
+ * for the memory entry points. Under LD_PRELOAD=libgpool_preload.so those must be gpool's.
+ * Usage: driver_prog MODE; prints key=value lines, exits 0 when the mode's checks hold. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef CUresult (*getproc_v2_fn)(const char *, void **, int, cuuint64_t,
+                                  CUdriverProcAddressQueryResult *);
+typedef CUresult (*getproc_v1_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
+typedef CUresult (*info_fn)(size_t *, size_t *);
+
+static void *lib;
+static getproc_v2_fn getproc;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("failed: %s (line %d)\n", #cond, __LINE__);                                     \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void *proc(const char *name, int version, cuuint64_t flags)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    if (getproc(name, &fn, version, flags, &q) != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS)
+        return NULL;
+    return fn;
+}
+
+static unsigned long sim_count(const char *entry)
+{
+    unsigned long (*count)(const char *);
+    *(void **)&count = dlsym(lib, "gpoolsim_call_count");
+    return count ? count(entry) : 0;
+}
+
+/* The file a function pointer lives in (basename). */
+static const char *where(void *fn)
+{
+    Dl_info info;
+    if (!fn || !dladdr(fn, &info) || !info.dli_fname) return "none";
+    const char *slash = strrchr(info.dli_fname, '/');
+    return slash ? slash + 1 : info.dli_fname;
+}
+
+static int setup(void)
+{
+    const char *path = getenv("GPOOL_LIBCUDA");
+    lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CHECK(lib);
+    *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
+    CHECK(getproc);
+    CUresult (*init)(unsigned);
+    CUresult (*dev_get)(CUdevice *, int);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set_current)(CUcontext);
+    *(void **)&init = proc("cuInit", 12000, 0);
+    *(void **)&dev_get = proc("cuDeviceGet", 12000, 0);
+    *(void **)&retain = proc("cuDevicePrimaryCtxRetain", 12000, 0);
+    *(void **)&set_current = proc("cuCtxSetCurrent", 12000, 0);
+    CHECK(init && dev_get && retain && set_current);
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(init(0) == CUDA_SUCCESS && dev_get(&dev, 0) == CUDA_SUCCESS);
+    CHECK(retain(&ctx, dev) == CUDA_SUCCESS && set_current(ctx) == CUDA_SUCCESS);
+    return 0;
+}
+
+static int cache(void)
+{
+    alloc_fn alloc_gp, alloc_sym;
+    free_fn free_gp, free_sym;
+    *(void **)&alloc_gp = proc("cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+    *(void **)&free_gp = proc("cuMemFree", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+    *(void **)&alloc_sym = dlsym(lib, "cuMemAlloc_v2");
+    *(void **)&free_sym = dlsym(lib, "cuMemFree_v2");
+    CHECK(alloc_gp && free_gp && alloc_sym && free_sym);
+    printf("cuMemAlloc_from=%s dlsym_from=%s\n", where((void *)alloc_gp), where((void *)alloc_sym));
+    enum { N = 4000, LIVE = 8 };
+    CUdeviceptr live[LIVE] = {0};
+    for (int i = 0; i < N; i++) {
+        CUdeviceptr *slot = &live[i % LIVE];
+        free_fn fr = i & 1 ? free_gp : free_sym;
+        if (*slot) CHECK(fr(*slot) == CUDA_SUCCESS);
+        size_t size = ((size_t)1 << 20) + (size_t)(i % 48) * (64 << 10); /* 1 MiB .. 4 MiB */
+        CHECK((i & 2 ? alloc_gp : alloc_sym)(slot, size) == CUDA_SUCCESS && *slot);
+        *(volatile char *)(uintptr_t)*slot = 1; /* simulated device memory is host memory */
+    }
+    for (int i = 0; i < LIVE; i++) CHECK(free_gp(live[i]) == CUDA_SUCCESS);
+    /* the stream-ordered forms, legacy and per-thread */
+    alloc_async_fn aa, aa_pt;
+    free_async_fn fa, fa_pt;
+    *(void **)&aa = proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    *(void **)&fa = proc("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    *(void **)&aa_pt = proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    *(void **)&fa_pt = proc("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    CHECK(aa && fa && aa_pt && fa_pt);
+    for (int i = 0; i < 100; i++) {
+        CUdeviceptr a, b;
+        CHECK(aa(&a, 1 << 20, NULL) == CUDA_SUCCESS && aa_pt(&b, 8192, NULL) == CUDA_SUCCESS);
+        CHECK(fa(a, NULL) == CUDA_SUCCESS && fa_pt(b, NULL) == CUDA_SUCCESS);
+    }
+    info_fn info;
+    *(void **)&info = proc("cuMemGetInfo", 12000, 0);
+    size_t fr = 0, total = 0;
+    CHECK(info && info(&fr, &total) == CUDA_SUCCESS && fr <= total && total > 0);
+    printf("allocs=%d cuMemAlloc=%lu cuMemAllocAsync=%lu cuMemCreate=%lu\n", N,
+           sim_count("cuMemAlloc"), sim_count("cuMemAllocAsync"), sim_count("cuMemCreate"));
+    return 0;
+}
+
+static int getproc_checks(void)
+{
+    /* asking for cuGetProcAddress itself (both ABIs) gives a working function, no recursion */
+    getproc_v2_fn gp2;
+    getproc_v1_fn gp1;
+    *(void **)&gp2 = proc("cuGetProcAddress", 12000, 0);
+    *(void **)&gp1 = proc("cuGetProcAddress", 11030, 0);
+    CHECK(gp2 && gp1);
+    void *a = NULL, *b = NULL, *c = NULL;
+    CUdriverProcAddressQueryResult q;
+    CHECK(gp2("cuMemAlloc", &a, 12000, 0, &q) == CUDA_SUCCESS && q == CU_GET_PROC_ADDRESS_SUCCESS);
+    CHECK(gp1("cuMemAlloc", &b, 11030, 0) == CUDA_SUCCESS);
+    CHECK(a == proc("cuMemAlloc", 12000, 0) && a == b);
+    getproc_v1_fn gp1_sym;
+    *(void **)&gp1_sym = dlsym(lib, "cuGetProcAddress");
+    CHECK(gp1_sym && gp1_sym("cuMemFree", &c, 12000, 0) == CUDA_SUCCESS);
+    CHECK(c == proc("cuMemFree", 12000, 0));
+    /* everything else is the real entry point at the requested version */
+    CHECK(proc("cuCtxSynchronize", 12000, 0) == dlsym(lib, "cuCtxSynchronize"));
+    CHECK(proc("cuCtxSynchronize", 13000, 0) == dlsym(lib, "cuCtxSynchronize_v2"));
+    CHECK(proc("cuMemCreate", 12000, 0) == dlsym(lib, "cuMemCreate"));
+    /* too old a version: the driver's answer passes through */
+    void *old = (void *)1;
+    CHECK(getproc("cuMemAlloc", &old, 2000, 0, &q) != CUDA_SUCCESS);
+    CHECK(q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    CHECK(getproc("cuNoSuchThing", &old, 12000, 0, &q) != CUDA_SUCCESS);
+    CHECK(q == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    printf("cuMemAlloc_from=%s cuGetProcAddress_from=%s cuCtxSynchronize_from=%s\n", where(a),
+           where((void *)gp2), where(proc("cuCtxSynchronize", 12000, 0)));
+    return 0;
+}
+
+static int foreign(void)
+{
+    free_fn fr;
+    alloc_fn al;
+    *(void **)&fr = proc("cuMemFree", 12000, 0);
+    *(void **)&al = proc("cuMemAlloc", 12000, 0);
+    CUresult bogus = fr((CUdeviceptr)0x12345000), zero = fr(0);
+    CUresult nullout = al(NULL, 4096), zerosize;
+    CUdeviceptr p = 0;
+    zerosize = al(&p, 0);
+    printf("bogus=%d zero=%d nullout=%d zerosize=%d\n", (int)bogus, (int)zero, (int)nullout,
+           (int)zerosize);
+    CHECK(bogus == CUDA_ERROR_INVALID_VALUE && nullout == CUDA_ERROR_INVALID_VALUE);
+    CHECK(zerosize == CUDA_ERROR_INVALID_VALUE);
+    return 0;
+}
+
+static int oom(void)
+{
+    alloc_fn al;
+    free_fn fr;
+    *(void **)&al = proc("cuMemAlloc", 12000, 0);
+    *(void **)&fr = proc("cuMemFree", 12000, 0);
+    CUdeviceptr p = 0;
+    CUresult r = al(&p, (size_t)1 << 40);
+    printf("cuMemAlloc=%d\n", (int)r);
+    CHECK(r == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(al(&p, 1 << 20) == CUDA_SUCCESS && fr(p) == CUDA_SUCCESS);
+    return 0;
+}
+
+static free_fn exit_free;
+static CUdeviceptr exit_blocks[8];
+static void free_at_exit(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (exit_free(exit_blocks[i]) != CUDA_SUCCESS) _Exit(5);
+}
+/* Runs after the simulator may have shut down: must not crash. Its result is not checked
+ * (the real driver answers CUDA_ERROR_DEINITIALIZED there too). */
+__attribute__((destructor)) static void free_in_destructor(void)
+{
+    for (int i = 4; i < 6; i++)
+        if (exit_free && exit_blocks[i]) exit_free(exit_blocks[i]);
+}
+
+static int at_exit(void)
+{
+    alloc_fn al;
+    *(void **)&al = proc("cuMemAlloc", 12000, 0);
+    *(void **)&exit_free = proc("cuMemFree", 12000, 0);
+    for (int i = 0; i < 8; i++) CHECK(al(&exit_blocks[i], (size_t)(i + 1) << 20) == CUDA_SUCCESS);
+    atexit(free_at_exit);
+    printf("exit=armed\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "cache";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (setup() != 0) return 1;
+    if (!strcmp(mode, "cache")) return cache();
+    if (!strcmp(mode, "getproc")) return getproc_checks();
+    if (!strcmp(mode, "foreign")) return foreign();
+    if (!strcmp(mode, "oom")) return oom();
+    if (!strcmp(mode, "exit")) return at_exit();
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 64;
+}

@@ -1,0 +1,294 @@
+/* The LD_PRELOAD interposer (build/libgpool_preload.so) and the PyTorch pluggable-allocator
+ * hooks, on the simulated driver. The interposer tests run the helper programs under
+ * tests/preload/ (built into $GPOOL_TEST_BUILD/tests/preload by preload/preload.mk) with and
+ * without LD_PRELOAD and check their exit codes and output. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "gpool.h"
+#include "gpool_torch.h"
+#include "util_sim.h"
+
+enum { OUT_MAX = 1 << 16 };
+
+struct run {
+    int rc;
+    char out[OUT_MAX]; /* stdout and stderr */
+};
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("GPOOL_TEST_BUILD");
+    cr_assert_not_null(b, "GPOOL_TEST_BUILD is not set (run the tests with make test)");
+    return b;
+}
+
+/* Run helper `prog` with argument `mode`; env is extra VAR=value words (GPOOL_CONF is unset
+ * unless given); preload = 1 puts libgpool_preload.so in LD_PRELOAD. */
+static void run(struct run *r, const char *prog, const char *mode, int preload, const char *env)
+{
+    char cmd[8192];
+    const char *b = build_dir();
+    char pre[4200] = "";
+    if (preload) snprintf(pre, sizeof pre, "LD_PRELOAD='%s/libgpool_preload.so'", b);
+    /* sanitizer builds: the helpers and the interposer both carry the runtime */
+    snprintf(cmd, sizeof cmd,
+             "env -u GPOOL_CONF -u LD_PRELOAD ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\""
+             " %s %s '%s/tests/preload/%s' %s 2>&1",
+             pre, env ? env : "", b, prog, mode);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run %s", cmd);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = 0;
+    int st = pclose(p);
+    r->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static unsigned long field(const struct run *r, const char *key)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "%s=", key);
+    const char *p = r->out;
+    while ((p = strstr(p, pat))) {
+        if (p == r->out || p[-1] == ' ' || p[-1] == '\n') return strtoul(p + strlen(pat), NULL, 10);
+        p++;
+    }
+    cr_assert_fail("no %s= in the output:\n%s", key, r->out);
+    return 0;
+}
+
+static int count_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void setup(void)
+{
+    cr_assert_not_null(sim_api(), "tests need GPOOL_LIBCUDA pointing at the simulated driver");
+}
+
+TestSuite(preload, .init = setup, .timeout = 120);
+
+/* ---------------- driver API: dlsym + cuGetProcAddress ---------------- */
+
+Test(preload, driver_allocations_are_cached)
+{
+    static struct run plain, pre;
+    run(&plain, "driver_prog", "cache", 0, NULL);
+    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    cr_assert_eq(field(&plain, "cuMemAlloc"), field(&plain, "allocs"), "one cuMemAlloc per allocation");
+    cr_assert(strstr(plain.out, "cuMemAlloc_from=libcuda.so.1 dlsym_from=libcuda.so.1"), "%s", plain.out);
+
+    run(&pre, "driver_prog", "cache", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert(strstr(pre.out, "cuMemAlloc_from=libgpool_preload.so dlsym_from=libgpool_preload.so"),
+              "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuMemAlloc"), 0, "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuMemAllocAsync"), 0, "%s", pre.out);
+    cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"),
+                 "gpool's cache should need far fewer cuMemCreate than allocations:\n%s", pre.out);
+}
+
+Test(preload, get_proc_address_no_recursion_and_versions)
+{
+    static struct run plain, pre;
+    run(&plain, "driver_prog", "getproc", 0, NULL);
+    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    run(&pre, "driver_prog", "getproc", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert(strstr(pre.out, "cuMemAlloc_from=libgpool_preload.so "
+                              "cuGetProcAddress_from=libgpool_preload.so "
+                              "cuCtxSynchronize_from=libcuda.so.1"),
+              "%s", pre.out);
+}
+
+Test(preload, driver_foreign_pointers_and_bad_args_get_the_drivers_answer)
+{
+    static struct run plain, pre;
+    run(&plain, "driver_prog", "foreign", 0, NULL);
+    run(&pre, "driver_prog", "foreign", 1, NULL);
+    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert_str_eq(pre.out, plain.out);
+}
+
+Test(preload, driver_out_of_memory_is_cuda_error_out_of_memory)
+{
+    static struct run pre;
+    run(&pre, "driver_prog", "oom", 1, "GPOOL_SIM_MEMORY=64M");
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert(strstr(pre.out, "cuMemAlloc=2"), "%s", pre.out);
+}
+
+Test(preload, driver_frees_at_exit_are_safe)
+{
+    static struct run pre;
+    run(&pre, "driver_prog", "exit", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert(strstr(pre.out, "exit=armed"), "%s", pre.out);
+}
+
+/* ---------------- runtime API ---------------- */
+
+Test(preload, runtime_calls_are_served_by_gpool)
+{
+    static struct run plain, pre;
+    run(&plain, "runtime_prog", "serve", 0, NULL);
+    cr_assert_eq(plain.rc, 3, "without the interposer the stand-in answers:\n%s", plain.out);
+    cr_assert(strstr(plain.out, "libcudart stand-in: cudaMalloc called"), "%s", plain.out);
+
+    run(&pre, "runtime_prog", "serve", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert_eq(field(&pre, "standin"), 0);
+    cr_assert_eq(field(&pre, "cuMemAlloc"), 0);
+    cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
+    /* cudaFree orders each free on the legacy stream, without a device-wide synchronize */
+    cr_assert_geq(field(&pre, "cuEventRecord"), field(&pre, "frees"), "%s", pre.out);
+    cr_assert_lt(field(&pre, "cuCtxSynchronize"), field(&pre, "frees") / 10, "%s", pre.out);
+}
+
+Test(preload, sync_free_synchronizes_each_free)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=sync_free=1,tcache_bytes=512K");
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert_geq(field(&pre, "cuCtxSynchronize"), field(&pre, "frees"), "%s", pre.out);
+}
+
+Test(preload, runtime_host_memory)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "host", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+}
+
+Test(preload, runtime_foreign_pointers_pass_through)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "foreign", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert_eq(count_lines_with(pre.out, "libcudart stand-in: "), 3, "%s", pre.out);
+}
+
+Test(preload, runtime_null_arguments)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "nullargs", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+}
+
+Test(preload, runtime_out_of_memory_is_cudaErrorMemoryAllocation)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "oom", 1, "GPOOL_SIM_MEMORY=64M");
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert(strstr(pre.out, "cudaMalloc=2 "), "%s", pre.out);
+}
+
+Test(preload, runtime_mem_get_info_counts_the_cache_as_free)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "meminfo", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+}
+
+Test(preload, runtime_frees_at_exit_are_safe)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "exit", 1, NULL);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+}
+
+/* ---------------- configuration ---------------- */
+
+Test(preload, disable_passes_everything_through)
+{
+    static struct run rt, drv;
+    run(&rt, "runtime_prog", "serve", 1, "GPOOL_CONF=disable=1");
+    cr_assert_eq(rt.rc, 3, "%s", rt.out);
+    cr_assert(strstr(rt.out, "libcudart stand-in: cudaMalloc called"), "%s", rt.out);
+    cr_assert_null(strstr(rt.out, "gpool preload"), "disable=1 is not an error:\n%s", rt.out);
+    run(&drv, "driver_prog", "cache", 1, "GPOOL_CONF=disable=1");
+    cr_assert_eq(drv.rc, 0, "%s", drv.out);
+    cr_assert_eq(field(&drv, "cuMemAlloc"), field(&drv, "allocs"), "%s", drv.out);
+}
+
+Test(preload, bad_conf_says_so_once_and_passes_through)
+{
+    static struct run rt, drv, val;
+    run(&rt, "runtime_prog", "serve", 1, "GPOOL_CONF=tcache_bytes=1M,bogus_key=1");
+    cr_assert_eq(rt.rc, 3, "%s", rt.out);
+    cr_assert_eq(count_lines_with(rt.out, "gpool preload: bad GPOOL_CONF"), 1, "%s", rt.out);
+    cr_assert(strstr(rt.out, "bogus_key"), "the message names the key:\n%s", rt.out);
+    run(&drv, "driver_prog", "cache", 1, "GPOOL_CONF=bogus_key=1");
+    cr_assert_eq(drv.rc, 0, "%s", drv.out);
+    cr_assert_eq(field(&drv, "cuMemAlloc"), field(&drv, "allocs"), "%s", drv.out);
+    run(&val, "runtime_prog", "nullargs", 1, "GPOOL_CONF=disable=maybe");
+    cr_assert_eq(count_lines_with(val.out, "gpool preload: bad GPOOL_CONF"), 1, "%s", val.out);
+}
+
+Test(preload, gpool_keys_reach_the_pools)
+{
+    static struct run pre;
+    /* a 1 MiB device budget: the first 4 MiB cudaMalloc of the serve loop fails with OOM */
+    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=sync_free=0,budget_device=1M");
+    cr_assert_eq(pre.rc, 3, "%s", pre.out);
+    cr_assert(strstr(pre.out, "cudaMalloc=2"), "%s", pre.out);
+}
+
+/* dlsym(RTLD_NEXT) keeps resolving relative to its real caller through the interposed dlsym. */
+Test(preload, rtld_next_lookups_are_unchanged)
+{
+    static struct run plain, pre;
+    run(&plain, "next_prog", "", 0, NULL);
+    run(&pre, "next_prog", "", 1, NULL);
+    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert(strstr(pre.out, "next_value=42"), "%s", pre.out);
+}
+
+/* ---------------- PyTorch pluggable allocator (libgpool itself, in this process) ---------- */
+
+Test(torch, alloc_free_reuse_and_empty_cache)
+{
+    const struct sim_api *sim = sim_api();
+    setenv("GPOOL_CONF", "disable=0,sync_free=1,tcache_bytes=0", 1); /* preload keys are ignored */
+    void *a = gpool_torch_alloc(3 << 20, 0, NULL);
+    cr_assert_not_null(a, "%s", gpool_last_error());
+    memset(a, 7, 3 << 20); /* simulated device memory is host memory */
+    cr_assert_gt(sim->bytes_in_use(0), 0);
+    gpool_torch_free(a, 3 << 20, 0, NULL);
+    void *b = gpool_torch_alloc(3 << 20, 0, NULL);
+    cr_assert_eq(b, a, "a block freed on a stream is reused at once on that stream");
+    gpool_torch_free(b, 3 << 20, 0, NULL);
+    cr_assert_null(gpool_torch_alloc(0, 0, NULL));
+    gpool_torch_free(NULL, 0, 0, NULL);
+    gpool_torch_empty_cache();
+    cr_assert_eq(sim->bytes_in_use(0), 0, "empty_cache gives the cached pages back");
+}
+
+Test(torch, bad_device_and_bad_conf_return_null)
+{
+    cr_assert_null(gpool_torch_alloc(1 << 20, 99, NULL));
+    cr_assert_null(gpool_torch_alloc(1 << 20, -1, NULL));
+    setenv("GPOOL_CONF", "bogus=1", 1);
+    cr_assert_null(gpool_torch_alloc(1 << 20, 0, NULL));
+    cr_assert(strstr(gpool_last_error(), "bogus"), "%s", gpool_last_error());
+    unsetenv("GPOOL_CONF");
+    void *p = gpool_torch_alloc(1 << 20, 0, NULL);
+    cr_assert_not_null(p, "a later call retries: %s", gpool_last_error());
+    gpool_torch_free(p, 1 << 20, 0, NULL);
+}
+
+Test(torch, out_of_memory_returns_null)
+{
+    cr_assert_null(gpool_torch_alloc((size_t)1 << 40, 0, NULL));
+    void *p = gpool_torch_alloc(1 << 20, 0, NULL);
+    cr_assert_not_null(p);
+    gpool_torch_free(p, 1 << 20, 0, NULL);
+}
