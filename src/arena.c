@@ -514,7 +514,9 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
     gpool_status st;
     pthread_mutex_lock(&a->lock);
     note_stream(a, tag);
-    if (size <= a->small_max && align <= GP_MIN_ALIGN) {
+    /* Slabs serve the arena's slab stream (the pool's default stream); small blocks of other
+     * streams are heap ranges, whose per-stream tags need no per-stream slabs. */
+    if (size <= a->small_max && align <= GP_MIN_ALIGN && tag == a->slab_tag) {
         unsigned cls = gp_size_class(size);
         gp_slab *s = NULL;
         st = slab_with_room(a, cls, tag, NULL, &s);

@@ -104,6 +104,7 @@ struct gp_arena {
     size_t page;       /* physical page size of the backend */
     size_t va_reserve; /* bytes per new address reservation */
     size_t small_max;
+    uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
     gp_heap heap;
     gp_ptrmap blocks; /* large blocks by address */
     /* Per region: the slab of each 64 KiB granule. Read without the lock by the free fast

@@ -105,6 +105,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
             st = gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
                                pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
+            pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
             if (st != GPOOL_OK) {
                 gp_vidmem_ops.fini(vctx, NULL);
                 free(pool->arena[GPOOL_MEM_DEVICE]);

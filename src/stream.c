@@ -335,7 +335,6 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
     for (size_t i = 0; i < n; i++) {
-        if (tags[i] == tag) continue;
         stream_rec *r = rec_get(ss, tags[i]);
         if (!r) break;
         if (r->ev_live && GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev)) ==
@@ -354,7 +353,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             r->ev_live = 1;
         }
         CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev));
-        if (q != CUDA_SUCCESS && (flags & GPOOL_ALLOC_STREAM_WAIT)) {
+        if (q != CUDA_SUCCESS && (flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag) {
             /* Order the requesting stream after the freeing stream's work instead. */
             q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
                        pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0));

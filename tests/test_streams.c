@@ -86,25 +86,40 @@ Test(streams, large_block_reused_on_its_stream_at_once_and_elsewhere_only_after_
 
 Test(streams, small_block_freed_on_another_stream_waits_for_it)
 {
-    void *s = alloc_on(100, B, 0);
+    /* small blocks of the default stream come from slabs and thread caches */
+    void *s = NULL;
+    cr_assert_eq(gpool_alloc(pool, 100, NULL, &s), GPOOL_OK);
     sim->stream_hold(A);
     cr_assert_eq(gpool_free_async(pool, s, A), GPOOL_OK, "%s", gpool_last_error());
-    void *keep[600];
+    enum { N = 2000 };
+    static void *keep[N];
     for (int i = 0; i < 600; i++) {
-        keep[i] = alloc_on(100, B, 0);
-        cr_assert_neq(keep[i], s, "slot reused on B while A's work is pending (alloc %d)", i);
+        cr_assert_eq(gpool_alloc(pool, 100, NULL, &keep[i]), GPOOL_OK);
+        cr_assert_neq(keep[i], s, "slot reused on the default stream while A runs (alloc %d)", i);
     }
     sim->stream_release(A);
-    int back = 0;
-    void *more[600];
-    int n = 0;
-    for (; n < 600 && !back; n++) {
-        more[n] = alloc_on(100, B, 0);
-        back = more[n] == s;
+    int n = 600, back = 0;
+    for (; n < N && !back; n++) {
+        cr_assert_eq(gpool_alloc(pool, 100, NULL, &keep[n]), GPOOL_OK);
+        back = keep[n] == s;
     }
     cr_assert(back, "slot comes back once A completed");
-    for (int i = 0; i < 600; i++) gpool_free_async(pool, keep[i], B);
-    for (int i = 0; i < n; i++) gpool_free_async(pool, more[i], B);
+    for (int i = 0; i < n; i++) cr_assert_eq(gpool_free(pool, keep[i]), GPOOL_OK);
+}
+
+Test(streams, small_blocks_of_other_streams_follow_the_same_rules)
+{
+    void *s = alloc_on(100, B, 0);
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, s, B), GPOOL_OK);
+    void *mine = alloc_on(100, B, 0);
+    cr_assert_eq(mine, s, "B reuses its own small block at once");
+    cr_assert_eq(gpool_free_async(pool, mine, B), GPOOL_OK);
+    for (int i = 0; i < 50; i++) {
+        void *other = alloc_on(100, A, 0);
+        cr_assert_neq(other, s, "A got B's pending block");
+        cr_assert_eq(gpool_free_async(pool, other, A), GPOOL_OK);
+    }
 }
 
 Test(streams, record_stream_defers_reuse_until_every_user_is_done)
