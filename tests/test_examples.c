@@ -64,12 +64,6 @@ static void assert_nothing_left(const char *name, const struct run *r)
 
 static void expect_success(const char *name, const struct run *r, const char *key_line)
 {
-    /* Host memory kinds (pinned and mapped sysmem) are still being built: until they land,
-     * gpool_alloc answers GPOOL_ERR_UNSUPPORTED for them and the examples that need them say
-     * so. TODO(pkg): drop this once src/sysmem.c is in. */
-    if (r->exit_code != 0 && strstr(r->output, "host memory kind") &&
-        strstr(r->output, "not available yet"))
-        cr_skip_test("%s needs host memory kinds, not built yet", name);
     cr_assert_eq(r->exit_code, 0, "%s exited with %d:\n%s", name, r->exit_code, r->output);
     cr_assert_not_null(strstr(r->output, key_line), "%s did not print \"%s\":\n%s", name, key_line,
                        r->output);
