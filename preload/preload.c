@@ -82,11 +82,14 @@ static void read_conf(void)
             size_t n = end ? (size_t)(end - p) : strlen(p);
             const char *eq = memchr(p, '=', n);
             size_t klen = eq ? (size_t)(eq - p) : n;
-            while (klen && (*p == ' ' || *p == '\t')) p++, n--, klen--;
+            while (klen && (*p == ' ' || *p == '\t'))
+                p++, n--, klen--;
             const char *val = eq ? eq + 1 : NULL;
             size_t vlen = eq ? n - klen - 1 : 0;
-            while (vlen && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t')) vlen--;
-            while (klen && (p[klen - 1] == ' ' || p[klen - 1] == '\t')) klen--;
+            while (vlen && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t'))
+                vlen--;
+            while (klen && (p[klen - 1] == ' ' || p[klen - 1] == '\t'))
+                klen--;
             int *target = NULL;
             if (klen == 7 && !strncmp(p, "disable", 7)) target = &disable;
             if (klen == 9 && !strncmp(p, "sync_free", 9)) target = &conf_sync_free;
@@ -115,7 +118,10 @@ static void read_conf(void)
     conf_enabled = !disable;
 }
 
-int gpp_exiting(void) { return atomic_load_explicit(&exiting, memory_order_relaxed); }
+int gpp_exiting(void)
+{
+    return atomic_load_explicit(&exiting, memory_order_relaxed);
+}
 
 int gpp_enabled(void)
 {
@@ -123,7 +129,10 @@ int gpp_enabled(void)
     return conf_enabled && !gpp_exiting();
 }
 
-static void mark_exiting(void) { atomic_store(&exiting, 1); }
+static void mark_exiting(void)
+{
+    atomic_store(&exiting, 1);
+}
 
 __attribute__((constructor)) static void preload_init(void)
 {
@@ -131,15 +140,21 @@ __attribute__((constructor)) static void preload_init(void)
     atexit(mark_exiting);
 }
 
-__attribute__((destructor)) static void preload_fini(void) { mark_exiting(); }
+__attribute__((destructor)) static void preload_fini(void)
+{
+    mark_exiting();
+}
 
 /* ---------------------------------------------------------------- real dlsym -------------- */
 
 typedef void *(*dlsym_fn)(void *, const char *);
+/* dlsym may be called before a sanitizer runtime has set itself up (ASan resolves its
+ * interceptors with dlsym(RTLD_NEXT) at start-up): the code on that path is not instrumented. */
+#define GPP_UNINSTRUMENTED __attribute__((no_sanitize_address, no_sanitize("undefined")))
 /* Read by the dlsym trampoline below; hidden, set once. */
 __attribute__((used, visibility("hidden"))) dlsym_fn gpp_real_dlsym_ptr;
 
-__attribute__((used, visibility("hidden"))) dlsym_fn gpp_dlsym_resolve(void)
+GPP_UNINSTRUMENTED __attribute__((used, visibility("hidden"))) dlsym_fn gpp_dlsym_resolve(void)
 {
     dlsym_fn f = __atomic_load_n(&gpp_real_dlsym_ptr, __ATOMIC_ACQUIRE);
     if (f) return f;
@@ -156,34 +171,30 @@ void *gpp_real_dlsym(void *handle, const char *name)
     return real ? real(handle, name) : NULL;
 }
 
-struct runtime_search {
-    const char *name;
-    void *self, *found;
-};
-
-static int search_cudart(struct dl_phdr_info *info, size_t size, void *arg)
+/* dl_iterate_phdr callback: the path of a loaded libcudart (dlopen is not called from inside
+ * the iteration, which holds the loader's lock). */
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    struct runtime_search *s = arg;
+    char *out = arg;
     const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
     base = base ? base + 1 : path;
-    if (!base || strncmp(base, "libcudart", 9) != 0 || (void *)info->dlpi_addr == s->self)
-        return 0;
-    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h) return 0;
-    s->found = gpp_real_dlsym(h, s->name);
-    dlclose(h);
-    return s->found != NULL;
+    if (!base || strncmp(base, "libcudart", 9) != 0 || strlen(path) >= 4096) return 0;
+    strcpy(out, path);
+    return 1;
 }
-
-static void *self_base(void);
 
 void *gpp_real_runtime(const char *name)
 {
     void *f = gpp_real_dlsym(RTLD_NEXT, name);
     if (f) return f;
-    struct runtime_search s = {name, self_base(), NULL};
-    dl_iterate_phdr(search_cudart, &s);
-    return s.found;
+    /* a libcudart loaded with RTLD_LOCAL (Python extension modules) is not "next" */
+    char path[4096] = "";
+    dl_iterate_phdr(find_cudart, path);
+    void *h = path[0] ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    if (!h) return NULL;
+    f = gpp_real_dlsym(h, name);
+    dlclose(h);
+    return f;
 }
 
 /* The start of this library in memory: dlsym calls from here (gpool's driver loader) always
@@ -209,7 +220,8 @@ static void *object_base(const void *addr)
 /* Every dlsym call lands here except RTLD_NEXT lookups, which the trampoline sends straight
  * to the real dlsym: glibc resolves RTLD_NEXT relative to its caller's return address, and a
  * tail jump keeps that the original caller's (a C wrapper would make it this library). */
-__attribute__((used, noinline, visibility("hidden"))) void *gpp_dlsym_slow(void *handle, const char *name)
+GPP_UNINSTRUMENTED __attribute__((used, noinline, visibility("hidden"))) void *
+gpp_dlsym_slow(void *handle, const char *name)
 {
     void *caller = __builtin_return_address(0);
     dlsym_fn real = gpp_dlsym_resolve();
@@ -439,7 +451,8 @@ static void legacy_barrier(int dev)
     int pushed = 0;
     if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != g->ctx)
         pushed = d->cuCtxPushCurrent(g->ctx) == CUDA_SUCCESS;
-    if (conf_sync_free || !g->marker || d->cuEventRecord(g->marker, CU_STREAM_LEGACY) != CUDA_SUCCESS)
+    if (conf_sync_free || !g->marker ||
+        d->cuEventRecord(g->marker, CU_STREAM_LEGACY) != CUDA_SUCCESS)
         d->cuCtxSynchronize();
     if (pushed) d->cuCtxPopCurrent(&popped);
 }
@@ -457,8 +470,9 @@ static int owned_anywhere(const void *p)
 
 static gpp_free_result free_result(gpool_status st)
 {
-    return st == GPOOL_OK ? GPP_FREED : st == GPOOL_ERR_INVALID_POINTER ? GPP_NOT_OURS
-                                                                        : GPP_FREE_FAILED;
+    return st == GPOOL_OK                    ? GPP_FREED
+           : st == GPOOL_ERR_INVALID_POINTER ? GPP_NOT_OURS
+                                             : GPP_FREE_FAILED;
 }
 
 gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
@@ -507,12 +521,11 @@ gpp_free_result gpp_free_host(void *p)
         gpool_t *pool = gpp_pool_peek(dev);
         if (!pool) continue;
         gpool_block_desc desc;
-        if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE)
-            continue;
+        if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE) continue;
         if (conf_sync_free) legacy_barrier(dev);
         /* the block is freed by the address gpool handed out */
-        void *handle = desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr
-                                                          : desc.host_ptr;
+        void *handle =
+            desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr : desc.host_ptr;
         gpool_status st = gpool_free(pool, handle ? handle : p);
         if (st == GPOOL_ERR_INVALID_POINTER && handle && handle != p) st = gpool_free(pool, p);
         return free_result(st);
@@ -606,8 +619,8 @@ static void *proc_substitute(const gpp_real_driver *d, const char *symbol, int v
     return NULL;
 }
 
-CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                 cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *status)
 {
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
@@ -619,8 +632,7 @@ CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_versio
     return r;
 }
 
-CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version,
-                                 cuuint64_t flags)
+CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
 {
     const gpp_real_driver *d = gpp_driver();
     if (!d || !d->cuGetProcAddress_v1) return CUDA_ERROR_NOT_INITIALIZED;

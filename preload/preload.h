@@ -22,8 +22,8 @@
 /* The real driver entry points, resolved once (gpp_driver()). Hooked ones are here so that a
  * pointer gpool does not own can be passed through. */
 typedef struct gpp_real_driver {
-    void *lib;       /* dlopen handle of the driver gpool uses too */
-    void *lib_base;  /* load address of that object (dladdr), to recognise its symbols */
+    void *lib;      /* dlopen handle of the driver gpool uses too */
+    void *lib_base; /* load address of that object (dladdr), to recognise its symbols */
     PFN_cuGetProcAddress_v12000 cuGetProcAddress_v2;
     PFN_cuGetProcAddress_v11030 cuGetProcAddress_v1;
     PFN_cuMemAlloc_v3020 cuMemAlloc;
@@ -106,8 +106,8 @@ CUresult gpp_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
 CUresult gpp_cuMemAllocHost_v2(void **pp, size_t bytesize);
 CUresult gpp_cuMemFreeHost(void *p);
 CUresult gpp_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
-CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                 cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *status);
 CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version,
                                  cuuint64_t flags);
 

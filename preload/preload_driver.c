@@ -89,7 +89,10 @@ CUresult gpp_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s
     return alloc_async(dptr, bytesize, stream, 1);
 }
 
-CUresult gpp_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) { return free_async(dptr, stream, 0); }
+CUresult gpp_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(dptr, stream, 0);
+}
 
 CUresult gpp_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
 {

@@ -150,10 +150,10 @@ GPP_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemP
     return real_cudaMallocFromPoolAsync(ptr, size, memPool, stream);
 }
 
-GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
-                                                    cudaMemPool_t memPool, cudaStream_t stream);
-GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
-                                                    cudaMemPool_t memPool, cudaStream_t stream)
+GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                    cudaStream_t stream);
+GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                    cudaStream_t stream)
 {
     REAL(malloc_pool_fn, cudaMallocFromPoolAsync_ptsz);
     return real_cudaMallocFromPoolAsync_ptsz(ptr, size, memPool, stream);
@@ -177,7 +177,8 @@ static int serve_host_alloc(void **pHost, size_t size, unsigned flags, cudaError
         *code = cudaSuccess;
         return 1;
     }
-    gpool_mem_kind kind = flags & cudaHostAllocMapped ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
+    gpool_mem_kind kind =
+        flags & cudaHostAllocMapped ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
     gpool_status st = gpp_alloc_host(size, kind, pHost);
     if (st == GPOOL_OK) {
         *code = cudaSuccess;

@@ -30,8 +30,10 @@ static gpool_status torch_config(int device, gpool_config *cfg)
             size_t n = end ? (size_t)(end - p) : strlen(p);
             const char *q = p;
             size_t m = n;
-            while (m && (*q == ' ' || *q == '\t')) q++, m--;
-            int skip = (m >= 8 && !strncmp(q, "disable=", 8)) || (m >= 10 && !strncmp(q, "sync_free=", 10));
+            while (m && (*q == ' ' || *q == '\t'))
+                q++, m--;
+            int skip = (m >= 8 && !strncmp(q, "disable=", 8)) ||
+                       (m >= 10 && !strncmp(q, "sync_free=", 10));
             if (!skip && m) {
                 if (used) rest[used++] = ',';
                 memcpy(rest + used, p, n);

@@ -35,10 +35,11 @@ static void run(struct run *r, const char *prog, const char *mode, int preload, 
     char pre[4200] = "";
     if (preload) snprintf(pre, sizeof pre, "LD_PRELOAD='%s/libgpool_preload.so'", b);
     /* sanitizer builds: the helpers and the interposer both carry the runtime */
-    snprintf(cmd, sizeof cmd,
-             "env -u GPOOL_CONF -u LD_PRELOAD ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\""
-             " %s %s '%s/tests/preload/%s' %s 2>&1",
-             pre, env ? env : "", b, prog, mode);
+    snprintf(
+        cmd, sizeof cmd,
+        "env -u GPOOL_CONF -u LD_PRELOAD ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\""
+        " %s %s '%s/tests/preload/%s' %s 2>&1",
+        pre, env ? env : "", b, prog, mode);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p, "cannot run %s", cmd);
     size_t n = fread(r->out, 1, sizeof r->out - 1, p);
@@ -63,7 +64,8 @@ static unsigned long field(const struct run *r, const char *key)
 static int count_lines_with(const char *text, const char *needle)
 {
     int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
     return n;
 }
 
@@ -81,8 +83,10 @@ Test(preload, driver_allocations_are_cached)
     static struct run plain, pre;
     run(&plain, "driver_prog", "cache", 0, NULL);
     cr_assert_eq(plain.rc, 0, "%s", plain.out);
-    cr_assert_eq(field(&plain, "cuMemAlloc"), field(&plain, "allocs"), "one cuMemAlloc per allocation");
-    cr_assert(strstr(plain.out, "cuMemAlloc_from=libcuda.so.1 dlsym_from=libcuda.so.1"), "%s", plain.out);
+    cr_assert_eq(field(&plain, "cuMemAlloc"), field(&plain, "allocs"),
+                 "one cuMemAlloc per allocation");
+    cr_assert(strstr(plain.out, "cuMemAlloc_from=libcuda.so.1 dlsym_from=libcuda.so.1"), "%s",
+              plain.out);
 
     run(&pre, "driver_prog", "cache", 1, NULL);
     cr_assert_eq(pre.rc, 0, "%s", pre.out);

@@ -10,7 +10,10 @@
 static atomic_ulong calls;
 
 unsigned long standin_calls(void);
-unsigned long standin_calls(void) { return atomic_load(&calls); }
+unsigned long standin_calls(void)
+{
+    return atomic_load(&calls);
+}
 
 static cudaError_t fail_loudly(const char *name)
 {
@@ -19,8 +22,14 @@ static cudaError_t fail_loudly(const char *name)
     return cudaErrorStubLibrary;
 }
 
-cudaError_t cudaMalloc(void **p, size_t size) { return fail_loudly("cudaMalloc"); }
-cudaError_t cudaFree(void *p) { return fail_loudly("cudaFree"); }
+cudaError_t cudaMalloc(void **p, size_t size)
+{
+    return fail_loudly("cudaMalloc");
+}
+cudaError_t cudaFree(void *p)
+{
+    return fail_loudly("cudaFree");
+}
 cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s)
 {
     return fail_loudly("cudaMallocAsync");
@@ -30,14 +39,23 @@ cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s)
 {
     return fail_loudly("cudaMallocAsync_ptsz");
 }
-cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { return fail_loudly("cudaFreeAsync"); }
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+    return fail_loudly("cudaFreeAsync");
+}
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
-cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s) { return fail_loudly("cudaFreeAsync_ptsz"); }
+cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s)
+{
+    return fail_loudly("cudaFreeAsync_ptsz");
+}
 cudaError_t cudaMallocFromPoolAsync(void **p, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
     return fail_loudly("cudaMallocFromPoolAsync");
 }
-cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) { return fail_loudly("cudaMemGetInfo"); }
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    return fail_loudly("cudaMemGetInfo");
+}
 
 /* host memory: working, counted */
 cudaError_t cudaMallocHost(void **p, size_t size)
@@ -46,7 +64,10 @@ cudaError_t cudaMallocHost(void **p, size_t size)
     *p = malloc(size ? size : 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags) { return cudaMallocHost(p, size); }
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
+{
+    return cudaMallocHost(p, size);
+}
 cudaError_t cudaFreeHost(void *p)
 {
     atomic_fetch_add(&calls, 1);

@@ -97,13 +97,15 @@ static int cache(void)
         CHECK((i & 2 ? alloc_gp : alloc_sym)(slot, size) == CUDA_SUCCESS && *slot);
         *(volatile char *)(uintptr_t)*slot = 1; /* simulated device memory is host memory */
     }
-    for (int i = 0; i < LIVE; i++) CHECK(free_gp(live[i]) == CUDA_SUCCESS);
+    for (int i = 0; i < LIVE; i++)
+        CHECK(free_gp(live[i]) == CUDA_SUCCESS);
     /* the stream-ordered forms, legacy and per-thread */
     alloc_async_fn aa, aa_pt;
     free_async_fn fa, fa_pt;
     *(void **)&aa = proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
     *(void **)&fa = proc("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-    *(void **)&aa_pt = proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    *(void **)&aa_pt =
+        proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     *(void **)&fa_pt = proc("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     CHECK(aa && fa && aa_pt && fa_pt);
     for (int i = 0; i < 100; i++) {
@@ -203,7 +205,8 @@ static int at_exit(void)
     alloc_fn al;
     *(void **)&al = proc("cuMemAlloc", 12000, 0);
     *(void **)&exit_free = proc("cuMemFree", 12000, 0);
-    for (int i = 0; i < 8; i++) CHECK(al(&exit_blocks[i], (size_t)(i + 1) << 20) == CUDA_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        CHECK(al(&exit_blocks[i], (size_t)(i + 1) << 20) == CUDA_SUCCESS);
     atexit(free_at_exit);
     printf("exit=armed\n");
     return 0;

@@ -44,9 +44,11 @@ static int serve(void)
             printf("cudaMalloc=%d\n", (int)e);
             return 3;
         }
-        memset(*slot, i & 0xff, size < 4096 ? size : 4096); /* the simulator's memory is host memory */
+        memset(*slot, i & 0xff,
+               size < 4096 ? size : 4096); /* the simulator's memory is host memory */
     }
-    for (int i = 0; i < LIVE; i++) CHECK(cudaFree(live[i]) == cudaSuccess);
+    for (int i = 0; i < LIVE; i++)
+        CHECK(cudaFree(live[i]) == cudaSuccess);
     for (int i = 0; i < 200; i++) {
         void *a, *b;
         CHECK(cudaMallocAsync(&a, 1 << 20, NULL) == cudaSuccess);
@@ -148,7 +150,8 @@ __attribute__((destructor)) static void free_in_destructor(void)
 
 static int at_exit(void)
 {
-    for (int i = 0; i < 8; i++) CHECK(cudaMalloc(&exit_blocks[i], (size_t)(i + 1) << 20) == cudaSuccess);
+    for (int i = 0; i < 8; i++)
+        CHECK(cudaMalloc(&exit_blocks[i], (size_t)(i + 1) << 20) == cudaSuccess);
     atexit(free_at_exit);
     printf("exit=armed\n");
     return 0; /* blocks 6 and 7 are left to the OS */
