@@ -192,6 +192,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     }
     if (!r) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for block bookkeeping");
     gpool_status st = back_range(a, r);
+    note_held(a);
     if (st != GPOOL_OK) {
         gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
         return st;
@@ -563,6 +564,7 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
 {
     uintptr_t p = (uintptr_t)ptr;
     note_stream(a, tag);
+    a->frees_since_sync++;
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
         long i = gp_slot_index(s, p);
@@ -643,6 +645,7 @@ void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *o
         long i = s ? gp_slot_index(s, p) : -1;
         if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_CACHED) continue; /* cannot happen */
         if (owner && s->owner == owner) s->owner = NULL;
+        a->frees_since_sync++;
         slot_push(a, s, (uint16_t)i);
     }
     pthread_mutex_unlock(&a->lock);
@@ -676,6 +679,7 @@ gpool_status gp_arena_trim(gp_arena *a, size_t keep)
 void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idle)
 {
     pthread_mutex_lock(&a->lock);
+    note_held(a); /* failed backings leave cached pages behind: keep the peak honest */
     *c = a->c;
     c->pending_slots = a->npending;
     *held = held_bytes(a);

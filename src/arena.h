@@ -126,6 +126,9 @@ struct gp_arena {
      * could observe them), so free space coalesces freely. The first request on a second
      * stream synchronizes once and switches to per-stream tags. */
     int streams_seen; /* 0, 1 or 2 (= several) */
+    /* Frees since the last device synchronize: their memory may still be touched by queued
+     * work even when it is clean for reuse, so it must not be unmapped before a sync. */
+    uint64_t frees_since_sync;
     uintptr_t only_tag;
     gp_arena_counters c; /* large blocks and slabs' slot traffic through the slow path */
 };

@@ -374,7 +374,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     gp_streams *ss = pool->streams;
     gp_tcache_flush_all(pool);
     uintptr_t tags[1];
-    int pending = gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending ||
+    int pending = gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync ||
                   atomic_load_explicit(&ss->busy, memory_order_relaxed);
     if (!pending) return GPOOL_OK;
     int pushed;
@@ -390,6 +390,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
         if (a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 1);
         pthread_mutex_unlock(&ss->lock);
         gp_arena_clean_all_locked(a);
+        a->frees_since_sync = 0;
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return st;

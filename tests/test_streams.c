@@ -207,3 +207,31 @@ Test(streams, destroy_with_deferred_frees_is_clean)
     gpool_free_async(pool, p, A);
     /* teardown destroys the pool with the free still deferred: must not count as live */
 }
+
+/* One stream: its frees are reusable by it at once, but their pages may still be touched by
+ * the work queued before the free, so trim and the OOM path wait before unmapping them. */
+Test(streams, trim_waits_for_queued_work_before_unmapping)
+{
+    void *p = alloc_on(8 * MiB, A, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    unsigned long syncs = sim->call_count("cuCtxSynchronize");
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    cr_assert_gt(sim->call_count("cuCtxSynchronize"), syncs,
+                 "trim unmapped pages A's work may still use without waiting");
+    cr_assert_eq(sim->bytes_in_use(0), 0);
+}
+
+Test(streams, oom_path_waits_for_queued_work_of_the_only_stream)
+{
+    sim->set_capacity(0, 16 * MiB);
+    void *p = alloc_on(12 * MiB, A, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    /* a request that does not fit the freed range itself: pages must be remapped */
+    unsigned long syncs = sim->call_count("cuCtxSynchronize");
+    void *q = alloc_on(14 * MiB, A, 0);
+    cr_assert_not_null(q);
+    cr_assert_gt(sim->call_count("cuCtxSynchronize"), syncs, "remapped without waiting");
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+}
