@@ -226,12 +226,14 @@ Test(streams, oom_path_waits_for_queued_work_of_the_only_stream)
 {
     sim->set_capacity(0, 16 * MiB);
     void *p = alloc_on(12 * MiB, A, 0);
+    void *blocker = alloc_on(256, A, 0); /* keeps the next request off p's range */
     sim->stream_hold(A);
     cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
-    /* a request that does not fit the freed range itself: pages must be remapped */
+    /* a request that does not fit the freed range: p's pages must be remapped */
     unsigned long syncs = sim->call_count("cuCtxSynchronize");
     void *q = alloc_on(14 * MiB, A, 0);
     cr_assert_not_null(q);
     cr_assert_gt(sim->call_count("cuCtxSynchronize"), syncs, "remapped without waiting");
     cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, blocker, A), GPOOL_OK);
 }
