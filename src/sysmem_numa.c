@@ -26,7 +26,13 @@ void gp_numa_init(gp_numa *n, const gp_driver *drv, CUdevice dev, gp_drv_counter
         set_none(n, "hwloc_topology_init failed");
         return;
     }
+    /* PCI devices from sysfs only: not the libpciaccess plugin (slow, leaks), and no OS
+     * devices, whose plugins (cuda, nvml, opencl, gl) would start GPU runtimes in here. */
     hwloc_topology_set_io_types_filter(n->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    hwloc_topology_set_type_filter(n->topo, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
+    static const char *const skip[] = {"pci", "cuda", "nvml", "opencl", "gl", "rsmi", "levelzero"};
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+        hwloc_topology_set_components(n->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
     if (hwloc_topology_load(n->topo) != 0) {
         hwloc_topology_destroy(n->topo);
         n->topo = NULL;
