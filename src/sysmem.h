@@ -30,10 +30,14 @@ gpool_status gp_sysmem_alloc(gpool_t *pool, gpool_mem_kind kind, size_t size,
                              const gpool_alloc_params *params, void **out);
 
 /* Free ptr if it is a host block of this pool: *owned = 1 then, and the status says how it
- * went; *owned = 0 (GPOOL_OK) when ptr is not host memory of this pool. */
+ * went. Also *owned = 1 with GPOOL_ERR_INVALID_POINTER (and a message saying which) for a
+ * pointer inside this pool's host memory that is not a live block's start (double free,
+ * interior pointer) and for page-locked memory the driver knows but this pool did not hand
+ * out (another pool's block, cuMemHostAlloc/cuMemHostRegister memory). *owned = 0
+ * (GPOOL_OK) for anything else. Host frees are immediate. */
 gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned);
 
-/* Describe the live host block containing ptr: *owned as above. */
+/* Describe the live host block containing ptr (interior pointers too): *owned as above. */
 gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out,
                                   int *owned);
 
