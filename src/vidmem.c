@@ -145,28 +145,35 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
     return id;
 }
 
-static void handle_destroy(gp_vidmem *v, uint32_t id)
+/* Release an unmapped handle; on failure it stays held (retried by release or fini). */
+static int handle_destroy(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
-    GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h));
+    if (GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h)) != CUDA_SUCCESS)
+        return -1;
     v->held_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
+    return 0;
 }
 
-static void handle_unmap(gp_vidmem *v, uint32_t id)
+/* Unmap a handle; on failure it stays mapped (and its pages backed). */
+static int handle_unmap(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
     gp_region *g = hd->region;
     size_t first = (hd->addr - g->base) >> g->page_shift;
-    GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
-           v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
+    if (GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
+               v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran)) != CUDA_SUCCESS)
+        return -1;
     for (size_t i = 0; i < hd->npages; i++) g->page_phys[first + i] = 0;
     hd->addr = 0;
     hd->region = NULL;
+    return 0;
 }
 
-/* Put an unmapped handle back: single pages stay cached, chunks go back to the driver. */
+/* Put an unmapped handle back: single pages stay cached, chunks go back to the driver (a
+ * chunk whose release fails stays held and is released at fini). */
 static void handle_retire(gp_vidmem *v, uint32_t id)
 {
     if (v->handles[id].npages == 1) {
@@ -219,12 +226,11 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         if (r == CUDA_SUCCESS) return GPOOL_OK;
         st = gp_cu_fail(r, "cuMemSetAccess");
     }
-    /* roll back what this call mapped */
+    /* roll back what this call mapped (a page whose unmap fails stays backed: cached) */
     for (size_t p = first; p < first + n; p++) {
         if (!g->page_phys[p]) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
-        handle_unmap(v, id);
-        handle_retire(v, id);
+        if (handle_unmap(v, id) == 0) handle_retire(v, id);
     }
     return st;
 }
@@ -253,8 +259,8 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         if (busy) continue;
         if (!entered) gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
         entered = 1;
+        if (handle_unmap(v, id) != 0) continue; /* stays backed: cached */
         freed += hd->npages * v->gran;
-        handle_unmap(v, id);
         handle_retire(v, id);
     }
     if (entered) gp_ctx_leave(v->drv, v->cnt, pushed);
@@ -267,13 +273,18 @@ static gpool_status vm_release(void *ctx, size_t keep)
     if (!v->nidle || v->idle_pages * v->gran <= keep) return GPOOL_OK;
     int pushed;
     gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    gpool_status st = GPOOL_OK;
     while (v->nidle && v->idle_pages * v->gran > keep) {
-        uint32_t id = v->idle[--v->nidle];
+        uint32_t id = v->idle[v->nidle - 1];
+        if (handle_destroy(v, id) != 0) { /* stays cached; the caller hears of it */
+            st = gp_fail(GPOOL_ERR_DRIVER, "cuMemRelease failed while giving memory back");
+            break;
+        }
+        v->nidle--;
         v->idle_pages--;
-        handle_destroy(v, id);
     }
     gp_ctx_leave(v->drv, v->cnt, pushed);
-    return GPOOL_OK;
+    return st;
 }
 
 static size_t vm_held(void *ctx)
@@ -303,12 +314,16 @@ static void vm_fini(void *ctx, gp_heap *heap)
     if (!v) return;
     int pushed;
     gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
-    for (size_t i = 0; i < v->nhandles; i++)
-        if (v->handles[i].addr) handle_unmap(v, (uint32_t)i);
-    for (size_t i = 0; i < v->nhandles; i++)
-        if (v->handles[i].npages) handle_destroy(v, (uint32_t)i);
+    /* a call that fails once (a transient driver error) is tried once more */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        for (size_t i = 0; i < v->nhandles; i++)
+            if (v->handles[i].addr) handle_unmap(v, (uint32_t)i);
+        for (size_t i = 0; i < v->nhandles; i++)
+            if (v->handles[i].npages && !v->handles[i].addr) handle_destroy(v, (uint32_t)i);
+    }
     for (size_t i = 0; heap && i < heap->nregions; i++)
-        vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
+        if (vm_unreserve(v, heap->regions[i].base, heap->regions[i].size) != GPOOL_OK)
+            vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
     gp_ctx_leave(v->drv, v->cnt, pushed);
     free(v->handles);
     free(v->idle);
