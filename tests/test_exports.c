@@ -17,19 +17,22 @@ struct symset {
     char name[MAX_SYMS][NAME_MAX_LEN];
 };
 
-static int symset_has(const struct symset *s, const char *name) {
+static int symset_has(const struct symset *s, const char *name)
+{
     for (int i = 0; i < s->count; i++)
         if (strcmp(s->name[i], name) == 0) return 1;
     return 0;
 }
 
-static void symset_add(struct symset *s, const char *name) {
+static void symset_add(struct symset *s, const char *name)
+{
     cr_assert_lt(s->count, MAX_SYMS, "too many symbols");
     cr_assert_lt(strlen(name), (size_t)NAME_MAX_LEN, "symbol name too long: %s", name);
     if (!symset_has(s, name)) strcpy(s->name[s->count++], name);
 }
 
-static const char *lib_path(void) {
+static const char *lib_path(void)
+{
     static char path[4096];
     const char *build = getenv("GPOOL_TEST_BUILD");
     cr_assert_not_null(build, "GPOOL_TEST_BUILD is not set (run the tests with make test)");
@@ -39,7 +42,8 @@ static const char *lib_path(void) {
 
 /* Symbols libgpool.so defines in its dynamic table, without @VERSION suffixes. Version
  * definitions themselves (type A, e.g. GPOOL_0) go to *versions. */
-static void exported_symbols(struct symset *syms, struct symset *versions) {
+static void exported_symbols(struct symset *syms, struct symset *versions)
+{
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "nm -D --defined-only '%s'", lib_path());
     FILE *p = popen(cmd, "r");
@@ -64,7 +68,8 @@ static void exported_symbols(struct symset *syms, struct symset *versions) {
 /* Names of the functions declared GPOOL_API in a public header (a missing header adds
  * nothing). Declarations may span lines: the name is the identifier before the first '('
  * after GPOOL_API. */
-static void header_api(const char *header, struct symset *out) {
+static void header_api(const char *header, struct symset *out)
+{
     FILE *f = fopen(header, "r");
     if (!f) return;
     static char text[1 << 20];
@@ -99,7 +104,8 @@ static void header_api(const char *header, struct symset *out) {
     }
 }
 
-Test(exports, only_gpool_symbols_are_exported) {
+Test(exports, only_gpool_symbols_are_exported)
+{
     static struct symset syms, versions;
     exported_symbols(&syms, &versions);
     cr_assert_gt(syms.count, 0, "%s exports nothing", lib_path());
@@ -113,7 +119,8 @@ Test(exports, only_gpool_symbols_are_exported) {
                   versions.name[i]);
 }
 
-Test(exports, every_public_function_is_exported) {
+Test(exports, every_public_function_is_exported)
+{
     static struct symset syms, versions, api;
     exported_symbols(&syms, &versions);
     header_api("include/gpool.h", &api);
@@ -132,7 +139,8 @@ Test(exports, every_public_function_is_exported) {
                   lib_path(), syms.name[i]);
 }
 
-Test(exports, soname_carries_the_major_version) {
+Test(exports, soname_carries_the_major_version)
+{
     char cmd[4200], want[64];
     snprintf(cmd, sizeof cmd, "readelf -d '%s'", lib_path());
     snprintf(want, sizeof want, "[libgpool.so.%d]", GPOOL_VERSION_MAJOR);
@@ -155,7 +163,8 @@ Test(exports, soname_carries_the_major_version) {
     cr_assert(rl > sl && strcmp(real + rl - sl, suffix) == 0, "libgpool.so resolves to %s", real);
 }
 
-Test(exports, version_string_matches_the_macros) {
+Test(exports, version_string_matches_the_macros)
+{
     char want[64];
     snprintf(want, sizeof want, "%d.%d.%d", GPOOL_VERSION_MAJOR, GPOOL_VERSION_MINOR,
              GPOOL_VERSION_PATCH);

@@ -229,6 +229,16 @@ static void check_layout(const char *root)
     }
     snprintf(p, sizeof p, "%s/opt/gp/bin/gpool-bench", work);
     cr_expect_eq(access(p, X_OK), 0, "gpool-bench is not executable");
+    /* optional parts: installed exactly when they exist in the tree */
+    char src[PATH_MAX + 64];
+    snprintf(src, sizeof src, "%s/include/gpool_torch.h", root);
+    snprintf(p, sizeof p, "%s/opt/gp/include/gpool_torch.h", work);
+    cr_expect_eq(is_file(p), is_file(src), "gpool_torch.h installed: %d, in the tree: %d",
+                 is_file(p), is_file(src));
+    snprintf(src, sizeof src, "%s/libgpool_preload.so", getenv("GPOOL_TEST_BUILD"));
+    snprintf(p, sizeof p, "%s/opt/gp/lib64/libgpool_preload.so", work);
+    cr_expect_eq(is_file(p), is_file(src), "libgpool_preload.so installed: %d, built: %d",
+                 is_file(p), is_file(src));
 
     /* the .pc file names the prefix and a libdir outside ${exec_prefix}/lib */
     snprintf(p, sizeof p, "%s/opt/gp/lib64/pkgconfig/gpool.pc", work);
