@@ -15,7 +15,7 @@ FUZZ_BUILD   := build/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   ?=
 FUZZ_TARGETS := fuzz_ops fuzz_trace fuzz_conf
-FUZZ_LIBS    := $(filter-out -ljemalloc,$(LIBS))
+FUZZ_LIBS    := $(LIBS)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE -Iinclude -Isrc -Ibench -Itests \
                 -isystem $(CUDA_HOME)/include
