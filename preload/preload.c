@@ -150,7 +150,7 @@ __attribute__((destructor)) static void preload_fini(void)
 typedef void *(*dlsym_fn)(void *, const char *);
 /* dlsym may be called before a sanitizer runtime has set itself up (ASan resolves its
  * interceptors with dlsym(RTLD_NEXT) at start-up): the code on that path is not instrumented. */
-#define GPP_UNINSTRUMENTED __attribute__((no_sanitize_address, no_sanitize("undefined")))
+#define GPP_UNINSTRUMENTED __attribute__((no_sanitize_address, no_sanitize("undefined", "thread")))
 /* Read by the dlsym trampoline below; hidden, set once. */
 __attribute__((used, visibility("hidden"))) dlsym_fn gpp_real_dlsym_ptr;
 
