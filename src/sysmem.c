@@ -90,6 +90,12 @@ static gp_sysmem *sys_of(gpool_t *pool)
 
 static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
 {
+    const gp_driver *d = pool->drv;
+    if (!d->cuMemHostRegister || !d->cuMemHostUnregister || !d->cuMemHostGetDevicePointer)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "host memory kinds need cuMemHostRegister, cuMemHostUnregister and "
+                       "cuMemHostGetDevicePointer, which driver %s does not provide",
+                       d->path);
     gp_sysmem *s = calloc(1, sizeof *s);
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for host-memory state");
     pthread_mutex_init(&s->lock, NULL);
