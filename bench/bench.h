@@ -54,6 +54,9 @@ int bench_map_get(const bench_map *m, uint64_t key, uint64_t *val);
 /* 1 and *val (if val) if it was present; removes it. */
 int bench_map_take(bench_map *m, uint64_t key, uint64_t *val);
 
+/* "256 B", "64 KiB", "2 MiB", "1.5 MiB", "2 GiB": exact units where they divide evenly. */
+void bench_size_text(char *buf, size_t len, uint64_t bytes);
+
 /* Write s as a JSON string literal (with quotes) to f. */
 void bench_json_string(FILE *f, const char *s);
 
@@ -100,6 +103,8 @@ void bench_trace_init(bench_trace *t, const char *name);
 uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream);
 void bench_trace_add_free(bench_trace *t, uint32_t slot);
 void bench_trace_finish(bench_trace *t); /* computes peak_live, largest, unfreed */
+/* Index of the op after which the live bytes first reach peak_live (0 for an empty trace). */
+size_t bench_trace_peak_op(const bench_trace *t);
 
 /* ---- workload.c: synthetic workloads ---------------------------------------------------- */
 
@@ -181,6 +186,8 @@ typedef struct bench_strategy_ops {
     int (*free)(bench_strategy *s, void *ptr, uint64_t size, CUstream stream);
     void (*stats)(bench_strategy *s, bench_strategy_stats *out);
     void (*fini)(bench_strategy *s);
+    /* Optional: write a gpool_dump_json snapshot to f. 0, or -1 with s->err. */
+    int (*snapshot)(bench_strategy *s, FILE *f);
 } bench_strategy_ops;
 
 struct bench_strategy {
@@ -217,11 +224,15 @@ typedef struct bench_sample {
 } bench_sample;
 
 typedef struct bench_replay_opts {
-    uint64_t capacity;   /* 0: leave the device as it is */
-    int stop_on_failure; /* stop at the first failed allocation (fit) */
-    int time_ops;        /* record per-op host time (p50/p99) */
-    size_t samples;      /* >0: record about this many (live, reserved) samples for plots */
-    int progress;        /* progress line on stderr for runs over a second */
+    uint64_t capacity;    /* 0: leave the device as it is */
+    int stop_on_failure;  /* stop at the first failed allocation (fit) */
+    int time_ops;         /* record per-op host time (p50/p99) */
+    size_t samples;       /* >0: record about this many (live, reserved) samples for plots */
+    int progress;         /* progress line on stderr for runs over a second */
+    unsigned passes;      /* replays of the trace in the same instance (0 = 1); each pass ends
+                             by freeing what is still live */
+    const char *snapshot; /* strategies with a snapshot op: write one here at the trace's
+                             peak-live point (first pass) */
 } bench_replay_opts;
 
 typedef struct bench_result {
@@ -231,9 +242,14 @@ typedef struct bench_result {
     int error;   /* 1: the run failed for another reason; message in `note` */
     char note[512];
     uint64_t allocs, failed_allocs, frees;
-    uint64_t peak_live;     /* of the blocks actually allocated */
-    uint64_t peak_reserved; /* strategy's own count */
-    uint64_t driver_calls;
+    uint64_t peak_live;               /* of the blocks actually allocated */
+    uint64_t peak_reserved;           /* strategy's own count */
+    uint64_t driver_calls;            /* all passes */
+    uint64_t driver_calls_first_pass; /* in the first pass (with its end-of-pass frees) */
+    uint64_t driver_calls_last_pass;  /* in the last pass: 0 is steady state */
+    unsigned passes;                  /* passes run (fewer than asked after an error) */
+    int snapshot;                     /* 1 written, -1 failed (snapshot_err), 0 not asked */
+    char snapshot_err[256];
     uint64_t sim_calls;     /* every simulated driver call during the run (0 on a GPU) */
     uint64_t sim_leaked;    /* sim bytes still in use after fini (should be 0) */
     uint64_t first_failure; /* op index + 1 of the first failure, 0 if none */
@@ -247,6 +263,10 @@ typedef struct bench_result {
 int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t,
                  const bench_replay_opts *o, bench_result *r);
 void bench_result_free(bench_result *r);
+/* bench_replay in a child process on the simulator (a crash becomes r->error), unless
+ * GPOOL_BENCH_NOFORK=1 or samples are asked for. */
+void bench_replay_isolated(const bench_device *dev, const char *spec, const bench_trace *t,
+                           const bench_replay_opts *o, bench_result *r);
 
 typedef struct bench_fit {
     char strategy[256];
@@ -266,6 +286,86 @@ typedef struct bench_fit {
  * driver only. */
 int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *t, int progress,
                   bench_fit *f);
+
+/* ---- json.c: a small JSON reader (for snapshots) ------------------------------------------ */
+
+typedef enum {
+    BENCH_JSON_NULL,
+    BENCH_JSON_BOOL,
+    BENCH_JSON_NUMBER,
+    BENCH_JSON_STRING,
+    BENCH_JSON_ARRAY,
+    BENCH_JSON_OBJECT
+} bench_json_type;
+
+typedef struct bench_json bench_json;
+struct bench_json {
+    bench_json_type type;
+    int is_int;         /* NUMBER: an integer that fits u64 (or i64 if negative) in `u` */
+    uint64_t u;         /* NUMBER: the integer value (two's complement if negative) */
+    double num;         /* NUMBER: the value as a double; BOOL: 0 or 1 */
+    char *str;          /* STRING: NUL-terminated, escapes decoded */
+    char **keys;        /* OBJECT: key of each item */
+    bench_json **items; /* ARRAY / OBJECT: the values */
+    size_t n;
+};
+
+/* Parse text (len bytes). NULL with "line L col C: what" in err. */
+bench_json *bench_json_parse(const char *text, size_t len, char *err, size_t errlen);
+void bench_json_free(bench_json *j);
+/* Object member by key, or NULL (also when j is not an object). */
+const bench_json *bench_json_get(const bench_json *j, const char *key);
+/* Integer value of a NUMBER (def if j is NULL or not a number). */
+uint64_t bench_json_u64(const bench_json *j, uint64_t def);
+
+/* ---- view.c: draw a gpool_dump_json snapshot ------------------------------------------------ */
+
+enum {
+    BENCH_RANGE_IN_USE,
+    BENCH_RANGE_CACHED,
+    BENCH_RANGE_PENDING,
+    BENCH_RANGE_SLAB,
+    BENCH_RANGE_OTHER,
+    BENCH_RANGE_STATES
+};
+
+typedef struct bench_snap_range {
+    uint64_t addr, size;
+    int state; /* BENCH_RANGE_* */
+} bench_snap_range;
+
+typedef struct bench_snap_region {
+    char kind[32]; /* "device", "host_pinned", ... */
+    uint64_t base, size, page, backed_pages;
+    /* bytes from base that are drawn: a region is mostly a large reservation whose free tail
+     * has no memory behind it; the extent ends at the last range that is not that tail or at
+     * backed_pages x page, whichever is further, rounded up to a page */
+    uint64_t extent;
+    bench_snap_range *ranges;
+    size_t n_ranges;
+} bench_snap_region;
+
+typedef struct bench_snapshot {
+    char version[32];
+    bench_snap_region *regions;
+    size_t n_regions;
+    uint64_t state_bytes[BENCH_RANGE_STATES]; /* sums over all ranges, within the extents */
+    uint64_t reserved, backed;                /* sums of region sizes, of backed pages */
+    uint64_t undrawn;                         /* sum of region size - extent */
+    /* "stats"."total", when present */
+    uint64_t stats_requested, stats_in_use, stats_reserved, stats_cached;
+    uint64_t driver_calls; /* sum of "stats"."driver_calls" */
+} bench_snapshot;
+
+/* Read a gpool_dump_json file. 0, or -1 with "FILE: what" in err. */
+int bench_snapshot_load(const char *path, bench_snapshot *s, char *err, size_t errlen);
+int bench_snapshot_parse(const char *name, const char *text, size_t len, bench_snapshot *s,
+                         char *err, size_t errlen);
+void bench_snapshot_free(bench_snapshot *s);
+const char *bench_range_state_name(int state);
+/* Draw the memory map with gnuplot. 0, or -1 with err. */
+int bench_view(const bench_snapshot *s, const char *title, const char *png, char *err,
+               size_t errlen);
 
 /* ---- hotpath.c ---------------------------------------------------------------------------- */
 

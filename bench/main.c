@@ -17,7 +17,8 @@ typedef struct cli {
     uint64_t capacity;
     int json;
     int stop_at_failure;
-    const char *csv, *plot, *device, *save_trace;
+    unsigned passes;
+    const char *csv, *plot, *device, *save_trace, *snapshot, *png;
     bench_workload_opts wl;
     uint64_t pairs;
     unsigned rounds;
@@ -30,10 +31,15 @@ static void usage(FILE *f)
             "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
             "[--plot FILE.png]\n"
             "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
+            "         [--passes N] (replay N times in one instance; drv calls of the last pass "
+            "shown)\n"
+            "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
+            "peak)\n"
             "  fit TRACE --strategy S [--json]\n"
             "  compare TRACE... [--strategy S]... [--json]\n"
             "  hotpath [--pairs N] [--rounds N] [--json]\n"
             "  info [--json]\n"
+            "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
             "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
             "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
             "--max-live SIZE\n"
@@ -62,6 +68,7 @@ static int parse_cli(int argc, char **argv, cli *c)
     c->device = "auto";
     c->pairs = 1000000;
     c->rounds = 5;
+    c->passes = 1;
     enum {
         O_CAP = 256,
         O_CSV,
@@ -79,7 +86,10 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_PAIRS,
         O_ROUNDS,
         O_SAVE,
-        O_STOP
+        O_STOP,
+        O_PASSES,
+        O_SNAPSHOT,
+        O_PNG
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -100,6 +110,9 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"rounds", required_argument, NULL, O_ROUNDS},
                                          {"save-trace", required_argument, NULL, O_SAVE},
                                          {"stop-at-failure", no_argument, NULL, O_STOP},
+                                         {"passes", required_argument, NULL, O_PASSES},
+                                         {"snapshot", required_argument, NULL, O_SNAPSHOT},
+                                         {"png", required_argument, NULL, O_PNG},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -140,6 +153,20 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_STOP:
             c->stop_at_failure = 1;
+            break;
+        case O_PASSES:
+            if (parse_count("--passes", optarg, &v)) return -1;
+            if (v < 1 || v > 1000) {
+                fprintf(stderr, "gpool-bench: --passes: 1 to 1000\n");
+                return -1;
+            }
+            c->passes = (unsigned)v;
+            break;
+        case O_SNAPSHOT:
+            c->snapshot = optarg;
+            break;
+        case O_PNG:
+            c->png = optarg;
             break;
         case O_SEED:
             if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
@@ -264,10 +291,30 @@ static int cmd_replay(cli *c, const bench_device *dev)
                            .time_ops = 1,
                            .progress = 1,
                            .samples = c->plot ? 2000 : 0,
-                           .stop_on_failure = c->stop_at_failure};
+                           .stop_on_failure = c->stop_at_failure,
+                           .passes = c->passes};
+    /* the snapshot comes from the first strategy that can write one */
+    int snap_by = -1;
+    for (int i = 0; c->snapshot && i < c->n_strategies && snap_by < 0; i++) {
+        bench_strategy s;
+        char err[300];
+        if (bench_strategy_lookup(c->strategies[i], &s, err, sizeof err) == 0 && s.ops->snapshot)
+            snap_by = i;
+    }
+    if (c->snapshot && snap_by < 0) {
+        fprintf(stderr, "gpool-bench: --snapshot needs a gpool strategy (gpool_dump_json)\n");
+        bench_trace_free(&t);
+        return 2;
+    }
     int failed = 0;
     for (int i = 0; i < c->n_strategies; i++) {
-        bench_replay(dev, c->strategies[i], &t, &o, &r[i]);
+        bench_replay_opts oi = o;
+        oi.snapshot = i == snap_by ? c->snapshot : NULL;
+        bench_replay(dev, c->strategies[i], &t, &oi, &r[i]);
+        if (r[i].snapshot < 0) {
+            fprintf(stderr, "gpool-bench: snapshot not written: %s\n", r[i].snapshot_err);
+            failed = 1;
+        }
         if (r[i].skipped)
             fprintf(stderr, "gpool-bench: %s skipped: %s\n", r[i].strategy, r[i].note);
         if (r[i].error) {
@@ -298,6 +345,10 @@ static int cmd_replay(cli *c, const bench_device *dev)
             printf("plot: %s\n", c->plot);
         }
     }
+    if (snap_by >= 0 && r[snap_by].snapshot > 0 && !c->json)
+        printf("snapshot: %s (%s after op %zu of %zu, the trace's peak live; draw it with "
+               "gpool-bench view %s --png FILE.png)\n",
+               c->snapshot, r[snap_by].strategy, bench_trace_peak_op(&t) + 1, t.n_ops, c->snapshot);
     for (int i = 0; i < c->n_strategies; i++)
         bench_result_free(&r[i]);
     bench_trace_free(&t);
@@ -323,6 +374,62 @@ static int cmd_fit(cli *c, const bench_device *dev)
     return failed;
 }
 
+/* The steady-state replay of compare: STEADY_PASSES passes in one instance at the device's
+ * full (default) capacity. */
+#define STEADY_PASSES 2
+
+typedef struct steady {
+    int ran; /* 1: replayed (see the fields), 0: not run (the fit was skipped or failed) */
+    int ok;  /* replayed with no error and no failed allocation */
+    uint64_t first, last;
+    char note[200];
+} steady;
+
+static void steady_run(const bench_device *dev, const char *spec, const bench_trace *t, steady *out)
+{
+    bench_replay_opts o = {.passes = STEADY_PASSES};
+    bench_result r;
+    bench_replay_isolated(dev, spec, t, &o, &r);
+    out->ran = 1;
+    out->first = r.driver_calls_first_pass;
+    out->last = r.driver_calls_last_pass;
+    out->ok = !r.error && !r.skipped && !r.failed_allocs && r.passes == STEADY_PASSES;
+    if (r.error || r.skipped)
+        snprintf(out->note, sizeof out->note, "%.190s", r.note);
+    else if (r.failed_allocs)
+        snprintf(out->note, sizeof out->note, "%llu failed allocations at full capacity",
+                 (unsigned long long)r.failed_allocs);
+    bench_result_free(&r);
+}
+
+static void steady_json(const steady *st)
+{
+    if (st->ran && st->ok)
+        printf(",\"driver_calls_first_pass\":%llu,\"driver_calls_last_pass\":%llu",
+               (unsigned long long)st->first, (unsigned long long)st->last);
+    else
+        printf(",\"driver_calls_first_pass\":null,\"driver_calls_last_pass\":null");
+}
+
+/* Index of the first strategy named `name` or starting with "name:", else -1. */
+static int find_strategy(const cli *c, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < c->n_strategies; i++)
+        if (!strncmp(c->strategies[i], name, n) &&
+            (c->strategies[i][n] == 0 || c->strategies[i][n] == ':'))
+            return i;
+    return -1;
+}
+
+static void summary_calls(const char *name, const steady *st)
+{
+    if (st->ran && st->ok)
+        printf("%s %llu / %llu", name, (unsigned long long)st->first, (unsigned long long)st->last);
+    else
+        printf("%s n/a", name);
+}
+
 static int cmd_compare(cli *c, const bench_device *dev)
 {
     if (c->n_args < 1) {
@@ -340,10 +447,11 @@ static int cmd_compare(cli *c, const bench_device *dev)
     }
     int ns = c->n_strategies;
     bench_fit *fits = calloc((size_t)(c->n_args * ns), sizeof *fits);
+    steady *steadies = calloc((size_t)(c->n_args * ns), sizeof *steadies);
     char(*names)[128] = calloc((size_t)c->n_args, sizeof *names);
     uint64_t *peaks = calloc((size_t)c->n_args, sizeof *peaks);
-    if (!fits || !names || !peaks) {
-        free(fits), free(names), free(peaks);
+    if (!fits || !steadies || !names || !peaks) {
+        free(fits), free(steadies), free(names), free(peaks);
         fprintf(stderr, "gpool-bench: out of host memory\n");
         return 1;
     }
@@ -367,6 +475,8 @@ static int cmd_compare(cli *c, const bench_device *dev)
             bench_fit *f = &fits[k * ns + i];
             bench_fit_run(dev, c->strategies[i], &t, 1, f);
             if (f->error) failed = 1;
+            if (!f->skipped && !f->error)
+                steady_run(dev, c->strategies[i], &t, &steadies[k * ns + i]);
             if (!c->json)
                 fprintf(stderr, "compare: %s %s: %s\n", t.name, c->strategies[i],
                         f->skipped        ? "skipped"
@@ -376,10 +486,11 @@ static int cmd_compare(cli *c, const bench_device *dev)
         }
         bench_trace_free(&t);
     }
+    int ig = find_strategy(c, "gpool"), ib = find_strategy(c, "bfc");
     if (c->json) {
         printf("{\"command\":\"compare\",\"device\":");
         bench_json_string(stdout, dev->name);
-        printf(",\"results\":[");
+        printf(",\"steady_passes\":%d,\"results\":[", STEADY_PASSES);
         for (int k = 0; k < c->n_args; k++)
             for (int i = 0; i < ns; i++) {
                 const bench_fit *f = &fits[k * ns + i];
@@ -393,53 +504,98 @@ static int cmd_compare(cli *c, const bench_device *dev)
                                                                          : "no_fit");
                 bench_json_string(stdout, f->note);
                 printf(",\"peak_live_bytes\":%llu,\"min_capacity_bytes\":%llu,\"ratio\":%.4f,"
-                       "\"goal_met\":%s,\"driver_calls\":%llu,\"peak_reserved_bytes\":%llu}",
+                       "\"goal_met\":%s,\"driver_calls\":%llu,\"peak_reserved_bytes\":%llu",
                        (unsigned long long)peaks[k], (unsigned long long)f->min_capacity, f->ratio,
                        f->goal_met ? "true" : "false", (unsigned long long)f->driver_calls,
                        (unsigned long long)f->peak_reserved);
+                steady_json(&steadies[k * ns + i]);
+                printf("}");
             }
         printf("]}\n");
-    } else {
-        printf("compare (device: %s): smallest capacity, in 2 MiB steps, that replays each trace "
-               "with no failed allocation\n",
-               dev->name);
-        printf("goal: min capacity <= 1.05 x peak live + 4 MiB; driver calls counted in the "
-               "replay at the min capacity\n\n");
-        printf("%-20s %-20s %12s %12s %9s %5s %12s\n", "trace", "strategy", "peak live MiB",
-               "min cap MiB", "fit ratio", "goal", "driver calls");
-        for (int k = 0; k < c->n_args; k++)
-            for (int i = 0; i < ns; i++) {
-                const bench_fit *f = &fits[k * ns + i];
-                if (f->skipped || f->error || !f->min_capacity) {
-                    printf("%-20s %-20s %12.1f  %s: %s\n", names[k], f->strategy,
-                           (double)peaks[k] / BENCH_MIB,
-                           f->skipped ? "skipped"
-                           : f->error ? "error"
-                                      : "no fit",
-                           f->note);
-                    continue;
-                }
-                printf("%-20s %-20s %12.1f %12.0f %9.3f %5s %12llu\n", names[k], f->strategy,
-                       (double)peaks[k] / BENCH_MIB, (double)f->min_capacity / BENCH_MIB, f->ratio,
-                       f->goal_met ? "met" : "no", (unsigned long long)f->driver_calls);
+        goto out;
+    }
+    printf("compare (device: %s): smallest capacity, in 2 MiB steps, that replays each trace "
+           "with no failed allocation\n",
+           dev->name);
+    printf("goal: min capacity <= 1.05 x peak live + 4 MiB; driver calls counted in the replay at "
+           "the min capacity;\n"
+           "first / last pass: driver calls in each of %d passes over the trace in one instance "
+           "at the full simulated capacity (goal for gpool: 0 in the last pass)\n\n",
+           STEADY_PASSES);
+    printf("%-20s %-20s %13s %12s %9s %5s %12s %10s %21s\n", "trace", "strategy", "peak live MiB",
+           "min cap MiB", "fit ratio", "goal", "driver calls", "first pass",
+           "drv calls (last pass)");
+    for (int k = 0; k < c->n_args; k++)
+        for (int i = 0; i < ns; i++) {
+            const bench_fit *f = &fits[k * ns + i];
+            const steady *st = &steadies[k * ns + i];
+            if (f->skipped || f->error || !f->min_capacity) {
+                printf("%-20s %-20s %13.1f  %s: %s\n", names[k], f->strategy,
+                       (double)peaks[k] / BENCH_MIB,
+                       f->skipped ? "skipped"
+                       : f->error ? "error"
+                                  : "no fit",
+                       f->note);
+                continue;
             }
-        printf("\nfit ratio (min capacity / peak live), device: %s\n%-20s", dev->name, "trace");
-        for (int i = 0; i < ns; i++)
-            printf(" %14.14s", c->strategies[i]);
+            printf("%-20s %-20s %13.1f %12.0f %9.3f %5s %12llu", names[k], f->strategy,
+                   (double)peaks[k] / BENCH_MIB, (double)f->min_capacity / BENCH_MIB, f->ratio,
+                   f->goal_met ? "met" : "no", (unsigned long long)f->driver_calls);
+            if (st->ran && st->ok)
+                printf(" %10llu %21llu\n", (unsigned long long)st->first,
+                       (unsigned long long)st->last);
+            else
+                printf("  steady-state replay: %s\n", st->note);
+        }
+    printf("\nfit ratio (min capacity / peak live), device: %s\n%-20s", dev->name, "trace");
+    for (int i = 0; i < ns; i++)
+        printf(" %14.14s", c->strategies[i]);
+    printf("\n");
+    for (int k = 0; k < c->n_args; k++) {
+        printf("%-20s", names[k]);
+        for (int i = 0; i < ns; i++) {
+            const bench_fit *f = &fits[k * ns + i];
+            if (f->min_capacity)
+                printf(" %14.3f", f->ratio);
+            else
+                printf(" %14s", f->skipped ? "skipped" : f->error ? "error" : "no fit");
+        }
         printf("\n");
+    }
+    if (ig >= 0) {
+        printf("\nsummary per trace (device: %s): %s's fit ratio vs %s's, %s's goal (min capacity "
+               "<= 1.05 x peak + 4 MiB), driver calls (first pass / last pass)\n",
+               dev->name, c->strategies[ig], ib >= 0 ? c->strategies[ib] : "bfc",
+               c->strategies[ig]);
         for (int k = 0; k < c->n_args; k++) {
-            printf("%-20s", names[k]);
-            for (int i = 0; i < ns; i++) {
-                const bench_fit *f = &fits[k * ns + i];
-                if (f->min_capacity)
-                    printf(" %14.3f", f->ratio);
+            const bench_fit *g = &fits[k * ns + ig];
+            printf("summary %-20s fit ratio %s ", names[k], c->strategies[ig]);
+            if (g->min_capacity)
+                printf("%.3f", g->ratio);
+            else
+                printf("n/a");
+            if (ib >= 0) {
+                const bench_fit *b = &fits[k * ns + ib];
+                printf(" vs %s ", c->strategies[ib]);
+                if (b->min_capacity)
+                    printf("%.3f", b->ratio);
                 else
-                    printf(" %14s", f->skipped ? "skipped" : f->error ? "error" : "no fit");
+                    printf("n/a");
             }
-            printf("\n");
+            printf("; goal met: %s; driver calls ", g->goal_met ? "yes" : "no");
+            summary_calls(c->strategies[ig], &steadies[k * ns + ig]);
+            if (ib >= 0) {
+                printf(", ");
+                summary_calls(c->strategies[ib], &steadies[k * ns + ib]);
+            }
+            const steady *gs = &steadies[k * ns + ig];
+            printf("; steady state (0 in the last pass): %s\n",
+                   gs->ran && gs->ok && gs->last == 0 ? "yes" : "no");
         }
     }
+out:
     free(fits);
+    free(steadies);
     free(names);
     free(peaks);
     return failed;
@@ -477,12 +633,134 @@ static int cmd_hotpath(cli *c, const bench_device *dev)
     return 0;
 }
 
+/* The page size gpool_page_size answers for a few request sizes, per kind, on a pool of
+ * device `ordinal`: a table (json = 0) or a JSON object {"sizes":[...], KIND:{SIZE:bytes or
+ * null, "error":text when one failed}, ...} (or {"error":text} when no pool could be made). */
+static void print_page_sizes(int ordinal, int json)
+{
+    static const size_t sizes[] = {256, 64u << 10, 2u << 20, 100u << 20, (size_t)2 << 30};
+    static const struct {
+        gpool_mem_kind kind;
+        const char *name;
+    } kinds[] = {{GPOOL_MEM_AUTO, "auto"},
+                 {GPOOL_MEM_DEVICE, "device"},
+                 {GPOOL_MEM_HOST_PINNED, "host_pinned"},
+                 {GPOOL_MEM_HOST_MAPPED, "host_mapped"}};
+    enum { NS = sizeof sizes / sizeof sizes[0], NK = sizeof kinds / sizeof kinds[0] };
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    cfg.device = ordinal;
+    gpool_t *pool = NULL;
+    gpool_status st = gpool_create(&cfg, &pool);
+    if (st != GPOOL_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "gpool_create: %s: %s", gpool_strerror(st), gpool_last_error());
+        if (json) {
+            printf("{\"error\":");
+            bench_json_string(stdout, why);
+            printf("}");
+        } else {
+            printf("  page size gpool would choose: n/a (%s)\n", why);
+        }
+        return;
+    }
+    if (json) {
+        printf("{\"sizes\":[");
+        for (int j = 0; j < NS; j++)
+            printf("%s%zu", j ? "," : "", sizes[j]);
+        printf("]");
+    } else {
+        printf("  page size gpool would choose (gpool_page_size), by request size:\n");
+        printf("    %-12s", "kind");
+        for (int j = 0; j < NS; j++) {
+            char t[32];
+            bench_size_text(t, sizeof t, sizes[j]);
+            printf(" %9s", t);
+        }
+        printf("\n");
+    }
+    for (int k = 0; k < NK; k++) {
+        size_t page[NS];
+        int ok[NS];
+        char why[400] = "";
+        for (int j = 0; j < NS; j++) {
+            st = gpool_page_size(pool, kinds[k].kind, sizes[j], &page[j]);
+            ok[j] = st == GPOOL_OK;
+            if (!ok[j] && !*why)
+                snprintf(why, sizeof why, "%s: %s", gpool_strerror(st), gpool_last_error());
+        }
+        if (json) {
+            printf(",\"%s\":{", kinds[k].name);
+            for (int j = 0; j < NS; j++) {
+                if (ok[j])
+                    printf("%s\"%zu\":%zu", j ? "," : "", sizes[j], page[j]);
+                else
+                    printf("%s\"%zu\":null", j ? "," : "", sizes[j]);
+            }
+            if (*why) {
+                printf(",\"error\":");
+                bench_json_string(stdout, why);
+            }
+            printf("}");
+            continue;
+        }
+        printf("    %-12s", kinds[k].name);
+        for (int j = 0; j < NS; j++) {
+            char t[32] = "error";
+            if (ok[j]) bench_size_text(t, sizeof t, page[j]);
+            printf(" %9s", t);
+        }
+        printf("%s%s\n", *why ? "  " : "", why);
+    }
+    if (json) printf("}");
+    gpool_destroy(pool);
+}
+
+static int cmd_view(cli *c)
+{
+    if (c->n_args != 1) {
+        fprintf(stderr, "gpool-bench: usage: view SNAPSHOT.json [--png FILE.png]\n");
+        return 2;
+    }
+    bench_snapshot s;
+    char err[600];
+    if (bench_snapshot_load(c->args[0], &s, err, sizeof err) != 0) {
+        fprintf(stderr, "gpool-bench: %s\n", err);
+        return 1;
+    }
+    printf("snapshot %s (gpool %s): %zu region%s, %.1f MiB of address space (%.1f MiB unbacked "
+           "tail), %.1f MiB backed\n",
+           c->args[0], *s.version ? s.version : "?", s.n_regions, s.n_regions == 1 ? "" : "s",
+           (double)s.reserved / BENCH_MIB, (double)s.undrawn / BENCH_MIB,
+           (double)s.backed / BENCH_MIB);
+    for (int k = 0; k < BENCH_RANGE_STATES; k++)
+        if (s.state_bytes[k] || k < BENCH_RANGE_OTHER)
+            printf("  %-8s %12.2f MiB\n", bench_range_state_name(k),
+                   (double)s.state_bytes[k] / BENCH_MIB);
+    printf("  stats: requested %.2f MiB, in use %.2f MiB, reserved %.2f MiB, cached %.2f MiB, "
+           "%llu driver calls\n",
+           (double)s.stats_requested / BENCH_MIB, (double)s.stats_in_use / BENCH_MIB,
+           (double)s.stats_reserved / BENCH_MIB, (double)s.stats_cached / BENCH_MIB,
+           (unsigned long long)s.driver_calls);
+    int rc = 0;
+    if (c->png) {
+        const char *base = strrchr(c->args[0], '/');
+        if (bench_view(&s, base ? base + 1 : c->args[0], c->png, err, sizeof err) != 0) {
+            fprintf(stderr, "gpool-bench: %s\n", err);
+            rc = 1;
+        } else {
+            printf("map: %s\n", c->png);
+        }
+    }
+    bench_snapshot_free(&s);
+    return rc;
+}
+
 static int cmd_info(cli *c, const bench_device *dev)
 {
     const gp_driver *drv = dev->drv;
     int count = 0;
     drv->cuDeviceGetCount(&count);
-    static const size_t probe_sizes[] = {4096, 65536, 2u << 20, 64u << 20};
     if (c->json) {
         printf("{\"command\":\"info\",\"device\":");
         bench_json_string(stdout, dev->name);
@@ -525,10 +803,9 @@ static int cmd_info(cli *c, const bench_device *dev)
                 printf("%d", numa);
             else
                 printf("null");
-            printf(",\"page_size\":{");
-            for (size_t k = 0; k < sizeof probe_sizes / sizeof probe_sizes[0]; k++)
-                printf("%s\"%zu\":null", k ? "," : "", probe_sizes[k]);
-            printf("}}");
+            printf(",\"page_size\":");
+            print_page_sizes(i, 1);
+            printf("}");
         } else {
             char numa_text[32] = "n/a";
             if (have_numa && numa >= 0) snprintf(numa_text, sizeof numa_text, "%d", numa);
@@ -536,10 +813,7 @@ static int cmd_info(cli *c, const bench_device *dev)
                    "KiB), host NUMA node %s\n",
                    i, name, dev->simulated ? " [simulated]" : "", (double)total / BENCH_GIB,
                    vmm ? "yes" : "no", gmin >> 10, grec >> 10, numa_text);
-            printf("  page size gpool would choose:");
-            for (size_t k = 0; k < sizeof probe_sizes / sizeof probe_sizes[0]; k++)
-                printf(" %zu KiB -> n/a%s", probe_sizes[k] >> 10,
-                       k + 1 < sizeof probe_sizes / sizeof probe_sizes[0] ? "," : "\n");
+            print_page_sizes(i, 0);
         }
     }
     if (c->json) printf("]}\n");
@@ -553,7 +827,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    static const char *commands[] = {"replay", "fit", "compare", "hotpath", "info"};
+    static const char *commands[] = {"replay", "fit", "compare", "hotpath", "info", "view"};
     int known = 0;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         known |= !strcmp(c.command, commands[i]);
@@ -563,6 +837,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (check_strategies(&c) != 0) return 2;
+    if (!strcmp(c.command, "view")) return cmd_view(&c); /* a file: no device needed */
     bench_device dev;
     char err[600];
     if (bench_device_open(c.device, &dev, err, sizeof err) != 0) {

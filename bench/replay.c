@@ -37,6 +37,23 @@ static void progress_line(const char *what, double frac, uint64_t start, uint64_
             100.0 * frac, (double)(now - start) / 1e9);
 }
 
+static void write_snapshot(bench_strategy *s, const char *path, bench_result *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        r->snapshot = -1;
+        snprintf(r->snapshot_err, sizeof r->snapshot_err, "cannot create %s", path);
+        return;
+    }
+    int rc = s->ops->snapshot(s, f);
+    if (fclose(f) != 0 && rc == 0) {
+        rc = -1;
+        snprintf(s->err, sizeof s->err, "write error");
+    }
+    r->snapshot = rc == 0 ? 1 : -1;
+    if (rc != 0) snprintf(r->snapshot_err, sizeof r->snapshot_err, "%s: %.200s", path, s->err);
+}
+
 int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t,
                  const bench_replay_opts *o, bench_result *r)
 {
@@ -80,14 +97,16 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
 
     uint64_t sim_before = dev->simulated && !s.ops->host ? bench_sim_bytes_in_use(dev->ordinal) : 0;
     uint64_t calls_before = bench_sim_call_total();
+    unsigned passes = o->passes ? o->passes : 1;
+    size_t total_ops = t->n_ops * passes;
     void **ptrs = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *ptrs);
     uint16_t *slot_stream = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *slot_stream);
-    uint32_t *times = o->time_ops ? malloc((t->n_ops ? t->n_ops : 1) * sizeof *times) : NULL;
+    uint32_t *times = o->time_ops ? malloc((total_ops ? total_ops : 1) * sizeof *times) : NULL;
     size_t n_times = 0;
     size_t step = 0;
     if (o->samples) {
-        step = t->n_ops / o->samples + 1;
-        r->samples = calloc(o->samples + 2, sizeof *r->samples);
+        step = total_ops / o->samples + 1;
+        r->samples = calloc(o->samples + passes + 2, sizeof *r->samples);
     }
     if (!ptrs || !slot_stream || (o->time_ops && !times) || (o->samples && !r->samples)) {
         r->error = 1;
@@ -103,69 +122,101 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
         goto out_free;
     }
 
+    /* the snapshot goes after the op at which the trace's live bytes first peak */
+    size_t snap_op = o->snapshot && s.ops->snapshot ? bench_trace_peak_op(t) : SIZE_MAX;
     char what[300];
     snprintf(what, sizeof what, "%s on %s", spec, t->name);
-    uint64_t start = bench_now_ns(), last = start, live = 0;
+    uint64_t start = bench_now_ns(), last = start, live = 0, calls_at_pass = 0;
     bench_strategy_stats st;
-    for (size_t i = 0; i < t->n_ops; i++) {
-        const bench_op *op = &t->ops[i];
-        CUstream stream = streams[op->stream];
-        if (op->kind == BENCH_OP_ALLOC) {
-            r->allocs++;
-            slot_stream[op->slot] = op->stream;
-            if (op->size == 0) continue; /* nothing to allocate; its free is skipped too */
-            void *p = NULL;
-            uint64_t t0 = bench_now_ns();
-            rc = s.ops->alloc(&s, op->size, stream, &p);
-            uint64_t dt = bench_now_ns() - t0;
-            if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
-            if (rc == BENCH_OK) {
-                ptrs[op->slot] = p;
-                live += op->size;
-                if (live > r->peak_live) r->peak_live = live;
-            } else if (rc == BENCH_OOM) {
-                r->failed_allocs++;
-                if (!r->first_failure) r->first_failure = i + 1;
-                if (o->stop_on_failure) break;
+    int stop = 0;
+    for (unsigned pass = 0; pass < passes && !stop; pass++) {
+        s.ops->stats(&s, &st);
+        calls_at_pass = st.driver_calls;
+        for (size_t i = 0; i < t->n_ops; i++) {
+            const bench_op *op = &t->ops[i];
+            size_t gi = (size_t)pass * t->n_ops + i; /* op index over all passes */
+            CUstream stream = streams[op->stream];
+            if (op->kind == BENCH_OP_ALLOC) {
+                r->allocs++;
+                slot_stream[op->slot] = op->stream;
+                if (op->size == 0) goto next; /* nothing to allocate; its free is skipped too */
+                void *p = NULL;
+                uint64_t t0 = bench_now_ns();
+                rc = s.ops->alloc(&s, op->size, stream, &p);
+                uint64_t dt = bench_now_ns() - t0;
+                if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+                if (rc == BENCH_OK) {
+                    ptrs[op->slot] = p;
+                    live += op->size;
+                    if (live > r->peak_live) r->peak_live = live;
+                } else if (rc == BENCH_OOM) {
+                    r->failed_allocs++;
+                    if (!r->first_failure) r->first_failure = gi + 1;
+                    if (o->stop_on_failure) {
+                        stop = 1;
+                        break;
+                    }
+                } else {
+                    *(rc == BENCH_SKIP ? &r->skipped : &r->error) = 1;
+                    snprintf(r->note, sizeof r->note, "op %zu: %.400s", gi + 1, s.err);
+                    stop = 1;
+                    break;
+                }
             } else {
-                *(rc == BENCH_SKIP ? &r->skipped : &r->error) = 1;
-                snprintf(r->note, sizeof r->note, "op %zu: %.400s", i + 1, s.err);
-                break;
+                void *p = ptrs[op->slot];
+                if (!p) goto next;
+                ptrs[op->slot] = NULL;
+                uint64_t t0 = bench_now_ns();
+                rc = s.ops->free(&s, p, op->size, stream);
+                uint64_t dt = bench_now_ns() - t0;
+                if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+                r->frees++;
+                live -= op->size;
+                if (rc != BENCH_OK) {
+                    r->error = 1;
+                    snprintf(r->note, sizeof r->note, "op %zu: %.400s", gi + 1, s.err);
+                    stop = 1;
+                    break;
+                }
             }
-        } else {
-            void *p = ptrs[op->slot];
-            if (!p) continue;
-            ptrs[op->slot] = NULL;
-            uint64_t t0 = bench_now_ns();
-            rc = s.ops->free(&s, p, op->size, stream);
-            uint64_t dt = bench_now_ns() - t0;
-            if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
-            r->frees++;
-            live -= op->size;
-            if (rc != BENCH_OK) {
-                r->error = 1;
-                snprintf(r->note, sizeof r->note, "op %zu: %.400s", i + 1, s.err);
-                break;
+        next:
+            if (pass == 0 && i == snap_op) write_snapshot(&s, o->snapshot, r);
+            if (step && gi % step == 0) {
+                s.ops->stats(&s, &st);
+                r->samples[r->n_samples++] = (bench_sample){gi, live, st.reserved};
             }
+            if (o->progress && (gi & 4095) == 0)
+                progress_line(what, (double)gi / (double)total_ops, start, &last);
         }
-        if (step && i % step == 0) {
+        if (pass == 0) {
             s.ops->stats(&s, &st);
-            r->samples[r->n_samples++] = (bench_sample){i, live, st.reserved};
+            r->peak_reserved = st.peak_reserved;
         }
-        if (o->progress && (i & 4095) == 0)
-            progress_line(what, (double)i / (double)t->n_ops, start, &last);
+        /* blocks the trace never freed, or left behind by a stop: the pass ends empty */
+        for (size_t i = 0; i < t->n_allocs; i++) {
+            if (!ptrs[i]) continue;
+            s.ops->free(&s, ptrs[i], 0, streams[slot_stream[i]]);
+            ptrs[i] = NULL;
+        }
+        live = 0;
+        s.ops->stats(&s, &st);
+        if (pass == 0) r->driver_calls_first_pass = st.driver_calls - calls_at_pass;
+        r->driver_calls_last_pass = st.driver_calls - calls_at_pass;
+        r->passes = pass + 1;
+        if (step)
+            r->samples[r->n_samples++] = (bench_sample){(pass + 1) * t->n_ops, 0, st.reserved};
     }
     r->wall_s = (double)(bench_now_ns() - start) / 1e9;
     if (o->progress && last != start)
         fprintf(stderr, isatty(STDERR_FILENO) ? "\r%s: done in %.1f s\n" : "%s: done in %.1f s\n",
                 what, r->wall_s);
     s.ops->stats(&s, &st);
-    if (step) r->samples[r->n_samples++] = (bench_sample){t->n_ops, live, st.reserved};
-    r->peak_reserved = st.peak_reserved;
+    if (st.peak_reserved > r->peak_reserved) r->peak_reserved = st.peak_reserved;
     r->driver_calls = st.driver_calls;
-    /* blocks the trace never freed, or left behind by a stop */
-    for (size_t i = 0; i < t->n_allocs; i++)
-        if (ptrs[i]) s.ops->free(&s, ptrs[i], 0, streams[slot_stream[i]]);
+    if (o->snapshot && s.ops->snapshot && !r->snapshot) {
+        r->snapshot = -1;
+        snprintf(r->snapshot_err, sizeof r->snapshot_err, "the replay stopped before the peak");
+    }
     s.ops->fini(&s);
     if (dev->simulated) {
         r->sim_calls = bench_sim_call_total() - calls_before;
@@ -195,8 +246,8 @@ out_free:
 /* On the simulator each fit replay runs in a child process: every replay starts from a fresh
  * process state, and a strategy that crashes is reported instead of ending the whole run.
  * GPOOL_BENCH_NOFORK=1 keeps them in-process (for a debugger). */
-static void replay_isolated(const bench_device *dev, const char *spec, const bench_trace *t,
-                            const bench_replay_opts *o, bench_result *r)
+void bench_replay_isolated(const bench_device *dev, const char *spec, const bench_trace *t,
+                           const bench_replay_opts *o, bench_result *r)
 {
     const char *nofork = getenv("GPOOL_BENCH_NOFORK");
     int fds[2];
@@ -260,7 +311,7 @@ static int fit_try(const bench_device *dev, const char *spec, const bench_trace 
                    bench_fit *f, bench_result *r)
 {
     bench_replay_opts o = {.capacity = cap, .stop_on_failure = 1};
-    replay_isolated(dev, spec, t, &o, r);
+    bench_replay_isolated(dev, spec, t, &o, r);
     f->replays++;
     if (r->sim_leaked) {
         fprintf(stderr,

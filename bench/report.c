@@ -23,19 +23,29 @@ void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trac
             "  (device: %s)\n",
             t->name, t->n_allocs, t->n_ops - t->n_allocs, mib(t->peak_live), mib(t->largest),
             dev->name);
-    fprintf(f, "%-24s %9s %7s %10s %10s %8s %10s %8s %8s\n", "strategy", "allocs", "failed",
-            "live MiB", "reserv MiB", "res/live", "drv calls", "p50 ns", "p99 ns");
+    unsigned passes = 1;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].passes > passes) passes = r[i].passes;
+    if (passes > 1)
+        fprintf(f,
+                "%u passes over the trace in one instance per strategy (each pass ends with "
+                "everything freed); allocs, drv calls and times cover all passes\n",
+                passes);
+    fprintf(f, "%-24s %9s %7s %10s %10s %8s %10s %21s %8s %8s\n", "strategy", "allocs", "failed",
+            "live MiB", "reserv MiB", "res/live", "drv calls", "drv calls (last pass)", "p50 ns",
+            "p99 ns");
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         if (x->skipped || x->error) {
             fprintf(f, "%-24s %s: %s\n", x->strategy, status_of(x), x->note);
             continue;
         }
-        fprintf(f, "%-24s %9llu %7llu %10.1f %10.1f %8.3f %10llu %8.0f %8.0f\n", x->strategy,
+        fprintf(f, "%-24s %9llu %7llu %10.1f %10.1f %8.3f %10llu %21llu %8.0f %8.0f\n", x->strategy,
                 (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
                 mib(x->peak_live), mib(x->peak_reserved),
                 x->peak_live ? (double)x->peak_reserved / (double)x->peak_live : 0.0,
-                (unsigned long long)x->driver_calls, x->p50_ns, x->p99_ns);
+                (unsigned long long)x->driver_calls, (unsigned long long)x->driver_calls_last_pass,
+                x->p50_ns, x->p99_ns);
         if (x->sim_leaked)
             fprintf(f,
                     "%-24s WARNING: %llu bytes of simulated device memory still in use after "
@@ -44,6 +54,15 @@ void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trac
     }
     for (size_t i = 0; i < n; i++)
         if (!r[i].skipped && !r[i].error) fprintf(f, "  %s: %s\n", r[i].strategy, r[i].label);
+    for (size_t i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        if (x->skipped || x->error || strncmp(x->strategy, "gpool", 5) != 0 || x->passes < 2)
+            continue;
+        fprintf(f,
+                "  steady state: %s made %llu driver calls in the last of %u passes (goal 0: %s)\n",
+                x->strategy, (unsigned long long)x->driver_calls_last_pass, x->passes,
+                x->driver_calls_last_pass == 0 ? "met" : "NOT met");
+    }
     if (t->skipped_failures)
         fprintf(f, "  (%zu \"allocate failure\" rows skipped)\n", t->skipped_failures);
 }
@@ -77,13 +96,24 @@ void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace
         bench_json_string(f, x->note);
         fprintf(f,
                 ",\"allocs\":%llu,\"failed_allocs\":%llu,\"frees\":%llu,\"peak_live_bytes\":%llu,"
-                "\"peak_reserved_bytes\":%llu,\"driver_calls\":%llu,\"sim_driver_calls\":%llu,"
-                "\"sim_bytes_leaked\":%llu,\"p50_ns\":%.0f,\"p99_ns\":%.0f,\"wall_s\":%.3f}",
+                "\"peak_reserved_bytes\":%llu,\"passes\":%u,\"driver_calls\":%llu,"
+                "\"driver_calls_first_pass\":%llu,\"driver_calls_last_pass\":%llu,"
+                "\"sim_driver_calls\":%llu,"
+                "\"sim_bytes_leaked\":%llu,\"p50_ns\":%.0f,\"p99_ns\":%.0f,\"wall_s\":%.3f",
                 (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
                 (unsigned long long)x->frees, (unsigned long long)x->peak_live,
-                (unsigned long long)x->peak_reserved, (unsigned long long)x->driver_calls,
-                (unsigned long long)x->sim_calls, (unsigned long long)x->sim_leaked, x->p50_ns,
-                x->p99_ns, x->wall_s);
+                (unsigned long long)x->peak_reserved, x->passes,
+                (unsigned long long)x->driver_calls, (unsigned long long)x->driver_calls_first_pass,
+                (unsigned long long)x->driver_calls_last_pass, (unsigned long long)x->sim_calls,
+                (unsigned long long)x->sim_leaked, x->p50_ns, x->p99_ns, x->wall_s);
+        if (x->snapshot) {
+            fprintf(f, ",\"snapshot\":");
+            if (x->snapshot > 0)
+                fprintf(f, "\"written\"");
+            else
+                bench_json_string(f, x->snapshot_err);
+        }
+        fprintf(f, "}");
     }
     fprintf(f, "]}\n");
 }
@@ -104,7 +134,8 @@ int bench_write_replay_csv(const char *path, const bench_device *dev, const benc
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "device,trace,strategy,status,allocs,failed_allocs,peak_live_bytes,"
-               "peak_reserved_bytes,driver_calls,p50_ns,p99_ns,note\n");
+               "peak_reserved_bytes,driver_calls,p50_ns,p99_ns,note,passes,"
+               "driver_calls_first_pass,driver_calls_last_pass\n");
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         csv_field(f, dev->name);
@@ -117,7 +148,8 @@ int bench_write_replay_csv(const char *path, const bench_device *dev, const benc
                 (unsigned long long)x->peak_live, (unsigned long long)x->peak_reserved,
                 (unsigned long long)x->driver_calls, x->p50_ns, x->p99_ns);
         csv_field(f, x->note);
-        fputc('\n', f);
+        fprintf(f, ",%u,%llu,%llu\n", x->passes, (unsigned long long)x->driver_calls_first_pass,
+                (unsigned long long)x->driver_calls_last_pass);
     }
     return fclose(f) == 0 ? 0 : -1;
 }

@@ -95,6 +95,16 @@ static void gp_stats(bench_strategy *s, bench_strategy_stats *out)
     out->driver_calls = st.driver_calls_total;
 }
 
+static int gp_snapshot(bench_strategy *s, FILE *f)
+{
+    gpool_state *g = s->state;
+    gpool_status st = gpool_dump_json(g->pool, f);
+    if (st == GPOOL_OK) return 0;
+    bench_strategy_fail(s, BENCH_ERR, "gpool_dump_json: %s: %s", gpool_strerror(st),
+                        gpool_last_error());
+    return -1;
+}
+
 static void gp_fini(bench_strategy *s)
 {
     gpool_state *g = s->state;
@@ -112,6 +122,7 @@ const bench_strategy_ops bench_strategy_gpool = {
     .free = gp_free,
     .stats = gp_stats,
     .fini = gp_fini,
+    .snapshot = gp_snapshot,
 };
 
 const bench_strategy_ops bench_strategy_gpool_pinned = {
@@ -123,4 +134,5 @@ const bench_strategy_ops bench_strategy_gpool_pinned = {
     .free = gp_free,
     .stats = gp_stats,
     .fini = gp_fini,
+    .snapshot = gp_snapshot,
 };

@@ -211,3 +211,17 @@ int bench_map_take(bench_map *m, uint64_t key, uint64_t *val)
     m->count--;
     return 1;
 }
+
+void bench_size_text(char *buf, size_t len, uint64_t b)
+{
+    if (b >= BENCH_GIB && b % BENCH_GIB == 0)
+        snprintf(buf, len, "%llu GiB", (unsigned long long)(b / BENCH_GIB));
+    else if (b >= BENCH_MIB && b % BENCH_MIB == 0)
+        snprintf(buf, len, "%llu MiB", (unsigned long long)(b / BENCH_MIB));
+    else if (b >= BENCH_MIB)
+        snprintf(buf, len, "%.1f MiB", (double)b / (double)BENCH_MIB);
+    else if (b >= BENCH_KIB && b % BENCH_KIB == 0)
+        snprintf(buf, len, "%llu KiB", (unsigned long long)(b / BENCH_KIB));
+    else
+        snprintf(buf, len, "%llu B", (unsigned long long)b);
+}

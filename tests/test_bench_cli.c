@@ -122,7 +122,18 @@ Test(bench_cli, compare_json_and_table)
                  0, "%s", slurp(err_path));
     json_check("len(d['results'])==4 and d['results'][0]['strategy']=='bfc' and "
                "d['results'][0]['min_capacity_bytes']==20*1024*1024 and "
-               "d['results'][1]['strategy']=='gpool' and d['results'][1]['status']=='ok'");
+               "d['results'][1]['strategy']=='gpool' and d['results'][1]['status']=='ok' and "
+               "d['steady_passes']==2 and d['results'][0]['driver_calls_first_pass']==1 and "
+               "all(r['driver_calls_last_pass']==0 for r in d['results'])");
+    /* the table: last-pass column and one summary line per trace */
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv bench/traces/test/rmm-time.csv"), 0,
+                 "%s", slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "drv calls (last pass)"), "%s", out);
+    cr_assert(strstr(out, "summary one-6mib             fit ratio gpool "), "%s", out);
+    cr_assert(strstr(out, "summary rmm-time             fit ratio gpool "), "%s", out);
+    cr_assert(strstr(out, "goal met: yes; driver calls gpool "), "%s", out);
+    cr_assert(strstr(out, " / 0, bfc 1 / 0; steady state (0 in the last pass): yes"), "%s", out);
     cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --strategy cuda"), 0);
     cr_assert(strstr(slurp(out_path), "one-6mib             cuda"), "%s", slurp(out_path));
     cr_assert(strstr(slurp(out_path), "1.000"), "%s", slurp(out_path));
@@ -133,8 +144,21 @@ Test(bench_cli, info_and_hotpath_json)
     cr_assert_eq(bench("info --json"), 0, "%s", slurp(err_path));
     json_check("d['simulated'] and d['devices'][0]['granularity_min']>0 and "
                "d['device']=='simulated'");
+    /* page sizes from gpool_page_size: device pages are multiples of the granularity and
+     * never shrink as requests grow; a host kind has a page size or an error text */
+    json_check("(lambda ps, g: ps['sizes']==[256,65536,2097152,104857600,2147483648] and "
+               "all(ps['device'][str(n)] % g == 0 for n in ps['sizes']) and "
+               "[ps['device'][str(n)] for n in ps['sizes']]=="
+               "sorted(ps['device'][str(n)] for n in ps['sizes']) and "
+               "all(all(isinstance(ps[k][str(n)], int) for n in ps['sizes']) or "
+               "isinstance(ps[k].get('error'), str) for k in ('auto','host_pinned','host_mapped')))"
+               "(d['devices'][0]['page_size'], d['devices'][0]['granularity_min'])");
     cr_assert_eq(bench("info"), 0);
     cr_assert(strstr(slurp(out_path), "device: simulated"));
+    cr_assert(strstr(slurp(out_path), "page size gpool would choose (gpool_page_size)"), "%s",
+              slurp(out_path));
+    cr_assert(strstr(slurp(out_path), "    device           2 MiB"), "%s", slurp(out_path));
+    cr_assert_null(strstr(slurp(out_path), "n/a"), "%s", slurp(out_path));
     cr_assert_eq(bench("hotpath --pairs 20000 --rounds 1 --json"), 0, "%s", slurp(err_path));
     json_check("d['gpool_ns_per_pair']>0 and d['jemalloc_ns_per_pair']>0 and d['ratio']>0 and "
                "d['gpool_scaling_2t']>0 and d['device']=='simulated'");
@@ -152,4 +176,84 @@ Test(bench_cli, errors)
     cr_assert_eq(bench("fit bench/traces/test/rmm-time.csv"), 2); /* --strategy required */
     cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy cuda-async --json"), 0);
     json_check("d['strategies'][0]['status']=='skipped'");
+}
+
+Test(bench_cli, replay_passes)
+{
+    cr_assert_eq(bench("replay frame --frames 10 --passes 3 --strategy bfc --strategy gpool "
+                       "--strategy cuda --json"),
+                 0, "%s", slurp(err_path));
+    json_check("[s['passes'] for s in d['strategies']]==[3,3,3] and "
+               "all(s['driver_calls_last_pass']==0 for s in d['strategies'][:2]) and "
+               "d['strategies'][2]['driver_calls_last_pass']>0 and "
+               "d['strategies'][2]['driver_calls_last_pass']==d['strategies'][2]"
+               "['driver_calls_first_pass'] and "
+               "all(s['driver_calls_first_pass']>0 for s in d['strategies']) and "
+               "all(s['allocs']==3*d['trace']['allocs'] for s in d['strategies'])");
+    cr_assert_eq(bench("replay frame --frames 10 --passes 2 --strategy gpool"), 0, "%s",
+                 slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "drv calls (last pass)"), "%s", out);
+    cr_assert(strstr(out, "steady state: gpool made 0 driver calls in the last of 2 passes (goal "
+                          "0: met)"),
+              "%s", out);
+    cr_assert_eq(bench("replay frame --passes 0"), 2);
+}
+
+/* replay --snapshot writes gpool_dump_json at the peak; view draws it (PNG signature). */
+Test(bench_cli, snapshot_and_view)
+{
+    char snap[80], png[80];
+    snprintf(snap, sizeof snap, "/tmp/test-bench-cli-%d.json", (int)getpid());
+    snprintf(png, sizeof png, "/tmp/test-bench-cli-view-%d.png", (int)getpid());
+    cr_assert_eq(
+        bench("replay frame --frames 8 --strategy bfc --strategy gpool --snapshot %s", snap), 0,
+        "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "snapshot: "), "%s", slurp(out_path));
+    /* the file is the library's JSON */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
+             "sys.exit(0 if d['arenas']['device'][0]['ranges'] else 3)\" %s",
+             snap);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "snapshot is not gpool_dump_json");
+    /* a snapshot needs a strategy that can write one */
+    cr_assert_eq(bench("replay frame --frames 2 --strategy bfc --snapshot %s.x", snap), 2);
+    cr_assert(strstr(slurp(err_path), "--snapshot needs a gpool strategy"), "%s", slurp(err_path));
+
+    cr_assert_eq(bench("view %s", snap), 0, "%s", slurp(err_path)); /* text summary only */
+    cr_assert(strstr(slurp(out_path), "in_use"), "%s", slurp(out_path));
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        cr_assert_eq(bench("view %s --png %s", snap, png), 1);
+        cr_assert(strstr(slurp(err_path), "gnuplot"), "%s", slurp(err_path));
+        unlink(snap);
+        return;
+    }
+    cr_assert_eq(bench("view %s --png %s", snap, png), 0, "%s", slurp(err_path));
+    FILE *f = fopen(png, "rb");
+    cr_assert(f, "no PNG written");
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char head[8] = {0};
+    size_t n = fread(head, 1, sizeof head, f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    cr_assert_eq(n, 8);
+    cr_assert_arr_eq(head, sig, 8, "not a PNG signature");
+    cr_assert(size > 1000, "PNG of %ld bytes", size);
+    unlink(png);
+
+    /* errors: a file that is not a snapshot, a missing file */
+    FILE *bad = fopen(snap, "w");
+    cr_assert(bad);
+    fputs("{\"stats\":{}}\n", bad);
+    fclose(bad);
+    cr_assert_eq(bench("view %s --png %s", snap, png), 1);
+    cr_assert(strstr(slurp(err_path), "not a gpool_dump_json snapshot"), "%s", slurp(err_path));
+    cr_assert_neq(access(png, F_OK), 0);
+    unlink(snap);
+    cr_assert_eq(bench("view %s", snap), 1);
+    cr_assert(strstr(slurp(err_path), "cannot open"), "%s", slurp(err_path));
+    cr_assert_eq(bench("view"), 2);
 }

@@ -267,3 +267,161 @@ Test(bench_parser, map)
     cr_assert_eq(m.count, 5000);
     bench_map_destroy(&m);
 }
+
+/* ---- json.c and the snapshot reader of view.c ---- */
+
+static bench_json *json(const char *text, char *err)
+{
+    return bench_json_parse(text, strlen(text), err, 256);
+}
+
+Test(bench_parser, json_values)
+{
+    char err[256] = "";
+    bench_json *j =
+        json(" {\"a\": [1, -2, 3.5e2, true, false, null],\n \"big\": 18446744073709551615,"
+             " \"s\": \"q\\\"\\\\\\/\\n\\u00e9\\ud83d\\ude00\", \"o\": {}, \"e\": []} ",
+             err);
+    cr_assert(j, "%s", err);
+    cr_assert_eq(j->type, BENCH_JSON_OBJECT);
+    cr_assert_eq(j->n, 5);
+    const bench_json *a = bench_json_get(j, "a");
+    cr_assert(a && a->type == BENCH_JSON_ARRAY && a->n == 6);
+    cr_assert_eq(bench_json_u64(a->items[0], 0), 1);
+    cr_assert(a->items[1]->is_int && (int64_t)a->items[1]->u == -2);
+    cr_assert(!a->items[2]->is_int && a->items[2]->num == 350.0);
+    cr_assert_eq(bench_json_u64(a->items[2], 0), 350);
+    cr_assert(a->items[3]->type == BENCH_JSON_BOOL && a->items[3]->num == 1);
+    cr_assert(a->items[4]->type == BENCH_JSON_BOOL && a->items[4]->num == 0);
+    cr_assert_eq(a->items[5]->type, BENCH_JSON_NULL);
+    /* integers are exact to 64 bits (addresses) */
+    cr_assert_eq(bench_json_u64(bench_json_get(j, "big"), 0), UINT64_MAX);
+    cr_assert_str_eq(bench_json_get(j, "s")->str, "q\"\\/\n\xc3\xa9\xf0\x9f\x98\x80");
+    cr_assert_eq(bench_json_get(j, "o")->n, 0);
+    cr_assert_eq(bench_json_get(j, "e")->type, BENCH_JSON_ARRAY);
+    cr_assert_null(bench_json_get(j, "missing"));
+    cr_assert_null(bench_json_get(a, "a")); /* not an object */
+    cr_assert_eq(bench_json_u64(bench_json_get(j, "s"), 7), 7);
+    bench_json_free(j);
+}
+
+Test(bench_parser, json_errors_name_line_and_column)
+{
+    static const struct {
+        const char *text, *what;
+    } bad[] = {
+        {"", "line 1 col 1: unexpected end"},
+        {"{\"a\":1,}", "line 1 col 8: expected a string key"},
+        {"[1 2]", "line 1 col 4: expected ',' or ']'"},
+        {"{\"a\" 1}", "expected ':'"},
+        {"\"abc", "unterminated string"},
+        {"\"a\\qb\"", "bad escape"},
+        {"\"\\u12g4\"", "bad \\u escape"},
+        {"[1]\n x", "line 2 col 2: trailing characters"},
+        {"{\n\"a\": nul}", "line 2 col 6: unexpected character"},
+        {"\"a\nb\"", "control character"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[256] = "";
+        bench_json *j = json(bad[i].text, err);
+        cr_assert_null(j, "parsed \"%s\"", bad[i].text);
+        cr_assert(strstr(err, bad[i].what), "\"%s\": error \"%s\" lacks \"%s\"", bad[i].text, err,
+                  bad[i].what);
+    }
+    /* deep nesting is refused, not a stack overflow */
+    char deep[300];
+    memset(deep, '[', sizeof deep - 1);
+    deep[sizeof deep - 1] = 0;
+    char err[256] = "";
+    cr_assert_null(json(deep, err));
+    cr_assert(strstr(err, "nested too deeply"), "%s", err);
+}
+
+/* A snapshot in gpool_dump_json's shape: a device region of 1 GiB reserved with 3 pages of
+ * 2 MiB backed, and a host kind with its page arenas. */
+#define SNAP_BASE 140000000000000ull
+static const char snapshot_text[] =
+    "{\"version\":\"9.9.9\",\"device\":0,\"granularity\":2097152,\"stats\":{\"total\":{"
+    "\"requested_bytes\":3000000,\"in_use_bytes\":3145728,\"reserved_bytes\":6291456,"
+    "\"cached_bytes\":3145728},\"driver_calls\":{\"cuMemCreate\":3,\"cuMemMap\":3,\"other\":1}},"
+    "\"arenas\":{\"device\":[{\"base\":140000000000000,\"size\":1073741824,\"page\":2097152,"
+    "\"backed_pages\":3,\"ranges\":["
+    "{\"addr\":140000000000000,\"size\":65536,\"state\":\"slab\",\"slot_size\":256,"
+    "\"slots\":256,\"live_slots\":3},"
+    "{\"addr\":140000000065536,\"size\":1048576,\"state\":\"in_use\",\"requested\":1000000,"
+    "\"stream\":0},"
+    "{\"addr\":140000001114112,\"size\":2031616,\"state\":\"in_use\",\"requested\":2000000,"
+    "\"stream\":7},"
+    "{\"addr\":140000003145728,\"size\":1048576,\"state\":\"pending\"},"
+    "{\"addr\":140000004194304,\"size\":1069547520,\"state\":\"cached\"}]}],"
+    "\"host_pinned\":{\"page_arenas\":[{\"page\":4096,\"registrations\":1,\"numa_bound_runs\":0,"
+    "\"regions\":[{\"base\":200000000000000,\"size\":1048576,\"page\":4096,\"backed_pages\":4,"
+    "\"ranges\":[{\"addr\":200000000000000,\"size\":8192,\"state\":\"in_use\",\"requested\":8000,"
+    "\"stream\":0},{\"addr\":200000000008192,\"size\":1040384,\"state\":\"cached\"}]}]}],"
+    "\"small\":null}}}\n";
+
+Test(bench_parser, snapshot_regions_states_and_extent)
+{
+    bench_snapshot s;
+    char err[512] = "";
+    cr_assert_eq(bench_snapshot_parse("snap.json", snapshot_text, strlen(snapshot_text), &s, err,
+                                      sizeof err),
+                 0, "%s", err);
+    cr_assert_str_eq(s.version, "9.9.9");
+    cr_assert_eq(s.n_regions, 2);
+    const bench_snap_region *d = &s.regions[0], *h = &s.regions[1];
+    cr_assert_str_eq(d->kind, "device");
+    cr_assert_eq(d->base, SNAP_BASE);
+    cr_assert_eq(d->size, 1ull << 30);
+    cr_assert_eq(d->page, 2u << 20);
+    cr_assert_eq(d->backed_pages, 3);
+    cr_assert_eq(d->n_ranges, 5);
+    cr_assert_eq(d->ranges[0].state, BENCH_RANGE_SLAB);
+    cr_assert_eq(d->ranges[1].state, BENCH_RANGE_IN_USE);
+    cr_assert_eq(d->ranges[3].state, BENCH_RANGE_PENDING);
+    cr_assert_eq(d->ranges[4].state, BENCH_RANGE_CACHED);
+    /* the free tail is not drawn: the extent is the 3 backed pages (the pending range ends at
+     * 4 MiB, inside them) */
+    cr_assert_eq(d->extent, 6u << 20);
+    cr_assert_str_eq(h->kind, "host_pinned");
+    cr_assert_eq(h->page, 4096);
+    cr_assert_eq(h->extent, 4 * 4096);
+    cr_assert_eq(s.reserved, (1ull << 30) + (1u << 20));
+    cr_assert_eq(s.backed, (6u << 20) + 4 * 4096);
+    cr_assert_eq(s.undrawn, s.reserved - (6u << 20) - 4 * 4096);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_IN_USE], 1048576 + 2031616 + 8192);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_SLAB], 65536);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_PENDING], 1048576);
+    /* cached: what lies inside the extents */
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_CACHED], (2u << 20) + (4 * 4096 - 8192));
+    cr_assert_eq(s.stats_requested, 3000000);
+    cr_assert_eq(s.stats_reserved, 6291456);
+    cr_assert_eq(s.driver_calls, 7);
+    cr_assert_str_eq(bench_range_state_name(BENCH_RANGE_IN_USE), "in_use");
+    bench_snapshot_free(&s);
+}
+
+Test(bench_parser, snapshot_errors)
+{
+    bench_snapshot s;
+    char err[512] = "";
+    const char *not_json = "{\"arenas\":";
+    cr_assert_eq(bench_snapshot_parse("x.json", not_json, strlen(not_json), &s, err, sizeof err),
+                 -1);
+    cr_assert(strstr(err, "x.json: not JSON: line 1 col 11"), "%s", err);
+    const char *no_arenas = "{\"stats\":{}}";
+    cr_assert_eq(bench_snapshot_parse("x.json", no_arenas, strlen(no_arenas), &s, err, sizeof err),
+                 -1);
+    cr_assert(strstr(err, "no \"arenas\""), "%s", err);
+    const char *bad_range = "{\"arenas\":{\"device\":[{\"base\":0,\"size\":4096,\"page\":4096,"
+                            "\"backed_pages\":1,\"ranges\":[{\"addr\":0,\"size\":4096}]}]}}";
+    cr_assert_eq(bench_snapshot_parse("x.json", bad_range, strlen(bad_range), &s, err, sizeof err),
+                 -1);
+    cr_assert(strstr(err, "device region 0 range 0: needs addr, size and state"), "%s", err);
+    const char *empty = "{\"arenas\":{}}";
+    cr_assert_eq(bench_snapshot_parse("x.json", empty, strlen(empty), &s, err, sizeof err), 0);
+    cr_assert_eq(s.n_regions, 0);
+    bench_snapshot_free(&s);
+    cr_assert_eq(bench_snapshot_load("/nonexistent/s.json", &s, err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot open"), "%s", err);
+}

@@ -2,6 +2,7 @@
  * with hand-made traces whose answers are known. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../bench/bench.h"
 
@@ -266,4 +267,127 @@ Test(bench_strategies, lookup)
     cr_assert(strstr(err, "takes no options"), "%s", err);
     cr_assert_eq(bench_strategy_lookup("slab", &s, err, sizeof err), -1);
     cr_assert(strstr(err, "unknown strategy \"slab\""), "%s", err);
+}
+
+static bench_result run_passes(const char *spec, const bench_trace *t, unsigned passes)
+{
+    bench_replay_opts o = {.passes = passes};
+    bench_result r;
+    cr_assert_eq(bench_replay(&dev, spec, t, &o, &r), 0);
+    return r;
+}
+
+Test(bench_strategies, passes_count_driver_calls_per_pass)
+{
+    /* slot 2 is never freed: each pass ends by freeing it, so every pass starts empty */
+    const uint64_t script[] = {1000, 3 * MIB, 12 * MIB, FREE(0), FREE(1), 18 * MIB + 1, FREE(3)};
+    bench_trace t;
+    make_trace(&t, script, sizeof script / sizeof script[0]);
+    cr_assert_eq(t.unfreed, 1);
+
+    /* cuda: the same 8 calls in every pass (4 allocs, 4 frees with the end-of-pass one) */
+    bench_result r = run_passes("cuda", &t, 3);
+    expect_clean(&r);
+    cr_assert_eq(r.passes, 3);
+    cr_assert_eq(r.allocs, 12);
+    cr_assert_eq(r.frees, 9); /* the trace's frees; the end-of-pass ones are not counted */
+    cr_assert_eq(r.driver_calls_first_pass, 8);
+    cr_assert_eq(r.driver_calls_last_pass, 8);
+    cr_assert_eq(r.driver_calls, 24);
+    bench_result_free(&r);
+
+    /* bfc: segments are made in the first pass only (2 MiB small, 20 MiB large, 20 MiB for
+     * 18 MiB + 1), then everything comes from its cache */
+    r = run_passes("bfc", &t, 3);
+    expect_clean(&r);
+    cr_assert_eq(r.driver_calls_first_pass, 3);
+    cr_assert_eq(r.driver_calls_last_pass, 0);
+    cr_assert_eq(r.driver_calls, 3); /* counted before fini releases the segments */
+    cr_assert_eq(r.peak_reserved, 42 * MIB);
+    bench_result_free(&r);
+
+    /* gpool: steady state after the first pass */
+    r = run_passes("gpool", &t, 2);
+    expect_clean(&r);
+    cr_assert_eq(r.passes, 2);
+    cr_assert(r.driver_calls_first_pass > 0);
+    cr_assert_eq(r.driver_calls_last_pass, 0, "gpool made %llu driver calls in the last pass",
+                 (unsigned long long)r.driver_calls_last_pass);
+    cr_assert_eq(r.failed_allocs, 0);
+    bench_result_free(&r);
+
+    /* one pass (the default): first and last are the same pass */
+    r = run_passes("bfc", &t, 0);
+    cr_assert_eq(r.passes, 1);
+    cr_assert_eq(r.driver_calls_first_pass, 3);
+    cr_assert_eq(r.driver_calls_last_pass, 3);
+    bench_result_free(&r);
+    bench_trace_free(&t);
+}
+
+Test(bench_strategies, passes_on_a_workload_reach_steady_state)
+{
+    bench_workload_opts o;
+    bench_workload_defaults(&o);
+    o.frames = 30;
+    bench_trace t;
+    char err[256];
+    cr_assert_eq(bench_workload_make("frame", &o, &t, err, sizeof err), 0, "%s", err);
+    bench_result r = run_passes("gpool", &t, 3);
+    expect_clean(&r);
+    cr_assert_eq(r.passes, 3);
+    cr_assert_eq(r.allocs, 3 * t.n_allocs);
+    cr_assert_eq(r.driver_calls_last_pass, 0, "gpool: %llu driver calls in the last pass",
+                 (unsigned long long)r.driver_calls_last_pass);
+    bench_result_free(&r);
+    r = run_passes("bfc", &t, 3);
+    expect_clean(&r);
+    cr_assert_eq(r.driver_calls_last_pass, 0);
+    bench_result_free(&r);
+    bench_trace_free(&t);
+}
+
+/* The snapshot written at the trace's peak reads back with the blocks live there. */
+Test(bench_strategies, snapshot_at_peak_round_trips)
+{
+    const uint64_t script[] = {3 * MIB,    5 * MIB, FREE(0), 4 * MIB, 1000,
+                               600 * 1024, FREE(2), FREE(1), FREE(3), FREE(4)};
+    bench_trace t;
+    make_trace(&t, script, sizeof script / sizeof script[0]);
+    cr_assert_eq(bench_trace_peak_op(&t), 5);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test-bench-snap-%d.json", (int)getpid());
+    bench_replay_opts o = {.snapshot = path};
+    bench_result r;
+    cr_assert_eq(bench_replay(&dev, "gpool", &t, &o, &r), 0);
+    expect_clean(&r);
+    cr_assert_eq(r.snapshot, 1, "%s", r.snapshot_err);
+    bench_snapshot s;
+    char err[512];
+    cr_assert_eq(bench_snapshot_load(path, &s, err, sizeof err), 0, "%s", err);
+    cr_assert(s.n_regions >= 1);
+    cr_assert_str_eq(s.regions[0].kind, "device");
+    /* live at op 5: 5 MiB, 4 MiB, 1000 B and 600 KiB */
+    uint64_t live = 5 * MIB + 4 * MIB + 1000 + 600 * 1024;
+    cr_assert_eq(s.stats_requested, live);
+    uint64_t in_use = s.state_bytes[BENCH_RANGE_IN_USE] + s.state_bytes[BENCH_RANGE_SLAB];
+    cr_assert(in_use >= 5 * MIB + 4 * MIB + 600 * 1024, "in use %llu", (unsigned long long)in_use);
+    cr_assert(s.backed >= in_use - s.state_bytes[BENCH_RANGE_SLAB]);
+    cr_assert(s.driver_calls > 0);
+    size_t blocks = 0;
+    for (size_t i = 0; i < s.n_regions; i++)
+        for (size_t j = 0; j < s.regions[i].n_ranges; j++)
+            blocks += s.regions[i].ranges[j].state == BENCH_RANGE_IN_USE;
+    cr_assert(blocks >= 3, "%zu in-use ranges", blocks);
+    bench_snapshot_free(&s);
+    unlink(path);
+    bench_result_free(&r);
+
+    /* bfc has no snapshot: nothing written, no error */
+    r.snapshot = 7;
+    cr_assert_eq(bench_replay(&dev, "bfc", &t, &o, &r), 0);
+    cr_assert_eq(r.snapshot, 0);
+    cr_assert_neq(access(path, F_OK), 0);
+    bench_result_free(&r);
+    bench_trace_free(&t);
 }
