@@ -186,7 +186,9 @@ static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, siz
     if (p->alignment > pool->granularity)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu exceeds the page size %zu",
                        p->alignment, pool->granularity);
-    if (!gp_page_size_valid(p->page_size, pool->granularity))
+    int host_page = p->kind != GPOOL_MEM_DEVICE &&
+                    (p->page_size == 4096 || p->page_size == ((size_t)2 << 20));
+    if (!host_page && !gp_page_size_valid(p->page_size, pool->granularity))
         return gp_fail(GPOOL_ERR_INVALID_ARG,
                        "page size %zu is not 0 or a power-of-two multiple of the granularity %zu",
                        p->page_size, pool->granularity);
@@ -215,7 +217,12 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     int is_auto = kind == GPOOL_MEM_AUTO;
     if (is_auto) kind = gp_policy_kind(params->usage, size);
     if (kind != GPOOL_MEM_DEVICE) {
-        st = gp_sysmem_alloc(pool, kind, size, params, out);
+        gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
+        hp.stream = stream; /* hp.kind stays AUTO when it was, for the budget spill */
+        gp_stream_process(pool);
+        st = gp_sysmem_alloc(pool, kind, size, &hp, out);
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) /* frees were waiting */
+            st = gp_sysmem_alloc(pool, kind, size, &hp, out);
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 1, *out, size, stream);
         return st;
     }
@@ -321,16 +328,15 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
     if (!a) {
         int owned = 0;
         gpool_block_desc d;
-        if (gp_sysmem_block_info(pool, ptr, &d, &owned) == GPOOL_OK && owned) {
-            st = gp_stream_wait_recorded(pool, ptr);
-            if (st != GPOOL_OK) return st;
-        }
-        st = gp_sysmem_free(pool, ptr, &owned);
-        if (owned) {
-            if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
-            return st;
-        }
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+        st = gp_sysmem_block_info(pool, ptr, &d, &owned);
+        if (!owned) return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+        if (st != GPOOL_OK) return st;
+        if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
+            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start",
+                           ptr);
+        st = gp_stream_defer_host_free(pool, ptr, tag, &d);
+        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+        return st;
     }
     int small = gp_arena_slab_of(a, (uintptr_t)ptr) != NULL;
     st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
@@ -392,8 +398,6 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
     gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached);
     pthread_mutex_unlock(&pool->lock);
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
-    /* frees waiting on other streams' events are frees from the caller's point of view */
-    uint64_t deferred = gp_stream_deferred(pool);
     for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
         if (!pool->arena[k]) continue;
         gp_arena_counters c;
@@ -412,10 +416,10 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         ks->peak_reserved_bytes = c.peak_held;
         ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
         ks->allocs = c.allocs + (dev ? tc_allocs : 0);
-        ks->frees = c.frees + (dev ? tc_frees + deferred : 0);
+        ks->frees = c.frees + (dev ? tc_frees : 0);
         ks->live_blocks = ks->allocs - ks->frees;
         out->oom_retries += c.oom_retries;
-        out->pending_frees += c.pending_slots + (dev ? deferred : 0);
+        out->pending_frees += c.pending_slots;
         out->ooms += c.ooms;
 #define GP_SUM(f) total->f += ks->f
         GP_SUM(in_use_bytes); GP_SUM(requested_bytes); GP_SUM(reserved_bytes); GP_SUM(cached_bytes);
@@ -428,6 +432,24 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         out->driver_calls_total += out->driver_calls[i];
     }
     gp_sysmem_stats(pool, out);
+    /* Frees still waiting on streams' events are frees from the caller's point of view. */
+    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
+        uint64_t n, bytes, req;
+        gp_stream_deferred(pool, (gpool_mem_kind)k, &n, &bytes, &req);
+        if (!n) continue;
+        gpool_kind_stats *ks = &out->kind[k];
+        ks->frees += n;
+        ks->live_blocks -= n;
+        ks->in_use_bytes -= bytes;
+        ks->requested_bytes -= req;
+        ks->cached_bytes += bytes;
+        total->frees += n;
+        total->live_blocks -= n;
+        total->in_use_bytes -= bytes;
+        total->requested_bytes -= req;
+        total->cached_bytes += bytes;
+        out->pending_frees += n;
+    }
     out->tcache_hits = tc_hits;
     out->fallbacks = atomic_load_explicit(&pool->fallbacks, memory_order_relaxed);
     gp_arena *da = pool->arena[GPOOL_MEM_DEVICE];

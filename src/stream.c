@@ -11,6 +11,7 @@
 #include "error.h"
 #include "pool.h"
 #include "stream.h"
+#include "sysmem.h"
 
 typedef struct stream_rec {
     uintptr_t tag;
@@ -24,6 +25,9 @@ typedef struct stream_rec {
 
 typedef struct deferred_free {
     void *ptr;
+    int host;      /* a host block (sysmem), else a device block */
+    gpool_mem_kind kind;
+    size_t size, requested; /* for the stats: the caller already freed it */
     uintptr_t tag; /* the stream it was freed on */
     uint64_t seq;
     size_t nev;
@@ -188,6 +192,15 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
     gp_streams *ss = pool->streams;
     *st = GPOOL_OK;
     if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return 0;
+    if (!gp_arena_contains(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr))
+        return 0; /* host blocks: gp_stream_defer_host_free */
+    uintptr_t base, btag;
+    size_t bsize, breq;
+    uint32_t usage;
+    if (gp_arena_block(pool->arena[GPOOL_MEM_DEVICE], ptr, &base, &bsize, &breq, &btag, &usage) !=
+            GPOOL_OK ||
+        base != (uintptr_t)ptr)
+        return 0; /* not a live block: the plain path reports it */
     pthread_mutex_lock(&ss->lock);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {
@@ -211,7 +224,12 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
         ss->cap_def = cap;
     }
     stream_rec *r = rec_get(ss, tag);
-    deferred_free d = {.ptr = ptr, .tag = tag, .seq = r ? r->seq : UINT64_MAX};
+    deferred_free d = {.ptr = ptr,
+                       .kind = GPOOL_MEM_DEVICE,
+                       .size = bsize,
+                       .requested = breq,
+                       .tag = tag,
+                       .seq = r ? r->seq : UINT64_MAX};
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
     for (size_t i = 0; i < rc->n; i++) {
@@ -236,29 +254,6 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
     ss->def[ss->ndef++] = d;
     pthread_mutex_unlock(&ss->lock);
     return 1;
-}
-
-gpool_status gp_stream_wait_recorded(gpool_t *pool, void *ptr)
-{
-    gp_streams *ss = pool->streams;
-    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return GPOOL_OK;
-    pthread_mutex_lock(&ss->lock);
-    recorded *rc = gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr);
-    gpool_status st = GPOOL_OK;
-    if (rc) {
-        atomic_fetch_sub(&ss->busy, 1);
-        int pushed;
-        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-        for (size_t i = 0; i < rc->n && st == GPOOL_OK; i++) {
-            CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                                pool->drv->cuStreamSynchronize((CUstream)rc->tags[i]));
-            if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (recorded stream)");
-        }
-        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-        free(rc);
-    }
-    pthread_mutex_unlock(&ss->lock);
-    return st;
 }
 
 /* Take the deferred blocks whose events completed (all of them with force, after a device
@@ -287,6 +282,20 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
     return got;
 }
 
+/* The real free of a deferred block whose events completed. dev_locked: the caller holds the
+ * device arena's lock. */
+static void free_done(gpool_t *pool, const deferred_free *d, int dev_locked)
+{
+    if (d->host) {
+        int owned;
+        gp_sysmem_free(pool, d->ptr, &owned);
+    } else if (dev_locked) {
+        gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
+    } else {
+        gp_arena_free(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
+    }
+}
+
 /* Lock order: an arena's lock, then ss->lock. Here the caller holds the device arena's. */
 static void free_deferred_locked(gpool_t *pool, int force)
 {
@@ -295,8 +304,7 @@ static void free_deferred_locked(gpool_t *pool, int force)
     do {
         n = take_deferred(pool, force, done, 64);
         for (size_t i = 0; i < n; i++)
-            gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], done[i].ptr, done[i].tag,
-                                 done[i].seq);
+            free_done(pool, &done[i], 1);
     } while (n == 64);
 }
 
@@ -315,7 +323,7 @@ void gp_stream_process(gpool_t *pool)
     }
     pthread_mutex_unlock(&ss->lock);
     for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
-        gp_arena_free(pool->arena[GPOOL_MEM_DEVICE], done[i].ptr, done[i].tag, done[i].seq);
+        free_done(pool, &done[i], 0);
 }
 
 /* ---------- arena hooks ---------- */
@@ -396,12 +404,127 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     return st;
 }
 
-size_t gp_stream_deferred(gpool_t *pool)
+void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
+                        uint64_t *requested)
+{
+    gp_streams *ss = pool->streams;
+    *count = *bytes = *requested = 0;
+    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return;
+    pthread_mutex_lock(&ss->lock);
+    for (size_t i = 0; i < ss->ndef; i++)
+        if (ss->def[i].kind == kind) {
+            (*count)++;
+            *bytes += ss->def[i].size;
+            *requested += ss->def[i].requested;
+        }
+    pthread_mutex_unlock(&ss->lock);
+}
+
+/* Host blocks: the CPU may write a block the moment it is handed out again, so even the
+ * freeing stream cannot reuse it early. Each host free is queued behind an event on its
+ * stream (and on streams recorded for it) and really freed once they completed. */
+gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
+                                       const gpool_block_desc *desc)
+{
+    gp_streams *ss = pool->streams;
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&ss->lock);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
+    if (rc && rc->deferred) {
+        pthread_mutex_unlock(&ss->lock);
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
+    }
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc || gp_ptrmap_put(&ss->recorded, (uintptr_t)ptr, rc) != 0) {
+            free(rc);
+            rc = NULL;
+        } else {
+            atomic_fetch_add(&ss->busy, 1);
+        }
+    }
+    if (rc && ss->ndef == ss->cap_def) {
+        size_t cap = ss->cap_def ? ss->cap_def * 2 : 16;
+        deferred_free *nd = realloc(ss->def, cap * sizeof *nd);
+        if (nd) {
+            ss->def = nd;
+            ss->cap_def = cap;
+        }
+    }
+    deferred_free d = {.ptr = ptr,
+                       .host = 1,
+                       .kind = desc->kind,
+                       .size = desc->size,
+                       .requested = desc->requested_size,
+                       .tag = tag};
+    int ok = rc && ss->ndef < ss->cap_def;
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    uintptr_t streams[DEFER_EVENTS + 1];
+    size_t ns = 0;
+    streams[ns++] = tag;
+    for (size_t i = 0; rc && i < rc->n; i++)
+        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+    for (size_t i = 0; ok && i < ns; i++) {
+        CUevent ev;
+        if (event_get(pool, &ev) != CUDA_SUCCESS) {
+            ok = 0;
+        } else if (record_on(pool, ev, streams[i])) {
+            event_put(pool, ev);
+            ok = 0;
+        } else {
+            d.ev[d.nev++] = ev;
+        }
+    }
+    int done = ok;
+    for (size_t e = 0; ok && e < d.nev; e++) /* idle streams: free at once */
+        done &= GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(d.ev[e])) ==
+                CUDA_SUCCESS;
+    if (done) {
+        for (size_t e = 0; e < d.nev; e++) event_put(pool, d.ev[e]);
+        free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
+        atomic_fetch_sub(&ss->busy, 1);
+    } else if (ok) {
+        rc->deferred = 1;
+        ss->def[ss->ndef++] = d;
+    } else { /* could not track it: wait for the streams now, then free */
+        for (size_t e = 0; e < d.nev; e++) event_put(pool, d.ev[e]);
+        for (size_t i = 0; i < ns && st == GPOOL_OK; i++) {
+            CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                                pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (host free)");
+        }
+        if (rc) {
+            free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
+            atomic_fetch_sub(&ss->busy, 1);
+        }
+    }
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    pthread_mutex_unlock(&ss->lock);
+    if ((done || !ok) && st == GPOOL_OK) {
+        int owned;
+        st = gp_sysmem_free(pool, ptr, &owned);
+    }
+    return st;
+}
+
+size_t gp_stream_drain(gpool_t *pool)
 {
     gp_streams *ss = pool->streams;
     if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return 0;
-    pthread_mutex_lock(&ss->lock);
-    size_t n = ss->ndef;
-    pthread_mutex_unlock(&ss->lock);
-    return n;
+    deferred_free done[64];
+    size_t n, total = 0;
+    do {
+        pthread_mutex_lock(&ss->lock);
+        int pushed;
+        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        int synced = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize()) ==
+                     CUDA_SUCCESS;
+        n = take_deferred(pool, synced, done, 64);
+        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        pthread_mutex_unlock(&ss->lock);
+        for (size_t i = 0; i < n; i++) free_done(pool, &done[i], 0);
+        total += n;
+    } while (n == 64);
+    return total;
 }

@@ -22,14 +22,21 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
  * (*st says how that went); 0 when the caller frees it now. */
 int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *st);
 
-/* Before freeing ptr now (host kinds): wait for the streams recorded on it, forget them. */
-gpool_status gp_stream_wait_recorded(gpool_t *pool, void *ptr);
+/* Free host block ptr (freed on stream tag) once the work queued on tag and on the streams
+ * recorded for it has completed. */
+gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
+                                       const gpool_block_desc *desc);
+
+/* Wait for the device and finish every deferred free (memory is short); how many there were.
+ * No lock held. */
+size_t gp_stream_drain(gpool_t *pool);
 
 /* Free deferred blocks whose events completed (no lock held by the caller). */
 void gp_stream_process(gpool_t *pool);
 
-/* Blocks freed by the caller whose free waits on other streams' events. */
-size_t gp_stream_deferred(gpool_t *pool);
+/* Blocks of kind freed by the caller whose free still waits on streams' events. */
+void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
+                        uint64_t *requested);
 
 /* Arena hooks: gp_poll_fn and gp_sync_fn. */
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);

@@ -237,3 +237,30 @@ Test(streams, oom_path_waits_for_queued_work_of_the_only_stream)
     cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
     cr_assert_eq(gpool_free_async(pool, blocker, A), GPOOL_OK);
 }
+
+/* Host memory: the CPU writes a block as soon as it is handed out again, so a pinned block
+ * freed on a stream whose copies may still read it is not reused — not even on that stream —
+ * until the stream's work is done. */
+Test(streams, pinned_block_waits_for_its_stream_before_any_reuse)
+{
+    gpool_alloc_params pin = {.kind = GPOOL_MEM_HOST_PINNED};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 3 * MiB, &pin, A, &p), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_ERR_INVALID_POINTER, "double free");
+    gpool_stats st;
+    gpool_get_stats(pool, &st);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_PINNED].live_blocks, 0, "freed from the caller's view");
+    cr_assert_eq(st.pending_frees, 1);
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 3 * MiB, &pin, A, &q), GPOOL_OK);
+    cr_assert_neq(q, p, "reused while A's copies may still read it");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    sim->stream_release(A);
+    void *r = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 3 * MiB, &pin, A, &r), GPOOL_OK);
+    gpool_get_stats(pool, &st);
+    cr_assert_eq(st.pending_frees, 0, "completed frees are processed at the next allocation");
+    cr_assert_eq(gpool_free(pool, r), GPOOL_OK);
+}
