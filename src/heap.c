@@ -76,21 +76,6 @@ static gp_range *treap_remove(gp_range *root, gp_range *n)
     return root;
 }
 
-/* Smallest node with size >= want (lowest address among equals). */
-static gp_range *treap_ceil(gp_range *root, size_t want)
-{
-    gp_range *best = NULL;
-    while (root) {
-        if (root->size >= want) {
-            best = root;
-            root = root->left;
-        } else {
-            root = root->right;
-        }
-    }
-    return best;
-}
-
 /* ---- tags ---- */
 
 static gp_tag_index *tag_find(gp_heap *h, uintptr_t tag)
@@ -279,6 +264,49 @@ static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
     return r;
 }
 
+/* Collect, in (size, addr) order, up to max free ranges of at least want bytes. */
+static void collect_fits(gp_range *n, size_t want, gp_range **out, int *count, int max)
+{
+    if (!n || *count >= max) return;
+    if (n->size >= want) collect_fits(n->left, want, out, count, max);
+    if (*count >= max) return;
+    if (n->size >= want) out[(*count)++] = n;
+    collect_fits(n->right, want, out, count, max);
+}
+
+/* How many of the pages [addr, addr+size) would touch are not backed yet. */
+static size_t unbacked(const gp_heap *h, const gp_range *r, size_t size, size_t align)
+{
+    const gp_region *g = &h->regions[r->region];
+    uintptr_t addr = (r->addr + align - 1) & ~(uintptr_t)(align - 1);
+    size_t first = (addr - g->base) >> g->page_shift;
+    size_t last = (addr + size - 1 - g->base) >> g->page_shift, n = 0;
+    for (size_t p = first; p <= last; p++) n += !g->page_phys[p];
+    return n;
+}
+
+#define GP_FIT_CANDIDATES 16
+
+/* Best fit in one index, preferring among the few smallest fits one whose pages are all
+ * backed already: cached memory is reused before fresh pages are mapped, so a repeated
+ * workload settles into its cache (no driver calls) instead of drifting. */
+static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t size, size_t align)
+{
+    gp_range *c[GP_FIT_CANDIDATES];
+    int n = 0;
+    collect_fits(root, want, c, &n, GP_FIT_CANDIDATES);
+    gp_range *best = NULL;
+    size_t best_new = SIZE_MAX;
+    for (int i = 0; i < n && best_new; i++) {
+        size_t fresh = unbacked(h, c[i], size, align);
+        if (fresh < best_new) {
+            best = c[i];
+            best_new = fresh;
+        }
+    }
+    return best;
+}
+
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
 {
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
@@ -289,9 +317,9 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     gp_range *best = NULL;
     if (tag != GP_TAG_CLEAN) {
         gp_tag_index *t = tag_find(h, tag);
-        best = t ? treap_ceil(t->root, want) : NULL;
+        best = t ? fit_in(h, t->root, want, size, align) : NULL;
     }
-    if (!best) best = treap_ceil(tag_find(h, GP_TAG_CLEAN)->root, want);
+    if (!best) best = fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align);
     if (!best) return NULL;
     index_del(h, best);
     uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
