@@ -17,24 +17,27 @@
  * holds the real functions and nothing recurses.
  *
  * cudaFree / cuMemFree semantics. The real calls synchronize the device, so memory they free
- * can be handed out again at once. We do not synchronize per free. Instead each such free is
- * ordered on the legacy default stream: before the block goes back to the pool we record an
- * event (a cheap marker) on CU_STREAM_LEGACY, then free the block with the legacy stream as its
- * stream. Why that is safe for all work on the legacy stream and on every *blocking* stream:
- * the legacy stream waits for all work issued earlier to blocking streams of the context, and
- * every later operation on a blocking stream waits for the legacy stream's earlier work. So the
- * marker sits after all work that may still touch the block (it was issued before the free)
- * and before any work the next owner issues (that comes after the allocation that reuses the
- * block, hence after the marker). Blocks reused on other streams through cudaMallocAsync wait
- * for gpool's own cross-stream rules. Work on non-blocking streams (cudaStreamNonBlocking) is
- * not ordered by the legacy stream; GPOOL_CONF=sync_free=1 restores the exact device-wide
- * synchronize per free for programs that free memory still used on such streams.
+ * can be handed out again at once, whichever stream used it. We do not synchronize per free.
+ * GPOOL_CONF's cudafree key chooses how a block freed by cudaFree/cuMemFree becomes reusable:
+ *   batch (default): the block joins a pending batch; when the batch holds cudafree_batch bytes
+ *     (default: 1/64 of the device's memory, at least 64 MiB), or an allocation finds no memory, one
+ *     cuCtxSynchronize covers the whole batch and its blocks go back to the pool. Safe for work
+ *     on any stream, blocking or not (PyTorch's side streams are non-blocking), at the cost of
+ *     one synchronize per batch instead of one per free.
+ *   stream: the block is freed at once, ordered on the legacy default stream. That is safe for
+ *     work on the legacy stream and on every *blocking* stream (the legacy stream waits for
+ *     earlier work on blocking streams, and later work on them waits for it), and makes no
+ *     driver call at all; it is not safe for memory still used on cudaStreamNonBlocking streams.
+ *   sync (or sync_free=1): a cuCtxSynchronize per free, exactly as CUDA does.
+ * cudaFreeAsync/cuMemFreeAsync are stream-ordered frees (gpool_free_async) in every mode.
  *
  * Process teardown: pools are never destroyed. Once exit() starts (our atexit handler or
  * destructor ran), frees of gpool pointers succeed without touching gpool or the driver: the
  * driver may already have shut down (the simulator does so in its own destructor), and the OS
  * takes the memory back. */
 #include "preload.h"
+
+#include "ptrmap.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -49,6 +52,34 @@
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int conf_enabled;   /* written once under conf_once */
 static int conf_sync_free; /* sync_free=1: cuCtxSynchronize before each cudaFree/cuMemFree */
+enum { FREE_BATCH, FREE_STREAM, FREE_SYNC };
+static int conf_free_mode = FREE_BATCH; /* cudafree=batch|stream|sync */
+static size_t conf_batch_bytes;         /* cudafree_batch=SIZE; 0 = 1/64 of device memory */
+
+/* A byte count with an optional K/M/G/T suffix. */
+static int parse_bytes(const char *v, size_t n, size_t *out)
+{
+    char buf[32];
+    if (!n || n >= sizeof buf) return -1;
+    memcpy(buf, v, n);
+    buf[n] = 0;
+    char *end;
+    unsigned long long x = strtoull(buf, &end, 10);
+    if (end == buf) return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 0: break;
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    case 'T': case 't': shift = 40; break;
+    default: return -1;
+    }
+    if (*end && end[1]) return -1;
+    if (shift && x > (~0ull >> shift)) return -1;
+    *out = (size_t)(x << shift);
+    return 0;
+}
 static gpool_config conf_pool;
 static atomic_int exiting;
 
@@ -93,7 +124,19 @@ static void read_conf(void)
             int *target = NULL;
             if (klen == 7 && !strncmp(p, "disable", 7)) target = &disable;
             if (klen == 9 && !strncmp(p, "sync_free", 9)) target = &conf_sync_free;
-            if (target) {
+            if (klen == 8 && !strncmp(p, "cudafree", 8)) {
+                if (val && vlen == 5 && !strncmp(val, "batch", 5))
+                    conf_free_mode = FREE_BATCH;
+                else if (val && vlen == 6 && !strncmp(val, "stream", 6))
+                    conf_free_mode = FREE_STREAM;
+                else if (val && vlen == 4 && !strncmp(val, "sync", 4))
+                    conf_free_mode = FREE_SYNC;
+                else
+                    snprintf(err, sizeof err, "config: cudafree must be batch, stream or sync");
+            } else if (klen == 14 && !strncmp(p, "cudafree_batch", 14)) {
+                if (!val || parse_bytes(val, vlen, &conf_batch_bytes))
+                    snprintf(err, sizeof err, "config: cudafree_batch must be a size (e.g. 1G)");
+            } else if (target) {
                 if (!val || parse_bool(val, vlen, target))
                     snprintf(err, sizeof err, "config: %.*s must be 0 or 1", (int)klen, p);
             } else if (n) {
@@ -110,11 +153,12 @@ static void read_conf(void)
     free(rest);
     if (err[0]) {
         fprintf(stderr,
-                "gpool preload: bad GPOOL_CONF: %s (keys: disable, sync_free and gpool's); "
-                "gpool is disabled, CUDA allocations pass through\n",
+                "gpool preload: bad GPOOL_CONF: %s (keys: disable, sync_free, cudafree, "
+                "cudafree_batch and gpool's); gpool is disabled, CUDA allocations pass through\n",
                 err);
         return;
     }
+    if (conf_sync_free) conf_free_mode = FREE_SYNC;
     conf_enabled = !disable;
 }
 
@@ -359,7 +403,6 @@ struct gpp_device {
     _Atomic(gpool_t *) pool;
     atomic_int failed; /* gpool cannot serve this device: pass its calls through */
     CUcontext ctx;     /* its primary context (retained, like gpool's) */
-    CUevent marker;    /* the legacy-stream marker of cudaFree; NULL: synchronize instead */
 };
 static struct gpp_device devices[GPP_MAX_DEVICES];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -370,7 +413,7 @@ gpool_t *gpp_pool_peek(int dev)
     return atomic_load_explicit(&devices[dev].pool, memory_order_acquire);
 }
 
-/* Retain dev's primary context and make the cudaFree marker in it (pool_lock held). */
+/* Retain dev's primary context (pool_lock held). */
 static void open_context(const gpp_real_driver *d, int dev, struct gpp_device *g)
 {
     CUdevice cudev;
@@ -379,11 +422,6 @@ static void open_context(const gpp_real_driver *d, int dev, struct gpp_device *g
         g->ctx = NULL;
         return;
     }
-    if (!d->cuEventCreate || !d->cuEventRecord) return;
-    CUcontext popped;
-    if (d->cuCtxPushCurrent(g->ctx) != CUDA_SUCCESS) return;
-    if (d->cuEventCreate(&g->marker, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) g->marker = NULL;
-    d->cuCtxPopCurrent(&popped);
 }
 
 gpool_t *gpp_pool(int dev)
@@ -433,16 +471,27 @@ CUstream gpp_stream(CUstream s, int per_thread)
 
 /* ---------------------------------------------------------------- alloc / free ------------ */
 
+static size_t batch_flush(void);
+
 gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
 {
     gpool_t *pool = gpp_pool(dev);
     if (!pool) return GPOOL_ERR_NO_DRIVER;
-    return gpool_alloc_async(pool, size, NULL, stream, out);
+    gpool_status st = gpool_alloc_async(pool, size, NULL, stream, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && batch_flush()) /* the batch may hold what is missing */
+        st = gpool_alloc_async(pool, size, NULL, stream, out);
+    return st;
 }
 
-/* Order a cudaFree-style free of a block of dev after all work issued so far (see the top of
- * this file): a marker on the legacy stream, or a full synchronize with sync_free=1. */
-static void legacy_barrier(int dev)
+static gpp_free_result free_result(gpool_status st)
+{
+    return st == GPOOL_OK                    ? GPP_FREED
+           : st == GPOOL_ERR_INVALID_POINTER ? GPP_NOT_OURS
+                                             : GPP_FREE_FAILED;
+}
+
+/* Wait for all work of dev's context. */
+static void device_sync(int dev)
 {
     const gpp_real_driver *d = gpp_driver();
     struct gpp_device *g = &devices[dev];
@@ -451,10 +500,101 @@ static void legacy_barrier(int dev)
     int pushed = 0;
     if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != g->ctx)
         pushed = d->cuCtxPushCurrent(g->ctx) == CUDA_SUCCESS;
-    if (conf_sync_free || !g->marker ||
-        d->cuEventRecord(g->marker, CU_STREAM_LEGACY) != CUDA_SUCCESS)
-        d->cuCtxSynchronize();
+    d->cuCtxSynchronize();
     if (pushed) d->cuCtxPopCurrent(&popped);
+}
+
+/* Order a cudaFree-style free of a block of dev after all work issued so far (see the top of
+ * this file): nothing to do in stream mode (legacy-stream order), a synchronize in sync mode. */
+static void legacy_barrier(int dev)
+{
+    if (conf_free_mode == FREE_SYNC) device_sync(dev);
+}
+
+/* ---- the pending batch of cudaFree'd blocks (cudafree=batch) ---- */
+
+typedef struct pending_free {
+    void *p;
+    int dev;
+} pending_free;
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pending_free *batch;
+static size_t nbatch, cap_batch;
+static size_t batch_bytes[GPP_MAX_DEVICES];
+static gp_ptrmap batch_set; /* pointers in the batch: a second cudaFree is an error */
+
+static size_t batch_limit(int dev, gpool_t *pool)
+{
+    if (conf_batch_bytes) return conf_batch_bytes;
+    size_t fr, total;
+    size_t floor = (size_t)64 << 20;
+    if (gpool_mem_get_info(pool, &fr, &total) == GPOOL_OK && total / 64 > floor) return total / 64;
+    return floor;
+}
+
+/* Synchronize every device with pending frees once, then give the whole batch back. */
+static size_t batch_flush(void)
+{
+    pthread_mutex_lock(&batch_lock);
+    pending_free *list = batch;
+    size_t n = nbatch;
+    batch = NULL;
+    nbatch = cap_batch = 0;
+    int devs[GPP_MAX_DEVICES] = {0};
+    for (size_t i = 0; i < n; i++) {
+        devs[list[i].dev] = 1;
+        gp_ptrmap_del(&batch_set, (uintptr_t)list[i].p);
+    }
+    for (int d = 0; d < GPP_MAX_DEVICES; d++) {
+        if (devs[d]) device_sync(d);
+        if (devs[d]) batch_bytes[d] = 0;
+    }
+    /* freed under the lock: a concurrent cudaFree of the same pointer must not slip between */
+    for (size_t i = 0; i < n; i++) gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
+    pthread_mutex_unlock(&batch_lock);
+    free(list);
+    return n;
+}
+
+/* cudaFree in batch mode: queue p (a block of pool/dev of size bytes). */
+static gpp_free_result batch_add(void *p, int dev, gpool_t *pool, size_t size)
+{
+    int flush = 0;
+    pthread_mutex_lock(&batch_lock);
+    if (gp_ptrmap_get(&batch_set, (uintptr_t)p)) { /* freed twice */
+        pthread_mutex_unlock(&batch_lock);
+        return GPP_NOT_OURS; /* the real cudaFree reports the invalid pointer */
+    }
+    if (nbatch == cap_batch) {
+        size_t cap = cap_batch ? cap_batch * 2 : 256;
+        pending_free *nb = realloc(batch, cap * sizeof *nb);
+        if (!nb) { /* no room to queue it: fall back to an exact synchronize */
+            pthread_mutex_unlock(&batch_lock);
+            device_sync(dev);
+            return free_result(gpool_free(pool, p));
+        }
+        batch = nb;
+        cap_batch = cap;
+    }
+    if (gp_ptrmap_put(&batch_set, (uintptr_t)p, p) != 0) {
+        pthread_mutex_unlock(&batch_lock);
+        device_sync(dev);
+        return free_result(gpool_free(pool, p));
+    }
+    batch[nbatch++] = (pending_free){p, dev};
+    batch_bytes[dev] += size;
+    flush = batch_bytes[dev] >= batch_limit(dev, pool);
+    pthread_mutex_unlock(&batch_lock);
+    if (flush) batch_flush();
+    return GPP_FREED;
+}
+
+size_t gpp_pending_bytes(int dev)
+{
+    pthread_mutex_lock(&batch_lock);
+    size_t n = dev >= 0 && dev < GPP_MAX_DEVICES ? batch_bytes[dev] : 0;
+    pthread_mutex_unlock(&batch_lock);
+    return n;
 }
 
 /* Whether one of our pools holds p (no driver call, no change). */
@@ -468,12 +608,6 @@ static int owned_anywhere(const void *p)
     return 0;
 }
 
-static gpp_free_result free_result(gpool_status st)
-{
-    return st == GPOOL_OK                    ? GPP_FREED
-           : st == GPOOL_ERR_INVALID_POINTER ? GPP_NOT_OURS
-                                             : GPP_FREE_FAILED;
-}
 
 gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
 {
@@ -481,15 +615,24 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     int cur = gpp_current_device();
     if (cur < 0) cur = 0;
     /* The current device first, without a lookup: gpool_free_async changes nothing and says
-     * INVALID_POINTER for a pointer it does not own (a marker recorded for a foreign pointer
-     * is harmless: the real free that follows synchronizes anyway). */
+     * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
+    gpool_block_desc desc;
+    if (legacy && conf_free_mode == FREE_BATCH) {
+        for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
+            if ((k && dev == cur) || !(pool = gpp_pool_peek(dev))) continue;
+            if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind != GPOOL_MEM_DEVICE ||
+                desc.device_ptr != (uint64_t)(uintptr_t)p)
+                continue;
+            return batch_add(p, dev, pool, desc.size);
+        }
+        return GPP_NOT_OURS;
+    }
     if (pool) {
         if (legacy) legacy_barrier(cur);
         gpp_free_result r = free_result(gpool_free_async(pool, p, stream));
         if (r != GPP_NOT_OURS) return r;
     }
-    gpool_block_desc desc;
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         if (dev == cur || !(pool = gpp_pool_peek(dev))) continue;
         if (gpool_block_info(pool, p, &desc) != GPOOL_OK) continue;
@@ -552,7 +695,12 @@ gpool_status gpp_mem_get_info(size_t *free_bytes, size_t *total_bytes)
     int dev = gpp_current_device();
     gpool_t *pool = gpp_pool(dev < 0 ? 0 : dev);
     if (!pool) return GPOOL_ERR_NO_DRIVER;
-    return gpool_mem_get_info(pool, free_bytes, total_bytes);
+    gpool_status st = gpool_mem_get_info(pool, free_bytes, total_bytes);
+    if (st == GPOOL_OK) { /* the pending batch is free memory the next shortage reclaims */
+        size_t more = gpp_pending_bytes(dev < 0 ? 0 : dev);
+        *free_bytes = *free_bytes + more < *total_bytes ? *free_bytes + more : *total_bytes;
+    }
+    return st;
 }
 
 /* ---------------------------------------------------------------- symbol substitution ----- */

@@ -113,4 +113,7 @@ CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_versio
 
 #pragma GCC visibility pop
 
+/* Bytes of dev's blocks waiting in the cudaFree batch (cudafree=batch). */
+size_t gpp_pending_bytes(int dev);
+
 #endif

@@ -151,9 +151,39 @@ Test(preload, runtime_calls_are_served_by_gpool)
     cr_assert_eq(field(&pre, "standin"), 0);
     cr_assert_eq(field(&pre, "cuMemAlloc"), 0);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
-    /* cudaFree orders each free on the legacy stream, without a device-wide synchronize */
-    cr_assert_geq(field(&pre, "cuEventRecord"), field(&pre, "frees"), "%s", pre.out);
+    /* cudaFree (batch mode): no driver call per free, one synchronize per batch */
+    cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
     cr_assert_lt(field(&pre, "cuCtxSynchronize"), field(&pre, "frees") / 10, "%s", pre.out);
+}
+
+Test(preload, cudafree_stream_mode_makes_no_synchronize)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree=stream");
+    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    cr_assert_leq(field(&pre, "cuCtxSynchronize"), 1, "%s", pre.out);
+    cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
+    cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
+}
+
+Test(preload, cudafree_batch_bounds_pending_memory)
+{
+    static struct run small, big;
+    run(&small, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=8M");
+    run(&big, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=512M");
+    cr_assert_eq(small.rc, 0, "%s", small.out);
+    cr_assert_eq(big.rc, 0, "%s", big.out);
+    cr_assert_gt(field(&small, "cuCtxSynchronize"), field(&big, "cuCtxSynchronize"),
+                 "a smaller batch synchronizes more often:\n%s\n%s", small.out, big.out);
+    cr_assert_lt(field(&small, "cuMemCreate"), field(&big, "cuMemCreate"),
+                 "and holds less memory back:\n%s\n%s", small.out, big.out);
+}
+
+Test(preload, bad_cudafree_mode_disables_the_interposer)
+{
+    static struct run pre;
+    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree=sometimes");
+    cr_assert(strstr(pre.out, "cudafree must be batch, stream or sync"), "%s", pre.out);
 }
 
 Test(preload, sync_free_synchronizes_each_free)
