@@ -1,4 +1,7 @@
-/*
+/**
+ * @file gpool_torch.h
+ * @brief gpool as PyTorch's CUDA allocator.
+ *
  * gpool_torch.h — gpool as PyTorch's CUDA allocator (torch.cuda.memory.CUDAPluggableAllocator),
  * exported by libgpool.so. From Python:
  *
@@ -9,10 +12,10 @@
  *
  * Each device gets one gpool pool, created on its first allocation with the defaults plus the
  * GPOOL_CONF environment variable (its `device` key is ignored; the preload-only keys
- * `disable` and `sync_free` are accepted and ignored). Allocations and frees are ordered on
- * the stream PyTorch passes: a block freed on stream S is reused at once by allocations on S,
- * by other streams only once the work queued on S at the free has completed. Other libraries
- * (C or ctypes) may call these functions too; they are thread-safe.
+ * `disable`, `sync_free`, `cudafree` and `cudafree_batch` are accepted and ignored). Allocations
+ * and frees are ordered on the stream PyTorch passes: a block freed on stream S is reused at once
+ * by allocations on S, by other streams only once the work queued on S at the free has completed.
+ * Other libraries (C or ctypes) may call these functions too; they are thread-safe.
  */
 #ifndef GPOOL_TORCH_H
 #define GPOOL_TORCH_H
@@ -25,16 +28,22 @@
 extern "C" {
 #endif
 
-/** Allocate size bytes of device memory on CUDA device `device`, ordered on `stream` (a
- *  cudaStream_t; NULL is the legacy default stream). Returns the device address, or NULL when
- *  size is 0, when the memory is exhausted (after gpool released its cache and retried) or when
- *  no pool can be created for the device; gpool_last_error() then says why (PyTorch reports
- *  NULL as CUDA out of memory). */
+/** Allocate device memory for PyTorch, ordered on a stream.
+ *  @param size   bytes to allocate.
+ *  @param device the CUDA device ordinal.
+ *  @param stream a cudaStream_t; NULL is the legacy default stream.
+ *  @return the device address, or NULL when size is 0, when the memory is exhausted (after
+ *          gpool released its cache and retried) or when no pool can be created for the
+ *          device; gpool_last_error() then says why (PyTorch reports NULL as CUDA out of
+ *          memory). Thread-safe. */
 GPOOL_API void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream);
 
-/** Free ptr, a block from gpool_torch_alloc on `device`, ordered on `stream` (PyTorch passes
- *  the stream the block was allocated on). size is the size it was allocated with (unused:
- *  gpool knows it). NULL and unknown pointers are ignored (gpool_last_error() says so). */
+/** Free a block from gpool_torch_alloc(), ordered on a stream. NULL and unknown pointers are
+ *  ignored (gpool_last_error() says so). Thread-safe.
+ *  @param ptr    the block's address.
+ *  @param size   the size it was allocated with (unused: gpool knows it).
+ *  @param device the device it was allocated on.
+ *  @param stream the stream PyTorch passes (the one the block was allocated on). */
 GPOOL_API void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream);
 
 /** Give every device pool's cached physical memory back to the driver (after the pending

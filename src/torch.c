@@ -14,7 +14,8 @@
 static _Atomic(gpool_t *) torch_pools[TORCH_MAX_DEVICES];
 static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* GPOOL_CONF without the keys only the LD_PRELOAD interposer knows (disable, sync_free), so one
+/* GPOOL_CONF without the keys only the LD_PRELOAD interposer knows (disable, sync_free,
+ * cudafree, cudafree_batch), so one
  * setting serves both; `device` is overridden per pool. */
 static gpool_status torch_config(int device, gpool_config *cfg)
 {
@@ -33,7 +34,9 @@ static gpool_status torch_config(int device, gpool_config *cfg)
             while (m && (*q == ' ' || *q == '\t'))
                 q++, m--;
             int skip = (m >= 8 && !strncmp(q, "disable=", 8)) ||
-                       (m >= 10 && !strncmp(q, "sync_free=", 10));
+                       (m >= 10 && !strncmp(q, "sync_free=", 10)) ||
+                       (m >= 9 && !strncmp(q, "cudafree=", 9)) ||
+                       (m >= 15 && !strncmp(q, "cudafree_batch=", 15));
             if (!skip && m) {
                 if (used) rest[used++] = ',';
                 memcpy(rest + used, p, n);
