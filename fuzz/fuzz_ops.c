@@ -108,6 +108,7 @@ static CUresult (*p_cuDevicePrimaryCtxRelease)(CUdevice);
 static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
 static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuInit)(unsigned);
+static CUresult (*p_cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
 
 static struct state {
     gpool_t *pool;
@@ -117,6 +118,7 @@ static struct state {
     pending pend[SLOTS * 2];
     size_t npend;
     unsigned long forced_syncs;
+    unsigned long syncs; /* synchronize calls of any kind: all prior work is then done */
     /* Small blocks freed on another stream than they were allocated on park as "pending"
      * slots, which count as in use until that stream's work is done: an upper bound. */
     uint64_t maybe_pending_rounded, maybe_pending_requested;
@@ -150,6 +152,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     *(void **)&p_cuDevicePrimaryCtxRelease = load_proc("cuDevicePrimaryCtxRelease");
     *(void **)&p_cuStreamCreate = load_proc("cuStreamCreate");
     *(void **)&p_cuStreamDestroy = load_proc("cuStreamDestroy");
+    *(void **)&p_cuMemsetD8Async = load_proc("cuMemsetD8Async");
     sim->set_capacity(0, CAPACITY);
     return 0;
 }
@@ -198,8 +201,21 @@ static int live_at(uintptr_t p)
 
 /* A forced synchronization completes every held stream's work as far as we can tell: the
  * holds are gone (sim_complete clears them) and pending blocks became reusable. */
+static unsigned long sync_calls(void)
+{
+    return sim->call_count("cuCtxSynchronize") + sim->call_count("cuStreamSynchronize") +
+           sim->call_count("cuEventSynchronize");
+}
+
 static void note_forced_syncs(void)
 {
+    /* Any synchronize completes the work queued so far (conservatively: on every stream), so
+     * blocks pending before it may be reused; later frees on held streams pend again. */
+    unsigned long n = sync_calls();
+    if (n != S.syncs) {
+        S.syncs = n;
+        S.npend = 0;
+    }
     unsigned long f = sim->forced_syncs();
     if (f == S.forced_syncs) return;
     S.forced_syncs = f;
@@ -381,6 +397,12 @@ static void free_slot(int slot, int stream, int async)
     block *b = &S.b[slot];
     CHECK(check_pattern((void *)b->ptr, b->size, b->seed), "slot %d [%#lx,+%zu) lost its contents",
           slot, (unsigned long)b->ptr, b->size);
+    if (async && stream && S.held[stream] && b->kind == GPOOL_MEM_DEVICE)
+        /* work that still uses the block, queued on the held stream: it completes only when
+         * the stream is released or someone synchronizes with it */
+        CHECK(p_cuMemsetD8Async((CUdeviceptr)b->ptr, 0xa5, b->size, S.streams[stream]) ==
+                  CUDA_SUCCESS,
+              "cuMemsetD8Async on the held stream");
     gpool_status st = async ? gpool_free_async(S.pool, (void *)b->ptr, S.streams[stream])
                             : gpool_free(S.pool, (void *)b->ptr);
     note_forced_syncs();
@@ -537,6 +559,7 @@ static void setup_input(uint8_t cfgsel)
     for (int s = 1; s < NSTREAMS; s++)
         CHECK(p_cuStreamCreate(&S.streams[s], 0) == CUDA_SUCCESS, "cuStreamCreate");
     S.forced_syncs = sim->forced_syncs();
+    S.syncs = sync_calls();
 }
 
 static void finish_input(int leave_live)
