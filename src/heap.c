@@ -288,23 +288,16 @@ static size_t unbacked(const gp_heap *h, const gp_range *r, size_t size, size_t 
 #define GP_FIT_CANDIDATES 16
 
 /* Best fit in one index, preferring among the few smallest fits one whose pages are all
- * backed already: cached memory is reused before fresh pages are mapped, so a repeated
+ * backed already (no fresh page needed): cached memory is reused before fresh pages are mapped, so a repeated
  * workload settles into its cache (no driver calls) instead of drifting. */
 static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t size, size_t align)
 {
     gp_range *c[GP_FIT_CANDIDATES];
     int n = 0;
     collect_fits(root, want, c, &n, GP_FIT_CANDIDATES);
-    gp_range *best = NULL;
-    size_t best_new = SIZE_MAX;
-    for (int i = 0; i < n && best_new; i++) {
-        size_t fresh = unbacked(h, c[i], size, align);
-        if (fresh < best_new) {
-            best = c[i];
-            best_new = fresh;
-        }
-    }
-    return best;
+    for (int i = 0; i < n; i++)
+        if (!unbacked(h, c[i], size, align)) return c[i];
+    return n ? c[0] : NULL; /* plain best fit when every candidate needs fresh pages */
 }
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
