@@ -280,10 +280,10 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     a->c.ooms++;
     return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                    "%s: cannot allocate %zu bytes: driver free %s bytes, pool holds %zu bytes "
-                   "(%" PRIu64 " in use, %zu cached unmapped, %zu free inside partly used pages); "
-                   "live blocks: %s; cause: %s",
-                   a->ops->name, size, drv, held, a->c.in_use, idle, waste, live[0] ? live : "none",
-                   cause);
+                   "(%" PRIu64 " in use, %zu cached unmapped, %zu free inside partly used pages), "
+                   "largest free address range %zu bytes; live blocks: %s; cause: %s",
+                   a->ops->name, size, drv, held, a->c.in_use, idle, waste,
+                   gp_heap_largest_free(&a->heap), live[0] ? live : "none", cause);
 }
 
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
