@@ -123,6 +123,7 @@ static struct state {
      * slots, which count as in use until that stream's work is done: an upper bound. */
     uint64_t maybe_pending_rounded, maybe_pending_requested;
     uint32_t next_seed;
+    int stream_wait_used; /* a GPOOL_ALLOC_STREAM_WAIT block was allocated in this input */
 } S;
 
 static void *load_proc(const char *name)
@@ -382,10 +383,12 @@ static void op_alloc(reader *r)
                   "new block [%#lx,+%zu) overlaps live slot %d [%#lx,+%zu)", (unsigned long)up,
                   d.size, i, (unsigned long)S.b[i].ptr, S.b[i].rounded);
     for (size_t i = 0; i < S.npend; i++)
-        if (S.pend[i].stream != stream && !(prm.flags & GPOOL_ALLOC_STREAM_WAIT))
+        if (S.pend[i].stream != stream && !(prm.flags & GPOOL_ALLOC_STREAM_WAIT) &&
+            !(S.stream_wait_used && skip_known("stream_wait")))
             CHECK(!overlaps(up, size, S.pend[i].ptr, S.pend[i].size),
                   "block on stream %d reuses [%#lx,+%zu) still pending on held stream %d", stream,
                   (unsigned long)S.pend[i].ptr, S.pend[i].size, S.pend[i].stream);
+    if (prm.flags & GPOOL_ALLOC_STREAM_WAIT) S.stream_wait_used = 1;
     if (prm.flags & GPOOL_ALLOC_ZERO) check_zero(up, size);
     block *b = &S.b[slot];
     *b = (block){1, up, size, d.size, d.kind, stream, ++S.next_seed};
