@@ -173,22 +173,29 @@ static int others_pending(gp_arena *a, uintptr_t tag)
     return 0;
 }
 
+static gp_range *take(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
+                      int *no_nodes)
+{
+    return flags & GP_ARENA_SLAB ? gp_heap_take_top(&a->heap, size, align, tag, no_nodes)
+                                 : gp_heap_take(&a->heap, size, align, tag, no_nodes);
+}
+
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                unsigned flags, gp_range **out)
 {
     int no_nodes = 0;
-    gp_range *r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
-    if (a->poll && (!r || (flags & GP_ARENA_POLL_FIRST) || needs_backing(a, r)) &&
+    gp_range *r = take(a, size, align, tag, flags, &no_nodes);
+    if (a->poll && (!r || (flags & GP_ARENA_SLAB) || needs_backing(a, r)) &&
         others_pending(a, tag)) {
         /* Before mapping fresh pages, see whether other streams' freed ranges are done. */
         if (r) gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
         a->poll(a->owner, a, tag, flags);
-        r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
+        r = take(a, size, align, tag, flags, &no_nodes);
     }
     if (!r && !no_nodes) {
         gpool_status st = region_add(a, size + align);
         if (st != GPOOL_OK) return st;
-        r = gp_heap_take(&a->heap, size, align, tag, &no_nodes);
+        r = take(a, size, align, tag, flags, &no_nodes);
     }
     if (!r) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for block bookkeeping");
     gpool_status st = back_range(a, r);
@@ -358,7 +365,7 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
     size_t bytes = gp_slab_bytes(cls);
     gp_range *r = NULL;
-    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_POLL_FIRST, &r);
+    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_SLAB, &r);
     if (st != GPOOL_OK) {
         free(s);
         return st;

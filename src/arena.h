@@ -15,8 +15,9 @@
 #include "sizeclass.h"
 
 #define GP_MAX_REGIONS 64
-/* Internal request flag: poll other streams' pending frees before growing (new slabs). */
-#define GP_ARENA_POLL_FIRST (1u << 30)
+/* Internal request flag: a new slab (placed at the top of free space, and other streams'
+ * pending frees are polled before it grows the arena). */
+#define GP_ARENA_SLAB (1u << 30)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 

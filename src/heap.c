@@ -300,22 +300,12 @@ static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t si
     return n ? c[0] : NULL; /* plain best fit when every candidate needs fresh pages */
 }
 
-gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
+/* Take [addr, addr+size) out of free range best (unindexed by the caller's lookup) as a block
+ * of stream tag. */
+static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t size, uintptr_t tag,
+                           int *out_of_nodes)
 {
-    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
-    *out_of_nodes = 0;
-    if (want < size) return NULL;
-    /* A stream's own pending ranges first: reusing them keeps the clean space open for
-     * the other streams. */
-    gp_range *best = NULL;
-    if (tag != GP_TAG_CLEAN) {
-        gp_tag_index *t = tag_find(h, tag);
-        best = t ? fit_in(h, t->root, want, size, align) : NULL;
-    }
-    if (!best) best = fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align);
-    if (!best) return NULL;
     index_del(h, best);
-    uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
     gp_range *r = carve(h, best, addr, size);
     if (!r) {
         index_add(h, tag_find(h, best->tag), best);
@@ -331,8 +321,43 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     return r;
 }
 
-/* Free neighbours merge only when their tags agree: a range pending on one stream never
- * swallows clean space that other streams could use. */
+/* A stream's own pending ranges first: reusing them keeps the clean space open for the other
+ * streams. */
+static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag)
+{
+    gp_range *best = NULL;
+    if (tag != GP_TAG_CLEAN) {
+        gp_tag_index *t = tag_find(h, tag);
+        best = t ? fit_in(h, t->root, want, size, align) : NULL;
+    }
+    return best ? best : fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align);
+}
+
+gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
+{
+    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
+    *out_of_nodes = 0;
+    if (want < size) return NULL;
+    gp_range *best = find_fit(h, want, size, align, tag);
+    if (!best) return NULL;
+    uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
+    return take_from(h, best, addr, size, tag, out_of_nodes);
+}
+
+gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
+                           int *out_of_nodes)
+{
+    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
+    *out_of_nodes = 0;
+    if (want < size) return NULL;
+    gp_range *best = tag_find(h, GP_TAG_CLEAN)->root;
+    while (best && best->right) best = best->right; /* the largest clean range */
+    if (!best || best->size < want) best = find_fit(h, want, size, align, tag);
+    if (!best) return NULL;
+    uintptr_t addr = (best->addr + best->size - size) & ~(uintptr_t)(align - 1);
+    return take_from(h, best, addr, size, tag, out_of_nodes);
+}
+
 static int can_merge(const gp_range *n, uintptr_t tag) { return n && n->is_free && n->tag == tag; }
 
 /* Merge free, unindexed r with mergeable free neighbours, then index it. */

@@ -77,6 +77,12 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, voi
  * GP_MIN_ALIGN. Page counts are updated. */
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
+/* As gp_heap_take, but from the high end of the largest clean range (else a best fit): the
+ * arena's slabs gather there, away from large blocks, so a repeated workload's large blocks
+ * find their old, still-mapped places again instead of drifting around long-lived slabs. */
+gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
+                           int *out_of_nodes);
+
 /* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same
  * tag. Page counts are updated. */
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq);
