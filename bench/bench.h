@@ -367,6 +367,27 @@ const char *bench_range_state_name(int state);
 int bench_view(const bench_snapshot *s, const char *title, const char *png, char *err,
                size_t errlen);
 
+/* ---- plot.c ------------------------------------------------------------------------------- */
+
+/* One gnuplot run: the data goes into a temporary file, the script down a pipe to gnuplot. */
+typedef struct bench_gnuplot {
+    char data[64];   /* the temporary data file's path, for the script to name */
+    FILE *data_file; /* open for writing after bench_gnuplot_open; the caller closes it */
+    FILE *pipe;      /* gnuplot's stdin after bench_gnuplot_start */
+} bench_gnuplot;
+
+/* Check that gnuplot is installed ("WHO needs gnuplot ...; no OUTPUT written" otherwise) and
+ * create the data file /tmp/PREFIX-XXXXXX ("cannot create a temporary file for the WHAT data").
+ * 0, or -1 with err and nothing left behind. */
+int bench_gnuplot_open(bench_gnuplot *g, const char *who, const char *output, const char *prefix,
+                       const char *what, char *err, size_t errlen);
+/* Remove the data file (after it is closed) when no plot follows. */
+void bench_gnuplot_discard(bench_gnuplot *g);
+/* Start gnuplot once the data file is closed: 0, or -1 with err and the data file removed. */
+int bench_gnuplot_start(bench_gnuplot *g, char *err, size_t errlen);
+/* Close gnuplot's pipe (it draws and exits) and remove the data file. 0, or -1 with err. */
+int bench_gnuplot_finish(bench_gnuplot *g, char *err, size_t errlen);
+
 /* ---- hotpath.c ---------------------------------------------------------------------------- */
 
 typedef struct bench_hotpath {

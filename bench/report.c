@@ -157,20 +157,11 @@ int bench_write_replay_csv(const char *path, const bench_device *dev, const benc
 int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
                const bench_result *r, size_t n, char *err, size_t errlen)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        snprintf(err, errlen,
-                 "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox); "
-                 "no plot written");
+    bench_gnuplot g;
+    if (bench_gnuplot_open(&g, "--plot", "plot", "gpool-bench-plot", "plot", err, errlen) != 0)
         return -1;
-    }
-    char data[] = "/tmp/gpool-bench-plot-XXXXXX";
-    int fd = mkstemp(data);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0) close(fd);
-        snprintf(err, errlen, "cannot create a temporary file for the plot data");
-        return -1;
-    }
+    FILE *f = g.data_file;
+    const char *data = g.data;
     /* one gnuplot data block per strategy: op, live MiB, reserved MiB */
     size_t blocks = 0;
     for (size_t i = 0; i < n; i++) {
@@ -183,16 +174,12 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
     }
     fclose(f);
     if (!blocks) {
-        unlink(data);
+        bench_gnuplot_discard(&g);
         snprintf(err, errlen, "nothing to plot");
         return -1;
     }
-    FILE *gp = popen("gnuplot", "w");
-    if (!gp) {
-        unlink(data);
-        snprintf(err, errlen, "cannot run gnuplot");
-        return -1;
-    }
+    if (bench_gnuplot_start(&g, err, errlen) != 0) return -1;
+    FILE *gp = g.pipe;
     fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
                 "{ set terminal pngcairo size 1200,700 noenhanced } "
                 "else { set terminal png size 1200,700 noenhanced }\n");
@@ -208,13 +195,7 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
         idx++;
     }
     fprintf(gp, "\n");
-    int rc = pclose(gp);
-    unlink(data);
-    if (rc != 0) {
-        snprintf(err, errlen, "gnuplot failed (exit status %d)", rc);
-        return -1;
-    }
-    return 0;
+    return bench_gnuplot_finish(&g, err, errlen);
 }
 
 void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *x,

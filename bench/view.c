@@ -229,12 +229,11 @@ static void put_span(FILE *f, uint64_t w, uint64_t row0, uint64_t off, uint64_t 
 int bench_view(const bench_snapshot *s, const char *title, const char *png, char *err,
                size_t errlen)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        snprintf(err, errlen,
-                 "view needs gnuplot, which is not installed (apt-get install gnuplot-nox); "
-                 "no picture written");
+    bench_gnuplot g;
+    if (bench_gnuplot_open(&g, "view", "picture", "gpool-bench-view", "map", err, errlen) != 0)
         return -1;
-    }
+    FILE *f = g.data_file;
+    const char *data = g.data;
     /* row width: the smallest power of two >= the largest page (and 64 KiB) that keeps the
      * map within VIEW_MAX_ROWS rows */
     uint64_t w = 64 * BENCH_KIB;
@@ -245,14 +244,6 @@ int bench_view(const bench_snapshot *s, const char *title, const char *png, char
         w *= 2;
     uint64_t nrows = rows_of(s, w);
 
-    char data[] = "/tmp/gpool-bench-view-XXXXXX";
-    int fd = mkstemp(data);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0) close(fd);
-        snprintf(err, errlen, "cannot create a temporary file for the map data");
-        return -1;
-    }
     /* gnuplot data blocks: 0 region backgrounds, 1..5 the states (only the non-empty ones
      * plotted), 6 page boundaries */
     int block = 0, idx_bg = -1, idx_state[BENCH_RANGE_STATES][2], idx_pages = -1;
@@ -319,17 +310,13 @@ int bench_view(const bench_snapshot *s, const char *title, const char *png, char
         idx_pages = block++;
     }
     if (fclose(f) != 0) {
-        unlink(data);
+        bench_gnuplot_discard(&g);
         snprintf(err, errlen, "cannot write the map data");
         return -1;
     }
 
-    FILE *gp = popen("gnuplot", "w");
-    if (!gp) {
-        unlink(data);
-        snprintf(err, errlen, "cannot run gnuplot");
-        return -1;
-    }
+    if (bench_gnuplot_start(&g, err, errlen) != 0) return -1;
+    FILE *gp = g.pipe;
     int height = 220 + 26 * (int)(nrows < 4 ? 4 : nrows);
     fprintf(gp,
             "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
@@ -413,11 +400,5 @@ int bench_view(const bench_snapshot *s, const char *title, const char *png, char
         }
         fprintf(gp, "\n");
     }
-    int rc = pclose(gp);
-    unlink(data);
-    if (rc != 0) {
-        snprintf(err, errlen, "gnuplot failed (exit status %d)", rc);
-        return -1;
-    }
-    return 0;
+    return bench_gnuplot_finish(&g, err, errlen);
 }

@@ -15,26 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK_GPOOL(call)                                                                          \
-    do {                                                                                           \
-        gpool_status st_ = (call);                                                                 \
-        if (st_ != GPOOL_OK) {                                                                     \
-            fprintf(stderr, "multi_gpu: %s failed: %s: %s\n", #call, gpool_strerror(st_),          \
-                    gpool_last_error());                                                           \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_CU(call)                                                                             \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *name_ = "?";                                                               \
-            cuGetErrorName(r_, &name_);                                                            \
-            fprintf(stderr, "multi_gpu: %s failed: %s\n", #call, name_);                           \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+/* CHECK_GPOOL and CHECK_CU: exit with a message naming the failed call. */
+#define EXAMPLE_NAME "multi_gpu"
+#include "example_check.h"
 
 enum { MAX_GPUS = 8 };
 #define SLICE_BYTES ((size_t)8 << 20) /* each GPU's share of the result */

@@ -19,26 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_GPOOL(call)                                                                          \
-    do {                                                                                           \
-        gpool_status st_ = (call);                                                                 \
-        if (st_ != GPOOL_OK) {                                                                     \
-            fprintf(stderr, "renderer_frame: %s failed: %s: %s\n", #call, gpool_strerror(st_),     \
-                    gpool_last_error());                                                           \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_CU(call)                                                                             \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *name_ = "?";                                                               \
-            cuGetErrorName(r_, &name_);                                                            \
-            fprintf(stderr, "renderer_frame: %s failed: %s\n", #call, name_);                      \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+/* CHECK_GPOOL and CHECK_CU: exit with a message naming the failed call. */
+#define EXAMPLE_NAME "renderer_frame"
+#include "example_check.h"
 
 enum { FRAMES = 120, FRAMES_IN_FLIGHT = 3, STATS_EVERY = 30, TEXTURES = 4 };
 #define MiB            ((size_t)1 << 20)

@@ -12,27 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Every gpool call returns a status; on failure gpool_last_error() says exactly what happened. */
-#define CHECK_GPOOL(call)                                                                          \
-    do {                                                                                           \
-        gpool_status st_ = (call);                                                                 \
-        if (st_ != GPOOL_OK) {                                                                     \
-            fprintf(stderr, "training_step: %s failed: %s: %s\n", #call, gpool_strerror(st_),      \
-                    gpool_last_error());                                                           \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define CHECK_CU(call)                                                                             \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *name_ = "?";                                                               \
-            cuGetErrorName(r_, &name_);                                                            \
-            fprintf(stderr, "training_step: %s failed: %s\n", #call, name_);                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+/* CHECK_GPOOL and CHECK_CU: exit with a message naming the failed call. */
+#define EXAMPLE_NAME "training_step"
+#include "example_check.h"
 
 enum { LAYERS = 16, STEPS = 50, WARMUP_STEPS = 1 };
 

@@ -83,39 +83,40 @@ static void expect_success(const char *name, const struct run *r, const char *ke
     assert_nothing_left(name, r);
 }
 
-Test(examples, training_step_steady_state_makes_no_driver_calls)
+/* Run examples/<name> and expect_success(); the run stays for the test's own checks. */
+static const struct run *run_ok(const char *name, const char *env, const char *key_line)
 {
     static struct run r;
-    run_example("training_step", "", &r);
-    expect_success("training_step", &r, "steady state (steps 2..50): 0 driver calls");
-    cr_assert_not_null(strstr(r.output, "driver_calls_total before steady state: "));
+    run_example(name, env, &r);
+    expect_success(name, &r, key_line);
+    return &r;
+}
+
+Test(examples, training_step_steady_state_makes_no_driver_calls)
+{
+    const struct run *r = run_ok("training_step", "", "steady state (steps 2..50): 0 driver calls");
+    cr_assert_not_null(strstr(r->output, "driver_calls_total before steady state: "));
 }
 
 Test(examples, renderer_frame_verifies_every_readback)
 {
-    static struct run r;
-    run_example("renderer_frame", "", &r);
-    expect_success("renderer_frame", &r,
-                   "renderer_frame: 120 frames rendered, 120 readbacks "
-                   "verified");
+    const struct run *r =
+        run_ok("renderer_frame", "", "renderer_frame: 120 frames rendered, 120 readbacks verified");
     /* statistics every 30 frames, with every memory kind in use */
-    cr_assert_not_null(strstr(r.output, "frame 120:"), "%s", r.output);
-    cr_assert_not_null(strstr(r.output, "pinned"), "%s", r.output);
+    cr_assert_not_null(strstr(r->output, "frame 120:"), "%s", r->output);
+    cr_assert_not_null(strstr(r->output, "pinned"), "%s", r->output);
 }
 
 Test(examples, multi_gpu_shares_a_block_across_two_devices)
 {
-    static struct run r;
-    run_example("multi_gpu", "GPOOL_SIM_DEVICES=2", &r);
-    expect_success("multi_gpu", &r,
-                   "multi_gpu: 2 slices of the shared block verified on the CPU, peer copy 1 -> "
-                   "0 verified");
-    cr_assert_not_null(strstr(r.output, "placed in mapped sysmem by the policy"), "%s", r.output);
+    const struct run *r =
+        run_ok("multi_gpu", "GPOOL_SIM_DEVICES=2",
+               "multi_gpu: 2 slices of the shared block verified on the CPU, peer copy 1 -> "
+               "0 verified");
+    cr_assert_not_null(strstr(r->output, "placed in mapped sysmem by the policy"), "%s", r->output);
 }
 
 Test(examples, multi_gpu_runs_on_one_device)
 {
-    static struct run r;
-    run_example("multi_gpu", "GPOOL_SIM_DEVICES=1", &r);
-    expect_success("multi_gpu", &r, "multi_gpu: 1 slices of the shared block verified");
+    run_ok("multi_gpu", "GPOOL_SIM_DEVICES=1", "multi_gpu: 1 slices of the shared block verified");
 }

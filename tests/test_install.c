@@ -132,6 +132,23 @@ static void quote(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
+/* The build the suite runs under (make test passes CC, SAN and OPT on), shell-quoted for the
+ * make and install commands. */
+struct build_args {
+    char cc[256], san[512], opt[256], build[PATH_MAX + 8];
+};
+
+static void get_build_args(struct build_args *q, const char *root)
+{
+    const char *cc = getenv("GPOOL_TEST_CC") ? getenv("GPOOL_TEST_CC") : "cc";
+    const char *san = getenv("GPOOL_TEST_SAN") ? getenv("GPOOL_TEST_SAN") : "";
+    const char *opt = getenv("GPOOL_TEST_OPT") ? getenv("GPOOL_TEST_OPT") : "-O2";
+    quote(q->cc, sizeof q->cc, cc);
+    quote(q->san, sizeof q->san, san);
+    quote(q->opt, sizeof q->opt, opt);
+    quote(q->build, sizeof q->build, build_dir(root));
+}
+
 static void check_layout(const char *root);
 
 /* One test, so that the two installs run one after the other (they share the build tree). */
@@ -156,20 +173,14 @@ Test(install, staged_install_builds_and_runs_an_outside_program, .timeout = 600)
     snprintf(path, sizeof path, "%s/install.sh", work);
     write_file(path, script);
 
-    const char *cc = getenv("GPOOL_TEST_CC") ? getenv("GPOOL_TEST_CC") : "cc";
-    const char *san = getenv("GPOOL_TEST_SAN") ? getenv("GPOOL_TEST_SAN") : "";
-    const char *opt = getenv("GPOOL_TEST_OPT") ? getenv("GPOOL_TEST_OPT") : "-O2";
-    char q_cc[256], q_san[512], q_opt[256], q_build[PATH_MAX + 8];
-    quote(q_cc, sizeof q_cc, cc);
-    quote(q_san, sizeof q_san, san);
-    quote(q_opt, sizeof q_opt, opt);
-    quote(q_build, sizeof q_build, build_dir(root));
+    struct build_args q;
+    get_build_args(&q, root);
 
     char cmd[40000];
     snprintf(cmd, sizeof cmd,
              "cd '%s' && BUILD=%s CC=%s SAN=%s OPT=%s GPOOL_EXPECT_VERSION=%d.%d.%d "
              "GPOOL_EXPECT_MAJOR=%d bash '%s/install.sh' '%s' '%s' > '%s/log' 2>&1",
-             root, q_build, q_cc, q_san, q_opt, GPOOL_VERSION_MAJOR, GPOOL_VERSION_MINOR,
+             root, q.build, q.cc, q.san, q.opt, GPOOL_VERSION_MAJOR, GPOOL_VERSION_MINOR,
              GPOOL_VERSION_PATCH, GPOOL_VERSION_MAJOR, work, root, stage, work);
     int rc = system(cmd);
 
@@ -194,20 +205,14 @@ static void check_layout(const char *root)
     char tmpl[] = "/tmp/gpool-layout-XXXXXX";
     char *work = mkdtemp(tmpl);
     cr_assert_not_null(work);
-    const char *cc = getenv("GPOOL_TEST_CC") ? getenv("GPOOL_TEST_CC") : "cc";
-    const char *san = getenv("GPOOL_TEST_SAN") ? getenv("GPOOL_TEST_SAN") : "";
-    const char *opt = getenv("GPOOL_TEST_OPT") ? getenv("GPOOL_TEST_OPT") : "-O2";
-    char q_cc[256], q_san[512], q_opt[256], q_build[PATH_MAX + 8];
-    quote(q_cc, sizeof q_cc, cc);
-    quote(q_san, sizeof q_san, san);
-    quote(q_opt, sizeof q_opt, opt);
-    quote(q_build, sizeof q_build, build_dir(root));
+    struct build_args q;
+    get_build_args(&q, root);
     char cmd[40000];
     snprintf(cmd, sizeof cmd,
              "cd '%s' && unset MAKEFLAGS MFLAGS MAKELEVEL && make -s install -o lib "
              "-o %s/gpool-bench -o %s/libgpool_preload.so DESTDIR='%s' PREFIX=/opt/gp "
              "LIBDIR=/opt/gp/lib64 BUILD=%s CC=%s SAN=%s OPT=%s > '%s/log' 2>&1",
-             root, q_build, q_build, work, q_build, q_cc, q_san, q_opt, work);
+             root, q.build, q.build, work, q.build, q.cc, q.san, q.opt, work);
     cr_assert_eq(system(cmd), 0, "make install failed; see %s/log", work);
 
     char p[PATH_MAX + 128], want[64];

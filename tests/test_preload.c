@@ -48,6 +48,14 @@ static void run(struct run *r, const char *prog, const char *mode, int preload, 
     r->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* run(), then check the helper's exit code (its output is the message when it differs). */
+static void run_expect(struct run *r, const char *prog, const char *mode, int preload,
+                       const char *env, int rc)
+{
+    run(r, prog, mode, preload, env);
+    cr_assert_eq(r->rc, rc, "%s", r->out);
+}
+
 static unsigned long field(const struct run *r, const char *key)
 {
     char pat[128];
@@ -81,15 +89,13 @@ TestSuite(preload, .init = setup, .timeout = 120);
 Test(preload, driver_allocations_are_cached)
 {
     static struct run plain, pre;
-    run(&plain, "driver_prog", "cache", 0, NULL);
-    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    run_expect(&plain, "driver_prog", "cache", 0, NULL, 0);
     cr_assert_eq(field(&plain, "cuMemAlloc"), field(&plain, "allocs"),
                  "one cuMemAlloc per allocation");
     cr_assert(strstr(plain.out, "cuMemAlloc_from=libcuda.so.1 dlsym_from=libcuda.so.1"), "%s",
               plain.out);
 
-    run(&pre, "driver_prog", "cache", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "driver_prog", "cache", 1, NULL, 0);
     cr_assert(strstr(pre.out, "cuMemAlloc_from=libgpool_preload.so dlsym_from=libgpool_preload.so"),
               "%s", pre.out);
     cr_assert_eq(field(&pre, "cuMemAlloc"), 0, "%s", pre.out);
@@ -101,10 +107,8 @@ Test(preload, driver_allocations_are_cached)
 Test(preload, get_proc_address_no_recursion_and_versions)
 {
     static struct run plain, pre;
-    run(&plain, "driver_prog", "getproc", 0, NULL);
-    cr_assert_eq(plain.rc, 0, "%s", plain.out);
-    run(&pre, "driver_prog", "getproc", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&plain, "driver_prog", "getproc", 0, NULL, 0);
+    run_expect(&pre, "driver_prog", "getproc", 1, NULL, 0);
     cr_assert(strstr(pre.out, "cuMemAlloc_from=libgpool_preload.so "
                               "cuGetProcAddress_from=libgpool_preload.so "
                               "cuCtxSynchronize_from=libcuda.so.1"),
@@ -114,26 +118,22 @@ Test(preload, get_proc_address_no_recursion_and_versions)
 Test(preload, driver_foreign_pointers_and_bad_args_get_the_drivers_answer)
 {
     static struct run plain, pre;
-    run(&plain, "driver_prog", "foreign", 0, NULL);
-    run(&pre, "driver_prog", "foreign", 1, NULL);
-    cr_assert_eq(plain.rc, 0, "%s", plain.out);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&plain, "driver_prog", "foreign", 0, NULL, 0);
+    run_expect(&pre, "driver_prog", "foreign", 1, NULL, 0);
     cr_assert_str_eq(pre.out, plain.out);
 }
 
 Test(preload, driver_out_of_memory_is_cuda_error_out_of_memory)
 {
     static struct run pre;
-    run(&pre, "driver_prog", "oom", 1, "GPOOL_SIM_MEMORY=64M");
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "driver_prog", "oom", 1, "GPOOL_SIM_MEMORY=64M", 0);
     cr_assert(strstr(pre.out, "cuMemAlloc=2"), "%s", pre.out);
 }
 
 Test(preload, driver_frees_at_exit_are_safe)
 {
     static struct run pre;
-    run(&pre, "driver_prog", "exit", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "driver_prog", "exit", 1, NULL, 0);
     cr_assert(strstr(pre.out, "exit=armed"), "%s", pre.out);
 }
 
@@ -146,8 +146,7 @@ Test(preload, runtime_calls_are_served_by_gpool)
     cr_assert_eq(plain.rc, 3, "without the interposer the stand-in answers:\n%s", plain.out);
     cr_assert(strstr(plain.out, "libcudart stand-in: cudaMalloc called"), "%s", plain.out);
 
-    run(&pre, "runtime_prog", "serve", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "serve", 1, NULL, 0);
     cr_assert_eq(field(&pre, "standin"), 0);
     cr_assert_eq(field(&pre, "cuMemAlloc"), 0);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
@@ -159,8 +158,7 @@ Test(preload, runtime_calls_are_served_by_gpool)
 Test(preload, cudafree_stream_mode_makes_no_synchronize)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree=stream");
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree=stream", 0);
     cr_assert_leq(field(&pre, "cuCtxSynchronize"), 1, "%s", pre.out);
     cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
@@ -169,10 +167,8 @@ Test(preload, cudafree_stream_mode_makes_no_synchronize)
 Test(preload, cudafree_batch_bounds_pending_memory)
 {
     static struct run small, big;
-    run(&small, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=8M");
-    run(&big, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=512M");
-    cr_assert_eq(small.rc, 0, "%s", small.out);
-    cr_assert_eq(big.rc, 0, "%s", big.out);
+    run_expect(&small, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
+    run_expect(&big, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=512M", 0);
     cr_assert_gt(field(&small, "cuCtxSynchronize"), field(&big, "cuCtxSynchronize"),
                  "a smaller batch synchronizes more often:\n%s\n%s", small.out, big.out);
     cr_assert_lt(field(&small, "cuMemCreate"), field(&big, "cuMemCreate"),
@@ -189,53 +185,46 @@ Test(preload, bad_cudafree_mode_disables_the_interposer)
 Test(preload, sync_free_synchronizes_each_free)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=sync_free=1,tcache_bytes=512K");
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=sync_free=1,tcache_bytes=512K", 0);
     cr_assert_geq(field(&pre, "cuCtxSynchronize"), field(&pre, "frees"), "%s", pre.out);
 }
 
 Test(preload, runtime_host_memory)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "host", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "host", 1, NULL, 0);
 }
 
 Test(preload, runtime_foreign_pointers_pass_through)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "foreign", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "foreign", 1, NULL, 0);
     cr_assert_eq(count_lines_with(pre.out, "libcudart stand-in: "), 3, "%s", pre.out);
 }
 
 Test(preload, runtime_null_arguments)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "nullargs", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "nullargs", 1, NULL, 0);
 }
 
 Test(preload, runtime_out_of_memory_is_cudaErrorMemoryAllocation)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "oom", 1, "GPOOL_SIM_MEMORY=64M");
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "oom", 1, "GPOOL_SIM_MEMORY=64M", 0);
     cr_assert(strstr(pre.out, "cudaMalloc=2 "), "%s", pre.out);
 }
 
 Test(preload, runtime_mem_get_info_counts_the_cache_as_free)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "meminfo", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "meminfo", 1, NULL, 0);
 }
 
 Test(preload, runtime_frees_at_exit_are_safe)
 {
     static struct run pre;
-    run(&pre, "runtime_prog", "exit", 1, NULL);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "exit", 1, NULL, 0);
 }
 
 /* ---------------- configuration ---------------- */
@@ -243,24 +232,20 @@ Test(preload, runtime_frees_at_exit_are_safe)
 Test(preload, disable_passes_everything_through)
 {
     static struct run rt, drv;
-    run(&rt, "runtime_prog", "serve", 1, "GPOOL_CONF=disable=1");
-    cr_assert_eq(rt.rc, 3, "%s", rt.out);
+    run_expect(&rt, "runtime_prog", "serve", 1, "GPOOL_CONF=disable=1", 3);
     cr_assert(strstr(rt.out, "libcudart stand-in: cudaMalloc called"), "%s", rt.out);
     cr_assert_null(strstr(rt.out, "gpool preload"), "disable=1 is not an error:\n%s", rt.out);
-    run(&drv, "driver_prog", "cache", 1, "GPOOL_CONF=disable=1");
-    cr_assert_eq(drv.rc, 0, "%s", drv.out);
+    run_expect(&drv, "driver_prog", "cache", 1, "GPOOL_CONF=disable=1", 0);
     cr_assert_eq(field(&drv, "cuMemAlloc"), field(&drv, "allocs"), "%s", drv.out);
 }
 
 Test(preload, bad_conf_says_so_once_and_passes_through)
 {
     static struct run rt, drv, val;
-    run(&rt, "runtime_prog", "serve", 1, "GPOOL_CONF=tcache_bytes=1M,bogus_key=1");
-    cr_assert_eq(rt.rc, 3, "%s", rt.out);
+    run_expect(&rt, "runtime_prog", "serve", 1, "GPOOL_CONF=tcache_bytes=1M,bogus_key=1", 3);
     cr_assert_eq(count_lines_with(rt.out, "gpool preload: bad GPOOL_CONF"), 1, "%s", rt.out);
     cr_assert(strstr(rt.out, "bogus_key"), "the message names the key:\n%s", rt.out);
-    run(&drv, "driver_prog", "cache", 1, "GPOOL_CONF=bogus_key=1");
-    cr_assert_eq(drv.rc, 0, "%s", drv.out);
+    run_expect(&drv, "driver_prog", "cache", 1, "GPOOL_CONF=bogus_key=1", 0);
     cr_assert_eq(field(&drv, "cuMemAlloc"), field(&drv, "allocs"), "%s", drv.out);
     run(&val, "runtime_prog", "nullargs", 1, "GPOOL_CONF=disable=maybe");
     cr_assert_eq(count_lines_with(val.out, "gpool preload: bad GPOOL_CONF"), 1, "%s", val.out);
@@ -270,8 +255,7 @@ Test(preload, gpool_keys_reach_the_pools)
 {
     static struct run pre;
     /* a 1 MiB device budget: the first 4 MiB cudaMalloc of the serve loop fails with OOM */
-    run(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=sync_free=0,budget_device=1M");
-    cr_assert_eq(pre.rc, 3, "%s", pre.out);
+    run_expect(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=sync_free=0,budget_device=1M", 3);
     cr_assert(strstr(pre.out, "cudaMalloc=2"), "%s", pre.out);
 }
 
@@ -279,10 +263,8 @@ Test(preload, gpool_keys_reach_the_pools)
 Test(preload, rtld_next_lookups_are_unchanged)
 {
     static struct run plain, pre;
-    run(&plain, "next_prog", "", 0, NULL);
-    run(&pre, "next_prog", "", 1, NULL);
-    cr_assert_eq(plain.rc, 0, "%s", plain.out);
-    cr_assert_eq(pre.rc, 0, "%s", pre.out);
+    run_expect(&plain, "next_prog", "", 0, NULL, 0);
+    run_expect(&pre, "next_prog", "", 1, NULL, 0);
     cr_assert(strstr(pre.out, "next_value=42"), "%s", pre.out);
 }
 

@@ -272,6 +272,22 @@ static void *fresh_sym(void *lib, const char *name) {
     return p;
 }
 
+/* A fresh copy loaded with var=value in the environment it reads at load (unset again after),
+ * its entry points in f and device 0's primary context current. */
+static void *fresh_with_context(char *path, size_t len, const char *var, const char *value,
+                                struct drv *f)
+{
+    setenv(var, value, 1);
+    void *lib = load_fresh_copy(path, len);
+    unsetenv(var);
+    drv_load(f, lib);
+    CUcontext c;
+    cr_assert_eq(f->cuInit(0), CUDA_SUCCESS);
+    cr_assert_eq(f->cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
+    cr_assert_eq(f->cuCtxSetCurrent(c), CUDA_SUCCESS);
+    return lib;
+}
+
 TestSuite(sim, .init = setup);
 
 /* ---- devices and contexts ---- */
@@ -746,6 +762,21 @@ Test(sim, devicemap_host_memory_has_a_device_pointer) {
 
 /* ---- streams, events, held completion ---- */
 
+/* A stream and an event, both with flags 0, for a test to hold and record on. */
+static void open_stream_event(CUstream *s, CUevent *e)
+{
+    cr_assert_eq(D.cuStreamCreate(s, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuEventCreate(e, 0), CUDA_SUCCESS);
+}
+
+/* Destroy them again; the test leaves nothing behind in the simulator. */
+static void close_stream_event(CUstream s, CUevent e)
+{
+    cr_assert_eq(D.cuEventDestroy(e), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+    assert_no_live();
+}
+
 Test(sim, unheld_streams_complete_at_once) {
     CUstream s;
     CUevent e, never;
@@ -774,8 +805,7 @@ Test(sim, unheld_streams_complete_at_once) {
 Test(sim, held_stream_keeps_events_pending_until_release) {
     CUstream s;
     CUevent before, e;
-    cr_assert_eq(D.cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    cr_assert_eq(D.cuEventCreate(&before, 0), CUDA_SUCCESS);
+    open_stream_event(&s, &before);
     cr_assert_eq(D.cuEventCreate(&e, 0), CUDA_SUCCESS);
     cr_assert_eq(D.cuEventRecord(before, s), CUDA_SUCCESS);
     cr_assert_eq(S->stream_hold(s), 0);
@@ -791,16 +821,13 @@ Test(sim, held_stream_keeps_events_pending_until_release) {
     cr_assert_eq(D.cuStreamQuery(s), CUDA_SUCCESS);
     cr_assert_eq(S->forced_syncs(), 0);
     cr_assert_eq(D.cuEventDestroy(before), CUDA_SUCCESS);
-    cr_assert_eq(D.cuEventDestroy(e), CUDA_SUCCESS);
-    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
-    assert_no_live();
+    close_stream_event(s, e);
 }
 
 Test(sim, synchronizing_on_held_work_forces_it_and_is_counted) {
     CUstream s;
     CUevent e;
-    cr_assert_eq(D.cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    cr_assert_eq(D.cuEventCreate(&e, 0), CUDA_SUCCESS);
+    open_stream_event(&s, &e);
 
     cr_assert_eq(S->stream_hold(s), 0);
     cr_assert_eq(D.cuEventRecord(e, s), CUDA_SUCCESS);
@@ -825,9 +852,7 @@ Test(sim, synchronizing_on_held_work_forces_it_and_is_counted) {
     cr_assert_eq(D.cuCtxSynchronize(), CUDA_SUCCESS);
     cr_assert_eq(S->forced_syncs(), 3, "nothing held, nothing forced");
 
-    cr_assert_eq(D.cuEventDestroy(e), CUDA_SUCCESS);
-    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
-    assert_no_live();
+    close_stream_event(s, e);
 }
 
 Test(sim, stream_wait_event_chains_pending_work) {
@@ -948,15 +973,9 @@ Test(sim, every_allocating_entry_fails_with_out_of_memory) {
 
 Test(sim, environment_arms_failures_by_call_number) {
     char path[64];
-    setenv("GPOOL_SIM_FAIL", "cuMemCreate:3,cuMemAlloc_v2:1,cuMemCreate:4", 1);
-    void *lib = load_fresh_copy(path, sizeof path);
-    unsetenv("GPOOL_SIM_FAIL");
     struct drv f;
-    drv_load(&f, lib);
-    CUcontext c;
-    cr_assert_eq(f.cuInit(0), CUDA_SUCCESS);
-    cr_assert_eq(f.cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
-    cr_assert_eq(f.cuCtxSetCurrent(c), CUDA_SUCCESS);
+    void *lib = fresh_with_context(path, sizeof path, "GPOOL_SIM_FAIL",
+                                   "cuMemCreate:3,cuMemAlloc_v2:1,cuMemCreate:4", &f);
     CUmemAllocationProp p = dev_prop(0);
     CUmemGenericAllocationHandle h;
     /* the first call happens before cuInit would matter: counting is from process start */
@@ -990,15 +1009,8 @@ Test(sim, statistics_json_written_at_unload) {
     int fd = mkstemp(stats);
     cr_assert_geq(fd, 0);
     close(fd);
-    setenv("GPOOL_SIM_STATS", stats, 1);
-    void *lib = load_fresh_copy(path, sizeof path);
-    unsetenv("GPOOL_SIM_STATS");
     struct drv f;
-    drv_load(&f, lib);
-    CUcontext c;
-    cr_assert_eq(f.cuInit(0), CUDA_SUCCESS);
-    cr_assert_eq(f.cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
-    cr_assert_eq(f.cuCtxSetCurrent(c), CUDA_SUCCESS);
+    void *lib = fresh_with_context(path, sizeof path, "GPOOL_SIM_STATS", stats, &f);
     CUmemAllocationProp p = dev_prop(0);
     CUmemGenericAllocationHandle h;
     CUdeviceptr va, dp;

@@ -417,6 +417,17 @@ Test(sysmem, failures_at_every_registration_leak_nothing)
     }
 }
 
+/* Block x came from an AUTO request that fell back to mapped sysmem: its description says so
+ * and the pool has counted that one fallback. d and s are left for more checks. */
+static void expect_mapped_fallback(gpool_t *pool, void *x, gpool_block_desc *d, gpool_stats *s)
+{
+    cr_assert_eq(gpool_block_info(pool, x, d), GPOOL_OK);
+    cr_assert_eq(d->kind, GPOOL_MEM_HOST_MAPPED);
+    cr_assert_eq(d->fell_back, 1);
+    gpool_get_stats(pool, s);
+    cr_assert_eq(s->fallbacks, 1);
+}
+
 Test(sysmem, fallback_from_vidmem_to_mapped)
 {
     gpool_t *pool = test_pool(NULL);
@@ -438,15 +449,11 @@ Test(sysmem, fallback_from_vidmem_to_mapped)
     p.kind = GPOOL_MEM_AUTO;
     cr_assert_eq(gpool_alloc(pool, 6 * MiB, &p, &x), GPOOL_OK, "%s", gpool_last_error());
     gpool_block_desc info;
-    cr_assert_eq(gpool_block_info(pool, x, &info), GPOOL_OK);
-    cr_assert_eq(info.kind, GPOOL_MEM_HOST_MAPPED);
-    cr_assert_eq(info.fell_back, 1);
+    gpool_stats s;
+    expect_mapped_fallback(pool, x, &info, &s);
     cr_assert_eq(info.usage, GPOOL_USAGE_GPU_ONLY);
     cr_assert_eq(info.device_ptr, (uint64_t)(uintptr_t)x);
     memset(info.host_ptr, 3, 6 * MiB);
-    gpool_stats s;
-    gpool_get_stats(pool, &s);
-    cr_assert_eq(s.fallbacks, 1);
     cr_assert_eq(s.kind[GPOOL_MEM_HOST_MAPPED].live_blocks, 1);
     cr_assert_eq(sim->bytes_in_use(0) <= 8 * MiB, 1);
     cr_assert_eq(gpool_free(pool, x), GPOOL_OK);
@@ -482,12 +489,8 @@ Test(sysmem, budgets_limit_kinds_and_auto_spills_pinned_to_mapped)
     p.usage = GPOOL_USAGE_STAGING;
     cr_assert_eq(gpool_alloc(pool, 512 * KiB, &p, &c), GPOOL_OK, "%s", gpool_last_error());
     gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(pool, c, &d), GPOOL_OK);
-    cr_assert_eq(d.kind, GPOOL_MEM_HOST_MAPPED);
-    cr_assert_eq(d.fell_back, 1);
     gpool_stats s;
-    gpool_get_stats(pool, &s);
-    cr_assert_eq(s.fallbacks, 1);
+    expect_mapped_fallback(pool, c, &d, &s);
     cr_assert_leq(s.kind[GPOOL_MEM_HOST_PINNED].in_use_bytes, MiB);
     /* mapped has no substitute: AUTO UPLOAD over the mapped budget is out of memory */
     p.usage = GPOOL_USAGE_UPLOAD;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prog_check.h"
+
 typedef CUresult (*getproc_v2_fn)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
 typedef CUresult (*getproc_v1_fn)(const char *, void **, int, cuuint64_t);
@@ -20,14 +22,6 @@ typedef CUresult (*info_fn)(size_t *, size_t *);
 
 static void *lib;
 static getproc_v2_fn getproc;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("failed: %s (line %d)\n", #cond, __LINE__);                                     \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 static void *proc(const char *name, int version, cuuint64_t flags)
 {

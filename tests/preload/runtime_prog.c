@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prog_check.h"
+
 unsigned long standin_calls(void);
 
 static unsigned long sim_count(const char *entry)
@@ -19,14 +21,6 @@ static unsigned long sim_count(const char *entry)
     if (h) *(void **)&count = dlsym(h, "gpoolsim_call_count");
     return count ? count(entry) : 0;
 }
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("failed: %s (line %d)\n", #cond, __LINE__);                                     \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
