@@ -335,9 +335,12 @@ void gp_arena_clean_all_locked(gp_arena *a)
 {
     uintptr_t tags[64];
     size_t n;
-    while ((n = gp_heap_dirty_tags(&a->heap, tags, 64)))
+    /* releasing a pending slot can empty its slab, whose range comes back pending too */
+    do {
+        while (a->npending) gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
+        n = gp_heap_dirty_tags(&a->heap, tags, 64);
         for (size_t i = 0; i < n; i++) gp_arena_clean_locked(a, tags[i], UINT64_MAX);
-    while (a->npending) gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
+    } while (n || a->npending);
 }
 
 static void partial_push(gp_arena_stream *ss, gp_slab *s)

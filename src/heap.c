@@ -407,15 +407,22 @@ void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq)
 
 void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto)
 {
-    gp_tag_index *t = tag == GP_TAG_CLEAN ? NULL : tag_find(h, tag);
+    gp_heap_retag(h, tag, upto, GP_TAG_CLEAN, 0);
+}
+
+void gp_heap_retag(gp_heap *h, uintptr_t tag, uint64_t upto, uintptr_t to, uint64_t to_seq)
+{
+    /* make sure the target index exists first: creating it may move h->tags */
+    if (tag == GP_TAG_CLEAN || tag == to || !tag_get(h, to)) return;
+    gp_tag_index *t = tag_find(h, tag);
     if (!t) return;
     gp_range *r = t->dirty;
     while (r) {
         gp_range *next = r->dnext;
         if (r->seq <= upto) {
             index_del(h, r);
-            r->tag = GP_TAG_CLEAN;
-            r->seq = 0;
+            r->tag = to;
+            r->seq = to == GP_TAG_CLEAN ? 0 : to_seq;
             /* coalescing may absorb `next`; restart from the list head in that case */
             gp_range *nb_prev = r->prev, *nb_next = r->next;
             int absorbs = (next == nb_prev || next == nb_next);

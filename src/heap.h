@@ -95,6 +95,10 @@ void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto);
  * counters, so that reclaiming unused pages leaves pages pending GPU work alone. */
 void gp_heap_pin_dirty(gp_heap *h, int pin);
 
+/* Hand the ranges of tag with seq <= upto to stream `to` at to_seq (to waits for tag's work
+ * now, so only it may use them at once); `to` = GP_TAG_CLEAN is gp_heap_clean. */
+void gp_heap_retag(gp_heap *h, uintptr_t tag, uint64_t upto, uintptr_t to, uint64_t to_seq);
+
 /* Turn every clean free range into a range pending on tag at seq (when a second stream
  * appears and the first stream's frees, made clean, may still be in use). */
 void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq);

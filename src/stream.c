@@ -361,14 +361,20 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             r->ev_live = 1;
         }
         CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev));
-        if (q != CUDA_SUCCESS && (flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag) {
-            /* Order the requesting stream after the freeing stream's work instead. */
-            q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                       pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0));
-        }
         if (q == CUDA_SUCCESS) {
             r->ev_live = 0;
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
+        } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
+                   GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                          pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0)) ==
+                       CUDA_SUCCESS) {
+            /* The requesting stream now runs after that work: its ranges become the
+             * requester's (reusable by it at once, by others after the requester's next
+             * event). Small blocks pending on that stream still wait for the real event. */
+            uintptr_t from = r->tag;
+            uint64_t upto = r->ev_seq;
+            stream_rec *me = rec_get(ss, tag); /* may move ss->recs: r is not used after */
+            if (me) gp_heap_retag(&a->heap, from, upto, tag, me->seq);
         }
     }
     if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);

@@ -264,3 +264,28 @@ Test(streams, pinned_block_waits_for_its_stream_before_any_reuse)
     cr_assert_eq(st.pending_frees, 0, "completed frees are processed at the next allocation");
     cr_assert_eq(gpool_free(pool, r), GPOOL_OK);
 }
+
+/* STREAM_WAIT orders only the requesting stream after the pending work: the rest of the
+ * pending range must stay off limits for every other stream (a fuzzer finding). */
+Test(streams, stream_wait_hands_pending_memory_to_the_requester_only)
+{
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUstream C;
+    cr_assert_eq(mk(&C, 0), CUDA_SUCCESS);
+    void *p = alloc_on(12 * MiB, A, 0);
+    sim->stream_hold(A);
+    gpool_free_async(pool, p, A);
+    void *q = alloc_on(4 * MiB, B, GPOOL_ALLOC_STREAM_WAIT);
+    cr_assert(overlaps(p, 12 * MiB, q, 4 * MiB), "B waited on A and took part of its block");
+    for (int i = 0; i < 3; i++) {
+        void *c = alloc_on(4 * MiB, C, 0);
+        cr_assert(!overlaps(p, 12 * MiB, c, 4 * MiB), "stream C got memory A may still use");
+        gpool_free_async(pool, c, C);
+    }
+    gpool_free_async(pool, q, B);
+    sim->stream_release(A);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    pool = test_pool(NULL); /* teardown destroys this one */
+    destroy(C);
+}
