@@ -46,18 +46,6 @@ int gp_arena_contains(gp_arena *a, uintptr_t ptr)
     return 0;
 }
 
-gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
-{
-    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t off = addr - a->regs[i].base;
-        if (off < a->regs[i].size)
-            return atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
-                                        memory_order_acquire);
-    }
-    return NULL;
-}
-
 static void granules_set(gp_arena *a, uintptr_t base, size_t bytes, gp_slab *s)
 {
     size_t n = atomic_load_explicit(&a->nregs, memory_order_relaxed);

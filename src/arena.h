@@ -166,7 +166,17 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
 gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 
 /* The slab holding addr, or NULL. Lock-free read of the granule tables. */
-gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr);
+static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
+{
+    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t off = addr - a->regs[i].base;
+        if (off < a->regs[i].size)
+            return atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
+                                        memory_order_acquire);
+    }
+    return NULL;
+}
 
 /* Take up to n free slots of class cls on stream tag into out[] (marks them CACHED). Takes
  * the lock. Returns how many; 0 with the error set on failure. */

@@ -8,6 +8,7 @@
 #include "pool.h"
 #include "stream.h"
 #include "sysmem.h"
+#include "tcache.h"
 #include "vidmem.h"
 
 #define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
@@ -286,6 +287,11 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
 
 gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params, void **out)
 {
+    /* the hot path: a cached small block of the default stream */
+    if (__builtin_expect(pool && out && !params && size - 1 < pool->cfg.small_max && !pool->trace,
+                         1) &&
+        gp_tcache_alloc(pool, size, out))
+        return GPOOL_OK;
     gpool_stream_t s = params && params->stream ? params->stream
                                                 : (pool ? pool->cfg.default_stream : NULL);
     return alloc_impl(pool, size, params, s, out);
@@ -320,7 +326,7 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
         return st;
     }
-    if (tag == pool->default_tag && gp_tcache_free(pool, ptr, &st)) {
+    if (tag == pool->default_tag && gp_tcache_free(pool, ptr)) {
         if (pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
         return GPOOL_OK;
     }
@@ -353,6 +359,12 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
 
 gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
+    /* the hot path: a small block back into this thread's cache */
+    if (__builtin_expect(pool && ptr && !pool->trace &&
+                             !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed),
+                         1) &&
+        gp_tcache_free(pool, ptr))
+        return GPOOL_OK;
     return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL);
 }
 

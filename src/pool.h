@@ -22,6 +22,8 @@ struct gpool {
     gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE]; host kinds live in sys */
     struct gp_sysmem *sys;                 /* host kinds, created by sysmem.c on first use */
     struct gp_streams *streams;            /* stream-ordered reuse state (stream.c) */
+    _Atomic size_t stream_busy;            /* recorded + deferred blocks (stream.c); while 0,
+                                              frees skip stream.c entirely */
     pthread_mutex_t lock;                  /* guards tcaches list, host arena creation */
     gp_tcache *tcaches;
     _Atomic uint64_t flush_epoch;          /* bumped when thread caches should give back */
@@ -37,9 +39,7 @@ struct gpool {
 
 gpool_status gp_config_check(const gpool_config *cfg);
 
-/* Thread caches (tcache.c). Fast paths return 1 when they served the call. */
-int gp_tcache_alloc(gpool_t *pool, size_t size, void **out);
-int gp_tcache_free(gpool_t *pool, void *ptr, gpool_status *st);
+/* Thread caches (tcache.h for the fast paths, tcache.c). */
 /* Give every thread cache's blocks back at the owning threads' next call (or now for the
  * calling thread). */
 void gp_tcache_flush_all(gpool_t *pool);

@@ -49,7 +49,6 @@ struct gp_streams {
     size_t ndef, cap_def;
     CUevent *spare; /* idle events */
     size_t nspare, cap_spare;
-    _Atomic size_t busy; /* recorded + deferred entries: 0 keeps free() off this file's lock */
 };
 
 /* ---------- helpers (lock held) ---------- */
@@ -169,7 +168,7 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording a stream");
             rc = NULL;
         } else {
-            atomic_fetch_add(&ss->busy, 1);
+            atomic_fetch_add(&pool->stream_busy, 1);
         }
     }
     if (rc && rc->deferred) {
@@ -191,7 +190,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
 {
     gp_streams *ss = pool->streams;
     *st = GPOOL_OK;
-    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return 0;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
     if (!gp_arena_contains(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr))
         return 0; /* host blocks: gp_stream_defer_host_free */
     uintptr_t base, btag;
@@ -276,7 +275,7 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
         for (size_t e = 0; e < d->nev; e++) event_put(pool, d->ev[e]);
         out[got++] = *d;
         free(gp_ptrmap_del(&ss->recorded, (uintptr_t)d->ptr));
-        atomic_fetch_sub(&ss->busy, 1);
+        atomic_fetch_sub(&pool->stream_busy, 1);
     }
     ss->ndef = k;
     return got;
@@ -311,7 +310,7 @@ static void free_deferred_locked(gpool_t *pool, int force)
 void gp_stream_process(gpool_t *pool)
 {
     gp_streams *ss = pool->streams;
-    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
     deferred_free done[64];
     size_t n = 0;
     pthread_mutex_lock(&ss->lock);
@@ -389,7 +388,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     gp_tcache_flush_all(pool);
     uintptr_t tags[1];
     int pending = gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync ||
-                  atomic_load_explicit(&ss->busy, memory_order_relaxed);
+                  atomic_load_explicit(&pool->stream_busy, memory_order_relaxed);
     if (!pending) return GPOOL_OK;
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
@@ -415,7 +414,7 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
 {
     gp_streams *ss = pool->streams;
     *count = *bytes = *requested = 0;
-    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
     pthread_mutex_lock(&ss->lock);
     for (size_t i = 0; i < ss->ndef; i++)
         if (ss->def[i].kind == kind) {
@@ -446,7 +445,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
             free(rc);
             rc = NULL;
         } else {
-            atomic_fetch_add(&ss->busy, 1);
+            atomic_fetch_add(&pool->stream_busy, 1);
         }
     }
     if (rc && ss->ndef == ss->cap_def) {
@@ -489,7 +488,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     if (done) {
         for (size_t e = 0; e < d.nev; e++) event_put(pool, d.ev[e]);
         free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
-        atomic_fetch_sub(&ss->busy, 1);
+        atomic_fetch_sub(&pool->stream_busy, 1);
     } else if (ok) {
         rc->deferred = 1;
         ss->def[ss->ndef++] = d;
@@ -502,7 +501,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
         }
         if (rc) {
             free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
-            atomic_fetch_sub(&ss->busy, 1);
+            atomic_fetch_sub(&pool->stream_busy, 1);
         }
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
@@ -517,7 +516,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
 size_t gp_stream_drain(gpool_t *pool)
 {
     gp_streams *ss = pool->streams;
-    if (!atomic_load_explicit(&ss->busy, memory_order_relaxed)) return 0;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
     deferred_free done[64];
     size_t n, total = 0;
     do {

@@ -8,40 +8,21 @@
 
 #include "error.h"
 #include "pool.h"
+#include "tcache.h"
 
-#define TC_SLOTS 64 /* per class */
-#define TC_TLS 4    /* pools a thread keeps caches for at once */
-
-typedef struct tc_entry {
-    gp_slab *slab;
-    uint32_t idx;
-} tc_entry;
-
-struct gp_tcache {
-    gpool_t *pool;
-    gp_arena *arena;
-    gp_tcache *prev, *next; /* pool->tcaches */
-    uint64_t epoch;
-    /* n[] and the counters are read by gpool_get_stats on other threads: relaxed atomics,
-     * written by the owning thread only (plain moves, no read-modify-write). */
-    _Atomic uint32_t n[GP_NCLASS];
-    uint32_t cap[GP_NCLASS];
-    _Atomic uint64_t allocs, frees, hits;
-    tc_entry slot[GP_NCLASS][TC_SLOTS];
-};
-
-static _Thread_local struct tls_entry {
-    gpool_t *pool;
-    uint64_t id;
-    gp_tcache *tc;
-} tls[TC_TLS];
+/* The cache structure and the lock-free fast paths are in tcache.h. */
+_Thread_local struct gp_tls_entry gp_tls[GP_TC_TLS];
+#define tls gp_tls
+#define TC_TLS GP_TC_TLS
+#define TC_SLOTS GP_TC_SLOTS
+typedef gp_tc_entry tc_entry;
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int exit_key_ok;
 
-#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-#define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+#define LOAD GP_TC_LOAD
+#define STORE GP_TC_STORE
 
 /* Give up to count entries of class c (the oldest first) back to the arena. */
 static void tc_give(gp_tcache *tc, unsigned c, uint32_t count)
@@ -69,7 +50,7 @@ static void tc_retire(gp_tcache *tc)
     gpool_t *pool = tc->pool;
     pool->tc_allocs += LOAD(tc->allocs);
     pool->tc_frees += LOAD(tc->frees);
-    pool->tc_hits += LOAD(tc->hits);
+    pool->tc_hits += LOAD(tc->allocs) - LOAD(tc->misses);
     if (tc->prev)
         tc->prev->next = tc->next;
     else
@@ -82,8 +63,8 @@ static void thread_exit(void *unused)
 {
     gp_registry_lock();
     for (int i = 0; i < TC_TLS; i++) {
-        struct tls_entry e = tls[i];
-        tls[i] = (struct tls_entry){0};
+        struct gp_tls_entry e = tls[i];
+        tls[i] = (struct gp_tls_entry){0};
         if (!e.tc || !gp_registry_alive(e.pool, e.id))
             continue; /* gpool_destroy already freed this cache */
         tc_return_all(e.tc);
@@ -119,15 +100,14 @@ static gp_tcache *tc_create(gpool_t *pool)
     if (tc->next) tc->next->prev = tc;
     pool->tcaches = tc;
     pthread_mutex_unlock(&pool->lock);
-    tls[slot] = (struct tls_entry){.pool = pool, .id = pool->id, .tc = tc};
+    tls[slot] = (struct gp_tls_entry){.pool = pool, .id = pool->id, .tc = tc};
     pthread_setspecific(exit_key, (void *)1);
     return tc;
 }
 
-static inline gp_tcache *tc_get(gpool_t *pool)
+gp_tcache *gp_tcache_get_slow(gpool_t *pool)
 {
-    if (__builtin_expect(tls[0].pool == pool && tls[0].id == pool->id, 1)) return tls[0].tc;
-    for (int i = 1; i < TC_TLS; i++)
+    for (int i = 0; i < TC_TLS; i++)
         if (tls[i].pool == pool && tls[i].id == pool->id) return tls[i].tc;
     return tc_create(pool);
 }
@@ -147,51 +127,27 @@ static int tc_refill(gp_tcache *tc, unsigned c)
     return got > 0;
 }
 
-int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
+int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, void **out)
 {
-    gp_tcache *tc = tc_get(pool);
-    if (!tc) return 0;
-    if (__builtin_expect(LOAD(pool->flush_epoch) != tc->epoch, 0)) {
+    gpool_t *pool = tc->pool;
+    if (LOAD(pool->flush_epoch) != tc->epoch) {
         tc_return_all(tc);
         tc->epoch = LOAD(pool->flush_epoch);
     }
-    unsigned c = gp_size_class(size);
-    uint32_t n = LOAD(tc->n[c]);
-    if (__builtin_expect(n == 0, 0)) {
+    if (!LOAD(tc->n[c])) {
+        STORE(tc->misses, LOAD(tc->misses) + 1);
         if (!tc->cap[c] || !tc_refill(tc, c)) return 0;
-        n = LOAD(tc->n[c]);
-    } else {
-        STORE(tc->hits, LOAD(tc->hits) + 1);
     }
-    tc_entry e = tc->slot[c][--n];
-    STORE(tc->n[c], n);
-    gp_slot_set(e.slab, e.idx, GP_SLOT_LIVE);
-    gp_slot_set_req(e.slab, e.idx, (uint32_t)size);
-    STORE(tc->allocs, LOAD(tc->allocs) + 1);
-    *out = (void *)(e.slab->base + (uintptr_t)e.idx * e.slab->slot_size);
-    return 1;
+    return gp_tcache_pop(tc, size, c, out);
 }
 
-int gp_tcache_free(gpool_t *pool, void *ptr, gpool_status *st)
+int gp_tcache_push_slow(gp_tcache *tc, gp_slab *s, uint32_t i)
 {
-    gp_slab *s = gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr);
-    if (!s) return 0;
-    long i = gp_slot_index(s, (uintptr_t)ptr);
-    if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE || s->tag != pool->default_tag)
-        return 0; /* the slow path decides (and reports bad pointers) */
-    gp_tcache *tc = tc_get(pool);
     unsigned c = s->cls;
-    if (!tc || !tc->cap[c]) return 0;
+    if (!tc->cap[c]) return 0;
     uint32_t n = LOAD(tc->n[c]);
-    if (__builtin_expect(n == tc->cap[c], 0)) {
-        tc_give(tc, c, n / 2);
-        n = LOAD(tc->n[c]);
-    }
-    gp_slot_set(s, (uint32_t)i, GP_SLOT_CACHED);
-    tc->slot[c][n] = (tc_entry){s, (uint32_t)i};
-    STORE(tc->n[c], n + 1);
-    STORE(tc->frees, LOAD(tc->frees) + 1);
-    *st = GPOOL_OK;
+    if (n == tc->cap[c]) tc_give(tc, c, n / 2);
+    gp_tcache_push(tc, s, i);
     return 1;
 }
 
@@ -213,7 +169,7 @@ void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t
     for (gp_tcache *tc = pool->tcaches; tc; tc = tc->next) {
         *allocs += LOAD(tc->allocs);
         *frees += LOAD(tc->frees);
-        *hits += LOAD(tc->hits);
+        *hits += LOAD(tc->allocs) - LOAD(tc->misses);
         for (unsigned c = 0; c < GP_NCLASS; c++)
             *cached_bytes += (uint64_t)LOAD(tc->n[c]) * gp_class_size(c);
     }
@@ -224,6 +180,6 @@ void gp_tcache_pool_gone(gpool_t *pool)
     /* The calling thread's own entry can be cleared; other threads' entries stay and are
      * recognised as stale by the pool id check at their exit. */
     for (int i = 0; i < TC_TLS; i++)
-        if (tls[i].pool == pool && tls[i].id == pool->id) tls[i] = (struct tls_entry){0};
+        if (tls[i].pool == pool && tls[i].id == pool->id) tls[i] = (struct gp_tls_entry){0};
     while (pool->tcaches) tc_retire(pool->tcaches);
 }

@@ -1,0 +1,107 @@
+/* Thread caches: the structure and the lock-free fast paths, inline so that gpool_alloc and
+ * gpool_free of a cached small block cost a few dozen instructions. Each thread keeps, per
+ * pool and size class, a stack of slab slots; only the owning thread touches its stacks, and
+ * the counters other threads read (stats) are relaxed atomics written with plain stores.
+ * Slow paths (refill, overflow, flush, creation) are in tcache.c. */
+#ifndef GPOOL_TCACHE_H
+#define GPOOL_TCACHE_H
+
+#include "arena.h"
+#include "pool.h"
+
+#define GP_TC_SLOTS 64 /* per class */
+#define GP_TC_TLS 4    /* pools a thread keeps caches for at once */
+
+#define GP_TC_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define GP_TC_STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+
+typedef struct gp_tc_entry {
+    gp_slab *slab;
+    uint32_t idx;
+} gp_tc_entry;
+
+struct gp_tcache {
+    gpool_t *pool;
+    gp_arena *arena;
+    gp_tcache *prev, *next; /* pool->tcaches */
+    uint64_t epoch;         /* pool->flush_epoch when last emptied */
+    _Atomic uint32_t n[GP_NCLASS];
+    uint32_t cap[GP_NCLASS];
+    _Atomic uint64_t allocs, frees, misses;
+    gp_tc_entry slot[GP_NCLASS][GP_TC_SLOTS];
+};
+
+struct gp_tls_entry {
+    gpool_t *pool;
+    uint64_t id;
+    gp_tcache *tc;
+};
+extern _Thread_local struct gp_tls_entry gp_tls[GP_TC_TLS];
+
+gp_tcache *gp_tcache_get_slow(gpool_t *pool);
+int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, void **out);
+int gp_tcache_push_slow(gp_tcache *tc, gp_slab *s, uint32_t i);
+
+static inline gp_tcache *gp_tcache_get(gpool_t *pool)
+{
+    if (__builtin_expect(gp_tls[0].pool == pool && gp_tls[0].id == pool->id, 1))
+        return gp_tls[0].tc;
+    return gp_tcache_get_slow(pool);
+}
+
+/* Pop a slot of class c (the caller checked there is one). */
+static inline int gp_tcache_pop(gp_tcache *tc, size_t size, unsigned c, void **out)
+{
+    uint32_t n = GP_TC_LOAD(tc->n[c]) - 1;
+    gp_tc_entry e = tc->slot[c][n];
+    GP_TC_STORE(tc->n[c], n);
+    gp_slot_set(e.slab, e.idx, GP_SLOT_LIVE);
+    gp_slot_set_req(e.slab, e.idx, (uint32_t)size);
+    GP_TC_STORE(tc->allocs, GP_TC_LOAD(tc->allocs) + 1);
+    *out = (void *)(e.slab->base + (uintptr_t)e.idx * e.slab->slot_size);
+    return 1;
+}
+
+/* Push slot i of s (the caller checked there is room). */
+static inline void gp_tcache_push(gp_tcache *tc, gp_slab *s, uint32_t i)
+{
+    unsigned c = s->cls;
+    uint32_t n = GP_TC_LOAD(tc->n[c]);
+    gp_slot_set(s, i, GP_SLOT_CACHED);
+    tc->slot[c][n] = (gp_tc_entry){s, i};
+    GP_TC_STORE(tc->n[c], n + 1);
+    GP_TC_STORE(tc->frees, GP_TC_LOAD(tc->frees) + 1);
+}
+
+/* Allocate a small block (size <= small_max) of the default stream from the calling thread's
+ * cache. 1 when served; 0 sends the caller to the arena (which reports any error). */
+static inline int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
+{
+    gp_tcache *tc = gp_tcache_get(pool);
+    if (__builtin_expect(!tc, 0)) return 0;
+    unsigned c = gp_size_class(size);
+    if (__builtin_expect(GP_TC_LOAD(tc->n[c]) == 0 ||
+                             GP_TC_LOAD(pool->flush_epoch) != tc->epoch,
+                         0))
+        return gp_tcache_alloc_slow(tc, size, c, out);
+    return gp_tcache_pop(tc, size, c, out);
+}
+
+/* Free ptr into the calling thread's cache when it is a live slot of a default-stream slab.
+ * 1 when done; 0 sends the caller to the arena (which also reports bad pointers). */
+static inline int gp_tcache_free(gpool_t *pool, void *ptr)
+{
+    gp_slab *s = gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr);
+    if (!s) return 0;
+    long i = gp_slot_index(s, (uintptr_t)ptr);
+    if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE || s->tag != pool->default_tag)
+        return 0;
+    gp_tcache *tc = gp_tcache_get(pool);
+    if (__builtin_expect(!tc, 0)) return 0;
+    if (__builtin_expect(GP_TC_LOAD(tc->n[s->cls]) >= tc->cap[s->cls], 0))
+        return gp_tcache_push_slow(tc, s, (uint32_t)i);
+    gp_tcache_push(tc, s, (uint32_t)i);
+    return 1;
+}
+
+#endif
