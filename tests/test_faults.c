@@ -487,6 +487,7 @@ static size_t clean_counts(entry_count *out, size_t cap)
 
 Test(faults, clean_workload_passes_and_leaks_nothing)
 {
+    SKIP_ON_REAL_GPU();
     entry_count e[MAX_ENTRIES];
     size_t n = clean_counts(e, MAX_ENTRIES);
     unsigned long total = 0;
