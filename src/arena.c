@@ -203,13 +203,16 @@ static void slab_destroy(gp_arena *a, gp_slab *s);
  * page that holds no allocated byte. Returns bytes unbacked. */
 static size_t make_room(gp_arena *a)
 {
-    if (a->sync) a->sync(a->owner, a);
+    int synced = !a->sync || a->sync(a->owner, a) == GPOOL_OK;
     for (size_t i = 0; i < a->nstreams; i++)
         for (unsigned c = 0; c < GP_NCLASS; c++)
             if (a->streams[i].empty[c]) {
                 slab_destroy(a, a->streams[i].empty[c]);
                 a->streams[i].empty[c] = NULL;
             }
+    /* After a synchronize, with the lock held since, what came back meanwhile (spare slabs,
+     * slots that were pending) is idle too. */
+    if (synced && a->sync) gp_arena_clean_all_locked(a);
     /* Pages under ranges still pending on a stream count as used: the GPU may touch them. */
     gp_heap_pin_dirty(&a->heap, 1);
     size_t freed = 0;
@@ -680,6 +683,11 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
     note_held(a); /* failed backings leave cached pages behind: keep the peak honest */
     *c = a->c;
     c->pending_slots = a->npending;
+    c->pending_bytes = 0;
+    for (size_t i = 0; i < a->npending; i++) {
+        gp_slab *s = gp_arena_slab_of(a, a->pending[i].ptr);
+        if (s) c->pending_bytes += s->slot_size;
+    }
     *held = held_bytes(a);
     *idle = a->ops->idle_bytes(a->bctx);
     pthread_mutex_unlock(&a->lock);

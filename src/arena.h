@@ -94,6 +94,7 @@ typedef struct gp_arena_counters {
     uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
     uint64_t allocs, frees; /* through the arena (thread caches count their own) */
     uint64_t pending_slots; /* small blocks waiting on another stream (gp_arena_stats) */
+    uint64_t pending_bytes; /* their slot bytes (counted in in_use until released) */
     uint64_t oom_retries, ooms;
 } gp_arena_counters;
 

@@ -417,7 +417,8 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         gp_arena_stats(pool->arena[k], &c, &held, &idle);
         gpool_kind_stats *ks = &out->kind[k];
         int dev = k == GPOOL_MEM_DEVICE;
-        ks->in_use_bytes = c.in_use - (dev ? tc_cached : 0);
+        /* blocks parked in thread caches or freed but pending on a stream are not in use */
+        ks->in_use_bytes = c.in_use - c.pending_bytes - (dev ? tc_cached : 0);
         ks->requested_bytes = c.requested + gp_arena_small_requested(pool->arena[k]);
         ks->reserved_bytes = held;
         ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
