@@ -1,6 +1,7 @@
 /* test_bench_cli.c — the gpool-bench command line: every --json output parses (python3's
  * json module), errors name the trace line, files are written. Runs build/gpool-bench (from
- * $GPOOL_TEST_BUILD) on the simulated driver. */
+ * $GPOOL_TEST_BUILD) on the simulated driver; on a real GPU (GPOOL_TEST_REAL_GPU=1) the whole
+ * suite skips. */
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,18 +10,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util_skip.h"
+
 static char out_path[64], err_path[64];
 
 static void setup(void)
 {
+    NEED_SIM(); /* skips every test of the suite on a real GPU */
     snprintf(out_path, sizeof out_path, "/tmp/test-bench-cli-%d.out", (int)getpid());
     snprintf(err_path, sizeof err_path, "/tmp/test-bench-cli-%d.err", (int)getpid());
 }
 
 static void teardown(void)
 {
-    unlink(out_path);
-    unlink(err_path);
+    if (out_path[0]) unlink(out_path);
+    if (err_path[0]) unlink(err_path);
 }
 
 TestSuite(bench_cli, .init = setup, .fini = teardown);

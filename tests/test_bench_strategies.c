@@ -1,10 +1,12 @@
 /* test_bench_strategies.c — gpool-bench strategies, replay and fit on the simulated driver,
- * with hand-made traces whose answers are known. */
+ * with hand-made traces whose answers are known. On a real GPU (GPOOL_TEST_REAL_GPU=1) the
+ * whole suite skips. */
 #include <criterion/criterion.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../bench/bench.h"
+#include "util_skip.h"
 
 #define MIB BENCH_MIB
 
@@ -12,6 +14,7 @@ static bench_device dev;
 
 static void open_device(void)
 {
+    NEED_SIM(); /* skips every test of the suite on a real GPU */
     char err[600];
     cr_assert_eq(bench_device_open("auto", &dev, err, sizeof err), 0, "%s", err);
     cr_assert(dev.simulated, "tests expect the simulated driver (GPOOL_LIBCUDA)");

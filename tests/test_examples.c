@@ -1,12 +1,15 @@
 /* The examples in examples/ run on the simulated driver: each exits 0, prints its key line,
  * and leaves no driver object behind (the simulator's GPOOL_SIM_STATS summary). The binaries
- * are in $GPOOL_TEST_BUILD/examples/ (make test builds them first). */
+ * are in $GPOOL_TEST_BUILD/examples/ (make test builds them first). On a real GPU
+ * (GPOOL_TEST_REAL_GPU=1) the whole suite skips. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "util_skip.h"
 
 struct run {
     int exit_code;
@@ -91,6 +94,8 @@ static const struct run *run_ok(const char *name, const char *env, const char *k
     expect_success(name, &r, key_line);
     return &r;
 }
+
+TestSuite(examples, .init = suite_needs_sim); /* every test skips on a real GPU */
 
 Test(examples, training_step_steady_state_makes_no_driver_calls)
 {

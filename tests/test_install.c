@@ -4,7 +4,8 @@
  * ($GPOOL_LIBCUDA, set by make test). Then make uninstall leaves no file behind.
  * The install re-runs make with this test run's build directory, compiler and flags
  * ($GPOOL_TEST_BUILD, $GPOOL_TEST_CC, $GPOOL_TEST_SAN, $GPOOL_TEST_OPT, exported by make test);
- * the current directory must be the repository root. */
+ * the current directory must be the repository root. On a real GPU (GPOOL_TEST_REAL_GPU=1) it
+ * skips: the outside program runs on the simulated driver. */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpool.h"
+#include "util_skip.h"
 
 /* The outside program: a user's first gpool program. */
 static const char probe_src[] =
@@ -154,6 +156,7 @@ static void check_layout(const char *root);
 /* One test, so that the two installs run one after the other (they share the build tree). */
 Test(install, staged_install_builds_and_runs_an_outside_program, .timeout = 600)
 {
+    NEED_SIM();
     if (running_under_valgrind()) cr_skip_test("make, cc and pkg-config under valgrind: skipped");
     cr_assert_not_null(getenv("GPOOL_LIBCUDA"), "GPOOL_LIBCUDA must name the simulated driver");
     char root[PATH_MAX];

@@ -1,7 +1,9 @@
 /* The LD_PRELOAD interposer (build/libgpool_preload.so) and the PyTorch pluggable-allocator
  * hooks, on the simulated driver. The interposer tests run the helper programs under
  * tests/preload/ (built into $GPOOL_TEST_BUILD/tests/preload by preload/preload.mk) with and
- * without LD_PRELOAD and check their exit codes and output. */
+ * without LD_PRELOAD and check their exit codes and output. On a real GPU
+ * (GPOOL_TEST_REAL_GPU=1) they skip (they run against build/sim), as does the torch test that
+ * reads the simulator's bytes in use; the other torch tests run there. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "gpool.h"
 #include "gpool_torch.h"
 #include "util_sim.h"
+#include "util_skip.h"
 
 enum { OUT_MAX = 1 << 16 };
 
@@ -79,6 +82,7 @@ static int count_lines_with(const char *text, const char *needle)
 
 static void setup(void)
 {
+    NEED_SIM(); /* skips every test of the suite on a real GPU */
     cr_assert_not_null(sim_api(), "tests need GPOOL_LIBCUDA pointing at the simulated driver");
 }
 
@@ -272,6 +276,7 @@ Test(preload, rtld_next_lookups_are_unchanged)
 
 Test(torch, alloc_free_reuse_and_empty_cache)
 {
+    NEED_SIM();
     const struct sim_api *sim = sim_api();
     setenv("GPOOL_CONF", "disable=0,sync_free=1,tcache_bytes=0", 1); /* preload keys are ignored */
     void *a = gpool_torch_alloc(3 << 20, 0, NULL);

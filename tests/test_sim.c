@@ -1,7 +1,8 @@
 /* test_sim.c — the simulated driver follows the driver's documented rules. Every check goes
  * through the entry points a real program would use: dlopen($GPOOL_LIBCUDA) and
  * cuGetProcAddress. Tests that need a fresh driver instance (environment configuration,
- * statistics at unload) load a private copy of the library file. */
+ * statistics at unload) load a private copy of the library file. On a real GPU
+ * (GPOOL_TEST_REAL_GPU=1) the whole suite skips. */
 #include <criterion/criterion.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -13,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util_sim.h"
+#include "util_skip.h"
 
 #define MiB  ((size_t)1 << 20)
 #define GRAN (2 * MiB)
@@ -84,7 +87,8 @@ struct drv {
 };
 
 /* The driver of one library instance, every entry point through its cuGetProcAddress. */
-static void drv_load(struct drv *d, void *lib) {
+static void drv_load(struct drv *d, void *lib)
+{
     memset(d, 0, sizeof *d);
     d->lib = lib;
     *(void **)&d->cuGetProcAddress = dlsym(lib, "cuGetProcAddress_v2");
@@ -165,7 +169,9 @@ static const struct sim_api *S;
 static CUcontext ctx0;
 
 /* The shared instance, initialized, with device 0's primary context current. */
-static void setup(void) {
+static void setup(void)
+{
+    NEED_SIM(); /* skips every test of the suite on a real GPU */
     S = sim_api();
     cr_assert_not_null(S, "GPOOL_LIBCUDA must name the simulated driver");
     drv_load(&D, S->lib);
@@ -175,7 +181,8 @@ static void setup(void) {
     S->fail_clear();
 }
 
-static CUmemAllocationProp dev_prop(int dev) {
+static CUmemAllocationProp dev_prop(int dev)
+{
     CUmemAllocationProp p;
     memset(&p, 0, sizeof p);
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -184,7 +191,8 @@ static CUmemAllocationProp dev_prop(int dev) {
     return p;
 }
 
-static CUmemAccessDesc rw_access(int dev) {
+static CUmemAccessDesc rw_access(int dev)
+{
     CUmemAccessDesc a;
     memset(&a, 0, sizeof a);
     a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -193,14 +201,16 @@ static CUmemAccessDesc rw_access(int dev) {
     return a;
 }
 
-static CUmemGenericAllocationHandle create(size_t size) {
+static CUmemGenericAllocationHandle create(size_t size)
+{
     CUmemAllocationProp p = dev_prop(0);
     CUmemGenericAllocationHandle h = 0;
     cr_assert_eq(D.cuMemCreate(&h, size, &p, 0), CUDA_SUCCESS);
     return h;
 }
 
-static CUdeviceptr reserve(size_t size) {
+static CUdeviceptr reserve(size_t size)
+{
     CUdeviceptr va = 0;
     cr_assert_eq(D.cuMemAddressReserve(&va, size, 0, 0, 0), CUDA_SUCCESS);
     return va;
@@ -208,7 +218,8 @@ static CUdeviceptr reserve(size_t size) {
 
 /* Access of the page holding p, from /proc/self/maps ("---p", "rw-s", ...): no signals, so it
  * works the same under sanitizers and valgrind. */
-static const char *page_perms(CUdeviceptr p) {
+static const char *page_perms(CUdeviceptr p)
+{
     static char perms[8];
     FILE *maps = fopen("/proc/self/maps", "r");
     cr_assert_not_null(maps);
@@ -226,14 +237,17 @@ static const char *page_perms(CUdeviceptr p) {
     return perms;
 }
 
-static int readable(CUdeviceptr p) {
+static int readable(CUdeviceptr p)
+{
     return page_perms(p)[0] == 'r';
 }
-static int writable(CUdeviceptr p) {
+static int writable(CUdeviceptr p)
+{
     return page_perms(p)[1] == 'w';
 }
 
-static void assert_no_live(void) {
+static void assert_no_live(void)
+{
     struct gpoolsim_live l;
     S->get_live(&l);
     cr_assert_eq(l.handles, 0);
@@ -247,8 +261,9 @@ static void assert_no_live(void) {
     cr_assert_eq(sim_live_total(), 0);
 }
 
-/* A private instance of the simulator, configured by the environment at the time of the call. */
-static void *load_fresh_copy(char *path, size_t len) {
+/* A private copy of the simulator's library file at path (not loaded). */
+static void copy_library(char *path, size_t len)
+{
     const char *src = getenv("GPOOL_LIBCUDA");
     cr_assert_not_null(src);
     snprintf(path, len, "/tmp/gpoolsim-copy-XXXXXX");
@@ -261,12 +276,19 @@ static void *load_fresh_copy(char *path, size_t len) {
         cr_assert_eq(write(out, buf, (size_t)n), n);
     close(in);
     close(out);
+}
+
+/* A private instance of the simulator, configured by the environment at the time of the call. */
+static void *load_fresh_copy(char *path, size_t len)
+{
+    copy_library(path, len);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     cr_assert_not_null(lib, "%s", dlerror());
     return lib;
 }
 
-static void *fresh_sym(void *lib, const char *name) {
+static void *fresh_sym(void *lib, const char *name)
+{
     void *p = dlsym(lib, name);
     cr_assert_not_null(p, "%s", name);
     return p;
@@ -292,7 +314,8 @@ TestSuite(sim, .init = setup);
 
 /* ---- devices and contexts ---- */
 
-Test(sim, device_queries) {
+Test(sim, device_queries)
+{
     int n = 0, v = 0;
     char name[64], bus[32];
     size_t total = 0;
@@ -330,7 +353,8 @@ Test(sim, device_queries) {
                  CUDA_ERROR_INVALID_DEVICE);
 }
 
-Test(sim, primary_context_is_refcounted_and_stacked) {
+Test(sim, primary_context_is_refcounted_and_stacked)
+{
     CUcontext c = NULL, cur = NULL;
     unsigned flags = 0;
     int active = 0;
@@ -363,7 +387,8 @@ Test(sim, primary_context_is_refcounted_and_stacked) {
     cr_assert_eq(D.cuMemAlloc(&p, 256), CUDA_ERROR_INVALID_CONTEXT, "released context is gone");
 }
 
-Test(sim, calls_before_cuInit_fail_and_zero_devices_is_no_device) {
+Test(sim, calls_before_cuInit_fail_and_zero_devices_is_no_device)
+{
     char path[64];
     unsetenv("GPOOL_SIM_DEVICES");
     void *lib = load_fresh_copy(path, sizeof path);
@@ -391,7 +416,8 @@ Test(sim, calls_before_cuInit_fail_and_zero_devices_is_no_device) {
     unlink(path);
 }
 
-Test(sim, environment_sets_devices_and_capacity) {
+Test(sim, environment_sets_devices_and_capacity)
+{
     char path[64];
     setenv("GPOOL_SIM_DEVICES", "3", 1);
     setenv("GPOOL_SIM_MEMORY", "512M", 1);
@@ -422,7 +448,8 @@ Test(sim, environment_sets_devices_and_capacity) {
 
 /* ---- VMM rules ---- */
 
-Test(sim, granularity_and_alignment_rules) {
+Test(sim, granularity_and_alignment_rules)
+{
     CUmemAllocationProp p = dev_prop(0);
     size_t g = 0;
     cr_assert_eq(D.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
@@ -481,7 +508,8 @@ Test(sim, granularity_and_alignment_rules) {
     assert_no_live();
 }
 
-Test(sim, capacity_out_of_memory_and_recovery) {
+Test(sim, capacity_out_of_memory_and_recovery)
+{
     S->set_capacity(0, 4 * GRAN);
     CUmemGenericAllocationHandle h[4], extra;
     CUmemAllocationProp p = dev_prop(0);
@@ -529,7 +557,8 @@ Test(sim, capacity_out_of_memory_and_recovery) {
     assert_no_live();
 }
 
-Test(sim, one_handle_mapped_twice_aliases_the_same_bytes) {
+Test(sim, one_handle_mapped_twice_aliases_the_same_bytes)
+{
     CUmemGenericAllocationHandle h = create(2 * GRAN);
     CUdeviceptr a = reserve(2 * GRAN), b = reserve(4 * GRAN);
     CUmemAccessDesc acc = rw_access(0);
@@ -555,7 +584,8 @@ Test(sim, one_handle_mapped_twice_aliases_the_same_bytes) {
     assert_no_live();
 }
 
-Test(sim, mapped_memory_is_inaccessible_until_set_access) {
+Test(sim, mapped_memory_is_inaccessible_until_set_access)
+{
     CUmemGenericAllocationHandle h1 = create(GRAN), h2 = create(GRAN);
     CUdeviceptr va = reserve(4 * GRAN);
     cr_assert_str_eq(page_perms(va), "---p", "a bare reservation is inaccessible");
@@ -589,21 +619,50 @@ Test(sim, mapped_memory_is_inaccessible_until_set_access) {
     cr_assert_eq(D.cuMemAddressFree(va, 4 * GRAN), CUDA_SUCCESS);
 }
 
-Test(sim, touching_memory_without_access_faults, .signal = SIGSEGV) {
-    CUmemGenericAllocationHandle h = create(GRAN);
-    CUdeviceptr va = reserve(GRAN);
-    cr_assert_eq(D.cuMemMap(va, GRAN, 0, h, 0), CUDA_SUCCESS);
-    /* memcpy through the driver faults like a GPU page fault would; the default action, so
-     * that a sanitizer's SEGV report does not turn the signal into an exit code */
+/* The signal a forked child dies of while it runs fn(arg) (0 when fn returns). A child rather
+ * than Criterion's .signal, so that the test can skip on a real GPU (Criterion counts a skipped
+ * .signal test as failed). fn makes no Criterion assertion. */
+static int child_signal(void (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        fn(arg);
+        _exit(0);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+static void write_one_byte(void *va)
+{
+    /* the default action, so that a sanitizer's SEGV report does not turn the signal into an
+     * exit code */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGSEGV, &dfl, NULL);
     char byte = 1;
-    D.cuMemcpyHtoD(va, &byte, 1);
+    D.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)va, &byte, 1);
 }
 
-Test(sim, unmap_must_cover_whole_mappings) {
+Test(sim, touching_memory_without_access_faults)
+{
+    CUmemGenericAllocationHandle h = create(GRAN);
+    CUdeviceptr va = reserve(GRAN);
+    cr_assert_eq(D.cuMemMap(va, GRAN, 0, h, 0), CUDA_SUCCESS);
+    /* memcpy through the driver faults like a GPU page fault would */
+    int sig = child_signal(write_one_byte, (void *)(uintptr_t)va);
+    cr_assert_eq(sig, SIGSEGV, "the write got signal %d", sig);
+    cr_assert_eq(D.cuMemUnmap(va, GRAN), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemRelease(h), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAddressFree(va, GRAN), CUDA_SUCCESS);
+}
+
+Test(sim, unmap_must_cover_whole_mappings)
+{
     CUmemGenericAllocationHandle h = create(4 * GRAN);
     CUdeviceptr va = reserve(8 * GRAN);
     cr_assert_eq(D.cuMemMap(va, 4 * GRAN, 0, h, 0), CUDA_SUCCESS);
@@ -618,7 +677,8 @@ Test(sim, unmap_must_cover_whole_mappings) {
     cr_assert_eq(D.cuMemAddressFree(va, 8 * GRAN), CUDA_SUCCESS);
 }
 
-Test(sim, release_with_live_mapping_keeps_memory_until_unmap) {
+Test(sim, release_with_live_mapping_keeps_memory_until_unmap)
+{
     CUmemGenericAllocationHandle h = create(GRAN);
     CUdeviceptr va = reserve(2 * GRAN);
     CUmemAccessDesc acc = rw_access(0);
@@ -647,7 +707,8 @@ Test(sim, release_with_live_mapping_keeps_memory_until_unmap) {
 
 /* ---- legacy allocations and copies ---- */
 
-Test(sim, legacy_alloc_free_and_copies) {
+Test(sim, legacy_alloc_free_and_copies)
+{
     CUdeviceptr a, b;
     cr_assert_eq(D.cuMemAlloc(&a, 0), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(D.cuMemAlloc(&a, 1000), CUDA_SUCCESS);
@@ -693,7 +754,8 @@ Test(sim, legacy_alloc_free_and_copies) {
 
 /* ---- host memory ---- */
 
-Test(sim, host_register_already_registered_and_not_registered) {
+Test(sim, host_register_already_registered_and_not_registered)
+{
     size_t len = 16 * 4096;
     char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(buf, MAP_FAILED);
@@ -725,7 +787,8 @@ Test(sim, host_register_already_registered_and_not_registered) {
     assert_no_live();
 }
 
-Test(sim, devicemap_host_memory_has_a_device_pointer) {
+Test(sim, devicemap_host_memory_has_a_device_pointer)
+{
     void *p, *q;
     CUdeviceptr dp = 0;
     unsigned flags = 99;
@@ -777,7 +840,8 @@ static void close_stream_event(CUstream s, CUevent e)
     assert_no_live();
 }
 
-Test(sim, unheld_streams_complete_at_once) {
+Test(sim, unheld_streams_complete_at_once)
+{
     CUstream s;
     CUevent e, never;
     cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -802,7 +866,8 @@ Test(sim, unheld_streams_complete_at_once) {
     assert_no_live();
 }
 
-Test(sim, held_stream_keeps_events_pending_until_release) {
+Test(sim, held_stream_keeps_events_pending_until_release)
+{
     CUstream s;
     CUevent before, e;
     open_stream_event(&s, &before);
@@ -824,7 +889,8 @@ Test(sim, held_stream_keeps_events_pending_until_release) {
     close_stream_event(s, e);
 }
 
-Test(sim, synchronizing_on_held_work_forces_it_and_is_counted) {
+Test(sim, synchronizing_on_held_work_forces_it_and_is_counted)
+{
     CUstream s;
     CUevent e;
     open_stream_event(&s, &e);
@@ -855,7 +921,8 @@ Test(sim, synchronizing_on_held_work_forces_it_and_is_counted) {
     close_stream_event(s, e);
 }
 
-Test(sim, stream_wait_event_chains_pending_work) {
+Test(sim, stream_wait_event_chains_pending_work)
+{
     CUstream s1, s2;
     CUevent e1, e2;
     cr_assert_eq(D.cuStreamCreate(&s1, 0), CUDA_SUCCESS);
@@ -900,7 +967,8 @@ Test(sim, stream_wait_event_chains_pending_work) {
 
 /* ---- fault injection and counters ---- */
 
-Test(sim, control_api_injects_one_shot_failures_without_side_effects) {
+Test(sim, control_api_injects_one_shot_failures_without_side_effects)
+{
     CUmemAllocationProp p = dev_prop(0);
     CUmemGenericAllocationHandle h1, h2, h3;
     S->reset_counts();
@@ -955,7 +1023,8 @@ Test(sim, control_api_injects_one_shot_failures_without_side_effects) {
     assert_no_live();
 }
 
-Test(sim, every_allocating_entry_fails_with_out_of_memory) {
+Test(sim, every_allocating_entry_fails_with_out_of_memory)
+{
     const char *alloc[] = {"cuMemCreate",        "cuMemAlloc",     "cuMemAllocAsync",
                            "cuMemHostAlloc",     "cuMemAllocHost", "cuMemHostRegister",
                            "cuMemAddressReserve"};
@@ -971,7 +1040,8 @@ Test(sim, every_allocating_entry_fails_with_out_of_memory) {
     assert_no_live();
 }
 
-Test(sim, environment_arms_failures_by_call_number) {
+Test(sim, environment_arms_failures_by_call_number)
+{
     char path[64];
     struct drv f;
     void *lib = fresh_with_context(path, sizeof path, "GPOOL_SIM_FAIL",
@@ -997,13 +1067,23 @@ Test(sim, environment_arms_failures_by_call_number) {
     unlink(path);
 }
 
-Test(sim, malformed_fail_spec_is_fatal, .signal = SIGABRT) {
-    char path[64];
+static void load_with_bad_fail_spec(void *path)
+{
     setenv("GPOOL_SIM_FAIL", "cuMemCreat:3", 1);
-    load_fresh_copy(path, sizeof path);
+    dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-Test(sim, statistics_json_written_at_unload) {
+Test(sim, malformed_fail_spec_is_fatal)
+{
+    char path[64];
+    copy_library(path, sizeof path);
+    int sig = child_signal(load_with_bad_fail_spec, path);
+    unlink(path);
+    cr_assert_eq(sig, SIGABRT, "loading with GPOOL_SIM_FAIL=cuMemCreat:3 got signal %d", sig);
+}
+
+Test(sim, statistics_json_written_at_unload)
+{
     char path[64], stats[64];
     snprintf(stats, sizeof stats, "/tmp/gpoolsim-stats-XXXXXX");
     int fd = mkstemp(stats);
@@ -1054,7 +1134,8 @@ Test(sim, statistics_json_written_at_unload) {
 
 /* ---- cuGetProcAddress and error strings ---- */
 
-Test(sim, get_proc_address_resolves_versions_like_the_driver) {
+Test(sim, get_proc_address_resolves_versions_like_the_driver)
+{
     void *fn = NULL;
     CUdriverProcAddressQueryResult st;
     cr_assert_eq(D.cuGetProcAddress("cuMemAlloc", &fn, 12000, 0, &st), CUDA_SUCCESS);
@@ -1106,7 +1187,8 @@ Test(sim, get_proc_address_resolves_versions_like_the_driver) {
     cr_assert_eq(fn, dlsym(D.lib, "cuMemCreate"));
 }
 
-Test(sim, error_strings_and_names) {
+Test(sim, error_strings_and_names)
+{
     const char *s = NULL;
     cr_assert_eq(D.cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
     cr_assert_str_eq(s, "CUDA_ERROR_OUT_OF_MEMORY");
@@ -1120,7 +1202,8 @@ Test(sim, error_strings_and_names) {
 
 /* ---- threads ---- */
 
-static void *churn(void *arg) {
+static void *churn(void *arg)
+{
     (void)arg;
     CUmemAllocationProp p = dev_prop(0);
     CUmemAccessDesc acc = rw_access(0);
@@ -1151,7 +1234,8 @@ static void *churn(void *arg) {
     return NULL;
 }
 
-Test(sim, concurrent_use_is_safe) {
+Test(sim, concurrent_use_is_safe)
+{
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
         cr_assert_eq(pthread_create(&t[i], NULL, churn, NULL), 0);
@@ -1162,7 +1246,8 @@ Test(sim, concurrent_use_is_safe) {
     assert_no_live();
 }
 
-Test(sim, live_counters_return_to_zero_after_cleanup) {
+Test(sim, live_counters_return_to_zero_after_cleanup)
+{
     CUmemGenericAllocationHandle h = create(GRAN);
     CUdeviceptr va = reserve(GRAN), dp;
     void *hp;

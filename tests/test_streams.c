@@ -1,11 +1,14 @@
 /* Stream-ordered reuse, proven on the simulated driver's held-completion mode: work held on
- * a stream does not complete until the test releases it. */
+ * a stream does not complete until the test releases it. Every test needs that (and the setup
+ * makes its streams through the simulator), so on a real GPU (GPOOL_TEST_REAL_GPU=1) the whole
+ * suite skips. */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "gpool.h"
 #include "util_pool.h"
 #include "util_sim.h"
+#include "util_skip.h"
 
 static const struct sim_api *sim;
 static gpool_t *pool;
@@ -13,6 +16,7 @@ static CUstream A, B;
 
 static void setup(void)
 {
+    NEED_SIM(); /* skips every test of the suite on a real GPU */
     sim = sim_api();
     cr_assert_not_null(sim);
     pool = test_pool(NULL);
@@ -30,6 +34,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (!sim) return; /* skipped (real GPU) or setup failed before the streams existed */
     CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
     CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
     sim->stream_release(A);
@@ -104,7 +109,8 @@ Test(streams, small_block_freed_on_another_stream_waits_for_it)
         back = keep[n] == s;
     }
     cr_assert(back, "slot comes back once A completed");
-    for (int i = 0; i < n; i++) cr_assert_eq(gpool_free(pool, keep[i]), GPOOL_OK);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free(pool, keep[i]), GPOOL_OK);
 }
 
 Test(streams, small_blocks_of_other_streams_follow_the_same_rules)
@@ -141,7 +147,8 @@ Test(streams, record_stream_defers_reuse_until_every_user_is_done)
         seen |= got[i] == p;
     }
     cr_assert(seen, "reusable after B's work completed");
-    for (int i = 0; i < 4; i++) gpool_free_async(pool, got[i], A);
+    for (int i = 0; i < 4; i++)
+        gpool_free_async(pool, got[i], A);
 }
 
 Test(streams, record_stream_on_small_block_and_plain_free)
@@ -192,8 +199,10 @@ Test(streams, one_stream_records_no_events)
     sim->reset_counts();
     void *p[50];
     for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < 50; i++) p[i] = alloc_on((size_t)(i + 1) * 40000, A, 0);
-        for (int i = 0; i < 50; i++) gpool_free_async(pool, p[i], A);
+        for (int i = 0; i < 50; i++)
+            p[i] = alloc_on((size_t)(i + 1) * 40000, A, 0);
+        for (int i = 0; i < 50; i++)
+            gpool_free_async(pool, p[i], A);
     }
     cr_assert_eq(sim->call_count("cuEventRecord"), 0);
     cr_assert_eq(sim->call_count("cuEventQuery"), 0);

@@ -15,8 +15,16 @@ static pthread_once_t sim_api_once = PTHREAD_ONCE_INIT;
         if (!t->field) return;                                                                     \
     } while (0)
 
-static void sim_api_load(void) {
+int test_real_gpu(void)
+{
+    const char *v = getenv("GPOOL_TEST_REAL_GPU");
+    return v && v[0] == '1'; /* as tests/test_faults.c reads it */
+}
+
+static void sim_api_load(void)
+{
     struct sim_api *t = &sim_api_table;
+    if (test_real_gpu()) return; /* no control API on a real driver */
     const char *path = getenv("GPOOL_LIBCUDA");
     if (!path || !*path) return;
     t->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -38,12 +46,14 @@ static void sim_api_load(void) {
     sim_api_loaded = t;
 }
 
-const struct sim_api *sim_api(void) {
+const struct sim_api *sim_api(void)
+{
     pthread_once(&sim_api_once, sim_api_load);
     return sim_api_loaded;
 }
 
-void *sim_driver_proc(const char *symbol) {
+void *sim_driver_proc(const char *symbol)
+{
     const struct sim_api *api = sim_api();
     if (!api) return NULL;
     CUresult (*get_proc)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -53,11 +63,19 @@ void *sim_driver_proc(const char *symbol) {
     return fn;
 }
 
-size_t sim_live_total(void) {
+/* Without the simulator (a real GPU) the leak checks built on these are no-ops. */
+size_t sim_live_total(void)
+{
     const struct sim_api *api = sim_api();
     struct gpoolsim_live l;
     if (!api) return 0;
     api->get_live(&l);
     return l.handles + l.mappings + l.reservations + l.host_allocs + l.host_registrations +
            l.streams + l.events + l.legacy_allocs;
+}
+
+size_t sim_bytes_in_use(int device)
+{
+    const struct sim_api *api = sim_api();
+    return api ? api->bytes_in_use(device) : 0;
 }

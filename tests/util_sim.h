@@ -26,14 +26,27 @@ struct sim_api {
     const char *const *(*entry_names)(size_t *count);
 };
 
-/* Loaded once (thread-safe); NULL when $GPOOL_LIBCUDA is unset or is not the simulator. */
+/* 1 when GPOOL_TEST_REAL_GPU=1: the suite runs on a real driver (scripts/gpu-check.sh), and
+ * tests that need the simulator skip themselves (tests/util_skip.h). */
+int test_real_gpu(void);
+
+/* Loaded once (thread-safe); NULL, without asserting, when $GPOOL_LIBCUDA is unset or is not
+ * the simulator, and always when test_real_gpu(): a real driver has no control API, and the
+ * simulator standing in for one (GPOOL_TEST_REAL_GPU=1 GPOOL_LIBCUDA=build/sim/libcuda.so.1,
+ * to try the skip path without a GPU) must look the same to the tests. */
 const struct sim_api *sim_api(void);
 
 /* A driver entry point by base name ("cuMemCreate") through the simulator's
  * cuGetProcAddress at CUDA_VERSION; NULL if unavailable. */
 void *sim_driver_proc(const char *symbol);
 
-/* Sum of all live counters: 0 after a clean shutdown. */
+/* Sum of all live counters: 0 after a clean shutdown. 0 when sim_api() is NULL, so a leak
+ * check `cr_assert_eq(sim_live_total(), 0)` is a no-op on a real GPU and the test still runs. */
 size_t sim_live_total(void);
+
+/* The simulator's bytes in use on a device; 0 when sim_api() is NULL (a no-op leak check on a
+ * real GPU, like sim_live_total()). Only for "nothing left" checks: a test that needs the real
+ * number needs the simulator (NEED_SIM()). */
+size_t sim_bytes_in_use(int device);
 
 #endif /* GPOOL_TESTS_UTIL_SIM_H */
