@@ -248,6 +248,7 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
         if (st == GPOOL_ERR_OUT_OF_MEMORY) {
             /* blocks parked in thread caches may be what is missing */
             gp_tcache_flush_mine(pool);
+            gp_tcache_reclaim_idle(pool);
             gp_tcache_flush_all(pool);
             st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         }
@@ -389,6 +390,7 @@ gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_trim: pool is NULL");
     gp_tcache_flush_mine(pool);
+    gp_tcache_reclaim_idle(pool); /* idle threads' caches too; busy ones at their next call */
     gp_tcache_flush_all(pool);
     gpool_status st = GPOOL_OK;
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {

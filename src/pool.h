@@ -57,6 +57,8 @@ void gp_registry_lock(void);
 void gp_registry_unlock(void);
 int gp_registry_alive(gpool_t *pool, uint64_t id);
 void gp_tcache_flush_mine(gpool_t *pool);
+/* Take back the caches of threads not inside a gpool call right now (idle ones); bytes taken. */
+size_t gp_tcache_reclaim_idle(gpool_t *pool);
 
 /* Trace log (trace.c). */
 void gp_trace_open(gpool_t *pool);

@@ -3,8 +3,11 @@
  * of slots taken from the arena's slabs; a cache never holds more than tcache_bytes, gives
  * half back when a class overflows, everything back when the thread exits, and everything
  * at its next call after memory pressure somewhere else (flush_epoch). */
+#include <linux/membarrier.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "pool.h"
@@ -67,8 +70,8 @@ static void thread_exit(void *unused)
         tls[i] = (struct gp_tls_entry){0};
         if (!e.tc || !gp_registry_alive(e.pool, e.id))
             continue; /* gpool_destroy already freed this cache */
+        pthread_mutex_lock(&e.pool->lock); /* no reclaimer runs while we hold it */
         tc_return_all(e.tc);
-        pthread_mutex_lock(&e.pool->lock);
         tc_retire(e.tc);
         pthread_mutex_unlock(&e.pool->lock);
     }
@@ -156,7 +159,47 @@ void gp_tcache_flush_all(gpool_t *pool) { atomic_fetch_add(&pool->flush_epoch, 1
 void gp_tcache_flush_mine(gpool_t *pool)
 {
     for (int i = 0; i < TC_TLS; i++)
-        if (tls[i].pool == pool && tls[i].id == pool->id && tls[i].tc) tc_return_all(tls[i].tc);
+        if (tls[i].pool == pool && tls[i].id == pool->id && tls[i].tc &&
+            gp_tcache_enter(tls[i].tc)) {
+            tc_return_all(tls[i].tc);
+            gp_tcache_leave(tls[i].tc);
+        }
+}
+
+/* ---- reclaiming idle threads' caches ---- */
+
+static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+static int membarrier_ok;
+
+static void membarrier_register(void)
+{
+    membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+size_t gp_tcache_reclaim_idle(gpool_t *pool)
+{
+    pthread_once(&membarrier_once, membarrier_register);
+    if (!membarrier_ok) return 0; /* no cheap way to fence the owners: they flush themselves */
+    size_t taken = 0;
+    pthread_mutex_lock(&pool->lock);
+    int any = 0;
+    for (gp_tcache *tc = pool->tcaches; tc; tc = tc->next) {
+        atomic_store_explicit(&tc->steal, 1, memory_order_relaxed);
+        any = 1;
+    }
+    /* Every owner now either sees steal raised at its next entry, or has busy visible here. */
+    if (any && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+        for (gp_tcache *tc = pool->tcaches; tc; tc = tc->next) {
+            if (atomic_load_explicit(&tc->busy, memory_order_acquire)) continue;
+            for (unsigned c = 0; c < GP_NCLASS; c++)
+                taken += (size_t)LOAD(tc->n[c]) * gp_class_size(c);
+            tc_return_all(tc);
+        }
+    }
+    for (gp_tcache *tc = pool->tcaches; tc; tc = tc->next)
+        atomic_store_explicit(&tc->steal, 0, memory_order_release);
+    pthread_mutex_unlock(&pool->lock);
+    return taken;
 }
 
 void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t *hits,

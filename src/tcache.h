@@ -25,6 +25,11 @@ struct gp_tcache {
     gp_arena *arena;
     gp_tcache *prev, *next; /* pool->tcaches */
     uint64_t epoch;         /* pool->flush_epoch when last emptied */
+    /* Reclaiming an idle thread's cache (gp_tcache_reclaim_idle): the owner raises busy around
+     * every use and backs off while steal is raised; the reclaimer raises steal, issues a
+     * process-wide membarrier (the owner's store-load fence, paid by the rare side) and takes
+     * the cache only if busy is down. */
+    _Atomic int busy, steal;
     _Atomic uint32_t n[GP_NCLASS];
     uint32_t cap[GP_NCLASS];
     _Atomic uint64_t allocs, frees, misses;
@@ -73,18 +78,40 @@ static inline void gp_tcache_push(gp_tcache *tc, gp_slab *s, uint32_t i)
     GP_TC_STORE(tc->frees, GP_TC_LOAD(tc->frees) + 1);
 }
 
+/* Enter / leave the owner's use of its cache; enter fails while a reclaimer holds it. */
+static inline int gp_tcache_enter(gp_tcache *tc)
+{
+    atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the reclaimer's membarrier orders the rest */
+    if (__builtin_expect(atomic_load_explicit(&tc->steal, memory_order_acquire), 0)) {
+        atomic_store_explicit(&tc->busy, 0, memory_order_release);
+        return 0;
+    }
+    return 1;
+}
+
+static inline void gp_tcache_leave(gp_tcache *tc)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&tc->busy, 0, memory_order_release);
+}
+
 /* Allocate a small block (size <= small_max) of the default stream from the calling thread's
  * cache. 1 when served; 0 sends the caller to the arena (which reports any error). */
 static inline int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
 {
     gp_tcache *tc = gp_tcache_get(pool);
-    if (__builtin_expect(!tc, 0)) return 0;
+    if (__builtin_expect(!tc || !gp_tcache_enter(tc), 0)) return 0;
     unsigned c = gp_size_class(size);
+    int done;
     if (__builtin_expect(GP_TC_LOAD(tc->n[c]) == 0 ||
                              GP_TC_LOAD(pool->flush_epoch) != tc->epoch,
                          0))
-        return gp_tcache_alloc_slow(tc, size, c, out);
-    return gp_tcache_pop(tc, size, c, out);
+        done = gp_tcache_alloc_slow(tc, size, c, out);
+    else
+        done = gp_tcache_pop(tc, size, c, out);
+    gp_tcache_leave(tc);
+    return done;
 }
 
 /* Free ptr into the calling thread's cache when it is a live slot of a default-stream slab.
@@ -97,11 +124,14 @@ static inline int gp_tcache_free(gpool_t *pool, void *ptr)
     if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE || s->tag != pool->default_tag)
         return 0;
     gp_tcache *tc = gp_tcache_get(pool);
-    if (__builtin_expect(!tc, 0)) return 0;
+    if (__builtin_expect(!tc || !gp_tcache_enter(tc), 0)) return 0;
+    int done = 1;
     if (__builtin_expect(GP_TC_LOAD(tc->n[s->cls]) >= tc->cap[s->cls], 0))
-        return gp_tcache_push_slow(tc, s, (uint32_t)i);
-    gp_tcache_push(tc, s, (uint32_t)i);
-    return 1;
+        done = gp_tcache_push_slow(tc, s, (uint32_t)i);
+    else
+        gp_tcache_push(tc, s, (uint32_t)i);
+    gp_tcache_leave(tc);
+    return done;
 }
 
 #endif

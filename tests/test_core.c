@@ -2,6 +2,7 @@
  * (GPOOL_TEST_REAL_GPU=1) the tests that set the capacity, count driver calls or bytes, or touch
  * device memory from the host skip; the rest run there. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -469,4 +470,53 @@ Test(core, release_threshold_gives_excess_back_after_frees)
     gpool_free(p, a);
     cr_assert_geq(sim->bytes_in_use(0), 40 * MiB);
     gpool_destroy(p);
+}
+
+/* A thread that idles does not keep its cache: trim takes it back (the thread is not inside a
+ * gpool call), and the pages go back to the driver. */
+struct idle_ctx {
+    gpool_t *pool;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int cached, done;
+};
+
+static void *idle_thread(void *arg)
+{
+    struct idle_ctx *c = arg;
+    void *p[40];
+    for (int i = 0; i < 40; i++) gpool_alloc(c->pool, 256, NULL, &p[i]);
+    for (int i = 0; i < 40; i++) gpool_free(c->pool, p[i]);
+    pthread_mutex_lock(&c->lock);
+    c->cached = 1;
+    pthread_cond_broadcast(&c->cv);
+    while (!c->done) pthread_cond_wait(&c->cv, &c->lock); /* idle, its cache still full */
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+Test(core, trim_takes_back_an_idle_threads_cache)
+{
+    NEED_SIM();
+    struct idle_ctx c = {.pool = test_pool(NULL)};
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, idle_thread, &c);
+    pthread_mutex_lock(&c.lock);
+    while (!c.cached) pthread_cond_wait(&c.cv, &c.lock);
+    pthread_mutex_unlock(&c.lock);
+    cr_assert_gt(sim->bytes_in_use(0), 0, "the idle thread's cache holds a slab");
+    cr_assert_eq(gpool_trim(c.pool, 0), GPOOL_OK);
+    cr_assert_eq(sim->bytes_in_use(0), 0, "trim returned the idle thread's cached blocks: %zu",
+                 sim->bytes_in_use(0));
+    pthread_mutex_lock(&c.lock);
+    c.done = 1;
+    pthread_cond_broadcast(&c.cv);
+    pthread_mutex_unlock(&c.lock);
+    pthread_join(t, NULL);
+    void *p;
+    cr_assert_eq(gpool_alloc(c.pool, 256, NULL, &p), GPOOL_OK, "the pool still works");
+    cr_assert_eq(gpool_free(c.pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(c.pool), GPOOL_OK);
 }
