@@ -93,6 +93,17 @@ static gpool_status vm_unreserve(void *ctx, uintptr_t base, size_t size)
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemAddressFree");
 }
 
+/* Make room for `need` ids in an id array (to `cap` entries); -1 when out of host memory. */
+static int ids_reserve(uint32_t **ids, size_t *have, size_t need, size_t cap)
+{
+    if (*have >= need) return 0;
+    uint32_t *n = realloc(*ids, cap * sizeof *n);
+    if (!n) return -1;
+    *ids = n;
+    *have = cap;
+    return 0;
+}
+
 /* A handle id for a new handle of npages; -1 when out of host memory. */
 static long slot_new(gp_vidmem *v)
 {
@@ -104,21 +115,10 @@ static long slot_new(gp_vidmem *v)
         v->handles = nh;
         v->cap = c;
     }
-    /* make sure the id can be recycled later without failing */
-    if (v->cap_slots < v->nhandles + 1) {
-        size_t c = v->cap * 2;
-        uint32_t *ns = realloc(v->slots, c * sizeof *ns);
-        if (!ns) return -1;
-        v->slots = ns;
-        v->cap_slots = c;
-    }
-    if (v->cap_idle < v->nhandles + 1) {
-        size_t c = v->cap * 2;
-        uint32_t *ni = realloc(v->idle, c * sizeof *ni);
-        if (!ni) return -1;
-        v->idle = ni;
-        v->cap_idle = c;
-    }
+    /* make sure the id can be recycled (or parked idle) later without failing */
+    if (ids_reserve(&v->slots, &v->cap_slots, v->nhandles + 1, v->cap * 2) ||
+        ids_reserve(&v->idle, &v->cap_idle, v->nhandles + 1, v->cap * 2))
+        return -1;
     memset(&v->handles[v->nhandles], 0, sizeof v->handles[0]);
     return (long)v->nhandles++;
 }
