@@ -73,7 +73,8 @@ static gpool_status back_range(gp_arena *a, gp_range *r)
             continue;
         }
         size_t q = p;
-        while (q <= last && !g->page_phys[q]) q++;
+        while (q <= last && !g->page_phys[q])
+            q++;
         gpool_status st = a->ops->back(a->bctx, g, p, q - p, r->size);
         if (st != GPOOL_OK) return st;
         p = q;
@@ -81,7 +82,10 @@ static gpool_status back_range(gp_arena *a, gp_range *r)
     return GPOOL_OK;
 }
 
-static size_t held_bytes(gp_arena *a) { return a->ops->held_bytes(a->bctx); }
+static size_t held_bytes(gp_arena *a)
+{
+    return a->ops->held_bytes(a->bctx);
+}
 
 static void note_held(gp_arena *a)
 {
@@ -328,9 +332,11 @@ void gp_arena_clean_all_locked(gp_arena *a)
     size_t n;
     /* releasing a pending slot can empty its slab, whose range comes back pending too */
     do {
-        while (a->npending) gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
+        while (a->npending)
+            gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
         n = gp_heap_dirty_tags(&a->heap, tags, 64);
-        for (size_t i = 0; i < n; i++) gp_arena_clean_locked(a, tags[i], UINT64_MAX);
+        for (size_t i = 0; i < n; i++)
+            gp_arena_clean_locked(a, tags[i], UINT64_MAX);
     } while (n || a->npending);
 }
 
@@ -352,8 +358,7 @@ static void partial_del(gp_arena_stream *ss, gp_slab *s)
     s->prev = s->next = NULL;
 }
 
-static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t sidx,
-                             gp_slab **out)
+static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t sidx, gp_slab **out)
 {
     gp_slab *s = malloc(sizeof *s);
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
@@ -380,7 +385,8 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
         gp_slot_set(s, i, GP_SLOT_FREE);
         gp_slot_set_req(s, i, 0);
     }
-    for (uint16_t i = 0; i < s->nslots; i++) s->free_stack[i] = (uint16_t)(s->nslots - 1 - i);
+    for (uint16_t i = 0; i < s->nslots; i++)
+        s->free_stack[i] = (uint16_t)(s->nslots - 1 - i);
     granules_set(a, s->base, bytes, s);
     *out = s;
     return GPOOL_OK;
@@ -404,7 +410,8 @@ static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, con
     gp_slab *s = ss->partial[cls];
     if (owner && s) {
         int k = 0;
-        while (s && s->owner && s->owner != owner && k++ < 8) s = s->next;
+        while (s && s->owner && s->owner != owner && k++ < 8)
+            s = s->next;
         if (s && s->owner && s->owner != owner) s = NULL;
         if (!s && !ss->empty[cls] && k < 8) s = ss->partial[cls]; /* short list: share */
     }
@@ -451,9 +458,9 @@ static void slot_push(gp_arena *a, gp_slab *s, uint16_t i)
 
 /* ---------- public ---------- */
 
-gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops,
-                           void *bctx, size_t page, size_t va_reserve, size_t small_max,
-                           gp_sync_fn sync, void *owner)
+gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
+                           size_t page, size_t va_reserve, size_t small_max, gp_sync_fn sync,
+                           void *owner)
 {
     memset(a, 0, sizeof *a);
     if (gp_heap_init(&a->heap) != 0)
@@ -495,7 +502,8 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
     if (live_count) *live_count = n;
     if (live_bytes) *live_bytes = bytes;
     if (a->ops && a->ops->fini) a->ops->fini(a->bctx, &a->heap);
-    for (size_t i = 0; i < nregs; i++) free(a->regs[i].granule);
+    for (size_t i = 0; i < nregs; i++)
+        free(a->regs[i].granule);
     gp_heap_fini(&a->heap);
     gp_ptrmap_fini(&a->blocks);
     free(a->streams);
@@ -619,8 +627,8 @@ void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto)
     a->npending = k;
 }
 
-size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
-                           void **out, size_t n, gpool_status *st)
+size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner, void **out,
+                           size_t n, gpool_status *st)
 {
     size_t got = 0;
     *st = GPOOL_OK;
@@ -630,7 +638,8 @@ size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void 
         gp_slab *s = NULL;
         *st = slab_with_room(a, cls, tag, owner, &s);
         if (*st != GPOOL_OK) break;
-        while (got < n && s->nfree) out[got++] = (void *)slot_pop(a, s, GP_SLOT_CACHED);
+        while (got < n && s->nfree)
+            out[got++] = (void *)slot_pop(a, s, GP_SLOT_CACHED);
     }
     if (got) *st = GPOOL_OK;
     pthread_mutex_unlock(&a->lock);
@@ -745,9 +754,11 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
     for (size_t i = 0; i < a->heap.nregions; i++) {
         gp_region *g = &a->heap.regions[i];
         size_t backed = 0;
-        for (size_t p = 0; p < g->npages; p++) backed += g->page_phys[p] != 0;
-        fprintf(f, "%s{\"base\":%" PRIuPTR ",\"size\":%zu,\"page\":%zu,\"backed_pages\":%zu,"
-                   "\"ranges\":[",
+        for (size_t p = 0; p < g->npages; p++)
+            backed += g->page_phys[p] != 0;
+        fprintf(f,
+                "%s{\"base\":%" PRIuPTR ",\"size\":%zu,\"page\":%zu,\"backed_pages\":%zu,"
+                "\"ranges\":[",
                 i ? "," : "", g->base, g->size, g->page, backed);
         int first = 1;
         GP_HEAP_FOREACH(&a->heap, i, r)
@@ -761,7 +772,8 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
             if (r->aux) {
                 gp_slab *s = r->aux;
                 unsigned live = 0;
-                for (uint16_t k = 0; k < s->nslots; k++) live += gp_slot_state(s, k) == GP_SLOT_LIVE;
+                for (uint16_t k = 0; k < s->nslots; k++)
+                    live += gp_slot_state(s, k) == GP_SLOT_LIVE;
                 fprintf(f, ",\"slot_size\":%u,\"slots\":%u,\"live_slots\":%u", s->slot_size,
                         s->nslots, live);
             }

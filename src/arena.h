@@ -25,10 +25,10 @@ typedef struct gp_slab {
     uintptr_t base;
     uint32_t slot_size;
     uint16_t nslots, nfree;
-    uint64_t recip;  /* ceil(2^40 / slot_size): slot index by multiplication */
-    uintptr_t tag;   /* stream the slab serves */
+    uint64_t recip; /* ceil(2^40 / slot_size): slot index by multiplication */
+    uintptr_t tag;  /* stream the slab serves */
     uint8_t cls;
-    uint16_t stream; /* index into gp_arena.streams */
+    uint16_t stream;   /* index into gp_arena.streams */
     const void *owner; /* thread cache that refills from it first (cuts false sharing) */
     gp_range *range;
     struct gp_slab *prev, *next; /* the (class, stream) partial list */
@@ -136,9 +136,9 @@ struct gp_arena {
 };
 
 /* Set up an arena over a backend context (owned by the arena from now on). */
-gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops,
-                           void *bctx, size_t page, size_t va_reserve, size_t small_max,
-                           gp_sync_fn sync, void *owner);
+gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
+                           size_t page, size_t va_reserve, size_t small_max, gp_sync_fn sync,
+                           void *owner);
 
 /* Free everything; reports live blocks through *live_count / *live_bytes. */
 void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
@@ -181,8 +181,8 @@ static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
 
 /* Take up to n free slots of class cls on stream tag into out[] (marks them CACHED). Takes
  * the lock. Returns how many; 0 with the error set on failure. */
-size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
-                           void **out, size_t n, gpool_status *st);
+size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner, void **out,
+                           size_t n, gpool_status *st);
 
 /* Give back n CACHED slots (from a thread cache). Takes the lock. */
 void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *owner);

@@ -32,12 +32,22 @@ static int parse_size(const char *s, size_t len, size_t *out)
     if (errno) return -1;
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
-    case 0: break;
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    default: return -1;
+    case 0:
+        break;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return -1;
     }
     if (*end) {
         end++;
@@ -128,8 +138,10 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
     while (*p) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && isspace((unsigned char)*p)) p++, len--;
-        while (len && isspace((unsigned char)p[len - 1])) len--;
+        while (len && isspace((unsigned char)*p))
+            p++, len--;
+        while (len && isspace((unsigned char)p[len - 1]))
+            len--;
         if (len) {
             const char *eq = memchr(p, '=', len);
             if (!eq)

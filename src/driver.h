@@ -67,9 +67,9 @@
 #define GP_DRIVER_ABI 12000
 
 typedef struct gp_driver {
-    void *lib;              /* dlopen handle, kept for the life of the process */
-    char path[256];         /* what was loaded */
-    int version;            /* cuDriverGetVersion */
+    void *lib;      /* dlopen handle, kept for the life of the process */
+    char path[256]; /* what was loaded */
+    int version;    /* cuDriverGetVersion */
 #define GP_DRIVER_FIELD(name, ver, req) PFN_##name##_##ver name;
     GP_DRIVER_ENTRIES(GP_DRIVER_FIELD)
 #undef GP_DRIVER_FIELD

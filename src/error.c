@@ -14,24 +14,41 @@ gpool_status gp_fail(gpool_status st, const char *fmt, ...)
     return st;
 }
 
-void gp_clear_error(void) { last_error[0] = '\0'; }
+void gp_clear_error(void)
+{
+    last_error[0] = '\0';
+}
 
-const char *gpool_last_error(void) { return last_error; }
+const char *gpool_last_error(void)
+{
+    return last_error;
+}
 
 const char *gpool_strerror(gpool_status status)
 {
     switch (status) {
-    case GPOOL_OK: return "success";
-    case GPOOL_ERR_INVALID_ARG: return "invalid argument";
-    case GPOOL_ERR_OUT_OF_MEMORY: return "out of memory";
-    case GPOOL_ERR_INVALID_POINTER: return "invalid pointer";
-    case GPOOL_ERR_NO_DRIVER: return "CUDA driver not available";
-    case GPOOL_ERR_NO_DEVICE: return "no CUDA device";
-    case GPOOL_ERR_UNSUPPORTED: return "not supported by the device or driver";
-    case GPOOL_ERR_DRIVER: return "CUDA driver call failed";
-    case GPOOL_ERR_CONFIG: return "bad configuration";
-    case GPOOL_ERR_LIVE_BLOCKS: return "pool destroyed with live blocks";
-    case GPOOL_ERR_IO: return "I/O error";
+    case GPOOL_OK:
+        return "success";
+    case GPOOL_ERR_INVALID_ARG:
+        return "invalid argument";
+    case GPOOL_ERR_OUT_OF_MEMORY:
+        return "out of memory";
+    case GPOOL_ERR_INVALID_POINTER:
+        return "invalid pointer";
+    case GPOOL_ERR_NO_DRIVER:
+        return "CUDA driver not available";
+    case GPOOL_ERR_NO_DEVICE:
+        return "no CUDA device";
+    case GPOOL_ERR_UNSUPPORTED:
+        return "not supported by the device or driver";
+    case GPOOL_ERR_DRIVER:
+        return "CUDA driver call failed";
+    case GPOOL_ERR_CONFIG:
+        return "bad configuration";
+    case GPOOL_ERR_LIVE_BLOCKS:
+        return "pool destroyed with live blocks";
+    case GPOOL_ERR_IO:
+        return "I/O error";
     }
     return "unknown status";
 }
@@ -42,4 +59,7 @@ const char *gpool_strerror(gpool_status status)
 #define GP_VERSION_STRING                                                                          \
     GP_STR(GPOOL_VERSION_MAJOR) "." GP_STR(GPOOL_VERSION_MINOR) "." GP_STR(GPOOL_VERSION_PATCH)
 
-const char *gpool_version(void) { return GP_VERSION_STRING; }
+const char *gpool_version(void)
+{
+    return GP_VERSION_STRING;
+}

@@ -193,8 +193,9 @@ void gp_heap_fini(gp_heap *h)
 
 int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend)
 {
-    if (h->nregions == h->cap_regions) return -1; /* the array never moves: backends keep
-                                                       pointers to its regions */
+    if (h->nregions == h->cap_regions)
+        return -1; /* the array never moves: backends keep
+                        pointers to its regions */
     gp_region *g = &h->regions[h->nregions];
     memset(g, 0, sizeof *g);
     g->base = base;
@@ -223,7 +224,10 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, voi
     return (int)h->nregions++;
 }
 
-gp_range *gp_heap_first(gp_heap *h, size_t ri) { return h->regions[ri].first; }
+gp_range *gp_heap_first(gp_heap *h, size_t ri)
+{
+    return h->regions[ri].first;
+}
 
 /* Split r (not indexed) so that [addr, addr+size) becomes its own node; the pieces before
  * and after go back to the index with r's tag. Returns the middle node or NULL. */
@@ -281,15 +285,16 @@ static size_t unbacked(const gp_heap *h, const gp_range *r, size_t size, size_t 
     uintptr_t addr = (r->addr + align - 1) & ~(uintptr_t)(align - 1);
     size_t first = (addr - g->base) >> g->page_shift;
     size_t last = (addr + size - 1 - g->base) >> g->page_shift, n = 0;
-    for (size_t p = first; p <= last; p++) n += !g->page_phys[p];
+    for (size_t p = first; p <= last; p++)
+        n += !g->page_phys[p];
     return n;
 }
 
 #define GP_FIT_CANDIDATES 16
 
 /* Best fit in one index, preferring among the few smallest fits one whose pages are all
- * backed already (no fresh page needed): cached memory is reused before fresh pages are mapped, so a repeated
- * workload settles into its cache (no driver calls) instead of drifting. */
+ * backed already (no fresh page needed): cached memory is reused before fresh pages are mapped, so
+ * a repeated workload settles into its cache (no driver calls) instead of drifting. */
 static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t size, size_t align)
 {
     gp_range *c[GP_FIT_CANDIDATES];
@@ -344,21 +349,24 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     return take_from(h, best, addr, size, tag, out_of_nodes);
 }
 
-gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
-                           int *out_of_nodes)
+gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
 {
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
     if (want < size) return NULL;
     gp_range *best = tag_find(h, GP_TAG_CLEAN)->root;
-    while (best && best->right) best = best->right; /* the largest clean range */
+    while (best && best->right)
+        best = best->right; /* the largest clean range */
     if (!best || best->size < want) best = find_fit(h, want, size, align, tag);
     if (!best) return NULL;
     uintptr_t addr = (best->addr + best->size - size) & ~(uintptr_t)(align - 1);
     return take_from(h, best, addr, size, tag, out_of_nodes);
 }
 
-static int can_merge(const gp_range *n, uintptr_t tag) { return n && n->is_free && n->tag == tag; }
+static int can_merge(const gp_range *n, uintptr_t tag)
+{
+    return n && n->is_free && n->tag == tag;
+}
 
 /* Merge free, unindexed r with mergeable free neighbours, then index it. */
 static void coalesce_and_index(gp_heap *h, gp_range *r)
@@ -444,7 +452,8 @@ size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max)
 size_t gp_heap_largest_free(const gp_heap *h)
 {
     gp_range *r = h->ntags ? h->tags[0].root : NULL;
-    while (r && r->right) r = r->right;
+    while (r && r->right)
+        r = r->right;
     return r ? r->size : 0;
 }
 

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GP_TAG_CLEAN UINTPTR_MAX
-#define GP_MIN_ALIGN 256u
+#define GP_TAG_CLEAN        UINTPTR_MAX
+#define GP_MIN_ALIGN        256u
 #define GP_HEAP_MAX_REGIONS 64 /* regions never move in memory */
 
 typedef struct gp_range gp_range;
@@ -26,25 +26,25 @@ struct gp_range {
     uint32_t prio;           /* treap priority */
     uint16_t region;         /* index into gp_heap.regions */
     uint8_t is_free;
-    uint8_t kind;            /* arena use: memory kind of a block */
-    uintptr_t tag;           /* free: GP_TAG_CLEAN or stream; block: stream allocated on */
-    uint64_t seq;            /* free & dirty: sequence number of the free on that stream */
-    size_t requested;        /* block: bytes the caller asked for */
-    uint32_t flags;          /* block: arena flags */
-    uint32_t usage;          /* block: usage hint */
-    void *aux;               /* block: arena use (slab, extra streams) */
+    uint8_t kind;     /* arena use: memory kind of a block */
+    uintptr_t tag;    /* free: GP_TAG_CLEAN or stream; block: stream allocated on */
+    uint64_t seq;     /* free & dirty: sequence number of the free on that stream */
+    size_t requested; /* block: bytes the caller asked for */
+    uint32_t flags;   /* block: arena flags */
+    uint32_t usage;   /* block: usage hint */
+    void *aux;        /* block: arena use (slab, extra streams) */
 };
 
 typedef struct gp_region {
     uintptr_t base;
     size_t size;
-    size_t page;          /* physical page size (power of two) */
+    size_t page; /* physical page size (power of two) */
     unsigned page_shift;
     size_t npages;
-    uint32_t *page_used;  /* allocated bytes per page */
-    uint64_t *page_phys;  /* backend's handle per page, 0 = not backed */
-    void *backend;        /* backend's per-region data */
-    gp_range *first;      /* lowest range */
+    uint32_t *page_used; /* allocated bytes per page */
+    uint64_t *page_phys; /* backend's handle per page, 0 = not backed */
+    void *backend;       /* backend's per-region data */
+    gp_range *first;     /* lowest range */
 } gp_region;
 
 typedef struct gp_tag_index {
@@ -59,9 +59,9 @@ typedef struct gp_heap {
     size_t nregions, cap_regions;
     gp_tag_index *tags; /* tags[0] is GP_TAG_CLEAN */
     size_t ntags, cap_tags;
-    gp_range *spare;    /* recycled range nodes */
+    gp_range *spare; /* recycled range nodes */
     uint32_t rng;
-    size_t free_bytes;  /* in free ranges */
+    size_t free_bytes; /* in free ranges */
 } gp_heap;
 
 int gp_heap_init(gp_heap *h);
@@ -72,16 +72,15 @@ void gp_heap_fini(gp_heap *h);
 int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend);
 
 /* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) among the free
- * ranges tagged tag, else among the clean ones. Returns the new block (is_free 0) or NULL if none fits;
- * with *out_of_nodes set when host memory for bookkeeping ran out. Size must be a multiple of
+ * ranges tagged tag, else among the clean ones. Returns the new block (is_free 0) or NULL if none
+ * fits; with *out_of_nodes set when host memory for bookkeeping ran out. Size must be a multiple of
  * GP_MIN_ALIGN. Page counts are updated. */
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
 /* As gp_heap_take, but from the high end of the largest clean range (else a best fit): the
  * arena's slabs gather there, away from large blocks, so a repeated workload's large blocks
  * find their old, still-mapped places again instead of drifting around long-lived slabs. */
-gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
-                           int *out_of_nodes);
+gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
 /* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same
  * tag. Page counts are updated. */
@@ -117,8 +116,7 @@ static inline gp_region *gp_heap_region_of(gp_heap *h, uintptr_t addr)
 }
 
 /* Walk every range of region ri in address order. */
-#define GP_HEAP_FOREACH(h, ri, r)                                                                  \
-    for (gp_range *r = gp_heap_first((h), (ri)); r; r = r->next)
+#define GP_HEAP_FOREACH(h, ri, r) for (gp_range *r = gp_heap_first((h), (ri)); r; r = r->next)
 gp_range *gp_heap_first(gp_heap *h, size_t ri);
 
 #endif

@@ -12,7 +12,10 @@
 static const struct {
     size_t min_block, chunk;
 } device_rule[] = {
-    {1 * GiB, 64 * MiB}, {256 * MiB, 32 * MiB}, {64 * MiB, 8 * MiB}, {0, 0 /* granularity */},
+    {1 * GiB, 64 * MiB},
+    {256 * MiB, 32 * MiB},
+    {64 * MiB, 8 * MiB},
+    {0, 0 /* granularity */},
 };
 
 size_t gp_device_chunk_size(size_t block_bytes, size_t granularity)

@@ -86,7 +86,8 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     st = gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, &vctx);
     if (st == GPOOL_OK) {
-        CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
+        CUresult r =
+            GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
         if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuDeviceTotalMem");
             gp_vidmem_ops.fini(vctx, NULL);
@@ -103,8 +104,9 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
             gp_vidmem_ops.fini(vctx, NULL);
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
         } else {
-            st = gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
-                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
+            st =
+                gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
+                              pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
             if (st != GPOOL_OK) {
@@ -181,14 +183,15 @@ static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, siz
     if ((unsigned)p->usage >= GPOOL_USAGE_COUNT)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown usage hint %d", (int)p->usage);
     if (p->flags & ~(unsigned)KNOWN_FLAGS)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown flags 0x%x", p->flags & ~(unsigned)KNOWN_FLAGS);
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown flags 0x%x",
+                       p->flags & ~(unsigned)KNOWN_FLAGS);
     if (p->alignment & (p->alignment - 1))
         return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu is not a power of two", p->alignment);
     if (p->alignment > pool->granularity)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu exceeds the page size %zu",
                        p->alignment, pool->granularity);
-    int host_page = p->kind != GPOOL_MEM_DEVICE &&
-                    (p->page_size == 4096 || p->page_size == ((size_t)2 << 20));
+    int host_page =
+        p->kind != GPOOL_MEM_DEVICE && (p->page_size == 4096 || p->page_size == ((size_t)2 << 20));
     if (!host_page && !gp_page_size_valid(p->page_size, pool->granularity))
         return gp_fail(GPOOL_ERR_INVALID_ARG,
                        "page size %zu is not 0 or a power-of-two multiple of the granularity %zu",
@@ -200,7 +203,8 @@ static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_
 {
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemsetD8((CUdeviceptr)p, 0, size));
+    CUresult r =
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemsetD8((CUdeviceptr)p, 0, size));
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8 (zero fill)");
 }
@@ -240,8 +244,8 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (budget && gp_arena_in_use(a) + size > budget) {
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                     "device budget: %zu bytes requested, %zu of the %zu-byte budget in use",
-                     size, gp_arena_in_use(a), budget);
+                     "device budget: %zu bytes requested, %zu of the %zu-byte budget in use", size,
+                     gp_arena_in_use(a), budget);
     } else {
         gp_stream_process(pool);
         st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
@@ -293,8 +297,8 @@ gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *p
                          1) &&
         gp_tcache_alloc(pool, size, out))
         return GPOOL_OK;
-    gpool_stream_t s = params && params->stream ? params->stream
-                                                : (pool ? pool->cfg.default_stream : NULL);
+    gpool_stream_t s =
+        params && params->stream ? params->stream : (pool ? pool->cfg.default_stream : NULL);
     return alloc_impl(pool, size, params, s, out);
 }
 
@@ -336,7 +340,8 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         int owned = 0;
         gpool_block_desc d;
         st = gp_sysmem_block_info(pool, ptr, &d, &owned);
-        if (!owned) return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+        if (!owned)
+            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
         if (st != GPOOL_OK) return st;
         if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
             return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start",
@@ -426,8 +431,8 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
         ks->peak_in_use_bytes = c.peak_in_use;
         /* small blocks' requested bytes are summed on demand, so this peak is sampled */
-        ks->peak_requested_bytes = c.peak_requested > ks->requested_bytes ? c.peak_requested
-                                                                           : ks->requested_bytes;
+        ks->peak_requested_bytes =
+            c.peak_requested > ks->requested_bytes ? c.peak_requested : ks->requested_bytes;
         ks->peak_reserved_bytes = c.peak_held;
         ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
         ks->allocs = c.allocs + (dev ? tc_allocs : 0);
@@ -437,9 +442,17 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         out->pending_frees += c.pending_slots;
         out->ooms += c.ooms;
 #define GP_SUM(f) total->f += ks->f
-        GP_SUM(in_use_bytes); GP_SUM(requested_bytes); GP_SUM(reserved_bytes); GP_SUM(cached_bytes);
-        GP_SUM(peak_in_use_bytes); GP_SUM(peak_requested_bytes); GP_SUM(peak_reserved_bytes);
-        GP_SUM(peak_cached_bytes); GP_SUM(allocs); GP_SUM(frees); GP_SUM(live_blocks);
+        GP_SUM(in_use_bytes);
+        GP_SUM(requested_bytes);
+        GP_SUM(reserved_bytes);
+        GP_SUM(cached_bytes);
+        GP_SUM(peak_in_use_bytes);
+        GP_SUM(peak_requested_bytes);
+        GP_SUM(peak_reserved_bytes);
+        GP_SUM(peak_cached_bytes);
+        GP_SUM(allocs);
+        GP_SUM(frees);
+        GP_SUM(live_blocks);
 #undef GP_SUM
     }
     for (int i = 0; i < GPOOL_DRV_COUNT; i++) {
@@ -477,7 +490,8 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
     if (!pool || !out)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL", pool ? "out" : "pool");
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL",
+                       pool ? "out" : "pool");
     memset(out, 0, sizeof *out);
     gp_arena *a = ptr ? arena_of(pool, ptr) : NULL;
     if (!a && ptr) {
@@ -524,10 +538,20 @@ gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total
 const char *gpool_driver_call_name(gpool_driver_call call)
 {
     static const char *const names[GPOOL_DRV_COUNT] = {
-        "cuMemCreate",     "cuMemRelease",        "cuMemMap",          "cuMemUnmap",
-        "cuMemSetAccess",  "cuMemAddressReserve", "cuMemAddressFree",  "cuMemHostAlloc",
-        "cuMemFreeHost",   "cuMemHostRegister",   "cuMemHostUnregister", "event",
-        "stream",          "other",
+        "cuMemCreate",
+        "cuMemRelease",
+        "cuMemMap",
+        "cuMemUnmap",
+        "cuMemSetAccess",
+        "cuMemAddressReserve",
+        "cuMemAddressFree",
+        "cuMemHostAlloc",
+        "cuMemFreeHost",
+        "cuMemHostRegister",
+        "cuMemHostUnregister",
+        "event",
+        "stream",
+        "other",
     };
     return (unsigned)call < GPOOL_DRV_COUNT ? names[call] : NULL;
 }
@@ -554,12 +578,14 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
     gpool_get_stats(pool, &s);
     fprintf(f, "{\"version\":\"%s\",\"device\":%d,\"granularity\":%zu,\"stats\":{", gpool_version(),
             pool->cfg.device, pool->granularity);
-    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) dump_kind(f, kinds[k], &s.kind[k], k > 0);
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++)
+        dump_kind(f, kinds[k], &s.kind[k], k > 0);
     fprintf(f, ",\"driver_calls\":{");
     for (int i = 0; i < GPOOL_DRV_COUNT; i++)
         fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", gpool_driver_call_name(i), s.driver_calls[i]);
-    fprintf(f, "},\"oom_retries\":%" PRIu64 ",\"ooms\":%" PRIu64 ",\"pages_remapped\":%" PRIu64
-               ",\"tcache_hits\":%" PRIu64 "},\"arenas\":{",
+    fprintf(f,
+            "},\"oom_retries\":%" PRIu64 ",\"ooms\":%" PRIu64 ",\"pages_remapped\":%" PRIu64
+            ",\"tcache_hits\":%" PRIu64 "},\"arenas\":{",
             s.oom_retries, s.ooms, s.pages_remapped, s.tcache_hits);
     int first = 1;
     for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {

@@ -26,7 +26,7 @@ struct gpool {
                                               frees skip stream.c entirely */
     pthread_mutex_t lock;                  /* guards tcaches list, host arena creation */
     gp_tcache *tcaches;
-    _Atomic uint64_t flush_epoch;          /* bumped when thread caches should give back */
+    _Atomic uint64_t flush_epoch; /* bumped when thread caches should give back */
     uintptr_t default_tag;
     size_t granularity;
     /* totals of thread caches that have gone away */

@@ -9,7 +9,10 @@ static size_t slot_of(uintptr_t key, size_t cap)
     return (size_t)(h >> 20) & (cap - 1);
 }
 
-void gp_ptrmap_init(gp_ptrmap *m) { memset(m, 0, sizeof *m); }
+void gp_ptrmap_init(gp_ptrmap *m)
+{
+    memset(m, 0, sizeof *m);
+}
 
 void gp_ptrmap_fini(gp_ptrmap *m)
 {
@@ -31,7 +34,8 @@ static int grow(gp_ptrmap *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->keys[i]) continue;
         size_t s = slot_of(m->keys[i], cap);
-        while (keys[s]) s = (s + 1) & (cap - 1);
+        while (keys[s])
+            s = (s + 1) & (cap - 1);
         keys[s] = m->keys[i];
         vals[s] = m->vals[i];
     }
@@ -47,7 +51,8 @@ int gp_ptrmap_put(gp_ptrmap *m, uintptr_t key, void *val)
 {
     if ((m->count + 1) * 2 > m->cap && grow(m) != 0) return -1;
     size_t s = slot_of(key, m->cap);
-    while (m->keys[s]) s = (s + 1) & (m->cap - 1);
+    while (m->keys[s])
+        s = (s + 1) & (m->cap - 1);
     m->keys[s] = key;
     m->vals[s] = val;
     m->count++;
@@ -66,7 +71,8 @@ void *gp_ptrmap_del(gp_ptrmap *m, uintptr_t key)
 {
     if (!m->cap || !key) return NULL;
     size_t mask = m->cap - 1, s = slot_of(key, m->cap);
-    while (m->keys[s] && m->keys[s] != key) s = (s + 1) & mask;
+    while (m->keys[s] && m->keys[s] != key)
+        s = (s + 1) & mask;
     if (!m->keys[s]) return NULL;
     void *val = m->vals[s];
     /* backward-shift: pull later members of the probe run into the hole */

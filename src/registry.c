@@ -17,8 +17,14 @@ static reg_entry *registry;
 static size_t nregistry, cap_registry;
 static int leak_check_armed;
 
-void gp_registry_lock(void) { pthread_mutex_lock(&registry_lock); }
-void gp_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
+void gp_registry_lock(void)
+{
+    pthread_mutex_lock(&registry_lock);
+}
+void gp_registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+}
 
 int gp_registry_alive(gpool_t *pool, uint64_t id)
 {

@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GP_SMALL_LIMIT ((size_t)64 << 10) /* largest small_max allowed */
-#define GP_NCLASS 28                       /* classes up to GP_SMALL_LIMIT */
-#define GP_GRANULE_SHIFT 16                /* slabs are 64 KiB aligned and sized */
-#define GP_GRANULE ((size_t)1 << GP_GRANULE_SHIFT)
+#define GP_SMALL_LIMIT    ((size_t)64 << 10) /* largest small_max allowed */
+#define GP_NCLASS         28                 /* classes up to GP_SMALL_LIMIT */
+#define GP_GRANULE_SHIFT  16                 /* slabs are 64 KiB aligned and sized */
+#define GP_GRANULE        ((size_t)1 << GP_GRANULE_SHIFT)
 #define GP_SLAB_MAX_SLOTS 256
 
 /* Class index of size (1 <= size <= GP_SMALL_LIMIT). */

@@ -25,10 +25,10 @@ typedef struct stream_rec {
 
 typedef struct deferred_free {
     void *ptr;
-    int host;      /* a host block (sysmem), else a device block */
+    int host; /* a host block (sysmem), else a device block */
     gpool_mem_kind kind;
     size_t size, requested; /* for the stats: the caller already freed it */
-    uintptr_t tag; /* the stream it was freed on */
+    uintptr_t tag;          /* the stream it was freed on */
     uint64_t seq;
     size_t nev;
     CUevent ev[DEFER_EVENTS];
@@ -175,7 +175,8 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
         st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was already freed", ptr);
     } else if (rc) {
         size_t i = 0;
-        while (i < rc->n && rc->tags[i] != tag) i++;
+        while (i < rc->n && rc->tags[i] != tag)
+            i++;
         if (i == rc->n && rc->n == DEFER_EVENTS)
             st = gp_fail(GPOOL_ERR_INVALID_ARG, "block %p already used on %d other streams", ptr,
                          DEFER_EVENTS);
@@ -266,13 +267,14 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
         deferred_free *d = &ss->def[i];
         size_t done = 0;
         for (size_t e = 0; e < d->nev && got < max; e++)
-            done += force || GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(
-                                                                  d->ev[e])) == CUDA_SUCCESS;
+            done += force || GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
+                                    pool->drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
         if (got == max || done < d->nev) {
             ss->def[k++] = *d;
             continue;
         }
-        for (size_t e = 0; e < d->nev; e++) event_put(pool, d->ev[e]);
+        for (size_t e = 0; e < d->nev; e++)
+            event_put(pool, d->ev[e]);
         out[got++] = *d;
         free(gp_ptrmap_del(&ss->recorded, (uintptr_t)d->ptr));
         atomic_fetch_sub(&pool->stream_busy, 1);
@@ -335,7 +337,8 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
     for (size_t i = 0; i < a->npending && n < 64; i++) {
         size_t j = 0;
-        while (j < n && tags[j] != a->pending[i].tag) j++;
+        while (j < n && tags[j] != a->pending[i].tag)
+            j++;
         if (j == n) tags[n++] = a->pending[i].tag;
     }
     pthread_mutex_lock(&ss->lock);
@@ -344,8 +347,8 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     for (size_t i = 0; i < n; i++) {
         stream_rec *r = rec_get(ss, tags[i]);
         if (!r) break;
-        if (r->ev_live && GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev)) ==
-                              CUDA_SUCCESS) {
+        if (r->ev_live &&
+            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
             r->ev_live = 0;
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         }
@@ -365,8 +368,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
                    GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                          pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0)) ==
-                       CUDA_SUCCESS) {
+                          pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0)) == CUDA_SUCCESS) {
             /* The requesting stream now runs after that work: its ranges become the
              * requester's (reusable by it at once, by others after the requester's next
              * event). Small blocks pending on that stream still wait for the real event. */
@@ -483,17 +485,19 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     }
     int done = ok;
     for (size_t e = 0; ok && e < d.nev; e++) /* idle streams: free at once */
-        done &= GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(d.ev[e])) ==
-                CUDA_SUCCESS;
+        done &=
+            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(d.ev[e])) == CUDA_SUCCESS;
     if (done) {
-        for (size_t e = 0; e < d.nev; e++) event_put(pool, d.ev[e]);
+        for (size_t e = 0; e < d.nev; e++)
+            event_put(pool, d.ev[e]);
         free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
         atomic_fetch_sub(&pool->stream_busy, 1);
     } else if (ok) {
         rc->deferred = 1;
         ss->def[ss->ndef++] = d;
     } else { /* could not track it: wait for the streams now, then free */
-        for (size_t e = 0; e < d.nev; e++) event_put(pool, d.ev[e]);
+        for (size_t e = 0; e < d.nev; e++)
+            event_put(pool, d.ev[e]);
         for (size_t i = 0; i < ns && st == GPOOL_OK; i++) {
             CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
                                 pool->drv->cuStreamSynchronize((CUstream)streams[i]));
@@ -523,12 +527,13 @@ size_t gp_stream_drain(gpool_t *pool)
         pthread_mutex_lock(&ss->lock);
         int pushed;
         gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-        int synced = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize()) ==
-                     CUDA_SUCCESS;
+        int synced =
+            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize()) == CUDA_SUCCESS;
         n = take_deferred(pool, synced, done, 64);
         gp_ctx_leave(pool->drv, &pool->cnt, pushed);
         pthread_mutex_unlock(&ss->lock);
-        for (size_t i = 0; i < n; i++) free_done(pool, &done[i], 0);
+        for (size_t i = 0; i < n; i++)
+            free_done(pool, &done[i], 0);
         total += n;
     } while (n == 64);
     return total;

@@ -15,8 +15,8 @@
 
 /* The cache structure and the lock-free fast paths are in tcache.h. */
 _Thread_local struct gp_tls_entry gp_tls[GP_TC_TLS];
-#define tls gp_tls
-#define TC_TLS GP_TC_TLS
+#define tls      gp_tls
+#define TC_TLS   GP_TC_TLS
 #define TC_SLOTS GP_TC_SLOTS
 typedef gp_tc_entry tc_entry;
 
@@ -24,7 +24,7 @@ static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int exit_key_ok;
 
-#define LOAD GP_TC_LOAD
+#define LOAD  GP_TC_LOAD
 #define STORE GP_TC_STORE
 
 /* Give up to count entries of class c (the oldest first) back to the arena. */
@@ -69,7 +69,7 @@ static void thread_exit(void *unused)
         struct gp_tls_entry e = tls[i];
         tls[i] = (struct gp_tls_entry){0};
         if (!e.tc || !gp_registry_alive(e.pool, e.id))
-            continue; /* gpool_destroy already freed this cache */
+            continue;                      /* gpool_destroy already freed this cache */
         pthread_mutex_lock(&e.pool->lock); /* no reclaimer runs while we hold it */
         tc_return_all(e.tc);
         tc_retire(e.tc);
@@ -78,7 +78,10 @@ static void thread_exit(void *unused)
     gp_registry_unlock();
 }
 
-static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0; }
+static void make_exit_key(void)
+{
+    exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
+}
 
 static gp_tcache *tc_create(gpool_t *pool)
 {
@@ -154,7 +157,10 @@ int gp_tcache_push_slow(gp_tcache *tc, gp_slab *s, uint32_t i)
     return 1;
 }
 
-void gp_tcache_flush_all(gpool_t *pool) { atomic_fetch_add(&pool->flush_epoch, 1); }
+void gp_tcache_flush_all(gpool_t *pool)
+{
+    atomic_fetch_add(&pool->flush_epoch, 1);
+}
 
 void gp_tcache_flush_mine(gpool_t *pool)
 {
@@ -224,5 +230,6 @@ void gp_tcache_pool_gone(gpool_t *pool)
      * recognised as stale by the pool id check at their exit. */
     for (int i = 0; i < TC_TLS; i++)
         if (tls[i].pool == pool && tls[i].id == pool->id) tls[i] = (struct gp_tls_entry){0};
-    while (pool->tcaches) tc_retire(pool->tcaches);
+    while (pool->tcaches)
+        tc_retire(pool->tcaches);
 }

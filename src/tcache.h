@@ -10,9 +10,9 @@
 #include "pool.h"
 
 #define GP_TC_SLOTS 64 /* per class */
-#define GP_TC_TLS 4    /* pools a thread keeps caches for at once */
+#define GP_TC_TLS   4  /* pools a thread keeps caches for at once */
 
-#define GP_TC_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define GP_TC_LOAD(x)     atomic_load_explicit(&(x), memory_order_relaxed)
 #define GP_TC_STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 
 typedef struct gp_tc_entry {
@@ -104,8 +104,7 @@ static inline int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
     if (__builtin_expect(!tc || !gp_tcache_enter(tc), 0)) return 0;
     unsigned c = gp_size_class(size);
     int done;
-    if (__builtin_expect(GP_TC_LOAD(tc->n[c]) == 0 ||
-                             GP_TC_LOAD(pool->flush_epoch) != tc->epoch,
+    if (__builtin_expect(GP_TC_LOAD(tc->n[c]) == 0 || GP_TC_LOAD(pool->flush_epoch) != tc->epoch,
                          0))
         done = gp_tcache_alloc_slow(tc, size, c, out);
     else

@@ -23,9 +23,9 @@ typedef struct gp_vidmem {
     CUmemAccessDesc access;
     vm_handle *handles; /* by id; a slot with h == 0 and npages == 0 is unused */
     size_t nhandles, cap;
-    uint32_t *idle;     /* ids of unmapped single-page handles */
+    uint32_t *idle; /* ids of unmapped single-page handles */
     size_t nidle, cap_idle;
-    uint32_t *slots;    /* unused ids */
+    uint32_t *slots; /* unused ids */
     size_t nslots, cap_slots;
     size_t held_pages, idle_pages;
     uint64_t remaps;
@@ -58,16 +58,22 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
                                                   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     if (r != CUDA_SUCCESS || !v->gran || (v->gran & (v->gran - 1))) {
         free(v);
-        return r != CUDA_SUCCESS ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
-                                 : gp_fail(GPOOL_ERR_UNSUPPORTED,
-                                           "device granularity is not a power of two");
+        return r != CUDA_SUCCESS
+                   ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
+                   : gp_fail(GPOOL_ERR_UNSUPPORTED, "device granularity is not a power of two");
     }
     *out = v;
     return GPOOL_OK;
 }
 
-size_t gp_vidmem_granularity(void *ctx) { return ((gp_vidmem *)ctx)->gran; }
-uint64_t gp_vidmem_remaps(void *ctx) { return ((gp_vidmem *)ctx)->remaps; }
+size_t gp_vidmem_granularity(void *ctx)
+{
+    return ((gp_vidmem *)ctx)->gran;
+}
+uint64_t gp_vidmem_remaps(void *ctx)
+{
+    return ((gp_vidmem *)ctx)->remaps;
+}
 
 static gpool_status vm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *got)
 {
@@ -88,8 +94,8 @@ static gpool_status vm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *
 static gpool_status vm_unreserve(void *ctx, uintptr_t base, size_t size)
 {
     gp_vidmem *v = ctx;
-    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_ADDRESS_FREE,
-                        v->drv->cuMemAddressFree((CUdeviceptr)base, size));
+    CUresult r =
+        GP_DRV(v->cnt, GPOOL_DRV_ADDRESS_FREE, v->drv->cuMemAddressFree((CUdeviceptr)base, size));
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemAddressFree");
 }
 
@@ -132,8 +138,8 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
         return -1;
     }
     CUmemGenericAllocationHandle h = 0;
-    CUresult r =
-        GP_DRV(v->cnt, GPOOL_DRV_MEM_CREATE, v->drv->cuMemCreate(&h, npages * v->gran, &v->prop, 0));
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_CREATE,
+                        v->drv->cuMemCreate(&h, npages * v->gran, &v->prop, 0));
     if (r != CUDA_SUCCESS) {
         memset(&v->handles[id], 0, sizeof v->handles[id]);
         v->slots[v->nslots++] = (uint32_t)id;
@@ -166,7 +172,8 @@ static int handle_unmap(gp_vidmem *v, uint32_t id)
     if (GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
                v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran)) != CUDA_SUCCESS)
         return -1;
-    for (size_t i = 0; i < hd->npages; i++) g->page_phys[first + i] = 0;
+    for (size_t i = 0; i < hd->npages; i++)
+        g->page_phys[first + i] = 0;
     hd->addr = 0;
     hd->region = NULL;
     return 0;
@@ -206,9 +213,9 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
             if (id < 0) break;
         }
         uintptr_t addr = g->base + ((first + done) << g->page_shift);
-        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_MAP,
-                            v->drv->cuMemMap((CUdeviceptr)addr, want * v->gran, 0,
-                                             v->handles[id].h, 0));
+        CUresult r =
+            GP_DRV(v->cnt, GPOOL_DRV_MEM_MAP,
+                   v->drv->cuMemMap((CUdeviceptr)addr, want * v->gran, 0, v->handles[id].h, 0));
         if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuMemMap");
             handle_retire(v, (uint32_t)id);
@@ -216,7 +223,8 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         }
         v->handles[id].addr = addr;
         v->handles[id].region = g;
-        for (size_t i = 0; i < want; i++) g->page_phys[first + done + i] = (uint64_t)id + 1;
+        for (size_t i = 0; i < want; i++)
+            g->page_phys[first + done + i] = (uint64_t)id + 1;
         done += want;
     }
     if (st == GPOOL_OK) {
@@ -255,7 +263,8 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
         vm_handle *hd = &v->handles[id];
         size_t hfirst = (hd->addr - g->base) >> g->page_shift, busy = 0;
-        for (size_t i = 0; i < hd->npages; i++) busy |= g->page_used[hfirst + i];
+        for (size_t i = 0; i < hd->npages; i++)
+            busy |= g->page_used[hfirst + i];
         if (busy) continue;
         if (!entered) gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
         entered = 1;

@@ -13,9 +13,9 @@
 #include "util_sim.h"
 
 #define THREADS 4
-#define OPS 6000
-#define SLOTS 64
-#define SHARED 32
+#define OPS     6000
+#define SLOTS   64
+#define SHARED  32
 
 static gpool_t *pool;
 static CUstream streams[THREADS];
@@ -42,9 +42,12 @@ static size_t pick_size(uint32_t *seed)
 {
     uint32_t r = rnd(seed);
     switch (r % 10) {
-    case 0: return (size_t)(r >> 8) % (6 * MiB) + 1;     /* large */
-    case 1: return (size_t)(r >> 8) % (600 << 10) + 1;   /* medium */
-    default: return (size_t)(r >> 8) % 16384 + 1;        /* small: the thread-cache path */
+    case 0:
+        return (size_t)(r >> 8) % (6 * MiB) + 1; /* large */
+    case 1:
+        return (size_t)(r >> 8) % (600 << 10) + 1; /* medium */
+    default:
+        return (size_t)(r >> 8) % 16384 + 1; /* small: the thread-cache path */
     }
 }
 
@@ -82,8 +85,8 @@ static void *worker(void *arg)
         } else if (ptr[i]) {
             CHECK(check_pattern(ptr[i], size[i], (uint32_t)(uintptr_t)ptr[i]), "block %p corrupted",
                   ptr[i]);
-            gpool_status s = strm[i] ? gpool_free_async(pool, ptr[i], strm[i])
-                                     : gpool_free(pool, ptr[i]);
+            gpool_status s =
+                strm[i] ? gpool_free_async(pool, ptr[i], strm[i]) : gpool_free(pool, ptr[i]);
             CHECK(s == GPOOL_OK, "free");
             ptr[i] = NULL;
         } else {
@@ -125,10 +128,13 @@ int main(void)
     CUcontext ctx;
     retain(&ctx, 0);
     set(ctx);
-    for (int i = 0; i < THREADS; i++) mk(&streams[i], 0);
+    for (int i = 0; i < THREADS; i++)
+        mk(&streams[i], 0);
     pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
-    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
     for (int k = 0; k < SHARED; k++)
         if (shared.ptr[k]) {
             CHECK(check_pattern(shared.ptr[k], shared.size[k], shared.seed[k]), "shared block");
@@ -139,7 +145,8 @@ int main(void)
     CHECK(st.kind[GPOOL_MEM_DEVICE].live_blocks == 0, "live blocks left: %llu",
           (unsigned long long)st.kind[GPOOL_MEM_DEVICE].live_blocks);
     CHECK(gpool_destroy(pool) == GPOOL_OK, "destroy");
-    for (int i = 0; i < THREADS; i++) destroy(streams[i]);
+    for (int i = 0; i < THREADS; i++)
+        destroy(streams[i]);
     release(0);
     CHECK(sim_live_total() == 0, "driver objects leaked: %zu", sim_live_total());
     int f = atomic_load(&failures);

@@ -485,12 +485,15 @@ static void *idle_thread(void *arg)
 {
     struct idle_ctx *c = arg;
     void *p[40];
-    for (int i = 0; i < 40; i++) gpool_alloc(c->pool, 256, NULL, &p[i]);
-    for (int i = 0; i < 40; i++) gpool_free(c->pool, p[i]);
+    for (int i = 0; i < 40; i++)
+        gpool_alloc(c->pool, 256, NULL, &p[i]);
+    for (int i = 0; i < 40; i++)
+        gpool_free(c->pool, p[i]);
     pthread_mutex_lock(&c->lock);
     c->cached = 1;
     pthread_cond_broadcast(&c->cv);
-    while (!c->done) pthread_cond_wait(&c->cv, &c->lock); /* idle, its cache still full */
+    while (!c->done)
+        pthread_cond_wait(&c->cv, &c->lock); /* idle, its cache still full */
     pthread_mutex_unlock(&c->lock);
     return NULL;
 }
@@ -504,7 +507,8 @@ Test(core, trim_takes_back_an_idle_threads_cache)
     pthread_t t;
     pthread_create(&t, NULL, idle_thread, &c);
     pthread_mutex_lock(&c.lock);
-    while (!c.cached) pthread_cond_wait(&c.cv, &c.lock);
+    while (!c.cached)
+        pthread_cond_wait(&c.cv, &c.lock);
     pthread_mutex_unlock(&c.lock);
     cr_assert_gt(sim->bytes_in_use(0), 0, "the idle thread's cache holds a slab");
     cr_assert_eq(gpool_trim(c.pool, 0), GPOOL_OK);

@@ -11,7 +11,7 @@
 #include "ptrmap.h"
 #include "sizeclass.h"
 
-#define MiB ((size_t)1 << 20)
+#define MiB  ((size_t)1 << 20)
 #define BASE ((uintptr_t)1 << 40)
 
 /* ---------- heap ---------- */
@@ -22,7 +22,10 @@ static void heap_setup(void)
     cr_assert_eq(gp_heap_init(&heap), 0);
     cr_assert_eq(gp_heap_add_region(&heap, BASE, 64 * MiB, 2 * MiB, NULL), 0);
 }
-static void heap_teardown(void) { gp_heap_fini(&heap); }
+static void heap_teardown(void)
+{
+    gp_heap_fini(&heap);
+}
 
 static gp_range *take(size_t size, uintptr_t tag)
 {
@@ -66,7 +69,7 @@ Test(heap, best_fit_lowest_address_and_coalescing)
 Test(heap, page_counts_follow_blocks)
 {
     gp_region *g = &heap.regions[0];
-    gp_range *a = take(3 * MiB, GP_TAG_CLEAN); /* pages 0 (2 MiB) and 1 (1 MiB) */
+    gp_range *a = take(3 * MiB, GP_TAG_CLEAN);   /* pages 0 (2 MiB) and 1 (1 MiB) */
     gp_range *b = take(512 << 10, GP_TAG_CLEAN); /* page 1 */
     cr_assert_eq(g->page_used[0], 2 * MiB);
     cr_assert_eq(g->page_used[1], MiB + (512 << 10));
@@ -196,7 +199,7 @@ Test(sizeclass, slot_index_by_multiplication_is_exact)
         gp_slab s = {.base = 1 << 20, .slot_size = (uint32_t)gp_class_size(c)};
         size_t bytes = gp_slab_bytes(c);
         s.nslots = (uint16_t)(bytes / s.slot_size > GP_SLAB_MAX_SLOTS ? GP_SLAB_MAX_SLOTS
-                                                                        : bytes / s.slot_size);
+                                                                      : bytes / s.slot_size);
         s.recip = (((uint64_t)1 << 40) + s.slot_size - 1) / s.slot_size;
         for (uintptr_t off = 0; off < bytes; off += 16) {
             long i = gp_slot_index(&s, s.base + off);
@@ -262,10 +265,19 @@ Test(config, parses_sizes_and_keys)
 Test(config, errors_name_the_key_and_leave_cfg_unchanged)
 {
     static const char *bad[] = {
-        "bogus=1",         "tcache_bytes",        "tcache_bytes=",     "tcache_bytes=12Q",
-        "tcache_bytes=-1", "small_max=1M",        "verbose=2",         "device=-1",
-        "va_reserve=1M",   "tcache_bytes=99999999999999999999", "budget_device=1K1",
-        "=3",              "small_max=4096,nope=2",
+        "bogus=1",
+        "tcache_bytes",
+        "tcache_bytes=",
+        "tcache_bytes=12Q",
+        "tcache_bytes=-1",
+        "small_max=1M",
+        "verbose=2",
+        "device=-1",
+        "va_reserve=1M",
+        "tcache_bytes=99999999999999999999",
+        "budget_device=1K1",
+        "=3",
+        "small_max=4096,nope=2",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gpool_config c, before;
@@ -296,7 +308,8 @@ Test(ptrmap, random_against_a_model)
     enum { N = 5000 };
     static uintptr_t keys[N];
     static int in[N];
-    for (int i = 0; i < N; i++) keys[i] = ((uintptr_t)i + 1) * 256;
+    for (int i = 0; i < N; i++)
+        keys[i] = ((uintptr_t)i + 1) * 256;
     uint32_t x = 5;
     for (int op = 0; op < 100000; op++) {
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;

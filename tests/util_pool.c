@@ -34,7 +34,8 @@ void fill_pattern(void *p, size_t n, uint32_t seed)
     unsigned char *b = p;
     uint32_t x = seed | 1;
     size_t step = n > 4096 ? 997 : 1; /* large blocks: sample every 997th byte and the ends */
-    for (size_t i = 0; i < n; i += step) b[i] = (unsigned char)(rnd(&x) >> 24);
+    for (size_t i = 0; i < n; i += step)
+        b[i] = (unsigned char)(rnd(&x) >> 24);
     b[n - 1] = (unsigned char)seed;
 }
 
