@@ -509,7 +509,7 @@ gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *
     out->usage = (gpool_usage)usage;
     out->requested_size = req;
     out->size = size;
-    out->page_size = a->page;
+    out->page_size = a->kind == GPOOL_MEM_DEVICE ? gp_device_chunk_size(size, a->page) : a->page;
     out->device_ptr = base;
     out->host_ptr = a->kind == GPOOL_MEM_DEVICE ? NULL : (void *)base;
     out->stream = (gpool_stream_t)tag;

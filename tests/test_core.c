@@ -524,3 +524,37 @@ Test(core, trim_takes_back_an_idle_threads_cache)
     cr_assert_eq(gpool_free(c.pool, p), GPOOL_OK);
     cr_assert_eq(gpool_destroy(c.pool), GPOOL_OK);
 }
+
+/* Very large blocks are backed by multi-page chunks (pagesize.c); after the block is freed
+ * its pages serve smaller blocks, and memory pressure and trim give the chunks back whole. */
+Test(core, chunked_large_blocks_are_reused_and_released)
+{
+    NEED_SIM();
+    sim->set_capacity(0, 512 * MiB);
+    gpool_t *p = test_pool(NULL);
+    void *big;
+    cr_assert_eq(gpool_alloc(p, 300 * MiB, NULL, &big), GPOOL_OK, "%s", gpool_last_error());
+    fill_pattern(big, 300 * MiB, 77);
+    cr_assert(check_pattern(big, 300 * MiB, 77));
+    gpool_block_desc d;
+    cr_assert_eq(gpool_block_info(p, big, &d), GPOOL_OK);
+    cr_assert_eq(d.page_size, 32 * MiB, "backed by 32 MiB chunks (pagesize.c)");
+    cr_assert_eq(gpool_free(p, big), GPOOL_OK);
+    /* smaller blocks reuse the chunked range; a second large one needs the chunks back */
+    void *small[20];
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(gpool_alloc(p, 5 * MiB, NULL, &small[i]), GPOOL_OK, "%s", gpool_last_error());
+        fill_pattern(small[i], 5 * MiB, (uint32_t)i);
+    }
+    void *big2;
+    cr_assert_eq(gpool_alloc(p, 380 * MiB, NULL, &big2), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < 20; i++) {
+        cr_assert(check_pattern(small[i], 5 * MiB, (uint32_t)i));
+        gpool_free(p, small[i]);
+    }
+    gpool_free(p, big2);
+    cr_assert_eq(gpool_trim(p, 0), GPOOL_OK);
+    cr_assert_eq(sim->bytes_in_use(0), 0);
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
