@@ -13,6 +13,7 @@ have_header jemalloc/jemalloc.h || missing+=(libjemalloc-dev)
 have_header hwloc.h || missing+=(libhwloc-dev)
 have_header criterion/criterion.h || missing+=(libcriterion-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v gnuplot >/dev/null 2>&1 || missing+=(gnuplot-nox) # gpool-bench --plot and view
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "gpool: installing ${missing[*]}" >&2
