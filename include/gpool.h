@@ -83,7 +83,7 @@ typedef enum gpool_status {
     GPOOL_ERR_DRIVER = 7,          /**< a driver call failed; the message names it */
     GPOOL_ERR_CONFIG = 8,          /**< bad configuration value or string */
     GPOOL_ERR_LIVE_BLOCKS = 9,     /**< gpool_destroy found live blocks (and freed them) */
-    GPOOL_ERR_IO = 10,             /**< a file could not be written */
+    GPOOL_ERR_IO = 10,             /**< a file could not be opened or written */
 } gpool_status;
 
 /** Where a block lives. Chosen per request in gpool_alloc_params.kind. */
@@ -308,6 +308,7 @@ GPOOL_API gpool_status gpool_config_parse(gpool_config *cfg, const char *conf);
  * @retval GPOOL_ERR_CONFIG a bad configuration value (or GPOOL_CONF string).
  * @retval GPOOL_ERR_DRIVER a driver call failed; the message names it.
  * @retval GPOOL_ERR_OUT_OF_MEMORY host memory for the pool's bookkeeping ran out.
+ * @retval GPOOL_ERR_IO the trace file (cfg->trace_path or GPOOL_TRACE) cannot be written.
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_create(const gpool_config *cfg, gpool_t **out);

@@ -118,6 +118,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     pool->id = atomic_fetch_add(&next_pool_id, 1);
     pool->default_tag = (uintptr_t)pool->cfg.default_stream;
+    if (st == GPOOL_OK) st = gp_trace_open(pool);
     if (st == GPOOL_OK && gp_pool_register(pool) != 0)
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory registering the pool");
     if (st != GPOOL_OK) {
@@ -126,11 +127,11 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
             free(pool->arena[GPOOL_MEM_DEVICE]);
         }
         gp_streams_destroy(pool);
+        gp_trace_close(pool);
         GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
         pool_free_struct(pool);
         return st;
     }
-    gp_trace_open(pool);
     *out = pool;
     return GPOOL_OK;
 }

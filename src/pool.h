@@ -61,7 +61,8 @@ void gp_tcache_flush_mine(gpool_t *pool);
 size_t gp_tcache_reclaim_idle(gpool_t *pool);
 
 /* Trace log (trace.c). */
-void gp_trace_open(gpool_t *pool);
+/* Opens the configured trace file; GPOOL_ERR_IO when it cannot be written. */
+gpool_status gp_trace_open(gpool_t *pool);
 void gp_trace_event(gpool_t *pool, int is_alloc, void *ptr, size_t size, gpool_stream_t stream);
 void gp_trace_close(gpool_t *pool);
 

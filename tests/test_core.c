@@ -558,3 +558,15 @@ Test(core, chunked_large_blocks_are_reused_and_released)
     cr_assert_eq(gpool_destroy(p), GPOOL_OK);
     cr_assert_eq(sim_live_total(), 0);
 }
+
+Test(core, unwritable_trace_file_is_an_error)
+{
+    gpool_t *p = (gpool_t *)1;
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    snprintf(cfg.trace_path, sizeof cfg.trace_path, "/nonexistent-dir/trace.csv");
+    cr_assert_eq(gpool_create(&cfg, &p), GPOOL_ERR_IO);
+    cr_assert_null(p);
+    cr_assert(strstr(gpool_last_error(), "/nonexistent-dir/trace.csv"), "%s", gpool_last_error());
+    cr_assert_eq(sim_live_total(), 0, "nothing left behind");
+}
