@@ -99,6 +99,7 @@ typedef struct pending {
     uintptr_t ptr;
     size_t size;
     int stream;
+    unsigned waited_by; /* streams made to wait on this work (STREAM_WAIT): safe for them */
 } pending;
 
 static const struct sim_api *sim;
@@ -384,11 +385,17 @@ static void op_alloc(reader *r)
                   d.size, i, (unsigned long)S.b[i].ptr, S.b[i].rounded);
     for (size_t i = 0; i < S.npend; i++)
         if (S.pend[i].stream != stream && !(prm.flags & GPOOL_ALLOC_STREAM_WAIT) &&
+            !(S.pend[i].waited_by & (1u << stream)) &&
             !(S.stream_wait_used && skip_known("stream_wait")))
             CHECK(!overlaps(up, size, S.pend[i].ptr, S.pend[i].size),
                   "block on stream %d reuses [%#lx,+%zu) still pending on held stream %d", stream,
                   (unsigned long)S.pend[i].ptr, S.pend[i].size, S.pend[i].stream);
-    if (prm.flags & GPOOL_ALLOC_STREAM_WAIT) S.stream_wait_used = 1;
+    if (prm.flags & GPOOL_ALLOC_STREAM_WAIT) {
+        /* This stream now runs after the pending work it waited on: what was pending so far
+         * is safe for it from now on (a superset of what gpool hands it, so no false alarm). */
+        S.stream_wait_used = 1;
+        for (size_t i = 0; i < S.npend; i++) S.pend[i].waited_by |= 1u << stream;
+    }
     if (prm.flags & GPOOL_ALLOC_ZERO) check_zero(up, size);
     block *b = &S.b[slot];
     *b = (block){1, up, size, d.size, d.kind, stream, ++S.next_seed};
@@ -417,7 +424,7 @@ static void free_slot(int slot, int stream, int async)
         S.maybe_pending_requested += b->size;
     }
     if (async && S.held[stream] && b->kind == GPOOL_MEM_DEVICE && S.npend < SLOTS * 2)
-        S.pend[S.npend++] = (pending){b->ptr, b->size, stream};
+        S.pend[S.npend++] = (pending){b->ptr, b->size, stream, 0};
 }
 
 static void expect_rejected(void *p, const char *what)
