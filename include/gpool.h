@@ -394,7 +394,10 @@ GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
  * Free a block once the work queued on a stream so far is done.
  *
  * It is reused at once by allocations on that stream, by others only after an event
- * recorded now has completed (a single-stream workload records no event).
+ * recorded on the stream later has completed (events are recorded only when another stream
+ * needs the memory; a single-stream workload records none). Host blocks are reused, on any
+ * stream, only once that work is done. Keep the stream alive until the pool has synchronized
+ * (gpool_trim() does) if you destroy it soon after: gpool records events on it later.
  *
  * @param pool   the pool that allocated the block.
  * @param ptr    the block's address; NULL is a no-op (GPOOL_OK).

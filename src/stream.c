@@ -81,9 +81,15 @@ static CUresult event_get(gpool_t *pool, CUevent *ev)
                   pool->drv->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING));
 }
 
+#define SPARE_EVENTS 64 /* idle events kept for reuse; more are destroyed */
+
 static void event_put(gpool_t *pool, CUevent ev)
 {
     gp_streams *ss = pool->streams;
+    if (ss->nspare == SPARE_EVENTS) {
+        GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ev));
+        return;
+    }
     if (ss->nspare == ss->cap_spare) {
         size_t cap = ss->cap_spare ? ss->cap_spare * 2 : 16;
         CUevent *ns = realloc(ss->spare, cap * sizeof *ns);
@@ -327,6 +333,31 @@ void gp_stream_process(gpool_t *pool)
         free_done(pool, &done[i], 0);
 }
 
+/* Forget the streams that have nothing pending in arena a (lock held, ss->lock held), so a
+ * program that creates and destroys streams does not grow the table (or its events). */
+static void prune_streams(gpool_t *pool, gp_arena *a)
+{
+    gp_streams *ss = pool->streams;
+    if (ss->nrecs <= 16 || a != pool->arena[GPOOL_MEM_DEVICE]) return;
+    uintptr_t tags[64];
+    size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
+    if (n == 64) return; /* too many to tell cheaply: try again later */
+    for (size_t i = 0; i < ss->nrecs;) {
+        stream_rec *r = &ss->recs[i];
+        int keep = r->ev_live || r->tag == pool->default_tag;
+        for (size_t k = 0; k < n && !keep; k++)
+            keep = tags[k] == r->tag;
+        for (size_t k = 0; k < a->npending && !keep; k++)
+            keep = a->pending[k].tag == r->tag;
+        if (keep) {
+            i++;
+            continue;
+        }
+        if (r->ev) event_put(pool, r->ev);
+        ss->recs[i] = ss->recs[--ss->nrecs];
+    }
+}
+
 /* ---------- arena hooks ---------- */
 
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
@@ -379,6 +410,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
         }
     }
     if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
+    prune_streams(pool, a);
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     pthread_mutex_unlock(&ss->lock);
 }
@@ -403,9 +435,10 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
             ss->recs[i].seq++; /* later frees are not covered by this synchronize */
         }
         if (a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 1);
-        pthread_mutex_unlock(&ss->lock);
         gp_arena_clean_all_locked(a);
         a->frees_since_sync = 0;
+        prune_streams(pool, a);
+        pthread_mutex_unlock(&ss->lock);
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return st;

@@ -298,3 +298,26 @@ Test(streams, stream_wait_hands_pending_memory_to_the_requester_only)
     pool = test_pool(NULL); /* teardown destroys this one */
     destroy(C);
 }
+
+/* A program that uses many streams over time does not grow gpool's per-stream state: streams
+ * with nothing pending are forgotten, and idle events beyond a small reserve are destroyed. */
+Test(streams, many_streams_over_time_keep_state_bounded)
+{
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    enum { N = 200 };
+    static CUstream s[N];
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(mk(&s[i], 0), CUDA_SUCCESS);
+        void *p = alloc_on(3 * MiB, s[i], 0);
+        cr_assert_eq(gpool_free_async(pool, p, s[i]), GPOOL_OK);
+        void *q = alloc_on(3 * MiB, B, 0); /* B polls the others' events */
+        cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    }
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    struct gpoolsim_live live;
+    sim->get_live(&live);
+    cr_assert_leq(live.events, 80, "%zu events alive for %d streams", live.events, N);
+    for (int i = 0; i < N; i++)
+        destroy(s[i]);
+}
