@@ -408,6 +408,21 @@ gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes)
     return st != GPOOL_OK ? st : s3;
 }
 
+void gp_kind_stats_add(gpool_kind_stats *total, const gpool_kind_stats *k)
+{
+    total->requested_bytes += k->requested_bytes;
+    total->in_use_bytes += k->in_use_bytes;
+    total->reserved_bytes += k->reserved_bytes;
+    total->cached_bytes += k->cached_bytes;
+    total->peak_requested_bytes += k->peak_requested_bytes;
+    total->peak_in_use_bytes += k->peak_in_use_bytes;
+    total->peak_reserved_bytes += k->peak_reserved_bytes;
+    total->peak_cached_bytes += k->peak_cached_bytes;
+    total->allocs += k->allocs;
+    total->frees += k->frees;
+    total->live_blocks += k->live_blocks;
+}
+
 gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 {
     if (!pool || !out)
@@ -442,19 +457,7 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         out->oom_retries += c.oom_retries;
         out->pending_frees += c.pending_slots;
         out->ooms += c.ooms;
-#define GP_SUM(f) total->f += ks->f
-        GP_SUM(in_use_bytes);
-        GP_SUM(requested_bytes);
-        GP_SUM(reserved_bytes);
-        GP_SUM(cached_bytes);
-        GP_SUM(peak_in_use_bytes);
-        GP_SUM(peak_requested_bytes);
-        GP_SUM(peak_reserved_bytes);
-        GP_SUM(peak_cached_bytes);
-        GP_SUM(allocs);
-        GP_SUM(frees);
-        GP_SUM(live_blocks);
-#undef GP_SUM
+        gp_kind_stats_add(total, ks);
     }
     for (int i = 0; i < GPOOL_DRV_COUNT; i++) {
         out->driver_calls[i] = atomic_load_explicit(&pool->cnt.n[i], memory_order_relaxed);

@@ -39,6 +39,9 @@ struct gpool {
 
 gpool_status gp_config_check(const gpool_config *cfg);
 
+/* Add one kind's counters into a total (gpool_stats.kind[GPOOL_MEM_AUTO]). */
+void gp_kind_stats_add(gpool_kind_stats *total, const gpool_kind_stats *k);
+
 /* Thread caches (tcache.h for the fast paths, tcache.c). */
 /* Give every thread cache's blocks back at the owning threads' next call (or now for the
  * calling thread). */

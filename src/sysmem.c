@@ -559,19 +559,7 @@ void gp_sysmem_stats(gpool_t *pool, gpool_stats *out)
         out->ooms += k->ooms;
         pthread_mutex_unlock(&s->lock);
         out->oom_retries += retries;
-#define GP_SUM(f) total->f += ks->f
-        GP_SUM(requested_bytes);
-        GP_SUM(in_use_bytes);
-        GP_SUM(reserved_bytes);
-        GP_SUM(cached_bytes);
-        GP_SUM(peak_requested_bytes);
-        GP_SUM(peak_in_use_bytes);
-        GP_SUM(peak_reserved_bytes);
-        GP_SUM(peak_cached_bytes);
-        GP_SUM(allocs);
-        GP_SUM(frees);
-        GP_SUM(live_blocks);
-#undef GP_SUM
+        gp_kind_stats_add(total, ks);
     }
 }
 
