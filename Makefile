@@ -93,16 +93,17 @@ test-tsan:
 	$(MAKE) test-stress BUILD=build/tsan OPT=-O1 SAN="-fsanitize=thread"
 test-valgrind:
 	$(MAKE) test BUILD=build/valgrind OPT=-O1 TEST_JOBS=1 \
-	  TEST_RUNNER="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*/sh,*/bash,*/dash,*/env,*/python*,*/pyenv*,/usr/bin/*,/bin/*"
+	  TEST_RUNNER="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*/record_client,*/sh,*/bash,*/dash,*/env,*/python*,*/pyenv*,/usr/bin/*,/bin/*"
 
 format:
 	clang-format -i include/*.h src/*.c src/*.h sim/*.c sim/*.h tests/*.c tests/*.h bench/*.c bench/*.h \
-	  preload/*.c preload/*.h tests/preload/*.c fuzz/*.c gpu/*.c gpu/*.h examples/*.c examples/*.h 2>/dev/null || true
+	  preload/*.c preload/*.h tests/preload/*.c fuzz/*.c gpu/*.c gpu/*.h examples/*.c examples/*.h tools/*/*.c 2>/dev/null || true
 
 clean:
 	rm -rf build
 
 # Each area may add its own rules (targets, extra test binaries) in a fragment.
--include $(wildcard bench/bench.mk preload/preload.mk examples/examples.mk fuzz/fuzz.mk pkg/pkg.mk gpu/gpu.mk)
+-include $(wildcard bench/bench.mk preload/preload.mk examples/examples.mk fuzz/fuzz.mk pkg/pkg.mk gpu/gpu.mk \
+  tools/torch-trace/record.mk)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

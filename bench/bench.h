@@ -232,7 +232,8 @@ typedef struct bench_replay_opts {
     unsigned passes;      /* replays of the trace in the same instance (0 = 1); each pass ends
                              by freeing what is still live */
     const char *snapshot; /* strategies with a snapshot op: write one here at the trace's
-                             peak-live point (first pass) */
+                             peak-live point (first pass); with stop_on_failure, a failed
+                             allocation writes it again (the state that could not serve it) */
 } bench_replay_opts;
 
 typedef struct bench_result {
@@ -250,6 +251,8 @@ typedef struct bench_result {
     unsigned passes;                  /* passes run (fewer than asked after an error) */
     int snapshot;                     /* 1 written, -1 failed (snapshot_err), 0 not asked */
     char snapshot_err[256];
+    uint64_t snapshot_op;   /* op index + 1 after which the snapshot was taken */
+    int snapshot_failed_op; /* 1: that op was a failed allocation (stop_on_failure) */
     uint64_t sim_calls;     /* every simulated driver call during the run (0 on a GPU) */
     uint64_t sim_leaked;    /* sim bytes still in use after fini (should be 0) */
     uint64_t first_failure; /* op index + 1 of the first failure, 0 if none */

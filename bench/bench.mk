@@ -1,10 +1,11 @@
 # bench.mk — gpool-bench extras, included by the main Makefile.
-#   make bench          fit every trace in bench/traces/*.csv with bfc and gpool (simulated)
+#   make bench          fit every trace (bench/traces/*.csv, heldout/*.csv.gz) with bfc and gpool
+#   make fit-check      fail unless gpool meets the fit goal on every trace (part of make test)
 #   build/libgpoolbench.a  the harness without main(), linked into tests/test_bench_*
 
 BENCH_LIB      := $(BUILD)/libgpoolbench.a
 BENCH_LIB_OBJ  := $(filter-out $(BUILD)/obj/$(BENCH_MAIN:.c=.o),$(BENCH_OBJ))
-BENCH_TRACES   := $(sort $(wildcard bench/traces/*.csv))
+BENCH_TRACES   := $(sort $(wildcard bench/traces/*.csv)) $(sort $(wildcard bench/traces/heldout/*.csv.gz))
 BENCH_ARGS     ?=
 
 $(BENCH_LIB): $(BENCH_LIB_OBJ)
@@ -20,6 +21,15 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 bench: $(BUILD)/gpool-bench $(SIMLIB)
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
+
+# The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace.
+.PHONY: fit-check
+fit-check: $(BUILD)/gpool-bench $(SIMLIB)
+	@echo "== gpool-bench compare --strategy gpool --require-goal (simulated)"
+	@out=$$(GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) \
+	  --strategy gpool --require-goal 2>&1); rc=$$?; \
+	  printf '%s\n' "$$out" | grep -E '^summary|misses|error'; exit $$rc
+test: fit-check
 
 # keep the bench test objects (they are intermediate files of the pattern rule above)
 .SECONDARY: $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(wildcard tests/test_bench_*.c))

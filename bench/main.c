@@ -3,6 +3,7 @@
 #include "bench.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@ typedef struct cli {
     uint64_t capacity;
     int json;
     int stop_at_failure;
+    int require_goal;
     unsigned passes;
     const char *csv, *plot, *device, *save_trace, *snapshot, *png;
     bench_workload_opts wl;
@@ -34,9 +36,12 @@ static void usage(FILE *f)
             "         [--passes N] (replay N times in one instance; drv calls of the last pass "
             "shown)\n"
             "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
-            "peak)\n"
+            "peak;\n"
+            "          with --stop-at-failure, at the failed allocation instead)\n"
             "  fit TRACE --strategy S [--json]\n"
             "  compare TRACE... [--strategy S]... [--json]\n"
+            "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
+            "trace)\n"
             "  hotpath [--pairs N] [--rounds N] [--json]\n"
             "  info [--json]\n"
             "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
@@ -89,7 +94,8 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_STOP,
         O_PASSES,
         O_SNAPSHOT,
-        O_PNG
+        O_PNG,
+        O_REQUIRE_GOAL
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -113,6 +119,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"passes", required_argument, NULL, O_PASSES},
                                          {"snapshot", required_argument, NULL, O_SNAPSHOT},
                                          {"png", required_argument, NULL, O_PNG},
+                                         {"require-goal", no_argument, NULL, O_REQUIRE_GOAL},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -167,6 +174,9 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_PNG:
             c->png = optarg;
+            break;
+        case O_REQUIRE_GOAL:
+            c->require_goal = 1;
             break;
         case O_SEED:
             if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
@@ -346,9 +356,11 @@ static int cmd_replay(cli *c, const bench_device *dev)
         }
     }
     if (snap_by >= 0 && r[snap_by].snapshot > 0 && !c->json)
-        printf("snapshot: %s (%s after op %zu of %zu, the trace's peak live; draw it with "
+        printf("snapshot: %s (%s after op %" PRIu64 " of %zu, %s; draw it with "
                "gpool-bench view %s --png FILE.png)\n",
-               c->snapshot, r[snap_by].strategy, bench_trace_peak_op(&t) + 1, t.n_ops, c->snapshot);
+               c->snapshot, r[snap_by].strategy, r[snap_by].snapshot_op, t.n_ops,
+               r[snap_by].snapshot_failed_op ? "a failed allocation" : "the trace's peak live",
+               c->snapshot);
     for (int i = 0; i < c->n_strategies; i++)
         bench_result_free(&r[i]);
     bench_trace_free(&t);
@@ -594,6 +606,15 @@ static int cmd_compare(cli *c, const bench_device *dev)
         }
     }
 out:
+    if (c->require_goal && !failed) {
+        for (int k = 0; k < c->n_args * ns; k++)
+            if (!fits[k].skipped && !fits[k].goal_met) {
+                if (!c->json)
+                    fprintf(stderr, "gpool-bench: %s misses the fit goal on %s\n", fits[k].strategy,
+                            names[k / ns]);
+                failed = 3;
+            }
+    }
     free(fits);
     free(steadies);
     free(names);

@@ -37,8 +37,11 @@ static void progress_line(const char *what, double frac, uint64_t start, uint64_
             100.0 * frac, (double)(now - start) / 1e9);
 }
 
-static void write_snapshot(bench_strategy *s, const char *path, bench_result *r)
+static void write_snapshot(bench_strategy *s, const char *path, bench_result *r, uint64_t op,
+                           int failed)
 {
+    r->snapshot_op = op;
+    r->snapshot_failed_op = failed;
     FILE *f = fopen(path, "w");
     if (!f) {
         r->snapshot = -1;
@@ -153,6 +156,8 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
                     r->failed_allocs++;
                     if (!r->first_failure) r->first_failure = gi + 1;
                     if (o->stop_on_failure) {
+                        /* the state that could not serve it says more than the peak */
+                        if (snap_op != SIZE_MAX) write_snapshot(&s, o->snapshot, r, gi + 1, 1);
                         stop = 1;
                         break;
                     }
@@ -180,7 +185,7 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
                 }
             }
         next:
-            if (pass == 0 && i == snap_op) write_snapshot(&s, o->snapshot, r);
+            if (pass == 0 && i == snap_op) write_snapshot(&s, o->snapshot, r, gi + 1, 0);
             if (step && gi % step == 0) {
                 s.ops->stats(&s, &st);
                 r->samples[r->n_samples++] = (bench_sample){gi, live, st.reserved};

@@ -109,7 +109,9 @@ void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace
         if (x->snapshot) {
             fprintf(f, ",\"snapshot\":");
             if (x->snapshot > 0)
-                fprintf(f, "\"written\"");
+                fprintf(f, "\"written\",\"snapshot_op\":%llu,\"snapshot_at\":\"%s\"",
+                        (unsigned long long)x->snapshot_op,
+                        x->snapshot_failed_op ? "failed_alloc" : "peak_live");
             else
                 bench_json_string(f, x->snapshot_err);
         }

@@ -7,6 +7,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- building --------------------------------------------------------------------------- */
 
@@ -212,6 +215,7 @@ static const char *base_name(const char *path, char *buf, size_t len)
     b = b ? b + 1 : path;
     snprintf(buf, len, "%s", b);
     size_t n = strlen(buf);
+    if (n > 3 && !strcmp(buf + n - 3, ".gz")) buf[n -= 3] = 0;
     if (n > 4 && !strcmp(buf + n - 4, ".csv")) buf[n - 4] = 0;
     return buf;
 }
@@ -395,9 +399,49 @@ out:
     return rc;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* A gzip-compressed trace is read through `gzip -dc` (no library needed): the child's output
+ * comes back on a pipe; *child is its pid. */
+static FILE *open_gzip(const char *path, pid_t *child)
+{
+    if (access(path, R_OK) != 0) return NULL; /* errno says why, as fopen would */
+    int fds[2];
+    if (pipe(fds) != 0) return NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDERR_FILENO); /* our message says what failed */
+        close(fds[0]);
+        close(fds[1]);
+        execlp("gzip", "gzip", "-dc", "--", path, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "rb");
+    if (!f) {
+        close(fds[0]);
+        waitpid(pid, NULL, 0);
+        return NULL;
+    }
+    *child = pid;
+    return f;
+}
+
 int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    pid_t child = -1;
+    FILE *f = ends_with(path, ".gz") ? open_gzip(path, &child) : fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -405,11 +449,7 @@ int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen)
     size_t cap = 1 << 20, len = 0;
     char *buf = malloc(cap);
     for (;;) {
-        if (!buf) {
-            fclose(f);
-            snprintf(err, errlen, "%s: out of host memory", path);
-            return -1;
-        }
+        if (!buf) break;
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
         if (len < cap) break;
@@ -418,11 +458,21 @@ int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen)
         if (!nb) free(buf);
         buf = nb;
     }
-    int ioerr = ferror(f);
+    int ioerr = ferror(f), status = 0;
     fclose(f);
-    if (ioerr) {
+    if (child > 0 && (waitpid(child, &status, 0) != child || !WIFEXITED(status))) status = -1;
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of host memory", path);
+        return -1;
+    }
+    if (ioerr || status != 0) {
         free(buf);
-        snprintf(err, errlen, "%s: read error", path);
+        if (ioerr)
+            snprintf(err, errlen, "%s: read error", path);
+        else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+            snprintf(err, errlen, "%s: cannot run gzip to decompress it", path);
+        else
+            snprintf(err, errlen, "%s: not a valid gzip file (gzip -dc failed)", path);
         return -1;
     }
     int rc = bench_trace_parse(path, buf, len, t, err, errlen);

@@ -182,6 +182,24 @@ Test(bench_cli, errors)
     json_check("d['strategies'][0]['status']=='skipped'");
 }
 
+/* compare --require-goal: exit status 3 when a strategy misses the fit goal (bfc puts the
+ * 6 MiB block in a 20 MiB segment), 0 when every one meets it. */
+Test(bench_cli, compare_require_goal)
+{
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --strategy cuda --strategy bfc "
+                       "--require-goal"),
+                 3, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "bfc misses the fit goal on one-6mib"), "%s",
+              slurp(err_path));
+    cr_assert_null(strstr(slurp(err_path), "cuda misses"), "%s", slurp(err_path));
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --strategy cuda --require-goal"), 0,
+                 "%s", slurp(err_path));
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --strategy bfc --require-goal "
+                       "--json"),
+                 3);
+    json_check("d['results'][0]['goal_met'] is False");
+}
+
 Test(bench_cli, replay_passes)
 {
     cr_assert_eq(bench("replay frame --frames 10 --passes 3 --strategy bfc --strategy gpool "
@@ -222,6 +240,35 @@ Test(bench_cli, snapshot_and_view)
              snap);
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "snapshot is not gpool_dump_json");
+    /* with --stop-at-failure the snapshot shows the state that could not serve the request:
+     * rmm-time's 3 MiB block does not fit in 2 MiB, so the map holds no 3 MiB block */
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy gpool --capacity 2M "
+                       "--stop-at-failure --snapshot %s --json",
+                       snap),
+                 0, "%s", slurp(err_path));
+    json_check("d['strategies'][0]['failed_allocs']==1 and "
+               "d['strategies'][0]['snapshot']=='written' and "
+               "d['strategies'][0]['snapshot_at']=='failed_alloc' and "
+               "d['strategies'][0]['snapshot_op']==2");
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
+             "r=d['arenas']['device'][0]['ranges']; "
+             "sys.exit(0 if r and all(x['size']!=3145728 for x in r) else 3)\" %s",
+             snap);
+    st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "snapshot not taken at the failure");
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy gpool --capacity 2M "
+                       "--stop-at-failure --snapshot %s",
+                       snap),
+                 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "after op 2 of 4, a failed allocation"), "%s",
+              slurp(out_path));
+    /* and without a failure it is taken at the peak */
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy gpool --stop-at-failure "
+                       "--snapshot %s --json",
+                       snap),
+                 0, "%s", slurp(err_path));
+    json_check("d['strategies'][0]['snapshot_at']=='peak_live'");
     /* a snapshot needs a strategy that can write one */
     cr_assert_eq(bench("replay frame --frames 2 --strategy bfc --snapshot %s.x", snap), 2);
     cr_assert(strstr(slurp(err_path), "--snapshot needs a gpool strategy"), "%s", slurp(err_path));

@@ -139,6 +139,25 @@ Test(bench_parser, files_from_disk)
     cr_assert(strstr(err, "cannot open"), "%s", err);
 }
 
+/* A .gz trace is read through gzip -dc: the same trace, its name without .csv.gz. */
+Test(bench_parser, gzip_files)
+{
+    bench_trace t;
+    char err[512];
+    cr_assert_eq(bench_trace_load("bench/traces/test/rmm-time.csv.gz", &t, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert_str_eq(t.name, "rmm-time");
+    cr_assert_eq(t.n_allocs, 2);
+    cr_assert_eq(t.skipped_failures, 1);
+    cr_assert_eq(t.peak_live, 1000 + 3145728);
+    bench_trace_free(&t);
+    cr_assert_eq(bench_trace_load("bench/traces/test/not-gzip.csv.gz", &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "not-gzip.csv.gz: not a valid gzip file"), "%s", err);
+    cr_assert_eq(bench_trace_load("bench/traces/test/no-such-file.csv.gz", &t, err, sizeof err),
+                 -1);
+    cr_assert(strstr(err, "no-such-file.csv.gz: cannot open: No such file"), "%s", err);
+}
+
 Test(bench_parser, shipped_traces_match_their_readme)
 {
     static const struct {
