@@ -22,20 +22,23 @@ int cudrv_load(cudrv *d, char *err, size_t errlen)
     }
     get_proc_fn get_proc;
     *(void **)&get_proc = dlsym(d->lib, "cuGetProcAddress_v2");
+    if (!get_proc) {
+        snprintf(err, errlen, "%s has no cuGetProcAddress_v2: driver older than CUDA 12.0", path);
+        return -1;
+    }
     CUresult (*get_version)(int *);
     *(void **)&get_version = dlsym(d->lib, "cuDriverGetVersion");
     if (get_version) get_version(&d->version);
     int abi = d->version > 0 && d->version < 12000 ? d->version : 12000;
     void *fn;
     CUdriverProcAddressQueryResult qr;
-    /* cuGetProcAddress when the driver has it (the versioned ABI), else dlsym */
+    /* the base name, the CUDA 12.0 ABI: "cuMemAlloc" -> cuMemAlloc_v2, "cuCtxSynchronize" -> the
+     * 12.0 one without a context argument (CUDA 13 added a _v2 that takes one) */
 #define CUDRV_RESOLVE(name, ret, args)                                                             \
     fn = NULL;                                                                                     \
-    if (get_proc &&                                                                                \
-        (get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_DEFAULT, &qr) != CUDA_SUCCESS ||            \
-         qr != CU_GET_PROC_ADDRESS_SUCCESS))                                                       \
+    if (get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_DEFAULT, &qr) != CUDA_SUCCESS ||             \
+        qr != CU_GET_PROC_ADDRESS_SUCCESS)                                                         \
         fn = NULL;                                                                                 \
-    if (!fn && !get_proc) fn = dlsym(d->lib, #name);                                               \
     *(void **)&d->name = fn;
     CUDRV_ENTRIES(CUDRV_RESOLVE)
 #undef CUDRV_RESOLVE

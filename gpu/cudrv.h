@@ -24,6 +24,8 @@
     X(cuMemFree, CUresult, (CUdeviceptr))                                                          \
     X(cuMemAllocAsync, CUresult, (CUdeviceptr *, size_t, CUstream))                                \
     X(cuMemFreeAsync, CUresult, (CUdeviceptr, CUstream))                                           \
+    X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool *, CUdevice))                             \
+    X(cuMemPoolSetAttribute, CUresult, (CUmemoryPool, CUmemPool_attribute, void *))                \
     X(cuMemcpyHtoD, CUresult, (CUdeviceptr, const void *, size_t))                                 \
     X(cuMemcpyDtoH, CUresult, (void *, CUdeviceptr, size_t))                                       \
     X(cuMemcpy, CUresult, (CUdeviceptr, CUdeviceptr, size_t))                                      \
@@ -31,6 +33,7 @@
     X(cuStreamDestroy, CUresult, (CUstream))                                                       \
     X(cuStreamSynchronize, CUresult, (CUstream))                                                   \
     X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                      \
+    X(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, CUjit_option *, void **)) \
     X(cuModuleUnload, CUresult, (CUmodule))                                                        \
     X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                       \
     X(cuLaunchKernel, CUresult,                                                                    \
@@ -47,8 +50,11 @@ typedef struct cudrv {
 #undef CUDRV_FIELD
 } cudrv;
 
-/* Load $GPOOL_LIBCUDA or libcuda.so.1 and resolve the entry points (missing ones stay NULL);
- * cuInit(0). 0, or -1 with a message in err. */
+/* Load $GPOOL_LIBCUDA or libcuda.so.1 and resolve the entry points through cuGetProcAddress_v2
+ * with the CUDA 12.0 ABI, by base name ("cuMemAlloc" gives cuMemAlloc_v2); missing ones stay
+ * NULL. A driver without cuGetProcAddress_v2 (older than CUDA 12.0, which gpool rejects too) is
+ * an error: dlsym of the plain names would give the old 32-bit ABIs. cuInit(0). 0, or -1 with a
+ * message in err. */
 int cudrv_load(cudrv *d, char *err, size_t errlen);
 /* "CUDA_ERROR_X" for r. */
 const char *cudrv_err(const cudrv *d, CUresult r);

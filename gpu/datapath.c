@@ -103,7 +103,12 @@ static void check_kind(gpool_t *pool, CUfunction f, gpool_mem_kind kind, const c
         return;
     }
     gpool_block_desc d;
-    gpool_block_info(pool, p, &d);
+    if (gpool_block_info(pool, p, &d) != GPOOL_OK) {
+        /* without it the kernel would write through an uninitialised address */
+        line("FAIL", "%s: gpool_block_info: %s", label, gpool_last_error());
+        gpool_free(pool, p);
+        return;
+    }
     CUdeviceptr dptr = d.device_ptr ? (CUdeviceptr)d.device_ptr : (CUdeviceptr)(uintptr_t)p;
     unsigned char *host = kind == GPOOL_MEM_DEVICE ? malloc(n) : (unsigned char *)d.host_ptr;
     if (!host) host = p;
@@ -126,8 +131,8 @@ static void check_kind(gpool_t *pool, CUfunction f, gpool_mem_kind kind, const c
         if (dst != host) free(dst);
     } else {
         memset(host, 0, n);
-        if (kind == GPOOL_MEM_DEVICE) D.cuMemcpyHtoD(dptr, host, n);
-        CUresult r = fill(f, dptr, n, seed);
+        CUresult r = kind == GPOOL_MEM_DEVICE ? D.cuMemcpyHtoD(dptr, host, n) : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS) r = fill(f, dptr, n, seed);
         if (r == CUDA_SUCCESS && kind == GPOOL_MEM_DEVICE) r = D.cuMemcpyDtoH(host, dptr, n);
         size_t bad = r == CUDA_SUCCESS ? verify(host, n, seed) : 0;
         if (r != CUDA_SUCCESS)
@@ -227,13 +232,23 @@ int main(int argc, char **argv)
         line("SKIP", "kernel: driver %s has no cuModuleLoadData/cuLaunchKernel%s", D.path,
              sim ? " (the simulated driver runs no kernels)" : "");
     } else {
-        CUresult r = D.cuModuleLoadData(&mod, fill_ptx);
+        /* with the JIT's error log when the driver has cuModuleLoadDataEx: a PTX that does not
+         * compile then says why */
+        char jit_log[2048] = "";
+        CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+        void *vals[] = {jit_log, (void *)(uintptr_t)(sizeof jit_log - 1)};
+        CUresult r = D.cuModuleLoadDataEx ? D.cuModuleLoadDataEx(&mod, fill_ptx, 2, opts, vals)
+                                          : D.cuModuleLoadData(&mod, fill_ptx);
         if (r == CUDA_SUCCESS) r = D.cuModuleGetFunction(&f, mod, "gpool_fill");
         if (r != CUDA_SUCCESS) {
-            line("FAIL", "kernel: loading the PTX: %s", cudrv_err(&D, r));
+            for (char *c = jit_log; *c; c++)
+                if (*c == '\n') *c = ' '; /* one markdown line */
+            line("FAIL", "kernel: loading the PTX: %s%s%s", cudrv_err(&D, r), *jit_log ? ": " : "",
+                 jit_log);
             f = NULL;
         } else {
-            line("PASS", "kernel: PTX JIT-compiled and loaded (cuModuleLoadData)");
+            line("PASS", "kernel: PTX JIT-compiled and loaded (%s)",
+                 D.cuModuleLoadDataEx ? "cuModuleLoadDataEx" : "cuModuleLoadData");
         }
     }
     gpool_t *pool = NULL;

@@ -150,6 +150,16 @@ int main(int argc, char **argv)
     if (D.cuDeviceGetName) D.cuDeviceGetName(name, sizeof name, dev);
     CUstream s = NULL;
     if (D.cuStreamCreate) D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    /* The default pool's release threshold is 0: every synchronize would hand its memory back
+     * to the OS and each timed pair would map fresh memory. Keep it, as PyTorch and RMM
+     * configure the pool, so that the column measures the pool itself. */
+    const char *pool_note = "";
+    CUmemoryPool mempool;
+    cuuint64_t keep = UINT64_MAX;
+    if (s && D.cuDeviceGetDefaultMemPool && D.cuMemPoolSetAttribute &&
+        D.cuDeviceGetDefaultMemPool(&mempool, dev) == CUDA_SUCCESS &&
+        D.cuMemPoolSetAttribute(mempool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS)
+        pool_note = " cuMemAllocAsync: the device's default pool, release threshold UINT64_MAX.";
     gpool_config cfg;
     gpool_config_default(&cfg);
     cfg.device = device;
@@ -162,9 +172,9 @@ int main(int argc, char **argv)
     printf("### Device-memory allocation latency%s\n\n",
            sim ? " (SIMULATED driver, not a GPU)" : "");
     printf("Device %d: %s, driver %d.%d (%s). One alloc + free pair, host clock, microseconds "
-           "p50 / p99 over %d pairs (64 MiB: %d).\n\n",
+           "p50 / p99 over %d pairs (64 MiB: %d).%s\n\n",
            device, sim ? "simulated" : name, D.version / 1000, D.version % 1000 / 10, D.path, iters,
-           iters / 5 < 10 ? 10 : iters / 5);
+           iters / 5 < 10 ? 10 : iters / 5, pool_note);
     printf("| size | gpool | cuMemAlloc + cuMemFree | cuMemAllocAsync + cuMemFreeAsync + sync |\n");
     printf("|---|---|---|---|\n");
     static const size_t sizes[] = {4 << 10, 1 << 20, 64 << 20};

@@ -13,13 +13,13 @@
 #      any failure.
 # Environment: BUILD (build), MAKE (make), DEPS_PREFIX (staged deps, scripts/stage-deps.sh),
 # GPU_CHECK_TRACES (traces to replay; default bench/traces/*.csv), GPU_CHECK_STEP_TIMEOUT
-# (seconds per step, default 1800).
+# (seconds per step, default 300: a hung step is killed and the rest still run).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BUILD=${BUILD:-build}
 MAKE=${MAKE:-make}
 OUT=${GPU_CHECK_OUT:-build/gpu-check.md}
-STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-1800}
+STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-300}
 unset GPOOL_CONF GPOOL_SIM_FAIL # default configuration
 # GPU_CHECK_DRIVER=FILE runs everything on that driver instead (only to test this script on the
 # simulated driver: build/sim/libcuda.so.1); otherwise the real libcuda.so.1.
@@ -32,14 +32,15 @@ find_libcuda() {
   fi
   local d
   for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/nvidia/lib64 \
-           /usr/lib/wsl/lib ${LD_LIBRARY_PATH//:/ }; do
+           /usr/lib/wsl/lib ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }}; do
     [ -e "$d/libcuda.so.1" ] && return 0
   done
   return 1
 }
 have_gpu=0
+# nvidia-smi can hang on a GPU in a bad state: every call of it has a time limit
 if [ -e /proc/driver/nvidia/version ] || { command -v nvidia-smi >/dev/null 2>&1 &&
-     nvidia-smi -L >/dev/null 2>&1; } || ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+     timeout -k 5 30 nvidia-smi -L >/dev/null 2>&1; } || ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
   find_libcuda && have_gpu=1
 fi
 [ -n "${GPU_CHECK_DRIVER:-}" ] && have_gpu=1
@@ -49,14 +50,21 @@ if [ $have_gpu = 0 ]; then
 fi
 
 if [ -n "${DEPS_PREFIX:-}" ]; then
+  # absolute: it becomes the rpath of everything built, and the tests run from other folders
+  DEPS_PREFIX=$(cd "$DEPS_PREFIX" && pwd) || { echo "gpu-check: DEPS_PREFIX: no such folder" >&2; exit 2; }
   triplet=$(${CC:-cc} -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
   export LD_LIBRARY_PATH="$DEPS_PREFIX/usr/lib/$triplet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CPATH="$DEPS_PREFIX/usr/include${CPATH:+:$CPATH}"
   export LIBRARY_PATH="$DEPS_PREFIX/usr/lib/$triplet${LIBRARY_PATH:+:$LIBRARY_PATH}"
-  # scripts/deps.sh would try apt-get (or want pkg-config): the staged tree is the answer here
-  if echo '#include <criterion/criterion.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
-    mkdir -p "$BUILD" && touch "$BUILD/.deps-ok"
-  fi
+fi
+# scripts/deps.sh (run by the build when $BUILD/.deps-ok is missing) also wants pkg-config and
+# gnuplot, which this check does not use, and tries apt-get as root: on a GPU host without network
+# or package manager that fails the build. When the headers the build needs are there (staged or
+# installed), mark the dependencies as checked.
+have_header() { echo "#include <$1>" | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
+if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ] && have_header jemalloc/jemalloc.h &&
+   have_header hwloc.h && have_header criterion/criterion.h; then
+  mkdir -p "$BUILD" && touch "$BUILD/.deps-ok"
 fi
 
 mkdir -p "$(dirname "$OUT")" "$BUILD/gpu-check"
@@ -64,23 +72,33 @@ LOG="$BUILD/gpu-check"
 failures=0
 md() { printf '%s\n' "$*" >>"$OUT"; }
 run_step() { # name logfile command...: runs with a timeout, returns its status
-  local name=$1 log=$2
+  local name=$1 log=$2 rc
   shift 2
   echo "gpu-check: $name" >&2
-  timeout "$STEP_TIMEOUT" "$@" >"$log" 2>&1
+  # SIGTERM at the limit, SIGKILL 10 s later (a process stuck in the driver may ignore TERM)
+  timeout -k 10 "$STEP_TIMEOUT" "$@" >"$log" 2>&1
+  rc=$?
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    echo "gpu-check: $name: killed after the step limit of ${STEP_TIMEOUT} s (exit $rc)" >>"$log"
+  fi
+  return $rc
 }
 fail() { failures=$((failures + 1)); md "- **FAIL** $*"; }
 pass() { md "- PASS $*"; }
 skip() { md "- SKIP $*"; }
 
-gpu_line=$(nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true)
+gpu_line=$(timeout -k 5 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true)
 : >"$OUT"
 md "# gpool gpu-check"
 md ""
 md "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 [ -n "${GPU_CHECK_DRIVER:-}" ] && md "- **driver: $GPU_CHECK_DRIVER (GPU_CHECK_DRIVER: a test run of this script, not a GPU result)**"
 md "- host: $(uname -n) ($(uname -sr))"
-md "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified tree)')"
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  md "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (modified tree)')"
+else
+  md "- commit: unknown (not a git checkout)"
+fi
 if [ -n "$gpu_line" ]; then
   while IFS= read -r l; do md "- GPU: $l"; done <<<"$gpu_line"
 else
@@ -170,11 +188,11 @@ md ""
 md "## 4. Frameworks"
 for fw in torch cupy; do
   script=gpu/${fw}_check.py
-  if ! python3 -c "import $fw" >/dev/null 2>&1; then
+  if ! timeout -k 5 120 python3 -c "import $fw" >/dev/null 2>&1; then
     skip "$fw: python3 cannot import $fw"
   elif [ ! -f "$script" ]; then
     skip "$fw: $script is not in this tree yet"
-  elif GPOOL_BUILD="$(cd "$BUILD" && pwd)" run_step "$fw" "$LOG/$fw.log" python3 "$script"; then
+  elif run_step "$fw" "$LOG/$fw.log" python3 "$script" --build "$(cd "$BUILD" && pwd)"; then
     pass "$fw: $script"
     md '```'; tail -20 "$LOG/$fw.log" >>"$OUT"; md '```'
   else

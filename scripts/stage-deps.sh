@@ -42,17 +42,19 @@ trap 'rm -rf "$tmp"' EXIT
   exit 1
 }
 mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
 for deb in "$tmp"/*.deb; do
   dpkg-deb -x "$deb" "$dest"
   basename "$deb" >>"$dest/PACKAGES"
 done
 sort -u -o "$dest/PACKAGES" "$dest/PACKAGES"
 # -dev packages link libfoo.so to the runtime file with absolute or relative links: keep
-# relative ones working inside $dest, rewrite absolute ones.
+# relative ones, rewrite absolute ones as relative links inside $dest (an absolute link into
+# $dest would break when the tree is copied to the GPU host).
 find "$dest" -type l | while read -r l; do
   t=$(readlink "$l")
-  case $t in /*) ln -sfn "$dest$t" "$l" 2>/dev/null || true ;; esac
+  case $t in /*) ln -sfnr "$dest$t" "$l" 2>/dev/null || true ;; esac
 done
 triplet=$(cc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 echo "stage-deps: unpacked into $dest ($(du -sh "$dest" | cut -f1)); libraries in $dest/usr/lib/$triplet" >&2
-echo "stage-deps: use it with: make ... DEPS_PREFIX=$(cd "$dest" && pwd)" >&2
+echo "stage-deps: use it with: make ... DEPS_PREFIX=$dest" >&2
