@@ -167,7 +167,19 @@ Test(bench_parser, shipped_traces_match_their_readme)
                   {"bench/traces/transformer-train.csv", 4489},
                   {"bench/traces/unet-train.csv", 16124},
                   {"bench/traces/varimg-train.csv", 44434},
-                  {"bench/traces/batch-decode.csv", 42217}};
+                  {"bench/traces/batch-decode.csv", 42217},
+                  /* bench/traces/heldout/README.md */
+                  {"bench/traces/heldout/decode8.csv.gz", 80902},
+                  {"bench/traces/heldout/decode-stagger.csv.gz", 53324},
+                  {"bench/traces/heldout/decode-many.csv.gz", 203543},
+                  {"bench/traces/heldout/decode-16b.csv.gz", 136922},
+                  {"bench/traces/heldout/decode-big.csv.gz", 167672},
+                  {"bench/traces/heldout/bert-vary.csv.gz", 7512},
+                  {"bench/traces/heldout/gpt-train.csv.gz", 5607},
+                  {"bench/traces/heldout/lstm-train.csv.gz", 9561},
+                  {"bench/traces/heldout/resnet50-infer.csv.gz", 25342},
+                  {"bench/traces/heldout/densenet-train.csv.gz", 59705},
+                  {"bench/traces/heldout/vit-train.csv.gz", 7224}};
     for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
         bench_trace t;
         char err[512];

@@ -145,6 +145,8 @@ WORKLOADS = {
                                  stagger=3),
     "decode-16b": lambda: serve(16, 512, 8, 4, 2000, rand_list(16, 16, 500), rand_list(16, 20, 80),
                                 stagger=1),
+    "decode-big": lambda: serve(24, 1024, 16, 4, 4000, rand_list(24, 16, 600),
+                                rand_list(24, 20, 60), stagger=1),
     "bert-vary": lambda: train_lm(384, 6, 4, 6000, 12, 128, 6, vary=True),
     "gpt-train": lambda: train_lm(640, 10, 6, 10000, 6, 192, 3),
     "lstm-train": lstm,
