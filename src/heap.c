@@ -161,6 +161,7 @@ int gp_heap_init(gp_heap *h)
 {
     memset(h, 0, sizeof *h);
     h->rng = 0x9e3779b9u;
+    h->slab_floor = UINTPTR_MAX;
     h->regions = calloc(GP_HEAP_MAX_REGIONS, sizeof *h->regions);
     if (!h->regions) return -1;
     h->cap_regions = GP_HEAP_MAX_REGIONS;
@@ -268,14 +269,16 @@ static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
     return r;
 }
 
-/* Collect, in (size, addr) order, up to max free ranges of at least want bytes. */
-static void collect_fits(gp_range *n, size_t want, gp_range **out, int *count, int max)
+/* Collect, in (size, addr) order, up to max free ranges of at least want bytes that start
+ * below below. */
+static void collect_fits(gp_range *n, size_t want, uintptr_t below, gp_range **out, int *count,
+                         int max)
 {
     if (!n || *count >= max) return;
-    if (n->size >= want) collect_fits(n->left, want, out, count, max);
+    if (n->size >= want) collect_fits(n->left, want, below, out, count, max);
     if (*count >= max) return;
-    if (n->size >= want) out[(*count)++] = n;
-    collect_fits(n->right, want, out, count, max);
+    if (n->size >= want && n->addr < below) out[(*count)++] = n;
+    collect_fits(n->right, want, below, out, count, max);
 }
 
 /* How many of the pages [addr, addr+size) would touch are not backed yet. */
@@ -295,11 +298,12 @@ static size_t unbacked(const gp_heap *h, const gp_range *r, size_t size, size_t 
 /* Best fit in one index, preferring among the few smallest fits one whose pages are all
  * backed already (no fresh page needed): cached memory is reused before fresh pages are mapped, so
  * a repeated workload settles into its cache (no driver calls) instead of drifting. */
-static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t size, size_t align)
+static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t size, size_t align,
+                        uintptr_t below)
 {
     gp_range *c[GP_FIT_CANDIDATES];
     int n = 0;
-    collect_fits(root, want, c, &n, GP_FIT_CANDIDATES);
+    collect_fits(root, want, below, c, &n, GP_FIT_CANDIDATES);
     for (int i = 0; i < n; i++)
         if (!unbacked(h, c[i], size, align)) return c[i];
     return n ? c[0] : NULL; /* plain best fit when every candidate needs fresh pages */
@@ -328,14 +332,15 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
 
 /* A stream's own pending ranges first: reusing them keeps the clean space open for the other
  * streams. */
-static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag)
+static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag,
+                          uintptr_t below)
 {
     gp_range *best = NULL;
     if (tag != GP_TAG_CLEAN) {
         gp_tag_index *t = tag_find(h, tag);
-        best = t ? fit_in(h, t->root, want, size, align) : NULL;
+        best = t ? fit_in(h, t->root, want, size, align, below) : NULL;
     }
-    return best ? best : fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align);
+    return best ? best : fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align, below);
 }
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
@@ -343,10 +348,26 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
     if (want < size) return NULL;
-    gp_range *best = find_fit(h, want, size, align, tag);
+    /* below the slab zone first: holes between slabs are for slabs, so that zone stays put */
+    gp_range *best = find_fit(h, want, size, align, tag, h->slab_floor);
+    if (!best) best = find_fit(h, want, size, align, tag, UINTPTR_MAX);
     if (!best) return NULL;
     uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
     return take_from(h, best, addr, size, tag, out_of_nodes);
+}
+
+/* The free range of at least want bytes with the highest address, in the subtree n. */
+static void top_fit(gp_range *n, size_t want, gp_range **best)
+{
+    while (n) {
+        if (n->size >= want) {
+            if (!*best || n->addr > (*best)->addr) *best = n;
+            top_fit(n->right, want, best); /* larger ranges, any address */
+            n = n->left;                   /* smaller ones that may still fit */
+        } else {
+            n = n->right;
+        }
+    }
 }
 
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
@@ -354,12 +375,13 @@ gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
     if (want < size) return NULL;
-    gp_range *best = tag_find(h, GP_TAG_CLEAN)->root;
-    while (best && best->right)
-        best = best->right; /* the largest clean range */
-    if (!best || best->size < want) best = find_fit(h, want, size, align, tag);
+    gp_range *best = NULL;
+    top_fit(tag_find(h, GP_TAG_CLEAN)->root, want, &best);
+    gp_tag_index *t = tag != GP_TAG_CLEAN ? tag_find(h, tag) : NULL;
+    if (t) top_fit(t->root, want, &best);
     if (!best) return NULL;
     uintptr_t addr = (best->addr + best->size - size) & ~(uintptr_t)(align - 1);
+    if (addr < h->slab_floor) h->slab_floor = addr;
     return take_from(h, best, addr, size, tag, out_of_nodes);
 }
 

@@ -61,7 +61,8 @@ typedef struct gp_heap {
     size_t ntags, cap_tags;
     gp_range *spare; /* recycled range nodes */
     uint32_t rng;
-    size_t free_bytes; /* in free ranges */
+    size_t free_bytes;    /* in free ranges */
+    uintptr_t slab_floor; /* lowest address gp_heap_take_top ever gave out (the slab zone) */
 } gp_heap;
 
 int gp_heap_init(gp_heap *h);
@@ -77,9 +78,11 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, voi
  * GP_MIN_ALIGN. Page counts are updated. */
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
-/* As gp_heap_take, but from the high end of the largest clean range (else a best fit): the
- * arena's slabs gather there, away from large blocks, so a repeated workload's large blocks
- * find their old, still-mapped places again instead of drifting around long-lived slabs. */
+/* As gp_heap_take, but from the high end of the highest free range that fits (clean, or
+ * tagged tag): the arena's slabs gather at the top of the address space, away from large
+ * blocks, and fill the holes earlier slabs left there before the zone grows downwards, so a
+ * repeated workload's slabs and large blocks find their old, still-mapped places again
+ * instead of drifting. */
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
 /* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same

@@ -66,6 +66,39 @@ Test(heap, best_fit_lowest_address_and_coalescing)
     cr_assert_eq(n, 1, "everything coalesced back into one range");
 }
 
+/* Slabs (take_top) gather at the top and refill the holes earlier slabs left there before
+ * the zone grows down; other blocks keep out of that zone while anything below fits, so a
+ * repeated workload finds the same places again (no drift, no fresh pages). */
+Test(heap, slab_zone_stays_put)
+{
+    int oom = 0;
+    const size_t slab = 64 << 10;
+    gp_range *s[4];
+    for (int i = 0; i < 4; i++) {
+        s[i] = gp_heap_take_top(&heap, slab, GP_MIN_ALIGN, GP_TAG_CLEAN, &oom);
+        cr_assert_not_null(s[i]);
+        cr_assert_eq(s[i]->addr, BASE + 64 * MiB - (size_t)(i + 1) * slab, "packed from the top");
+    }
+    uintptr_t hole = s[1]->addr;
+    gp_heap_give(&heap, s[1], GP_TAG_CLEAN, 0); /* a 64 KiB hole in the slab zone */
+    gp_range *small = take(40 << 10, GP_TAG_CLEAN);
+    cr_assert_eq(small->addr, BASE, "a block that fits below the slab zone does not take its hole");
+    gp_range *again = gp_heap_take_top(&heap, slab, GP_MIN_ALIGN, GP_TAG_CLEAN, &oom);
+    cr_assert_not_null(again);
+    cr_assert_eq(again->addr, hole, "the next slab refills the hole: the zone does not creep");
+    /* with nothing below that fits, a block may still use the slab zone's holes */
+    gp_heap_give(&heap, again, GP_TAG_CLEAN, 0);
+    gp_range *rest = take(64 * MiB - 4 * slab - (40 << 10), GP_TAG_CLEAN);
+    gp_range *last = take(40 << 10, GP_TAG_CLEAN);
+    cr_assert_eq(last->addr, hole);
+    gp_heap_give(&heap, last, GP_TAG_CLEAN, 0);
+    gp_heap_give(&heap, rest, GP_TAG_CLEAN, 0);
+    gp_heap_give(&heap, small, GP_TAG_CLEAN, 0);
+    for (int i = 0; i < 4; i++)
+        if (i != 1) gp_heap_give(&heap, s[i], GP_TAG_CLEAN, 0);
+    cr_assert_eq(heap.free_bytes, 64 * MiB);
+}
+
 Test(heap, page_counts_follow_blocks)
 {
     gp_region *g = &heap.regions[0];
