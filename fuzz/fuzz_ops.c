@@ -16,7 +16,8 @@
  * Host kinds may answer GPOOL_ERR_UNSUPPORTED (not built yet); that status is accepted.
  *
  * Input format: byte 0 picks a pool configuration, then each op is one opcode byte followed
- * by its argument bytes (missing bytes read as 0). At most MAX_OPS ops run per input. */
+ * by its argument bytes (missing bytes read as 0). At most MAX_OPS ops run per input.
+ * GPOOL_FUZZ_TRACE=1 prints each operation, to read what a crash input did. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,18 @@ static const char *cur_opname = "";
             fprintf(stderr, "\n  [%s:%d] %s\n  gpool_last_error: %s\n", __FILE__, __LINE__, #cond, \
                     gpool_last_error());                                                           \
             abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* GPOOL_FUZZ_TRACE=1 prints every operation (to read a crash input). */
+#define TRACE(...)                                                                                 \
+    do {                                                                                           \
+        static int on_ = -1;                                                                       \
+        if (on_ < 0) on_ = getenv("GPOOL_FUZZ_TRACE") != NULL;                                     \
+        if (on_) {                                                                                 \
+            fprintf(stderr, "op %lu: ", cur_op);                                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
         }                                                                                          \
     } while (0)
 
@@ -215,6 +228,7 @@ static void note_forced_syncs(void)
      * blocks pending before it may be reused; later frees on held streams pend again. */
     unsigned long n = sync_calls();
     if (n != S.syncs) {
+        TRACE("a synchronize ran: nothing pending any more");
         S.syncs = n;
         S.npend = 0;
     }
@@ -343,6 +357,9 @@ static void op_alloc(reader *r)
                           ? gpool_alloc(S.pool, size, &prm, &p)
                           : gpool_alloc_async(S.pool, size, &prm, S.streams[stream], &p);
     note_forced_syncs();
+    TRACE("alloc slot %d: %zu bytes kind %d align %zu stream %d%s%s -> %d %p", slot, size,
+          (int)prm.kind, align, stream, prm.flags & GPOOL_ALLOC_STREAM_WAIT ? " STREAM_WAIT" : "",
+          stream == 0 && !(sb & 0x40) ? "" : " (async)", (int)st, p);
     int invalid = bad_kind || (align & (align - 1)) || align > GRAN;
     if (invalid) {
         CHECK(st == GPOOL_ERR_INVALID_ARG, "invalid params (kind %d align %zu) gave status %d",
@@ -394,7 +411,8 @@ static void op_alloc(reader *r)
         /* This stream now runs after the pending work it waited on: what was pending so far
          * is safe for it from now on (a superset of what gpool hands it, so no false alarm). */
         S.stream_wait_used = 1;
-        for (size_t i = 0; i < S.npend; i++) S.pend[i].waited_by |= 1u << stream;
+        for (size_t i = 0; i < S.npend; i++)
+            S.pend[i].waited_by |= 1u << stream;
     }
     if (prm.flags & GPOOL_ALLOC_ZERO) check_zero(up, size);
     block *b = &S.b[slot];
@@ -418,6 +436,8 @@ static void free_slot(int slot, int stream, int async)
     note_forced_syncs();
     CHECK(st == GPOOL_OK, "free of slot %d [%#lx,+%zu) gave %d", slot, (unsigned long)b->ptr,
           b->size, (int)st);
+    TRACE("free slot %d [%#lx,+%zu) on stream %d%s%s", slot, (unsigned long)b->ptr, b->size, stream,
+          async ? " (async)" : "", async && S.held[stream] ? " HELD" : "");
     b->live = 0;
     if (async && stream != b->stream) {
         S.maybe_pending_rounded += b->rounded;
@@ -490,6 +510,7 @@ static void op_hold_free(reader *r)
     int slot = u8(r) % SLOTS;
     int s = u8(r) % (NSTREAMS - 1) + 1;
     if (!S.held[s]) {
+        TRACE("hold stream %d", s);
         CHECK(sim->stream_hold(S.streams[s]) == 0, "stream_hold");
         S.held[s] = 1;
     }
@@ -501,6 +522,7 @@ static void op_release(reader *r)
     int s = u8(r) % (NSTREAMS - 1) + 1;
     if (!S.held[s]) return;
     CHECK(sim->stream_release(S.streams[s]) == 0, "stream_release");
+    TRACE("release stream %d", s);
     S.held[s] = 0;
     size_t j = 0;
     for (size_t i = 0; i < S.npend; i++)

@@ -396,7 +396,10 @@ GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
  * It is reused at once by allocations on that stream, by others only after an event
  * recorded on the stream later has completed (events are recorded only when another stream
  * needs the memory; a single-stream workload records none). Host blocks are reused, on any
- * stream, only once that work is done. Keep the stream alive until the pool has synchronized
+ * stream, only once that work is done. A device block freed on another stream than it was
+ * allocated on also waits for the work queued so far on the allocating stream (the pool may
+ * have handed it out while that stream's earlier work on the memory was still queued), so
+ * that stream must still exist then. Keep the stream alive until the pool has synchronized
  * (gpool_trim() does) if you destroy it soon after: gpool records events on it later.
  *
  * @param pool   the pool that allocated the block.

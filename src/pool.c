@@ -317,6 +317,28 @@ static gp_arena *arena_of(gpool_t *pool, const void *ptr)
     return NULL;
 }
 
+/* A device block freed on another stream than the one it was allocated on: the memory may
+ * still be waiting for work queued on the allocating stream before the block was handed out
+ * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
+ * for. So the free also waits for the allocating stream, as if the block had been recorded
+ * on it. Returns 1 when the free went that way (status in *st). */
+static int cross_stream_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag, gpool_status *st)
+{
+    uintptr_t base, btag;
+    size_t size, requested;
+    uint32_t usage;
+    if (gp_arena_block(a, ptr, &base, &size, &requested, &btag, &usage) != GPOOL_OK ||
+        base != (uintptr_t)ptr || btag == tag)
+        return 0; /* same stream, or not a block: the plain path handles (or reports) it */
+    if (gp_stream_record(pool, ptr, tag, btag) != GPOOL_OK) {
+        /* cannot track one more stream for it: wait for the allocating stream now */
+        gp_clear_error();
+        *st = gp_stream_wait(pool, btag);
+        return *st != GPOOL_OK;
+    }
+    return gp_stream_defer_free(pool, ptr, tag, st);
+}
+
 static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
@@ -352,6 +374,10 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         return st;
     }
     int small = gp_arena_slab_of(a, (uintptr_t)ptr) != NULL;
+    if (!small && a == pool->arena[GPOOL_MEM_DEVICE] && cross_stream_free(pool, a, ptr, tag, &st)) {
+        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+        return st;
+    }
     st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
     if (st == GPOOL_OK && !small && pool->cfg.release_threshold) {
         gp_arena_counters c;

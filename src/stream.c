@@ -193,6 +193,16 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
     return st;
 }
 
+gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag)
+{
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    CUresult r =
+        GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize((CUstream)tag));
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuStreamSynchronize");
+}
+
 int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *st)
 {
     gp_streams *ss = pool->streams;

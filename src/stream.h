@@ -18,6 +18,9 @@ uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag);
 /* Note that the block at ptr (allocated on alloc_tag) is also used on stream tag. */
 gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uintptr_t tag);
 
+/* Wait for the work queued on stream tag (cuStreamSynchronize). */
+gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag);
+
 /* If ptr was used on other streams, queue its free behind events on them and return 1
  * (*st says how that went); 0 when the caller frees it now. */
 int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *st);

@@ -89,6 +89,39 @@ Test(streams, large_block_reused_on_its_stream_at_once_and_elsewhere_only_after_
     cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK, "%s", gpool_last_error());
 }
 
+/* A block that stream A got from its own pending free, then freed on B: B must not reuse it
+ * while A's earlier work on that memory is still queued (a fuzz_ops finding). */
+Test(streams, block_freed_on_another_stream_waits_for_its_allocating_stream)
+{
+    const size_t sz = 512 * 1024;
+    void *p = alloc_on(sz, A, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK); /* A's queued work may still use p */
+    void *q = alloc_on(16 * 1024, A, 0);                  /* A reuses its own free at once */
+    cr_assert_eq(q, p);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK); /* B is done with q at once ... */
+    void *r = alloc_on(200, B, 0);                        /* ... but A is not done with p */
+    cr_assert(!overlaps(p, sz, r, 200), "stream B got memory stream A's queued work may use");
+    void *big = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, big, sz));
+    cr_assert_eq(gpool_free_async(pool, r, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, big, B), GPOOL_OK);
+    sim->stream_release(A);
+    /* once A completed, B gets that memory back without a forced synchronize */
+    unsigned long forced = sim->forced_syncs();
+    int back = 0;
+    void *keep[64];
+    int n = 0;
+    for (; n < 64 && !back; n++) {
+        keep[n] = alloc_on(sz, B, 0);
+        back = overlaps(p, sz, keep[n], sz);
+    }
+    cr_assert(back, "the block is B's to reuse after A completed");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], B), GPOOL_OK);
+}
+
 Test(streams, small_block_freed_on_another_stream_waits_for_it)
 {
     /* small blocks of the default stream come from slabs and thread caches */
