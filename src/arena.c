@@ -721,7 +721,7 @@ gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_
             *usage = 0;
         }
     } else {
-        gp_range *r = NULL;
+        gp_range *r = gp_ptrmap_get(&a->blocks, p); /* a block's start: no walk */
         for (size_t i = 0; i < a->heap.nregions && !r; i++) {
             gp_region *g = &a->heap.regions[i];
             if (p - g->base >= g->size) continue;

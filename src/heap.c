@@ -5,6 +5,12 @@
 
 /* ---- range nodes ---- */
 
+static uint32_t next_prio(gp_heap *h)
+{
+    h->rng = h->rng * 1664525u + 1013904223u;
+    return h->rng;
+}
+
 static gp_range *node_new(gp_heap *h)
 {
     gp_range *r = h->spare;
@@ -13,8 +19,7 @@ static gp_range *node_new(gp_heap *h)
     else if (!(r = malloc(sizeof *r)))
         return NULL;
     memset(r, 0, sizeof *r);
-    h->rng = h->rng * 1664525u + 1013904223u;
-    r->prio = h->rng;
+    r->prio = next_prio(h);
     return r;
 }
 
@@ -245,6 +250,7 @@ static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
     gp_region *g = &h->regions[r->region];
     if (front) {
         *front = *r;
+        front->prio = next_prio(h); /* a copied priority would unbalance the treap */
         front->size = addr - r->addr;
         front->next = r;
         if (r->prev)
@@ -258,6 +264,7 @@ static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
     }
     if (back) {
         *back = *r;
+        back->prio = next_prio(h);
         back->addr = end;
         back->size = rend - end;
         back->prev = r;
@@ -356,33 +363,51 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     return take_from(h, best, addr, size, tag, out_of_nodes);
 }
 
-/* The free range of at least want bytes with the highest address, in the subtree n. */
-static void top_fit(gp_range *n, size_t want, gp_range **best)
+#define GP_TOP_VISITS 256 /* bounds the search for the highest hole (under the arena lock) */
+
+/* Where size bytes aligned to align end at the top of range n, or 0 if they do not fit. */
+static uintptr_t top_place(const gp_range *n, size_t size, size_t align)
 {
-    while (n) {
-        if (n->size >= want) {
-            if (!*best || n->addr > (*best)->addr) *best = n;
-            top_fit(n->right, want, best); /* larger ranges, any address */
-            n = n->left;                   /* smaller ones that may still fit */
-        } else {
+    if (n->size < size) return 0;
+    uintptr_t addr = (n->addr + n->size - size) & ~(uintptr_t)(align - 1);
+    return addr >= n->addr ? addr : 0;
+}
+
+/* The free range in subtree n where size bytes (aligned) fit at the highest address; visits
+ * at most *budget ranges that are large enough (then the best so far stands). */
+static void top_fit(gp_range *n, size_t size, size_t align, gp_range **best, uintptr_t *at,
+                    unsigned *budget)
+{
+    while (n && *budget) {
+        if (n->size < size) { /* too small, and so is its left subtree */
             n = n->right;
+            continue;
         }
+        (*budget)--;
+        uintptr_t addr = top_place(n, size, align);
+        if (addr && addr > *at) {
+            *best = n;
+            *at = addr;
+        }
+        top_fit(n->right, size, align, best, at, budget); /* larger ranges, any address */
+        n = n->left;                                      /* smaller ones that may still fit */
     }
 }
 
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
 {
-    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
-    if (want < size) return NULL;
     gp_range *best = NULL;
-    top_fit(tag_find(h, GP_TAG_CLEAN)->root, want, &best);
+    uintptr_t at = 0;
+    unsigned budget = GP_TOP_VISITS;
+    top_fit(tag_find(h, GP_TAG_CLEAN)->root, size, align, &best, &at, &budget);
     gp_tag_index *t = tag != GP_TAG_CLEAN ? tag_find(h, tag) : NULL;
-    if (t) top_fit(t->root, want, &best);
+    budget = GP_TOP_VISITS;
+    if (t) top_fit(t->root, size, align, &best, &at, &budget);
     if (!best) return NULL;
-    uintptr_t addr = (best->addr + best->size - size) & ~(uintptr_t)(align - 1);
-    if (addr < h->slab_floor) h->slab_floor = addr;
-    return take_from(h, best, addr, size, tag, out_of_nodes);
+    gp_range *r = take_from(h, best, at, size, tag, out_of_nodes);
+    if (r && at < h->slab_floor) h->slab_floor = at;
+    return r;
 }
 
 static int can_merge(const gp_range *n, uintptr_t tag)
@@ -416,6 +441,9 @@ static void coalesce_and_index(gp_heap *h, gp_range *r)
         if (n->next) n->next->prev = r;
         node_put(h, n);
     }
+    if (r->addr <= h->slab_floor && h->slab_floor - r->addr < r->size)
+        /* the lowest slab-zone block is gone: the zone now starts at the next range up */
+        h->slab_floor = r->next ? r->addr + r->size : UINTPTR_MAX;
     gp_tag_index *t = tag_get(h, r->tag);
     if (!t) { /* no memory for a new tag slot: fall back to the clean index, which is
                  only safe because gp_heap_give callers synchronise such tags first */

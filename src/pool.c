@@ -243,6 +243,7 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
     uint32_t usage = params ? (uint32_t)params->usage : 0;
     size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
+    if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
     if (budget && gp_arena_in_use(a) + size > budget) {
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                      "device budget: %zu bytes requested, %zu of the %zu-byte budget in use", size,

@@ -31,7 +31,7 @@ typedef struct deferred_free {
     uintptr_t tag;          /* the stream it was freed on */
     uint64_t seq;
     size_t nev;
-    CUevent ev[DEFER_EVENTS];
+    CUevent ev[DEFER_EVENTS + 1]; /* the recorded streams and one more (free or allocating) */
 } deferred_free;
 
 typedef struct recorded {
@@ -248,19 +248,28 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
                        .seq = r ? r->seq : UINT64_MAX};
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    for (size_t i = 0; i < rc->n; i++) {
-        if (rc->tags[i] == tag) continue;
+    /* the streams it was used on, and the one it was allocated on (the memory may have been
+     * handed out while that stream's earlier work on it was still queued) */
+    uintptr_t streams[DEFER_EVENTS + 1];
+    size_t ns = 0;
+    for (size_t i = 0; i < rc->n; i++)
+        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+    int listed = btag == tag;
+    for (size_t i = 0; i < ns; i++)
+        listed |= streams[i] == btag;
+    if (!listed) streams[ns++] = btag;
+    for (size_t i = 0; i < ns; i++) {
         CUevent ev;
         if (event_get(pool, &ev) != CUDA_SUCCESS) {
             /* cannot track it: wait for that stream now instead */
             GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                   pool->drv->cuStreamSynchronize((CUstream)rc->tags[i]));
+                   pool->drv->cuStreamSynchronize((CUstream)streams[i]));
             continue;
         }
-        if (record_on(pool, ev, rc->tags[i])) {
+        if (record_on(pool, ev, streams[i])) {
             event_put(pool, ev);
             GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                   pool->drv->cuStreamSynchronize((CUstream)rc->tags[i]));
+                   pool->drv->cuStreamSynchronize((CUstream)streams[i]));
             continue;
         }
         d.ev[d.nev++] = ev;

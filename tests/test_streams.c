@@ -122,6 +122,38 @@ Test(streams, block_freed_on_another_stream_waits_for_its_allocating_stream)
         cr_assert_eq(gpool_free_async(pool, keep[i], B), GPOOL_OK);
 }
 
+/* The same with the block recorded on the freeing stream (the record_stream path). */
+Test(streams, recorded_block_freed_on_another_stream_waits_for_its_allocating_stream)
+{
+    const size_t sz = 512 * 1024;
+    void *p = alloc_on(sz, A, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    void *q = alloc_on(16 * 1024, A, 0);
+    cr_assert_eq(q, p);
+    cr_assert_eq(gpool_record_stream(pool, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    void *r = alloc_on(200, B, 0);
+    cr_assert(!overlaps(p, sz, r, 200), "stream B got memory stream A's queued work may use");
+    cr_assert_eq(gpool_free_async(pool, r, B), GPOOL_OK);
+    sim->stream_release(A);
+}
+
+/* A device budget counts a block freed on another stream only until its streams are done:
+ * with A idle, the next allocation is within the budget at once. */
+Test(streams, budget_frees_cross_stream_blocks_once_their_streams_are_done)
+{
+    gpool_t *bp = test_pool("budget_device=4M");
+    cr_assert_not_null(bp);
+    gpool_alloc_params prm = {0};
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(gpool_alloc_async(bp, 3 * MiB, &prm, A, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free_async(bp, p, B), GPOOL_OK);
+    cr_assert_eq(gpool_alloc_async(bp, 3 * MiB, &prm, B, &q), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free_async(bp, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(bp), GPOOL_OK, "%s", gpool_last_error());
+}
+
 Test(streams, small_block_freed_on_another_stream_waits_for_it)
 {
     /* small blocks of the default stream come from slabs and thread caches */

@@ -75,7 +75,7 @@ Test(heap, slab_zone_stays_put)
     const size_t slab = 64 << 10;
     gp_range *s[4];
     for (int i = 0; i < 4; i++) {
-        s[i] = gp_heap_take_top(&heap, slab, GP_MIN_ALIGN, GP_TAG_CLEAN, &oom);
+        s[i] = gp_heap_take_top(&heap, slab, GP_GRANULE, GP_TAG_CLEAN, &oom);
         cr_assert_not_null(s[i]);
         cr_assert_eq(s[i]->addr, BASE + 64 * MiB - (size_t)(i + 1) * slab, "packed from the top");
     }
@@ -83,7 +83,7 @@ Test(heap, slab_zone_stays_put)
     gp_heap_give(&heap, s[1], GP_TAG_CLEAN, 0); /* a 64 KiB hole in the slab zone */
     gp_range *small = take(40 << 10, GP_TAG_CLEAN);
     cr_assert_eq(small->addr, BASE, "a block that fits below the slab zone does not take its hole");
-    gp_range *again = gp_heap_take_top(&heap, slab, GP_MIN_ALIGN, GP_TAG_CLEAN, &oom);
+    gp_range *again = gp_heap_take_top(&heap, slab, GP_GRANULE, GP_TAG_CLEAN, &oom);
     cr_assert_not_null(again);
     cr_assert_eq(again->addr, hole, "the next slab refills the hole: the zone does not creep");
     /* with nothing below that fits, a block may still use the slab zone's holes */
@@ -94,9 +94,15 @@ Test(heap, slab_zone_stays_put)
     gp_heap_give(&heap, last, GP_TAG_CLEAN, 0);
     gp_heap_give(&heap, rest, GP_TAG_CLEAN, 0);
     gp_heap_give(&heap, small, GP_TAG_CLEAN, 0);
-    for (int i = 0; i < 4; i++)
-        if (i != 1) gp_heap_give(&heap, s[i], GP_TAG_CLEAN, 0);
+    /* the zone shrinks back when its lowest slab goes: the floor moves up to the next one */
+    cr_assert_eq(heap.slab_floor, s[3]->addr);
+    gp_heap_give(&heap, s[3], GP_TAG_CLEAN, 0);
+    cr_assert_eq(heap.slab_floor, s[2]->addr);
+    gp_heap_give(&heap, s[2], GP_TAG_CLEAN, 0);
+    cr_assert_eq(heap.slab_floor, s[0]->addr, "the free hole above merged: s[0] is the lowest");
+    gp_heap_give(&heap, s[0], GP_TAG_CLEAN, 0);
     cr_assert_eq(heap.free_bytes, 64 * MiB);
+    cr_assert_eq(heap.slab_floor, UINTPTR_MAX, "no slab left: no zone");
 }
 
 Test(heap, page_counts_follow_blocks)
