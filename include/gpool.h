@@ -378,7 +378,9 @@ GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
  * Free a block on the pool's default stream.
  *
  * The memory goes back to the pool's cache (not to the driver): reusable at once on the
- * default stream, on other streams once the work queued so far is done.
+ * default stream, on other streams once the work queued so far is done. A block allocated on
+ * another stream (gpool_alloc_async()) also waits for the work queued on that stream, as
+ * gpool_free_async() describes.
  *
  * @param pool the pool that allocated the block.
  * @param ptr  the address gpool_alloc() returned; NULL is a no-op (GPOOL_OK).
