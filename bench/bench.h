@@ -86,6 +86,8 @@ typedef struct bench_trace {
     uint64_t total_bytes;    /* sum of all request sizes */
     uint64_t streams[BENCH_MAX_STREAMS]; /* raw stream handles as in the trace; [0] first seen */
     size_t n_streams;
+    unsigned lag_ops; /* replay: work on each stream completes only at the next multiple of
+                         lag_ops operations (0: at once); simulated driver (multistream.c) */
 } bench_trace;
 
 /* Parse an RMM replay log (header Thread,Time,Action,Pointer,Size,Stream). Returns 0, or -1
@@ -105,6 +107,23 @@ void bench_trace_add_free(bench_trace *t, uint32_t slot);
 void bench_trace_finish(bench_trace *t); /* computes peak_live, largest, unfreed */
 /* Index of the op after which the live bytes first reach peak_live (0 for an empty trace). */
 size_t bench_trace_peak_op(const bench_trace *t);
+
+/* ---- multistream.c: multi-stream variants and lagged completion -------------------------- */
+
+#define BENCH_STREAMS_SIDE 100u /* variant: inputs on a side stream, freed on the main one */
+
+/* "1", "2", "4" or "side" -> 1, 2, 4, BENCH_STREAMS_SIDE. 0, or -1 if unknown. */
+int bench_parse_streams(const char *s, unsigned *out);
+const char *bench_streams_name(unsigned variant);
+/* A variant (2, 4 or BENCH_STREAMS_SIDE) of a trace, named NAME@2s / @4s / @side, with the
+ * given lagged completion. 0, or -1 with err. */
+int bench_trace_multistream(const bench_trace *in, unsigned variant, unsigned lag_ops,
+                            bench_trace *out, char *err, size_t errlen);
+/* The replay's side of lagged completion: hold every stream, release and hold again every
+ * lag_ops operations, release at the end. No-ops when t->lag_ops is 0. */
+void bench_lag_begin(const bench_trace *t, CUstream *streams);
+void bench_lag_step(const bench_trace *t, CUstream *streams, size_t op_index);
+void bench_lag_end(const bench_trace *t, CUstream *streams);
 
 /* ---- workload.c: synthetic workloads ---------------------------------------------------- */
 
@@ -157,6 +176,9 @@ int bench_sim_available(void);
 int bench_sim_set_capacity(int device, uint64_t bytes);
 uint64_t bench_sim_bytes_in_use(int device);
 uint64_t bench_sim_call_total(void);
+/* Held completion (gpoolsim_stream_hold/release): 0, or -1 off the simulator. */
+int bench_sim_stream_hold(CUstream s);
+int bench_sim_stream_release(CUstream s);
 /* Leaked driver objects (handles, mappings, reservations, legacy and host allocations). */
 uint64_t bench_sim_live_objects(void);
 

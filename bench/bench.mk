@@ -1,5 +1,7 @@
 # bench.mk — gpool-bench extras, included by the main Makefile.
-#   make bench          fit every trace (bench/traces/*.csv, heldout/*.csv.gz) with bfc and gpool
+#   make bench          fit every trace (bench/traces/*.csv, heldout/*.csv.gz) with bfc and gpool,
+#                       then their multi-stream variants (2 and 4 streams, side stream) with
+#                       completion lagging BENCH_LAG operations
 #   make fit-check      fail unless gpool meets the fit goal on every trace (part of make test)
 #   build/libgpoolbench.a  the harness without main(), linked into tests/test_bench_*
 
@@ -7,6 +9,7 @@ BENCH_LIB      := $(BUILD)/libgpoolbench.a
 BENCH_LIB_OBJ  := $(filter-out $(BUILD)/obj/$(BENCH_MAIN:.c=.o),$(BENCH_OBJ))
 BENCH_TRACES   := $(sort $(wildcard bench/traces/*.csv)) $(sort $(wildcard bench/traces/heldout/*.csv.gz))
 BENCH_ARGS     ?=
+BENCH_LAG      ?= 16
 
 $(BENCH_LIB): $(BENCH_LIB_OBJ)
 	@rm -f $@
@@ -21,6 +24,11 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 bench: $(BUILD)/gpool-bench $(SIMLIB)
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
+	@for v in 2 4 side; do \
+	  echo "== gpool-bench compare --streams $$v --lag $(BENCH_LAG) (multi-stream variants, simulated)"; \
+	  GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) \
+	    --streams $$v --lag $(BENCH_LAG) $(BENCH_ARGS) || exit 1; \
+	done
 
 # The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace.
 .PHONY: fit-check

@@ -129,6 +129,8 @@ static struct {
     size_t (*bytes_in_use)(int);
     unsigned long (*call_total)(void);
     void (*get_live)(struct gpoolsim_live *);
+    int (*stream_hold)(CUstream);
+    int (*stream_release)(CUstream);
 } sim;
 
 static void sim_resolve(void)
@@ -143,6 +145,8 @@ static void sim_resolve(void)
     *(void **)&sim.bytes_in_use = dlsym(lib, "gpoolsim_bytes_in_use");
     *(void **)&sim.call_total = dlsym(lib, "gpoolsim_call_total");
     *(void **)&sim.get_live = dlsym(lib, "gpoolsim_get_live");
+    *(void **)&sim.stream_hold = dlsym(lib, "gpoolsim_stream_hold");
+    *(void **)&sim.stream_release = dlsym(lib, "gpoolsim_stream_release");
 }
 
 int bench_sim_available(void)
@@ -166,6 +170,16 @@ uint64_t bench_sim_bytes_in_use(int device)
 uint64_t bench_sim_call_total(void)
 {
     return bench_sim_available() ? sim.call_total() : 0;
+}
+
+int bench_sim_stream_hold(CUstream s)
+{
+    return bench_sim_available() && sim.stream_hold ? sim.stream_hold(s) : -1;
+}
+
+int bench_sim_stream_release(CUstream s)
+{
+    return bench_sim_available() && sim.stream_release ? sim.stream_release(s) : -1;
 }
 
 uint64_t bench_sim_live_objects(void)

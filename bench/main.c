@@ -24,6 +24,8 @@ typedef struct cli {
     bench_workload_opts wl;
     uint64_t pairs;
     unsigned rounds;
+    unsigned streams; /* 1 (as recorded), 2, 4 or BENCH_STREAMS_SIDE */
+    unsigned lag;     /* lagged completion in operations (0: at once) */
 } cli;
 
 static void usage(FILE *f)
@@ -50,6 +52,11 @@ static void usage(FILE *f)
             "--max-live SIZE\n"
             "  train: --seed N --steps N --layers N      frame: --seed N --frames N\n"
             "  --save-trace FILE writes the (generated) trace as CSV\n"
+            "  --streams 1|2|4|side  replay a multi-stream variant of each trace (bursts on 2 or 4 "
+            "streams,\n"
+            "         or inputs on a side stream freed on the main one); --lag N: work on each "
+            "stream\n"
+            "         completes only every N operations (simulated held completion)\n"
             "common: --device auto|sim|N (default auto: a real GPU if present, else the "
             "simulated driver)\n"
             "strategies: %s\n"
@@ -74,6 +81,7 @@ static int parse_cli(int argc, char **argv, cli *c)
     c->pairs = 1000000;
     c->rounds = 5;
     c->passes = 1;
+    c->streams = 1;
     enum {
         O_CAP = 256,
         O_CSV,
@@ -95,7 +103,9 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_PASSES,
         O_SNAPSHOT,
         O_PNG,
-        O_REQUIRE_GOAL
+        O_REQUIRE_GOAL,
+        O_STREAMS,
+        O_LAG
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -120,6 +130,8 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"snapshot", required_argument, NULL, O_SNAPSHOT},
                                          {"png", required_argument, NULL, O_PNG},
                                          {"require-goal", no_argument, NULL, O_REQUIRE_GOAL},
+                                         {"streams", required_argument, NULL, O_STREAMS},
+                                         {"lag", required_argument, NULL, O_LAG},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -177,6 +189,20 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_REQUIRE_GOAL:
             c->require_goal = 1;
+            break;
+        case O_STREAMS:
+            if (bench_parse_streams(optarg, &c->streams) != 0) {
+                fprintf(stderr, "gpool-bench: --streams: 1, 2, 4 or side\n");
+                return -1;
+            }
+            break;
+        case O_LAG:
+            if (parse_count("--lag", optarg, &v)) return -1;
+            if (v > 1000000) {
+                fprintf(stderr, "gpool-bench: --lag: 0 to 1000000 operations\n");
+                return -1;
+            }
+            c->lag = (unsigned)v;
             break;
         case O_SEED:
             if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
@@ -247,6 +273,18 @@ static int load_trace(const cli *c, const char *name, bench_trace *t)
     if (rc != 0) {
         fprintf(stderr, "gpool-bench: %s\n", err);
         return -1;
+    }
+    if (c->streams > 1) {
+        bench_trace v;
+        rc = bench_trace_multistream(t, c->streams, c->lag, &v, err, sizeof err);
+        bench_trace_free(t);
+        if (rc != 0) {
+            fprintf(stderr, "gpool-bench: %s\n", err);
+            return -1;
+        }
+        *t = v;
+    } else {
+        t->lag_ops = c->lag;
     }
     if (c->save_trace && bench_trace_write_csv(t, c->save_trace) != 0) {
         fprintf(stderr, "gpool-bench: cannot write %s\n", c->save_trace);

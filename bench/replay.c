@@ -132,6 +132,7 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
     uint64_t start = bench_now_ns(), last = start, live = 0, calls_at_pass = 0;
     bench_strategy_stats st;
     int stop = 0;
+    bench_lag_begin(t, streams);
     for (unsigned pass = 0; pass < passes && !stop; pass++) {
         s.ops->stats(&s, &st);
         calls_at_pass = st.driver_calls;
@@ -185,6 +186,7 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
                 }
             }
         next:
+            bench_lag_step(t, streams, i);
             if (pass == 0 && i == snap_op) write_snapshot(&s, o->snapshot, r, gi + 1, 0);
             if (step && gi % step == 0) {
                 s.ops->stats(&s, &st);
@@ -211,6 +213,7 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
         if (step)
             r->samples[r->n_samples++] = (bench_sample){(pass + 1) * t->n_ops, 0, st.reserved};
     }
+    bench_lag_end(t, streams);
     r->wall_s = (double)(bench_now_ns() - start) / 1e9;
     if (o->progress && last != start)
         fprintf(stderr, isatty(STDERR_FILENO) ? "\r%s: done in %.1f s\n" : "%s: done in %.1f s\n",
