@@ -427,6 +427,21 @@ typedef struct bench_hotpath {
 int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,
                       char *err, size_t errlen);
 
+/* ---- scale.c ------------------------------------------------------------------------------ */
+
+typedef struct bench_scale_row {
+    uint64_t live; /* live blocks (2 x live allocated, half freed at random) */
+    int small;     /* 1: small (slab) blocks, thread caches off; 0: large (heap) blocks */
+    double gpool_pair_ns, jem_pair_ns;     /* alloc+free of a random size, ns per pair */
+    double gpool_stats_ns, jem_stats_ns;   /* gpool_get_stats / mallctl epoch+stats.allocated */
+    double gpool_lookup_ns, jem_lookup_ns; /* gpool_block_info / sallocx of a live block */
+    double gpool_trim_ns, jem_trim_ns;     /* one gpool_trim(0) / one arena purge */
+} bench_scale_row;
+
+/* Fill each row's figures (rows[i].live and .small set by the caller). 0, or -1 with err. */
+int bench_scale_run(const bench_device *dev, bench_scale_row *rows, size_t n, char *err,
+                    size_t errlen);
+
 /* ---- report.c ----------------------------------------------------------------------------- */
 
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,

@@ -1,7 +1,7 @@
 # bench.mk — gpool-bench extras, included by the main Makefile.
 #   make bench          fit every trace (bench/traces/*.csv, heldout/*.csv.gz) with bfc and gpool,
 #                       then their multi-stream variants (2 and 4 streams, side stream) with
-#                       completion lagging BENCH_LAG operations
+#                       completion lagging BENCH_LAG operations, and the scale table
 #   make fit-check      fail unless gpool meets the fit goal on every trace (part of make test)
 #   build/libgpoolbench.a  the harness without main(), linked into tests/test_bench_*
 
@@ -24,6 +24,7 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 bench: $(BUILD)/gpool-bench $(SIMLIB)
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
+	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench scale
 	@for v in 2 4 side; do \
 	  echo "== gpool-bench compare --streams $$v --lag $(BENCH_LAG) (multi-stream variants, simulated)"; \
 	  GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) \

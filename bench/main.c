@@ -24,8 +24,9 @@ typedef struct cli {
     bench_workload_opts wl;
     uint64_t pairs;
     unsigned rounds;
-    unsigned streams; /* 1 (as recorded), 2, 4 or BENCH_STREAMS_SIDE */
-    unsigned lag;     /* lagged completion in operations (0: at once) */
+    unsigned streams;    /* 1 (as recorded), 2, 4 or BENCH_STREAMS_SIDE */
+    unsigned lag;        /* lagged completion in operations (0: at once) */
+    uint64_t max_blocks; /* scale: largest heap, in live large blocks */
 } cli;
 
 static void usage(FILE *f)
@@ -45,6 +46,9 @@ static void usage(FILE *f)
             "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
             "trace)\n"
             "  hotpath [--pairs N] [--rounds N] [--json]\n"
+            "  scale [--max-blocks N] [--json] (cost per operation at 10^2..N live blocks in a "
+            "fragmented heap,\n"
+            "         against jemalloc in the same run; default N 10^5 large, 10x that small)\n"
             "  info [--json]\n"
             "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
             "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
@@ -105,7 +109,8 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_PNG,
         O_REQUIRE_GOAL,
         O_STREAMS,
-        O_LAG
+        O_LAG,
+        O_MAX_BLOCKS
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -132,6 +137,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"require-goal", no_argument, NULL, O_REQUIRE_GOAL},
                                          {"streams", required_argument, NULL, O_STREAMS},
                                          {"lag", required_argument, NULL, O_LAG},
+                                         {"max-blocks", required_argument, NULL, O_MAX_BLOCKS},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -203,6 +209,14 @@ static int parse_cli(int argc, char **argv, cli *c)
                 return -1;
             }
             c->lag = (unsigned)v;
+            break;
+        case O_MAX_BLOCKS:
+            if (parse_count("--max-blocks", optarg, &v)) return -1;
+            if (v < 100 || v > 1000000) {
+                fprintf(stderr, "gpool-bench: --max-blocks: 100 to 1000000\n");
+                return -1;
+            }
+            c->max_blocks = v;
             break;
         case O_SEED:
             if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
@@ -692,6 +706,65 @@ static int cmd_hotpath(cli *c, const bench_device *dev)
     return 0;
 }
 
+/* Goals of the scale table: statistics in at most 1 us, a large-block pair within 2x jemalloc. */
+#define SCALE_STATS_GOAL_NS 1000.0
+#define SCALE_PAIR_GOAL     2.0
+
+static int cmd_scale(cli *c, const bench_device *dev)
+{
+    uint64_t max = c->max_blocks ? c->max_blocks : 100000;
+    bench_scale_row rows[16];
+    size_t n = 0;
+    for (uint64_t live = 100; live <= max && n < 15; live *= 10)
+        rows[n++] = (bench_scale_row){.live = live};
+    rows[n++] = (bench_scale_row){.live = max * 10, .small = 1};
+    char err[300];
+    if (bench_scale_run(dev, rows, n, err, sizeof err) != 0) {
+        fprintf(stderr, "gpool-bench: scale: %s\n", err);
+        return 1;
+    }
+    int met = 1;
+    for (size_t i = 0; i < n; i++) {
+        const bench_scale_row *r = &rows[i];
+        met &= r->gpool_stats_ns <= SCALE_STATS_GOAL_NS;
+        if (!r->small) met &= r->gpool_pair_ns <= SCALE_PAIR_GOAL * r->jem_pair_ns;
+    }
+    if (c->json) {
+        printf("{\"command\":\"scale\",\"device\":");
+        bench_json_string(stdout, dev->name);
+        printf(",\"stats_goal_ns\":%.0f,\"pair_goal_ratio\":%.1f,\"goal_met\":%s,\"rows\":[",
+               SCALE_STATS_GOAL_NS, SCALE_PAIR_GOAL, met ? "true" : "false");
+        for (size_t i = 0; i < n; i++) {
+            const bench_scale_row *r = &rows[i];
+            printf("%s{\"live_blocks\":%llu,\"blocks\":\"%s\",\"pair_ns\":%.1f,"
+                   "\"jemalloc_pair_ns\":%.1f,\"stats_ns\":%.1f,\"jemalloc_stats_ns\":%.1f,"
+                   "\"lookup_ns\":%.1f,\"jemalloc_lookup_ns\":%.1f,\"trim_ns\":%.0f,"
+                   "\"jemalloc_trim_ns\":%.0f}",
+                   i ? "," : "", (unsigned long long)r->live, r->small ? "small" : "large",
+                   r->gpool_pair_ns, r->jem_pair_ns, r->gpool_stats_ns, r->jem_stats_ns,
+                   r->gpool_lookup_ns, r->jem_lookup_ns, r->gpool_trim_ns, r->jem_trim_ns);
+        }
+        printf("]}\n");
+        return 0;
+    }
+    printf("scale (device: %s): ns per operation in a fragmented heap (2N blocks allocated, half "
+           "freed at random),\ngpool against jemalloc in the same run; goals: stats <= 1 us, "
+           "large pair <= 2x jemalloc\n",
+           dev->name);
+    printf("%9s %6s %9s %9s %6s %9s %9s %9s %9s %11s %11s\n", "live", "blocks", "pair", "jem pair",
+           "ratio", "stats", "jem stats", "lookup", "jem look", "trim us", "jem trim us");
+    for (size_t i = 0; i < n; i++) {
+        const bench_scale_row *r = &rows[i];
+        printf("%9llu %6s %9.1f %9.1f %6.2f %9.1f %9.1f %9.1f %9.1f %11.1f %11.1f\n",
+               (unsigned long long)r->live, r->small ? "small" : "large", r->gpool_pair_ns,
+               r->jem_pair_ns, r->jem_pair_ns > 0 ? r->gpool_pair_ns / r->jem_pair_ns : 0,
+               r->gpool_stats_ns, r->jem_stats_ns, r->gpool_lookup_ns, r->jem_lookup_ns,
+               r->gpool_trim_ns / 1e3, r->jem_trim_ns / 1e3);
+    }
+    printf("goals: %s\n", met ? "met" : "NOT met");
+    return 0;
+}
+
 /* The page size gpool_page_size answers for a few request sizes, per kind, on a pool of
  * device `ordinal`: a table (json = 0) or a JSON object {"sizes":[...], KIND:{SIZE:bytes or
  * null, "error":text when one failed}, ...} (or {"error":text} when no pool could be made). */
@@ -886,7 +959,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    static const char *commands[] = {"replay", "fit", "compare", "hotpath", "info", "view"};
+    static const char *commands[] = {"replay", "fit",  "compare", "hotpath",
+                                     "scale",  "info", "view"};
     int known = 0;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         known |= !strcmp(c.command, commands[i]);
@@ -914,6 +988,8 @@ int main(int argc, char **argv)
         rc = cmd_fit(&c, &dev);
     else if (!strcmp(c.command, "compare"))
         rc = cmd_compare(&c, &dev);
+    else if (!strcmp(c.command, "scale"))
+        rc = cmd_scale(&c, &dev);
     else if (!strcmp(c.command, "hotpath"))
         rc = cmd_hotpath(&c, &dev);
     else
