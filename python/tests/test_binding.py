@@ -164,6 +164,7 @@ def test_streams_from_the_simulated_driver(pool):
     cuda = ctypes.CDLL(os.environ.get("GPOOL_LIBCUDA") or "libcuda.so.1")
     ctx = ctypes.c_void_p()
     # the pool retained device 0's primary context; make it current for cuStreamCreate
+    assert cuda.cuInit(0) == 0
     assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
     assert cuda.cuCtxSetCurrent(ctx) == 0
     s = ctypes.c_void_p()
