@@ -419,6 +419,12 @@ typedef struct bench_hotpath {
 int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,
                       char *err, size_t errlen);
 
+/* ---- import.c ----------------------------------------------------------------------------- */
+
+/* `gpool-bench import SNAPSHOT -o TRACE.csv [--device N]` (argv: the arguments after
+ * "import"): runs tools/snapshot_import.py; returns the exit status when it cannot. */
+int bench_import_main(int argc, char **argv);
+
 /* ---- report.c ----------------------------------------------------------------------------- */
 
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,

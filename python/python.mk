@@ -23,3 +23,13 @@ install-python:
 ifeq ($(SAN),)
 test: test-python
 endif
+
+# `gpool-bench import` runs the snapshot converter; installed next to gpool-bench
+.PHONY: install-snapshot-import uninstall-snapshot-import
+install: install-snapshot-import
+uninstall: uninstall-snapshot-import
+install-snapshot-import:
+	$(INSTALL) -d $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 755 tools/snapshot_import.py $(DESTDIR)$(BINDIR)/gpool-snapshot-import
+uninstall-snapshot-import:
+	rm -f $(DESTDIR)$(BINDIR)/gpool-snapshot-import
