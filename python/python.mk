@@ -1,8 +1,8 @@
 # python.mk — the Python package (python/), included by the main Makefile.
 #   make test-python     its pytest suite on the simulated driver (part of make test; Debian:
-#                        apt-get install python3-pytest python3-setuptools python3-pip)
-#   make install-python  pip install --no-build-isolation ./python (offline: the system's
-#                        setuptools); PIP_ARGS adds options (--user, --target DIR, ...)
+#                        apt-get install python3-pytest python3-pip)
+#   make install-python  pip install ./python (offline: the build backend, python/_build, is
+#                        standard library only); PIP_ARGS adds options (--user, --target DIR)
 # Debian's libjemalloc, which libgpool.so links, needs more static TLS than a running Python
 # has left for dlopen, hence GLIBC_TUNABLES (the README says the same to users).
 PYTHON      ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
@@ -17,7 +17,7 @@ test-python: lib $(SIMLIB) $(BUILD)/gpool-bench
 	cd python && $(PY_TEST_ENV) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
 
 install-python:
-	$(PYTHON) -m pip install --no-build-isolation $(PIP_ARGS) ./python
+	$(PYTHON) -m pip install $(PIP_ARGS) ./python
 
 # sanitizer builds cannot be loaded into an uninstrumented Python
 ifeq ($(SAN),)
