@@ -82,6 +82,14 @@ def test_gpool_trace_replays_with_its_kinds_and_streams(tmp_path, streams):
     assert bfc["status"] == "ok" and bfc["frees"] == 4
     assert bfc["note"].startswith("4 pinned/mapped allocations of the trace not replayed")
 
+    # --save-trace keeps the kinds (the Kind column is written when a trace has host kinds)
+    saved = tmp_path / "saved.csv"
+    out = bench("replay", str(path), "--strategy", "gpool", "--save-trace", str(saved))
+    assert out.returncode == 0, out.stderr
+    srows = list(csv.reader(open(saved)))
+    assert srows[0][-1] == "Kind"
+    assert [r[6] for r in srows[1:] if r[2] == "allocate"] == [k for _, k, _ in plan]
+
     # at the peak every block is live: the snapshot shows each kind where the trace put it
     snap_path = tmp_path / "peak.json"
     out = bench("replay", str(path), "--strategy", "gpool", "--snapshot", str(snap_path))
