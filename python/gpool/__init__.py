@@ -110,10 +110,12 @@ def _enum(value, table, what):
 
 
 def _stream(stream):
-    """A stream argument: None (the pool's default stream), an int handle, or any object
-    with a ``ptr`` (CuPy), ``cuda_stream`` (PyTorch) or ``handle`` attribute."""
+    """A stream argument: None (the pool's default stream), an int handle, a ctypes.c_void_p,
+    or any object with a ``ptr`` (CuPy), ``cuda_stream`` (PyTorch) or ``handle`` attribute."""
     if stream is None:
         return None
+    if isinstance(stream, ctypes.c_void_p):
+        return stream.value
     for attr in ("cuda_stream", "ptr", "handle"):
         if hasattr(stream, attr):
             stream = getattr(stream, attr)

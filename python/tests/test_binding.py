@@ -174,9 +174,9 @@ def test_streams_from_the_simulated_driver(pool):
         assert pool.block_info(p)["stream"] == s.value
         pool.free(p, stream=s.value)
         # reused at once on the same stream (stream-ordered reuse)
-        q = pool.alloc(MIB, stream=s.value)
+        q = pool.alloc(MIB, stream=s)  # a ctypes handle works too
         assert q == p
-        pool.free(q, stream=s.value)
+        pool.free(q, stream=s)
         pool.trim(0)
     finally:
         destroy = getattr(cuda, "cuStreamDestroy_v2", None) or cuda.cuStreamDestroy
