@@ -64,15 +64,20 @@ void bench_json_string(FILE *f, const char *s);
 
 enum { BENCH_OP_ALLOC = 0, BENCH_OP_FREE = 1 };
 
+/* Memory kind of an allocation: the optional 7th trace column, Kind (GPOOL_TRACE writes it). */
+enum { BENCH_MEM_DEVICE = 0, BENCH_MEM_PINNED = 1, BENCH_MEM_MAPPED = 2, BENCH_MEM_KINDS = 3 };
+
 typedef struct bench_op {
-    uint64_t size;   /* requested bytes (for a free: the size of the block freed) */
-    uint32_t slot;   /* allocation index, 0..n_allocs-1: a free names the alloc's slot */
-    uint16_t stream; /* index into bench_trace.streams */
-    uint8_t kind;    /* BENCH_OP_ALLOC / BENCH_OP_FREE */
-    uint8_t thread;  /* trace thread id modulo 256 (informational) */
+    uint64_t size;  /* requested bytes (for a free: the size of the block freed) */
+    uint32_t slot;  /* allocation index, 0..n_allocs-1: a free names the alloc's slot */
+    uint8_t stream; /* index into bench_trace.streams */
+    uint8_t mem;    /* BENCH_MEM_*: the allocation's memory kind (frees: their block's) */
+    uint8_t kind;   /* BENCH_OP_ALLOC / BENCH_OP_FREE */
+    uint8_t thread; /* trace thread id modulo 256 (informational) */
 } bench_op;
 
 #define BENCH_MAX_STREAMS 64
+_Static_assert(BENCH_MAX_STREAMS <= 256, "bench_op.stream is a uint8_t");
 
 typedef struct bench_trace {
     char name[128]; /* file base name without .csv, or the workload name */
@@ -88,16 +93,20 @@ typedef struct bench_trace {
     size_t n_streams;
     unsigned lag_ops; /* replay: work on each stream completes only at the next multiple of
                          lag_ops operations (0: at once); simulated driver (multistream.c) */
+    size_t mem_allocs[BENCH_MEM_KINDS]; /* allocations of each memory kind (BENCH_MEM_*) */
 } bench_trace;
 
-/* Parse an RMM replay log (header Thread,Time,Action,Pointer,Size,Stream). Returns 0, or -1
- * with "FILE:LINE: what" in err. */
+/* Parse an RMM replay log (header Thread,Time,Action,Pointer,Size,Stream), optionally with a
+ * 7th column Kind (device, pinned or mapped; empty means device) as GPOOL_TRACE writes it. A
+ * stream written as "(nil)" is the default stream. Returns 0, or -1 with "FILE:LINE: what" in
+ * err. */
 int bench_trace_load(const char *path, bench_trace *t, char *err, size_t errlen);
 /* The same from a memory buffer; `name` is used in messages. */
 int bench_trace_parse(const char *name, const char *text, size_t len, bench_trace *t, char *err,
                       size_t errlen);
 void bench_trace_free(bench_trace *t);
-/* Write the trace as RMM CSV (Time = op index, pointers synthesised from slots). */
+/* Write the trace as RMM CSV (Time = op index, pointers synthesised from slots), with the Kind
+ * column when the trace has host allocations. */
 int bench_trace_write_csv(const bench_trace *t, const char *path);
 
 /* Builders used by the workload generators (and tests). */
@@ -205,6 +214,9 @@ typedef struct bench_strategy_ops {
     int host;          /* 1: host memory (the capacity applies to nothing) */
     int (*init)(bench_strategy *s, const bench_device *dev, uint64_t capacity);
     int (*alloc)(bench_strategy *s, uint64_t size, CUstream stream, void **out);
+    /* Optional: allocate host memory of a trace's kind (mem: BENCH_MEM_PINNED or
+     * BENCH_MEM_MAPPED). Without it the replay skips host allocations and says so. */
+    int (*alloc_mem)(bench_strategy *s, uint64_t size, int mem, CUstream stream, void **out);
     int (*free)(bench_strategy *s, void *ptr, uint64_t size, CUstream stream);
     void (*stats)(bench_strategy *s, bench_strategy_stats *out);
     void (*fini)(bench_strategy *s);
@@ -278,7 +290,9 @@ typedef struct bench_result {
     uint64_t sim_calls;     /* every simulated driver call during the run (0 on a GPU) */
     uint64_t sim_leaked;    /* sim bytes still in use after fini (should be 0) */
     uint64_t first_failure; /* op index + 1 of the first failure, 0 if none */
-    double p50_ns, p99_ns;  /* host time per op */
+    uint64_t mem_allocs[BENCH_MEM_KINDS]; /* allocations replayed per memory kind */
+    uint64_t host_skipped;                /* host-kind allocations the strategy cannot make */
+    double p50_ns, p99_ns;                /* host time per op */
     double wall_s;
     bench_sample *samples;
     size_t n_samples;
@@ -441,6 +455,12 @@ typedef struct bench_scale_row {
 /* Fill each row's figures (rows[i].live and .small set by the caller). 0, or -1 with err. */
 int bench_scale_run(const bench_device *dev, bench_scale_row *rows, size_t n, char *err,
                     size_t errlen);
+
+/* ---- import.c ----------------------------------------------------------------------------- */
+
+/* `gpool-bench import SNAPSHOT -o TRACE.csv [--device N]` (argv: the arguments after
+ * "import"): runs tools/snapshot_import.py; returns the exit status when it cannot. */
+int bench_import_main(int argc, char **argv);
 
 /* ---- report.c ----------------------------------------------------------------------------- */
 

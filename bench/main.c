@@ -51,6 +51,8 @@ static void usage(FILE *f)
             "         against jemalloc in the same run; default N 10^5 large, 10x that small)\n"
             "  info [--json]\n"
             "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
+            "  import SNAPSHOT.pickle -o TRACE.csv [--device N] (a PyTorch memory snapshot "
+            "to replay CSV)\n"
             "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
             "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
             "--max-live SIZE\n"
@@ -955,6 +957,7 @@ static int cmd_info(cli *c, const bench_device *dev)
 int main(int argc, char **argv)
 {
     cli c;
+    if (argc > 1 && !strcmp(argv[1], "import")) return bench_import_main(argc - 2, argv + 2);
     if (parse_cli(argc, argv, &c) != 0) {
         usage(stderr);
         return 2;

@@ -86,6 +86,10 @@ int bench_trace_multistream(const bench_trace *in, unsigned variant, unsigned la
             nalloc++;
             slot_stream[op->slot] = (uint16_t)s;
             uint32_t slot = bench_trace_add_alloc(out, op->size, s);
+            /* the allocation keeps its memory kind */
+            out->ops[out->n_ops - 1].mem = op->mem;
+            out->mem_allocs[BENCH_MEM_DEVICE]--;
+            out->mem_allocs[op->mem < BENCH_MEM_KINDS ? op->mem : BENCH_MEM_DEVICE]++;
             if (slot != op->slot) {
                 snprintf(err, errlen, "%s: allocation slots out of order at op %zu", in->name, i);
                 free(slot_stream);

@@ -144,12 +144,19 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
                 r->allocs++;
                 slot_stream[op->slot] = op->stream;
                 if (op->size == 0) goto next; /* nothing to allocate; its free is skipped too */
+                if (op->mem != BENCH_MEM_DEVICE && !s.ops->alloc_mem) {
+                    r->host_skipped++; /* host memory this strategy cannot make */
+                    goto next;
+                }
                 void *p = NULL;
                 uint64_t t0 = bench_now_ns();
-                rc = s.ops->alloc(&s, op->size, stream, &p);
+                rc = op->mem != BENCH_MEM_DEVICE
+                         ? s.ops->alloc_mem(&s, op->size, op->mem, stream, &p)
+                         : s.ops->alloc(&s, op->size, stream, &p);
                 uint64_t dt = bench_now_ns() - t0;
                 if (times) times[n_times++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
                 if (rc == BENCH_OK) {
+                    r->mem_allocs[op->mem]++;
                     ptrs[op->slot] = p;
                     live += op->size;
                     if (live > r->peak_live) r->peak_live = live;
@@ -215,6 +222,19 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
     }
     bench_lag_end(t, streams);
     r->wall_s = (double)(bench_now_ns() - start) / 1e9;
+    /* a trace with host kinds (GPOOL_TRACE's Kind column): say how they were replayed */
+    if (!r->error && !r->skipped && r->host_skipped)
+        snprintf(r->note, sizeof r->note,
+                 "%llu pinned/mapped allocations of the trace not replayed: %s serves device "
+                 "memory only",
+                 (unsigned long long)r->host_skipped, s.ops->name);
+    else if (!r->error && !r->skipped &&
+             (t->mem_allocs[BENCH_MEM_PINNED] || t->mem_allocs[BENCH_MEM_MAPPED]))
+        snprintf(r->note, sizeof r->note,
+                 "replayed as traced: %llu device, %llu pinned, %llu mapped allocations",
+                 (unsigned long long)r->mem_allocs[BENCH_MEM_DEVICE],
+                 (unsigned long long)r->mem_allocs[BENCH_MEM_PINNED],
+                 (unsigned long long)r->mem_allocs[BENCH_MEM_MAPPED]);
     if (o->progress && last != start)
         fprintf(stderr, isatty(STDERR_FILENO) ? "\r%s: done in %.1f s\n" : "%s: done in %.1f s\n",
                 what, r->wall_s);

@@ -53,7 +53,9 @@ void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trac
                     "", (unsigned long long)x->sim_leaked);
     }
     for (size_t i = 0; i < n; i++)
-        if (!r[i].skipped && !r[i].error) fprintf(f, "  %s: %s\n", r[i].strategy, r[i].label);
+        if (!r[i].skipped && !r[i].error)
+            fprintf(f, "  %s: %s%s%s\n", r[i].strategy, r[i].label, r[i].note[0] ? "; " : "",
+                    r[i].note);
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         if (x->skipped || x->error || strncmp(x->strategy, "gpool", 5) != 0 || x->passes < 2)

@@ -77,6 +77,17 @@ static int gp_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **ou
     return gp_status(s, st, stream ? "gpool_alloc_async" : "gpool_alloc");
 }
 
+/* A host allocation of a trace's Kind column (BENCH_MEM_PINNED / BENCH_MEM_MAPPED). */
+static int gp_alloc_mem(bench_strategy *s, uint64_t size, int mem, CUstream stream, void **out)
+{
+    gpool_state *g = s->state;
+    gpool_alloc_params p = g->params;
+    p.kind = mem == BENCH_MEM_MAPPED ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
+    gpool_status st = stream ? gpool_alloc_async(g->pool, size, &p, stream, out)
+                             : gpool_alloc(g->pool, size, &p, out);
+    return gp_status(s, st, stream ? "gpool_alloc_async" : "gpool_alloc");
+}
+
 static int gp_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
 {
     gpool_state *g = s->state;
@@ -119,6 +130,7 @@ const bench_strategy_ops bench_strategy_gpool = {
     .label = "gpool (this library)",
     .init = gpool_init_device,
     .alloc = gp_alloc,
+    .alloc_mem = gp_alloc_mem,
     .free = gp_free,
     .stats = gp_stats,
     .fini = gp_fini,
@@ -131,6 +143,7 @@ const bench_strategy_ops bench_strategy_gpool_pinned = {
     .host = 1,
     .init = gpool_init_pinned,
     .alloc = gp_alloc,
+    .alloc_mem = gp_alloc_mem,
     .free = gp_free,
     .stats = gp_stats,
     .fini = gp_fini,

@@ -37,10 +37,11 @@ uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream)
 {
     bench_op op = {.size = size,
                    .slot = (uint32_t)t->n_allocs,
-                   .stream = (uint16_t)stream,
+                   .stream = (uint8_t)stream,
                    .kind = BENCH_OP_ALLOC};
     if (push_op(t, op) != 0) abort(); /* generators only; out of host memory */
     t->total_bytes += size;
+    t->mem_allocs[BENCH_MEM_DEVICE]++;
     return (uint32_t)t->n_allocs++;
 }
 
@@ -55,9 +56,10 @@ void bench_trace_add_free(bench_trace *t, uint32_t slot)
 void bench_trace_finish(bench_trace *t)
 {
     uint64_t *sizes = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *sizes);
-    uint16_t *streams = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *streams);
+    uint8_t *streams = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *streams);
+    uint8_t *mems = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *mems);
     unsigned char *live = calloc(t->n_allocs ? t->n_allocs : 1, 1);
-    if (!sizes || !streams || !live) abort();
+    if (!sizes || !streams || !mems || !live) abort();
     uint64_t cur = 0, peak = 0, largest = 0;
     size_t nlive = 0;
     for (size_t i = 0; i < t->n_ops; i++) {
@@ -65,6 +67,7 @@ void bench_trace_finish(bench_trace *t)
         if (op->kind == BENCH_OP_ALLOC) {
             sizes[op->slot] = op->size;
             streams[op->slot] = op->stream;
+            mems[op->slot] = op->mem;
             live[op->slot] = 1;
             nlive++;
             cur += op->size;
@@ -73,6 +76,7 @@ void bench_trace_finish(bench_trace *t)
         } else {
             op->size = sizes[op->slot];
             if (op->stream == 0) op->stream = streams[op->slot];
+            op->mem = mems[op->slot];
             live[op->slot] = 0;
             nlive--;
             cur -= op->size;
@@ -83,6 +87,7 @@ void bench_trace_finish(bench_trace *t)
     t->unfreed = nlive;
     free(sizes);
     free(streams);
+    free(mems);
     free(live);
 }
 
@@ -234,6 +239,7 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
     size_t line = 0;
     const char *p = text, *end = text + len;
     int saw_header = 0;
+    size_t columns = 6; /* 7 with the Kind column */
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;
@@ -241,33 +247,35 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
         field row = trim(p, (size_t)(eol - p));
         p = nl ? nl + 1 : end;
         if (row.n == 0) continue; /* blank line */
-        field f[7];
+        field f[8];
         size_t nf = 0;
         const char *s = row.p, *rend = row.p + row.n;
         for (;;) {
             const char *c = memchr(s, ',', (size_t)(rend - s));
             const char *fe = c ? c : rend;
-            if (nf < 7) f[nf] = trim(s, (size_t)(fe - s));
+            if (nf < 8) f[nf] = trim(s, (size_t)(fe - s));
             nf++;
             if (!c) break;
             s = c + 1;
         }
         if (!saw_header) {
             saw_header = 1;
-            if (nf == 6 && field_is(f[0], "Thread") && field_is(f[1], "Time") &&
-                field_is(f[2], "Action") && field_is(f[3], "Pointer") && field_is(f[4], "Size") &&
-                field_is(f[5], "Stream"))
+            if ((nf == 6 || (nf == 7 && field_is(f[6], "Kind"))) && field_is(f[0], "Thread") &&
+                field_is(f[1], "Time") && field_is(f[2], "Action") && field_is(f[3], "Pointer") &&
+                field_is(f[4], "Size") && field_is(f[5], "Stream")) {
+                columns = nf;
                 continue;
+            }
             fail(err, errlen, name, line,
-                 "expected the header \"Thread,Time,Action,Pointer,Size,Stream\", found \"%.*s\"",
+                 "expected the header \"Thread,Time,Action,Pointer,Size,Stream\" (optionally "
+                 "\",Kind\"), found \"%.*s\"",
                  (int)(row.n > 80 ? 80 : row.n), row.p);
             goto out;
         }
-        if (nf != 6) {
+        if (nf != columns) {
             fail(err, errlen, name, line,
-                 "expected 6 columns (Thread,Time,Action,Pointer,Size,"
-                 "Stream), found %zu",
-                 nf);
+                 "expected %zu columns (Thread,Time,Action,Pointer,Size,Stream%s), found %zu",
+                 columns, columns == 7 ? ",Kind" : "", nf);
             goto out;
         }
         uint64_t thread, ns, ptr, size, stream;
@@ -308,7 +316,10 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
                  (int)f[4].n, f[4].p);
             goto out;
         }
-        if (parse_hex(f[5], &stream) != 0) {
+        /* glibc's printf("%p") writes the null stream as "(nil)" (GPOOL_TRACE did) */
+        if (field_is(f[5], "(nil)"))
+            stream = 0;
+        else if (parse_hex(f[5], &stream) != 0) {
             fail(err, errlen, name, line, "bad stream \"%.*s\" (expected hex)", (int)f[5].n,
                  f[5].p);
             goto out;
@@ -326,9 +337,23 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
                 t->streams[t->n_streams++] = stream;
             }
         }
+        int mem = BENCH_MEM_DEVICE;
+        if (columns == 7 && f[6].n) {
+            if (field_is(f[6], "pinned"))
+                mem = BENCH_MEM_PINNED;
+            else if (field_is(f[6], "mapped"))
+                mem = BENCH_MEM_MAPPED;
+            else if (!field_is(f[6], "device")) {
+                fail(err, errlen, name, line,
+                     "unknown kind \"%.*s\" (expected device, pinned, mapped or nothing)",
+                     (int)f[6].n, f[6].p);
+                goto out;
+            }
+        }
         uint64_t live_slot;
         int is_live = bench_map_get(&live, ptr, &live_slot);
-        bench_op op = {.size = size, .stream = (uint16_t)sidx, .thread = (uint8_t)thread};
+        bench_op op = {
+            .size = size, .stream = (uint8_t)sidx, .mem = (uint8_t)mem, .thread = (uint8_t)thread};
         if (is_alloc) {
             if (is_live) {
                 fail(err, errlen, name, line,
@@ -360,6 +385,7 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
             op.kind = BENCH_OP_ALLOC;
             op.slot = (uint32_t)t->n_allocs++;
             t->total_bytes += size;
+            t->mem_allocs[mem]++;
         } else {
             if (!is_live) {
                 fail(err, errlen, name, line, "free of pointer 0x%llx, which is not live",
@@ -484,14 +510,17 @@ int bench_trace_write_csv(const bench_trace *t, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    fprintf(f, "Thread,Time,Action,Pointer,Size,Stream\n");
+    static const char *const mem_name[BENCH_MEM_KINDS] = {"device", "pinned", "mapped"};
+    int kinds = t->mem_allocs[BENCH_MEM_PINNED] || t->mem_allocs[BENCH_MEM_MAPPED];
+    fprintf(f, "Thread,Time,Action,Pointer,Size,Stream%s\n", kinds ? ",Kind" : "");
     for (size_t i = 0; i < t->n_ops; i++) {
         const bench_op *op = &t->ops[i];
         /* synthetic, unique, 512-aligned pointers */
-        fprintf(f, "0,%zu,%s,0x%llx,%llu,0x%llx\n", i,
+        fprintf(f, "0,%zu,%s,0x%llx,%llu,0x%llx%s%s\n", i,
                 op->kind == BENCH_OP_ALLOC ? "allocate" : "free",
                 (unsigned long long)(0x10000000000ull + (uint64_t)op->slot * 512),
-                (unsigned long long)op->size, (unsigned long long)t->streams[op->stream]);
+                (unsigned long long)op->size, (unsigned long long)t->streams[op->stream],
+                kinds ? "," : "", kinds ? mem_name[op->mem < BENCH_MEM_KINDS ? op->mem : 0] : "");
     }
     return fclose(f) == 0 ? 0 : -1;
 }

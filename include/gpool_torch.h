@@ -52,6 +52,13 @@ GPOOL_API void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream
  *  torch.cuda.empty_cache() does with a pluggable allocator depends on the PyTorch version). */
 GPOOL_API void gpool_torch_empty_cache(void);
 
+/** The pool behind the hooks for one device, for statistics and snapshots (gpool_get_stats(),
+ *  gpool_dump_json()); the Python package's gpool.torch.stats() uses it.
+ *  @param device the CUDA device ordinal.
+ *  @return the pool, owned by the hooks (never destroy it), or NULL when no allocation has
+ *          been made on that device yet or the ordinal is out of range. Thread-safe. */
+GPOOL_API gpool_t *gpool_torch_pool(int device);
+
 #ifdef __cplusplus
 }
 #endif

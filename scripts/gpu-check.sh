@@ -7,7 +7,7 @@
 #      build/gpu/gpu-latency (alloc+free of 4 KiB, 1 MiB, 64 MiB);
 #   3. build/gpu/gpu-datapath: a PTX kernel writes vidmem, pinned and mapped blocks, the host
 #      verifies; a peer copy with two or more GPUs;
-#   4. gpu/torch_check.py and gpu/cupy_check.py when torch / cupy import;
+#   4. gpu/torch_check.py and gpu/cupy_check.py when torch / cupy import, and python/tests;
 #   5. writes a markdown summary to $GPU_CHECK_OUT (default build/gpu-check.md), appends a
 #      short entry to docs/gpu-results.md (GPU_CHECK_RECORD=0 to skip) and exits non-zero on
 #      any failure.
@@ -200,6 +200,15 @@ for fw in torch cupy; do
     md '```'; tail -30 "$LOG/$fw.log" >>"$OUT"; md '```'
   fi
 done
+# the Python package's suite on the real driver: gpool.torch / gpool.cupy tests run where they import
+if ! python3 -c "import pytest" >/dev/null 2>&1; then
+  skip "python/tests: python3 has no pytest"
+elif run_step python "$LOG/python.log" env GPOOL_TEST_REAL_GPU=1 GPOOL_TEST_BUILD="$(cd "$BUILD" && pwd)" \
+    GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 python3 -m pytest -q -rs -p no:cacheprovider python/tests; then
+  pass "python/tests (pytest)"; md '```'; tail -12 "$LOG/python.log" >>"$OUT"; md '```'
+else
+  fail "python/tests (log $LOG/python.log)"; md '```'; tail -30 "$LOG/python.log" >>"$OUT"; md '```'
+fi
 md ""
 
 # ---- 5. verdict -------------------------------------------------------------------------------

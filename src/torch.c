@@ -108,3 +108,9 @@ void gpool_torch_empty_cache(void)
         if (pool) gpool_trim(pool, 0);
     }
 }
+
+gpool_t *gpool_torch_pool(int device)
+{
+    if (device < 0 || device >= TORCH_MAX_DEVICES) return NULL;
+    return atomic_load_explicit(&torch_pools[device], memory_order_acquire);
+}

@@ -403,7 +403,7 @@ Test(core, trace_records_rmm_csv)
     FILE *f = fopen(path, "r");
     char line[256];
     cr_assert(fgets(line, sizeof line, f));
-    cr_assert_str_eq(line, "Thread,Time,Action,Pointer,Size,Stream\n");
+    cr_assert_str_eq(line, "Thread,Time,Action,Pointer,Size,Stream,Kind\n");
     cr_assert(fgets(line, sizeof line, f));
     cr_assert(strstr(line, ",allocate,") && strstr(line, ",1234,"), "%s", line);
     cr_assert(fgets(line, sizeof line, f));

@@ -1,0 +1,249 @@
+"""ctypes declarations of include/gpool.h and the loader of libgpool.so.
+
+The structures mirror the C header field by field; python/tests/test_layout.py compiles a small
+C program against include/gpool.h and checks every size and offset, and that no field was added
+to the header without being added here.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+GPOOL_MEM_KIND_COUNT = 4
+GPOOL_DRV_COUNT = 14
+
+#: gpool_status values (include/gpool.h)
+STATUS_NAMES = {
+    0: "GPOOL_OK",
+    1: "GPOOL_ERR_INVALID_ARG",
+    2: "GPOOL_ERR_OUT_OF_MEMORY",
+    3: "GPOOL_ERR_INVALID_POINTER",
+    4: "GPOOL_ERR_NO_DRIVER",
+    5: "GPOOL_ERR_NO_DEVICE",
+    6: "GPOOL_ERR_UNSUPPORTED",
+    7: "GPOOL_ERR_DRIVER",
+    8: "GPOOL_ERR_CONFIG",
+    9: "GPOOL_ERR_LIVE_BLOCKS",
+    10: "GPOOL_ERR_IO",
+}
+
+#: gpool_mem_kind, by the names the Python API takes and returns
+KINDS = {"auto": 0, "device": 1, "pinned": 2, "mapped": 3}
+KIND_NAMES = {v: k for k, v in KINDS.items()}
+#: gpool_usage
+USAGES = {
+    "default": 0,
+    "gpu_only": 1,
+    "upload": 2,
+    "readback": 3,
+    "staging": 4,
+    "multi_gpu": 5,
+    "large_dataset": 6,
+}
+USAGE_NAMES = {v: k for k, v in USAGES.items()}
+#: GPOOL_ALLOC_* flags
+FLAGS = {"zero": 1 << 0, "allow_fallback": 1 << 1, "stream_wait": 1 << 2}
+
+
+class gpool_alloc_params(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("usage", ctypes.c_int),
+        ("alignment", ctypes.c_size_t),
+        ("page_size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+class gpool_config(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("release_threshold", ctypes.c_size_t),
+        ("tcache_bytes", ctypes.c_size_t),
+        ("small_max", ctypes.c_size_t),
+        ("budget", ctypes.c_size_t * GPOOL_MEM_KIND_COUNT),
+        ("va_reserve", ctypes.c_size_t),
+        ("verbose", ctypes.c_int),
+        ("default_stream", ctypes.c_void_p),
+        ("trace_path", ctypes.c_char * 256),
+    ]
+
+
+class gpool_kind_stats(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "requested_bytes",
+            "in_use_bytes",
+            "reserved_bytes",
+            "cached_bytes",
+            "peak_requested_bytes",
+            "peak_in_use_bytes",
+            "peak_reserved_bytes",
+            "peak_cached_bytes",
+            "allocs",
+            "frees",
+            "live_blocks",
+        )
+    ]
+
+
+class gpool_stats(ctypes.Structure):
+    _fields_ = [
+        ("kind", gpool_kind_stats * GPOOL_MEM_KIND_COUNT),
+        ("driver_calls", ctypes.c_uint64 * GPOOL_DRV_COUNT),
+        ("driver_calls_total", ctypes.c_uint64),
+        ("oom_retries", ctypes.c_uint64),
+        ("ooms", ctypes.c_uint64),
+        ("fallbacks", ctypes.c_uint64),
+        ("pages_remapped", ctypes.c_uint64),
+        ("tcache_hits", ctypes.c_uint64),
+        ("pending_frees", ctypes.c_uint64),
+    ]
+
+
+class gpool_block_desc(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("usage", ctypes.c_int),
+        ("requested_size", ctypes.c_size_t),
+        ("size", ctypes.c_size_t),
+        ("page_size", ctypes.c_size_t),
+        ("device_ptr", ctypes.c_uint64),
+        ("host_ptr", ctypes.c_void_p),
+        ("stream", ctypes.c_void_p),
+        ("device", ctypes.c_int),
+        ("fell_back", ctypes.c_int),
+    ]
+
+
+#: every structure mirrored here, by its C name (the layout test walks this)
+STRUCTS = {
+    "gpool_alloc_params": gpool_alloc_params,
+    "gpool_config": gpool_config,
+    "gpool_kind_stats": gpool_kind_stats,
+    "gpool_stats": gpool_stats,
+    "gpool_block_desc": gpool_block_desc,
+}
+
+_P = ctypes.c_void_p
+_S = ctypes.c_int  # gpool_status
+_SIGNATURES = {
+    "gpool_version": (ctypes.c_char_p, []),
+    "gpool_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "gpool_last_error": (ctypes.c_char_p, []),
+    "gpool_driver_call_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "gpool_config_default": (_S, [ctypes.POINTER(gpool_config)]),
+    "gpool_config_parse": (_S, [ctypes.POINTER(gpool_config), ctypes.c_char_p]),
+    "gpool_create": (_S, [ctypes.POINTER(gpool_config), ctypes.POINTER(_P)]),
+    "gpool_destroy": (_S, [_P]),
+    "gpool_alloc": (_S, [_P, ctypes.c_size_t, ctypes.POINTER(gpool_alloc_params), ctypes.POINTER(_P)]),
+    "gpool_alloc_async": (
+        _S,
+        [_P, ctypes.c_size_t, ctypes.POINTER(gpool_alloc_params), _P, ctypes.POINTER(_P)],
+    ),
+    "gpool_free": (_S, [_P, _P]),
+    "gpool_free_async": (_S, [_P, _P, _P]),
+    "gpool_record_stream": (_S, [_P, _P, _P]),
+    "gpool_trim": (_S, [_P, ctypes.c_size_t]),
+    "gpool_get_stats": (_S, [_P, ctypes.POINTER(gpool_stats)]),
+    "gpool_block_info": (_S, [_P, _P, ctypes.POINTER(gpool_block_desc)]),
+    "gpool_mem_get_info": (
+        _S,
+        [_P, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "gpool_page_size": (_S, [_P, ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "gpool_dump_json": (_S, [_P, _P]),
+    "gpool_torch_alloc": (_P, [ctypes.c_size_t, ctypes.c_int, _P]),
+    "gpool_torch_free": (None, [_P, ctypes.c_size_t, ctypes.c_int, _P]),
+    "gpool_torch_empty_cache": (None, []),
+    "gpool_torch_pool": (_P, [ctypes.c_int]),
+}
+
+_lib = None
+_lib_path = None
+
+
+def _candidates():
+    """Where libgpool.so is looked for, in order: next to the package, $GPOOL_LIBRARY, the
+    system's library path."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("libgpool.so", "libgpool.so.0"):
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            yield path, "next to the package"
+    env = os.environ.get("GPOOL_LIBRARY")
+    if env:
+        yield env, "GPOOL_LIBRARY"
+    found = ctypes.util.find_library("gpool")
+    if found:
+        yield found, "the system library path"
+    yield "libgpool.so.0", "the system library path"
+
+
+def library_path():
+    """The path of the libgpool.so in use (loading it if needed)."""
+    load()
+    return _lib_path
+
+
+def load():
+    """Load libgpool.so once and declare its functions; raises OSError saying where it looked."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    tried = []
+    for path, why in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s): %s" % (path, why, e))
+            continue
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(lib, name, None)
+            if fn is None:
+                continue  # an older library without this entry point
+            fn.restype = res
+            fn.argtypes = args
+        _lib, _lib_path = lib, _resolve(lib, path)
+        return lib
+    hint = ""
+    if any("static TLS" in t for t in tried):
+        hint = (
+            " -- libjemalloc (which libgpool.so links) needs more static TLS than a running "
+            "process has left for dlopen: start Python with "
+            "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 (or "
+            "LD_PRELOAD=libjemalloc.so.2)"
+        )
+    raise OSError(
+        "gpool: cannot load libgpool.so; looked next to the package, at $GPOOL_LIBRARY and on "
+        "the system library path (make install): " + "; ".join(tried) + hint
+    )
+
+
+def _resolve(lib, path):
+    """The file a loaded library came from (dladdr), so that other loaders (PyTorch) open the
+    very same file."""
+    if os.path.isabs(path):
+        return path
+    if os.sep in path:
+        return os.path.abspath(path)
+
+    class Dl_info(ctypes.Structure):
+        _fields_ = [
+            ("dli_fname", ctypes.c_char_p),
+            ("dli_fbase", ctypes.c_void_p),
+            ("dli_sname", ctypes.c_char_p),
+            ("dli_saddr", ctypes.c_void_p),
+        ]
+
+    try:
+        libdl = ctypes.CDLL(None)
+        info = Dl_info()
+        addr = ctypes.cast(lib.gpool_version, ctypes.c_void_p)
+        if libdl.dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            return os.fsdecode(info.dli_fname)
+    except (OSError, AttributeError):
+        pass
+    return path

@@ -1,0 +1,58 @@
+"""gpool as CuPy's allocator.
+
+    import cupy, gpool.cupy
+    cupy.cuda.set_allocator(gpool.cupy.allocator)
+
+Blocks come from the same per-device pools as gpool.torch (libgpool.so's gpool_torch_alloc /
+gpool_torch_free), ordered on CuPy's current stream; a block is freed on that stream when
+CuPy drops its last reference. gpool.torch.stats(device) reads the pool behind it.
+"""
+
+import ctypes
+
+from . import _lib
+
+__all__ = ["allocator"]
+
+
+class _Block:
+    """Owner of one gpool block: frees it when CuPy lets the memory go."""
+
+    __slots__ = ("ptr", "size", "device", "stream", "__weakref__")
+
+    def __init__(self, ptr, size, device, stream):
+        self.ptr, self.size, self.device, self.stream = ptr, size, device, stream
+
+    def __del__(self):
+        if self.ptr:
+            ptr, self.ptr = self.ptr, None
+            _lib.load().gpool_torch_free(ptr, self.size, self.device, self.stream)
+
+
+def _alloc_block(size, device, stream):
+    """A _Block of ``size`` bytes on ``device``, ordered on ``stream`` (an int handle); None
+    when gpool has no memory for it (gpool_last_error() says why)."""
+    lib = _lib.load()
+    ptr = lib.gpool_torch_alloc(size, device, ctypes.c_void_p(stream or None))
+    return _Block(ptr, size, device, stream or None) if ptr else None
+
+
+def allocator(size):
+    """A CuPy allocator (cupy.cuda.set_allocator(gpool.cupy.allocator)): returns a
+    cupy.cuda.MemoryPointer; raises cupy's OutOfMemoryError when gpool has no memory."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    if size == 0:
+        return cupy.cuda.memory.MemoryPointer(cupy.cuda.memory.UnownedMemory(0, 0, None, device), 0)
+    stream = cupy.cuda.get_current_stream().ptr
+    block = _alloc_block(size, device, stream)
+    if block is None:
+        msg = _lib.load().gpool_last_error().decode(errors="replace")
+        try:
+            err = cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+        except Exception:
+            err = MemoryError("gpool: out of memory allocating %d bytes: %s" % (size, msg))
+        raise err
+    mem = cupy.cuda.memory.UnownedMemory(block.ptr, size, block, device)
+    return cupy.cuda.memory.MemoryPointer(mem, 0)
