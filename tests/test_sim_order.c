@@ -704,3 +704,33 @@ Test(order, violation_log_gets_one_line_per_violation, .init = setup_log)
     unlink(log_path);
     cr_assert_eq(lines, 2);
 }
+
+static char stats_path[64];
+static void setup_stats(void)
+{
+    snprintf(stats_path, sizeof stats_path, "/tmp/gpoolsim-ostats-XXXXXX");
+    int fd = mkstemp(stats_path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("GPOOL_SIM_STATS", stats_path, 1);
+    load(1);
+}
+
+Test(order, statistics_json_counts_violations, .init = setup_stats)
+{
+    CUstream a = stream(CU_STREAM_NON_BLOCKING), b = stream(CU_STREAM_NON_BLOCKING);
+    CUdeviceptr p = dalloc(64);
+    touch(a, p, 64, 1);
+    touch(b, p, 64, 1);
+    touch(NULL, p, 64, 1);
+    cr_assert_eq(p_gpoolsim_violations(), 2);
+    cr_assert_eq(dlclose(lib), 0); /* last reference: the statistics are written */
+    FILE *f = fopen(stats_path, "r");
+    cr_assert_not_null(f);
+    char json[8192];
+    size_t n = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    unlink(stats_path);
+    json[n] = 0;
+    cr_assert_not_null(strstr(json, "\"violations\":2}"), "%s", json);
+}
