@@ -133,6 +133,7 @@ static int sim_sh_insert(size_t at, const struct sim_shadow *v)
 
 static void sim_sh_remove(size_t at, size_t count)
 {
+    if (count == 0) return;
     for (size_t i = at; i < at + count; i++)
         free(sim_sh[i].r);
     memmove(sim_sh + at, sim_sh + at + count, (sim_nsh - at - count) * sizeof *sim_sh);
