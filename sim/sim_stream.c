@@ -16,8 +16,9 @@
  *    cuStreamCreate, CU_STREAM_NON_BLOCKING): work on the legacy stream of a context waits for
  *    all prior work of the blocking streams of that context, and later work on a blocking
  *    stream waits for prior legacy work. Non-blocking streams have neither edge. Per-thread
- *    default streams are blocking streams toward the legacy stream ("per-thread default
- *    stream ... synchronizes with the legacy default stream"). The edges are inserted as
+ *    default streams are blocking streams toward the legacy stream (same page: the
+ *    per-thread default stream synchronizes with the legacy default stream like any blocking
+ *    stream, not with other streams). The edges are inserted as
  *    implicit waits too, so a held stream delays the legacy work after it.
  *  - The host learns completion through cuStreamSynchronize, cuEventSynchronize,
  *    cuCtxSynchronize (the current context's streams only: cuda.h, cuCtxSynchronize "blocks
@@ -26,20 +27,19 @@
  *    gpool's own locks order its threads.
  *
  * Contexts. Streams and events belong to the context current when they were made (cuda.h,
- * cuStreamCreate / cuEventCreate "in the current context"); each context has its own legacy
- * stream; cuEventRecord with an event and a stream of different contexts returns
- * CUDA_ERROR_INVALID_HANDLE (cuda.h, cuEventRecord: "hStream must be in the same context as
- * hEvent" style rule, documented "event and stream must be in the same context").
+ * cuStreamCreate / cuEventCreate: both return CUDA_ERROR_INVALID_CONTEXT without one); each
+ * context has its own legacy stream; cuEventRecord with an event and a stream of different
+ * contexts returns CUDA_ERROR_INVALID_HANDLE (cuda.h, cuEventRecord: the event and the stream
+ * must be from the same context); cuStreamWaitEvent may cross contexts (its doc comment).
  *
  * Per-thread default streams (cuda.h, CU_STREAM_PER_THREAD; "Stream synchronization
  * behavior", per-thread default stream): CU_STREAM_PER_THREAD, and NULL in the _ptsz/_ptds
  * entry points, is one stream per thread and context, made on first use, blocking toward the
  * legacy stream.
  *
- * Lifetime. A destroyed stream's queued work still completes (cuda.h, cuStreamDestroy: "in
- * case the device is still doing work in the stream hStream when cuStreamDestroy() is called,
- * the function will return immediately and the resources associated with hStream will be
- * released automatically once the device has completed all work in hStream"). Stream handles
+ * Lifetime. A destroyed stream's queued work still completes (cuda.h, cuStreamDestroy: the
+ * call returns at once while the device still works on the stream, and its resources go when
+ * that work is done). Stream handles
  * are slot numbers; with GPOOL_SIM_REUSE_STREAM_HANDLES=1 a destroyed stream's slot (so its
  * handle value) goes to the next stream created, as a real driver may do. */
 #include <stdio.h>
@@ -570,7 +570,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return sim_leave(CUDA_SUCCESS);
 }
 
-/* cuda.h, cuEventRecord: "hStream ... must be in the same context" as the event; otherwise
+/* cuda.h, cuEventRecord: event and stream must be from the same context, otherwise
  * CUDA_ERROR_INVALID_HANDLE. */
 CUresult sim_event_record(CUevent hEvent, CUstream hStream, int per_thread)
 {
