@@ -263,6 +263,9 @@ Test(order, touch_rejects_unknown_streams_and_unallocated_memory, .init = setup1
     cr_assert_eq(p_gpoolsim_touch(NULL, (CUdeviceptr)(uintptr_t)local, 8, 1),
                  CUDA_ERROR_INVALID_VALUE, "pageable host memory is not device-visible");
     cr_assert_eq(p_gpoolsim_touch(NULL, p, 64, 1), CUDA_SUCCESS);
+    cr_assert_eq(p_cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_touch(CU_STREAM_PER_THREAD, p, 64, 1), CUDA_ERROR_INVALID_CONTEXT,
+                 "default streams need a current context");
 }
 
 /* ---- the legacy stream's implicit synchronization ---- */
