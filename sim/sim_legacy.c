@@ -18,7 +18,8 @@ struct sim_legacy_alloc {
 
 static struct sim_legacy_alloc *sim_legacy;
 
-static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize)
+{
     int dev;
     CUresult rc;
     if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -49,7 +50,8 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
     return CUDA_SUCCESS;
 }
 
-static CUresult sim_free(CUdeviceptr dptr) {
+static CUresult sim_free(CUdeviceptr dptr)
+{
     for (struct sim_legacy_alloc **pp = &sim_legacy; *pp; pp = &(*pp)->next) {
         struct sim_legacy_alloc *a = *pp;
         if (a->ptr != (uintptr_t)dptr) continue;
@@ -63,19 +65,22 @@ static CUresult sim_free(CUdeviceptr dptr) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
     CUresult rc = sim_enter(SIM_cuMemAlloc);
     if (rc == CUDA_SUCCESS) rc = sim_alloc(dptr, bytesize);
     return sim_leave(rc);
 }
 
-CUresult cuMemFree(CUdeviceptr dptr) {
+CUresult cuMemFree(CUdeviceptr dptr)
+{
     CUresult rc = sim_enter(SIM_cuMemFree);
     if (rc == CUDA_SUCCESS) rc = sim_free(dptr);
     return sim_leave(rc);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuMemAllocAsync);
     if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup(hStream, &s)) == CUDA_SUCCESS &&
@@ -84,7 +89,8 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
     return sim_leave(rc);
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuMemFreeAsync);
     if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup(hStream, &s)) == CUDA_SUCCESS &&
@@ -93,7 +99,8 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     return sim_leave(rc);
 }
 
-CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
     CUresult rc = sim_enter(SIM_cuMemGetAddressRange);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     uintptr_t p = (uintptr_t)dptr, base = 0;
@@ -112,10 +119,18 @@ CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dpt
     return sim_leave(CUDA_SUCCESS);
 }
 
-void sim_legacy_teardown(void) {
+void sim_legacy_teardown(void)
+{
     while (sim_legacy) {
         struct sim_legacy_alloc *a = sim_legacy;
         sim_legacy = a->next;
         free(a);
     }
+}
+
+int sim_legacy_device(uintptr_t p)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
+        if (p >= a->ptr && p - a->ptr < a->mapped) return a->device;
+    return -1;
 }

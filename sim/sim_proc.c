@@ -16,7 +16,9 @@ struct sim_proc {
 };
 
 #define P(name, version, fn)                                                                       \
-    { name, version, (void *)(fn) }
+    {                                                                                              \
+        name, version, (void *)(fn)                                                                \
+    }
 static const struct sim_proc sim_procs[] = {
     P("cuInit", 2000, cuInit),
     P("cuDriverGetVersion", 2020, cuDriverGetVersion),
@@ -97,12 +99,16 @@ static const struct sim_proc sim_procs[] = {
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
     P("cuGetErrorString", 6000, cuGetErrorString),
     P("cuGetErrorName", 6000, cuGetErrorName),
+    P("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
+    P("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
+    P("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
 };
 #undef P
 
 /* Lock not needed: the table is constant. */
 static CUresult sim_proc_resolve(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
-                                 CUdriverProcAddressQueryResult *status) {
+                                 CUdriverProcAddressQueryResult *status)
+{
     CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (!symbol || !pfn || cuda_version <= 0 || cuda_version > SIM_DRIVER_VERSION ||
         (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
@@ -122,14 +128,16 @@ static CUresult sim_proc_resolve(const char *symbol, void **pfn, int cuda_versio
 }
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus) {
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
     CUresult rc = sim_enter(SIM_cuGetProcAddress);
     if (rc == CUDA_SUCCESS) rc = sim_proc_resolve(symbol, pfn, cudaVersion, flags, symbolStatus);
     return sim_leave(rc);
 }
 
 SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
-                                            cuuint64_t flags) {
+                                            cuuint64_t flags)
+{
     CUresult rc = sim_enter(SIM_cuGetProcAddress);
     if (rc == CUDA_SUCCESS) rc = sim_proc_resolve(symbol, pfn, cudaVersion, flags, NULL);
     return sim_leave(rc);
@@ -151,6 +159,10 @@ SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int 
     X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                              \
     X(CUDA_ERROR_NOT_READY, "device not ready")                                                    \
     X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                      \
+    X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,                                                          \
+      "peer access is not supported between these two devices")                                    \
+    X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled")                    \
+    X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled")                      \
     X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,                                                   \
       "part or all of the requested memory range is already mapped")                               \
     X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory " \
@@ -160,7 +172,8 @@ SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int 
     X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")          \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
-CUresult cuGetErrorString(CUresult error, const char **pStr) {
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
     CUresult rc = sim_enter(SIM_cuGetErrorString);
     if (rc == CUDA_SUCCESS) {
         const char *s = NULL;
@@ -180,7 +193,8 @@ CUresult cuGetErrorString(CUresult error, const char **pStr) {
     return sim_leave(rc);
 }
 
-CUresult cuGetErrorName(CUresult error, const char **pStr) {
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
     CUresult rc = sim_enter(SIM_cuGetErrorName);
     if (rc == CUDA_SUCCESS) {
         const char *s = NULL;

@@ -43,7 +43,8 @@ static struct CUstream_st sim_default_stream = {.refs = 1};
 static struct CUstream_st *sim_streams; /* created streams, including destroyed ones in use */
 static struct CUevent_st *sim_events;
 
-static void sim_stream_unref(struct CUstream_st *s) {
+static void sim_stream_unref(struct CUstream_st *s)
+{
     if (--s->refs > 0 || s == &sim_default_stream) return;
     for (struct CUstream_st **pp = &sim_streams; *pp; pp = &(*pp)->next) {
         if (*pp == s) {
@@ -57,25 +58,29 @@ static void sim_stream_unref(struct CUstream_st *s) {
     free(s);
 }
 
-static struct CUstream_st *sim_stream_find(CUstream h, int include_destroyed) {
+static struct CUstream_st *sim_stream_find(CUstream h, int include_destroyed)
+{
     if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return &sim_default_stream;
     for (struct CUstream_st *s = sim_streams; s; s = s->next)
         if (s == h && (include_destroyed || !s->destroyed)) return s;
     return NULL;
 }
 
-CUresult sim_stream_lookup(CUstream hstream, struct CUstream_st **out) {
+CUresult sim_stream_lookup(CUstream hstream, struct CUstream_st **out)
+{
     *out = sim_stream_find(hstream, 0);
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-void sim_stream_submit(struct CUstream_st *s) {
+void sim_stream_submit(struct CUstream_st *s)
+{
     s->submitted++;
 }
 
 /* Is position p of s complete? With force, release holds on the way (forced sync) and
  * report whether any hold was released through *forced. */
-static int sim_complete(struct CUstream_st *s, uint64_t p, int force, int *forced) {
+static int sim_complete(struct CUstream_st *s, uint64_t p, int force, int *forced)
+{
     if (s->completed >= p) return 1;
     if (s->held) {
         if (!force) return 0;
@@ -96,19 +101,22 @@ static int sim_complete(struct CUstream_st *s, uint64_t p, int force, int *force
     return 1;
 }
 
-static int sim_stream_idle(struct CUstream_st *s) {
+static int sim_stream_idle(struct CUstream_st *s)
+{
     int forced = 0;
     return sim_complete(s, s->submitted, 0, &forced);
 }
 
 /* Finish all of s; returns nonzero if a hold had to be released. */
-static int sim_stream_force(struct CUstream_st *s) {
+static int sim_stream_force(struct CUstream_st *s)
+{
     int forced = 0;
     sim_complete(s, s->submitted, 1, &forced);
     return forced;
 }
 
-int sim_streams_force_all(void) {
+int sim_streams_force_all(void)
+{
     int forced = sim_stream_force(&sim_default_stream);
     for (struct CUstream_st *s = sim_streams; s; s = s->next)
         forced |= sim_stream_force(s);
@@ -117,7 +125,8 @@ int sim_streams_force_all(void) {
 
 /* ---- streams ---- */
 
-CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
     int dev;
     CUresult rc = sim_enter(SIM_cuStreamCreate);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -136,7 +145,8 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 }
 
 /* The stream goes away for the user at once; its pending work still completes later. */
-static CUresult sim_stream_destroy(CUstream hStream) {
+static CUresult sim_stream_destroy(CUstream hStream)
+{
     CUresult rc = sim_enter(SIM_cuStreamDestroy);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s = hStream ? sim_stream_find(hStream, 0) : NULL;
@@ -147,14 +157,17 @@ static CUresult sim_stream_destroy(CUstream hStream) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamDestroy(CUstream hStream) {
+CUresult cuStreamDestroy(CUstream hStream)
+{
     return sim_stream_destroy(hStream);
 }
-SIM_EXPORT CUresult sim_cuStreamDestroy_v1(CUstream hStream) {
+SIM_EXPORT CUresult sim_cuStreamDestroy_v1(CUstream hStream)
+{
     return sim_stream_destroy(hStream);
 }
 
-CUresult cuStreamSynchronize(CUstream hStream) {
+CUresult cuStreamSynchronize(CUstream hStream)
+{
     CUresult rc = sim_enter(SIM_cuStreamSynchronize);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s = sim_stream_find(hStream, 0);
@@ -163,7 +176,8 @@ CUresult cuStreamSynchronize(CUstream hStream) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamQuery(CUstream hStream) {
+CUresult cuStreamQuery(CUstream hStream)
+{
     CUresult rc = sim_enter(SIM_cuStreamQuery);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s = sim_stream_find(hStream, 0);
@@ -171,17 +185,20 @@ CUresult cuStreamQuery(CUstream hStream) {
     return sim_leave(sim_stream_idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
 }
 
-static struct CUevent_st *sim_event_find(CUevent h) {
+static struct CUevent_st *sim_event_find(CUevent h)
+{
     for (struct CUevent_st *e = sim_events; e; e = e->next)
         if (e == h) return e;
     return NULL;
 }
 
-static int sim_event_done(struct CUevent_st *e, int force, int *forced) {
+static int sim_event_done(struct CUevent_st *e, int force, int *forced)
+{
     return !e->stream || sim_complete(e->stream, e->position, force, forced);
 }
 
-CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
     CUresult rc = sim_enter(SIM_cuStreamWaitEvent);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s = sim_stream_find(hStream, 0);
@@ -204,7 +221,8 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 
 /* ---- events ---- */
 
-CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
     int dev;
     CUresult rc = sim_enter(SIM_cuEventCreate);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -224,7 +242,8 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
     CUresult rc = sim_enter(SIM_cuEventRecord);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUevent_st *e = sim_event_find(hEvent);
@@ -238,7 +257,8 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuEventQuery(CUevent hEvent) {
+CUresult cuEventQuery(CUevent hEvent)
+{
     CUresult rc = sim_enter(SIM_cuEventQuery);
     int forced = 0;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -247,7 +267,8 @@ CUresult cuEventQuery(CUevent hEvent) {
     return sim_leave(sim_event_done(e, 0, &forced) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
 }
 
-CUresult cuEventSynchronize(CUevent hEvent) {
+CUresult cuEventSynchronize(CUevent hEvent)
+{
     CUresult rc = sim_enter(SIM_cuEventSynchronize);
     int forced = 0;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -258,7 +279,8 @@ CUresult cuEventSynchronize(CUevent hEvent) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-static CUresult sim_event_destroy(CUevent hEvent) {
+static CUresult sim_event_destroy(CUevent hEvent)
+{
     CUresult rc = sim_enter(SIM_cuEventDestroy);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     for (struct CUevent_st **pp = &sim_events; *pp; pp = &(*pp)->next) {
@@ -273,14 +295,17 @@ static CUresult sim_event_destroy(CUevent hEvent) {
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
 }
 
-CUresult cuEventDestroy(CUevent hEvent) {
+CUresult cuEventDestroy(CUevent hEvent)
+{
     return sim_event_destroy(hEvent);
 }
-SIM_EXPORT CUresult sim_cuEventDestroy_v1(CUevent hEvent) {
+SIM_EXPORT CUresult sim_cuEventDestroy_v1(CUevent hEvent)
+{
     return sim_event_destroy(hEvent);
 }
 
-static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd) {
+static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd)
+{
     CUresult rc = sim_enter(SIM_cuEventElapsedTime);
     int forced = 0;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -297,14 +322,17 @@ static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
     return sim_elapsed(pMilliseconds, hStart, hEnd);
 }
-SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) {
+SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
+{
     return sim_elapsed(ms, a, b);
 }
 
-void sim_stream_teardown(void) {
+void sim_stream_teardown(void)
+{
     while (sim_events) {
         struct CUevent_st *e = sim_events;
         sim_events = e->next;
@@ -323,7 +351,8 @@ void sim_stream_teardown(void) {
 
 /* ---- control API ---- */
 
-SIM_EXPORT int gpoolsim_stream_hold(CUstream h) {
+SIM_EXPORT int gpoolsim_stream_hold(CUstream h)
+{
     sim_lock();
     struct CUstream_st *s = sim_stream_find(h, 1);
     if (s) {
@@ -334,7 +363,8 @@ SIM_EXPORT int gpoolsim_stream_hold(CUstream h) {
     return s ? 0 : -1;
 }
 
-SIM_EXPORT int gpoolsim_stream_release(CUstream h) {
+SIM_EXPORT int gpoolsim_stream_release(CUstream h)
+{
     sim_lock();
     struct CUstream_st *s = sim_stream_find(h, 1);
     if (s) s->held = 0;
