@@ -156,7 +156,20 @@ typedef struct gpool_config {
     gpool_stream_t default_stream;
     /** If set, log every alloc/free as RMM replay CSV to this file. */
     char trace_path[256];
+    /** Which devices get access to the pool's device memory (gpool_peer_access; GPOOL_CONF
+     *  key peer_access=auto|none|all). VMM memory is reachable only by the devices named in
+     *  cuMemSetAccess -- peer access enabled between contexts does not extend to it -- so a
+     *  block another GPU must read needs this. Applied to every mapping the pool makes; the
+     *  configuration is fixed at gpool_create. */
+    int peer_access;
 } gpool_config;
+
+/** Values of gpool_config.peer_access. */
+typedef enum gpool_peer_access {
+    GPOOL_PEER_AUTO = 0, /**< the pool's device plus every device cuDeviceCanAccessPeer allows */
+    GPOOL_PEER_NONE = 1, /**< the pool's device only */
+    GPOOL_PEER_ALL = 2   /**< every device; gpool_create fails if one cannot reach this one */
+} gpool_peer_access;
 
 /** Counters for one memory kind. Bytes "in use" are rounded block sizes; "requested" are the
  *  sizes callers asked for; "reserved" is physical memory mapped; "cached" is reserved memory
