@@ -44,7 +44,7 @@ struct sim_store {
 };
 
 struct sim_handle {
-    struct sim_handle *next; /* every handle, for teardown */
+    struct sim_handle *prev, *next; /* every handle, for teardown */
     struct sim_handle *hash_next;
     CUmemGenericAllocationHandle id;
     int store;
@@ -242,12 +242,11 @@ static void sim_handle_unref(struct sim_handle *h)
             break;
         }
     }
-    for (struct sim_handle **pp = &sim_handles; *pp; pp = &(*pp)->next) {
-        if (*pp == h) {
-            *pp = h->next;
-            break;
-        }
-    }
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        sim_handles = h->next;
+    if (h->next) h->next->prev = h->prev;
     if (h->device >= 0) sim_uncharge(h->device, h->size);
     sim_store_give(h->store, h->offset, h->size);
     free(h);
@@ -396,6 +395,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     h->prop = *prop;
     h->user_refs = 1;
     h->next = sim_handles;
+    if (sim_handles) sim_handles->prev = h;
     sim_handles = h;
     size_t b = sim_hash(h->id);
     h->hash_next = sim_handle_hash[b];
