@@ -277,9 +277,14 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
     size_t est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     size_t budget = pool->cfg.budget[kind];
 
-    int src = kind == GPOOL_MEM_HOST_MAPPED && (!s->uva || !s->reg_same_ptr) ? SRC_DIRECT
-              : size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB    ? SRC_SMALL
-                                                                             : SRC_LARGE;
+    /* mapped memory whose device address is not its host address: small blocks from
+     * registered extents (never spanning two, so device address = extent's + offset), larger
+     * ones from cuMemHostAlloc one by one (a large block may span registrations) */
+    int small_ok = size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB;
+    int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva            ? SRC_DIRECT
+              : small_ok                                          ? SRC_SMALL
+              : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
+                                                                  : SRC_LARGE;
     size_t page = want_page ? HOST_HUGE_PAGE : gp_host_page_size(size);
     int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
 
@@ -315,6 +320,10 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
             void *p = NULL;
             st = gp_small_alloc(sm, size, align, (flags & GPOOL_ALLOC_ZERO) != 0, &p, &got);
             host = key = (uintptr_t)p;
+            if (st == GPOOL_OK && kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr) {
+                key = gp_small_device_addr(sm, host); /* the driver's device address */
+                if (!key) key = host;
+            }
             page = 4 * KiB;
         } else if (src == SRC_LARGE) {
             void *p = NULL;

@@ -170,6 +170,8 @@ Test(peer, mapped_host_memory_works_when_device_pointers_differ, .init = setup)
         CUdeviceptr dp = 0;
         cr_assert_eq(host_dptr(&dp, d.host_ptr, 0), CUDA_SUCCESS);
         cr_assert_eq(d.device_ptr, (uint64_t)dp, "the driver's device pointer");
+        if (sizes[i] < 16384) /* small blocks come from registered extents: an alias */
+            cr_assert_neq(d.device_ptr, (uint64_t)(uintptr_t)d.host_ptr, "size %zu", sizes[i]);
         cr_assert_eq(device_access(0, (void *)(uintptr_t)d.device_ptr, sizes[i], 1), CUDA_SUCCESS);
         memset(d.host_ptr, 0, sizes[i]);
         cr_assert_eq(memset8((CUdeviceptr)d.device_ptr + sizes[i] - 1, 0x5a, 1), CUDA_SUCCESS);
@@ -182,6 +184,28 @@ Test(peer, mapped_host_memory_works_when_device_pointers_differ, .init = setup)
         cr_assert_eq(again.device_ptr, d.device_ptr);
         cr_assert_eq(gpool_free(pool, ptr), GPOOL_OK);
     }
+    /* small mapped blocks share registrations: 64 of them, one extent registered */
+    gpool_stats st0, st1;
+    cr_assert_eq(gpool_get_stats(pool, &st0), GPOOL_OK);
+    void *many[64];
+    for (int i = 0; i < 64; i++) {
+        gpool_alloc_params p = {.kind = GPOOL_MEM_HOST_MAPPED};
+        cr_assert_eq(gpool_alloc(pool, 256, &p, &many[i]), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(memset8((CUdeviceptr)(uintptr_t)many[i], (unsigned char)i, 256), CUDA_SUCCESS);
+    }
+    for (int i = 0; i < 64; i++) {
+        gpool_block_desc d;
+        cr_assert_eq(gpool_block_info(pool, many[i], &d), GPOOL_OK);
+        cr_assert_eq(((unsigned char *)d.host_ptr)[255], (unsigned char)i);
+    }
+    cr_assert_eq(gpool_get_stats(pool, &st1), GPOOL_OK);
+    cr_assert_leq(
+        st1.driver_calls[GPOOL_DRV_HOST_REGISTER] - st0.driver_calls[GPOOL_DRV_HOST_REGISTER], 1);
+    cr_assert_eq(st1.driver_calls[GPOOL_DRV_HOST_ALLOC] - st0.driver_calls[GPOOL_DRV_HOST_ALLOC],
+                 0);
+    for (int i = 0; i < 64; i++)
+        cr_assert_eq(gpool_free(pool, many[i]), GPOOL_OK);
+
     gpool_alloc_params pp = {.kind = GPOOL_MEM_HOST_PINNED};
     void *pinned = NULL;
     cr_assert_eq(gpool_alloc(pool, 5000, &pp, &pinned), GPOOL_OK, "%s", gpool_last_error());
