@@ -15,6 +15,10 @@ extern const gp_backend_ops gp_vidmem_ops;
  * one), GPOOL_ERR_DRIVER, GPOOL_ERR_OUT_OF_MEMORY. */
 gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
                               gp_drv_counters *cnt, int peer_access, void **out);
+/* Change peer_access at run time: every mapping made so far gets the new access list (devices
+ * left out are revoked), one cuMemSetAccess per mapped handle, and later mappings get it too.
+ * Caller holds the device arena's lock. On failure the old access is put back. */
+gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access);
 /* Devices each mapping is made accessible to (the pool's own first). */
 size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max);
 size_t gp_vidmem_granularity(void *ctx);

@@ -242,3 +242,50 @@ Test(peer, pool_fills_an_h200_sized_device, .init = setup_h200, .timeout = 120)
     fprintf(stderr, "pool on 141 GiB: %d x 1 GiB blocks in %.2f s\n", N,
             (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
 }
+
+/* gpool_set_peer_access changes the access of the mappings the pool already holds (devices
+ * left out lose it) and of later ones; a failed change puts the old access back. */
+Test(peer, set_peer_access_applies_to_existing_mappings, .init = setup)
+{
+    gpool_t *pool = pool_on(0, NULL);
+    void *big = alloc_device(pool, 6 * MiB), *small = alloc_device(pool, 4096);
+    cr_assert_eq(device_access(1, big, 6 * MiB, 1), CUDA_SUCCESS);
+
+    uint64_t before = set_access_calls(pool);
+    cr_assert_eq(gpool_set_peer_access(pool, GPOOL_PEER_NONE), GPOOL_OK, "%s", gpool_last_error());
+    uint64_t calls = set_access_calls(pool) - before;
+    gpool_stats s;
+    cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
+    cr_assert_geq(calls, 1);
+    cr_assert_leq(calls, s.kind[GPOOL_MEM_DEVICE].reserved_bytes / (2 * MiB),
+                  "at most one call per mapped handle");
+    cr_assert_eq(device_access(1, big, 1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+    cr_assert_eq(device_access(1, small, 1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+    cr_assert_eq(device_access(0, big, 6 * MiB, 1), CUDA_SUCCESS);
+    void *later = alloc_device(pool, 8 * MiB);
+    cr_assert_eq(device_access(1, later, 1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+
+    cr_assert_eq(gpool_set_peer_access(pool, GPOOL_PEER_AUTO), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(device_access(1, big, 6 * MiB, 1), CUDA_SUCCESS);
+    cr_assert_eq(device_access(1, small, 4096, 1), CUDA_SUCCESS);
+    cr_assert_eq(device_access(1, later, 8 * MiB, 1), CUDA_SUCCESS);
+
+    /* a driver failure halfway: the old access is put back */
+    cr_assert_eq(S->fail_nth("cuMemSetAccess", 1), 0);
+    cr_assert_eq(gpool_set_peer_access(pool, GPOOL_PEER_NONE), GPOOL_ERR_DRIVER);
+    cr_assert_not_null(strstr(gpool_last_error(), "restored"), "%s", gpool_last_error());
+    cr_assert_eq(device_access(1, later, 8 * MiB, 1), CUDA_SUCCESS);
+    cr_assert_eq(device_access(1, big, 6 * MiB, 1), CUDA_SUCCESS);
+
+    /* all, when a device cannot: refused, nothing changes */
+    cr_assert_eq(set_peer_capable(1, 0, 0), 0);
+    cr_assert_eq(gpool_set_peer_access(pool, GPOOL_PEER_ALL), GPOOL_ERR_UNSUPPORTED);
+    cr_assert_eq(device_access(1, big, 6 * MiB, 1), CUDA_SUCCESS);
+    cr_assert_eq(gpool_set_peer_access(pool, 9), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_set_peer_access(NULL, GPOOL_PEER_NONE), GPOOL_ERR_INVALID_ARG);
+
+    cr_assert_eq(gpool_free(pool, big), GPOOL_OK);
+    cr_assert_eq(gpool_free(pool, small), GPOOL_OK);
+    cr_assert_eq(gpool_free(pool, later), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
