@@ -23,7 +23,7 @@ enum { MAX_GPUS = 8 };
 #define SLICE_BYTES ((size_t)8 << 20) /* each GPU's share of the result */
 
 /* Can device a read device b's memory directly? Looked up at run time so that the program
- * also runs on drivers without the peer API (the simulator): -1 means unknown. */
+ * also runs on drivers without the peer API: -1 means unknown. */
 static int can_access_peer(CUdevice a, CUdevice b)
 {
     CUresult (*can_access)(int *, CUdevice, CUdevice) = NULL;
@@ -106,14 +106,31 @@ int main(void)
                                    (CUdeviceptr)partial[d], SLICE_BYTES, stream[d]));
     }
     /* GPU 0 also pulls GPU 1's partial result into its own vidmem: a device-to-device copy
-     * across GPUs (unified addressing tells the driver where each side lives). */
+     * across GPUs (unified addressing tells the driver where each side lives). gpool's VMM
+     * memory is reachable only by the devices its mappings were given access to: with the
+     * default peer_access=auto, pool 1 gave it to every device that can reach device 1, so GPU
+     * 0 reads it directly when cuDeviceCanAccessPeer(0, 1) says yes. Otherwise the copy is
+     * staged through the host. */
     void *from_peer = NULL;
     if (ngpu > 1) {
         CHECK_CU(cuCtxSetCurrent(ctx[0]));
         CHECK_CU(cuStreamSynchronize(stream[1])); /* GPU 1's result must be ready */
         CHECK_GPOOL(gpool_alloc_async(pool[0], SLICE_BYTES, NULL, stream[0], &from_peer));
-        CHECK_CU(
-            cuMemcpyAsync((CUdeviceptr)from_peer, (CUdeviceptr)partial[1], SLICE_BYTES, stream[0]));
+        if (can_access_peer(dev[0], dev[1]) == 1) {
+            CHECK_CU(cuMemcpyAsync((CUdeviceptr)from_peer, (CUdeviceptr)partial[1], SLICE_BYTES,
+                                   stream[0]));
+        } else {
+            void *staging = malloc(SLICE_BYTES);
+            if (!staging) {
+                fprintf(stderr, "multi_gpu: out of host memory\n");
+                return 1;
+            }
+            CHECK_CU(cuCtxSetCurrent(ctx[1]));
+            CHECK_CU(cuMemcpyDtoH(staging, (CUdeviceptr)partial[1], SLICE_BYTES));
+            CHECK_CU(cuCtxSetCurrent(ctx[0]));
+            CHECK_CU(cuMemcpyHtoD((CUdeviceptr)from_peer, staging, SLICE_BYTES));
+            free(staging);
+        }
     }
     for (int d = 0; d < ngpu; d++)
         CHECK_CU(cuStreamSynchronize(stream[d]));

@@ -156,7 +156,20 @@ typedef struct gpool_config {
     gpool_stream_t default_stream;
     /** If set, log every alloc/free as RMM replay CSV to this file. */
     char trace_path[256];
+    /** Which devices get access to the pool's device memory (gpool_peer_access; GPOOL_CONF
+     *  key peer_access=auto|none|all). VMM memory is reachable only by the devices named in
+     *  cuMemSetAccess -- peer access enabled between contexts does not extend to it -- so a
+     *  block another GPU must read needs this. Applied to every mapping the pool makes;
+     *  gpool_set_peer_access() changes it later, existing mappings included. */
+    int peer_access;
 } gpool_config;
+
+/** Values of gpool_config.peer_access. */
+typedef enum gpool_peer_access {
+    GPOOL_PEER_AUTO = 0, /**< the pool's device plus every device cuDeviceCanAccessPeer allows */
+    GPOOL_PEER_NONE = 1, /**< the pool's device only */
+    GPOOL_PEER_ALL = 2   /**< every device; gpool_create fails if one cannot reach this one */
+} gpool_peer_access;
 
 /** Counters for one memory kind. Bytes "in use" are rounded block sizes; "requested" are the
  *  sizes callers asked for; "reserved" is physical memory mapped; "cached" is reserved memory
@@ -507,6 +520,21 @@ GPOOL_API gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
+
+/**
+ * Change which devices can reach the pool's device memory (gpool_config.peer_access) at run
+ * time: every mapping the pool holds gets the new access at once (devices left out lose it),
+ * one cuMemSetAccess per mapped physical handle, and later mappings get it too.
+ *
+ * @param pool        the pool.
+ * @param peer_access a gpool_peer_access value.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL or peer_access is not a gpool_peer_access.
+ * @retval GPOOL_ERR_UNSUPPORTED GPOOL_PEER_ALL and a device cannot reach the pool's device.
+ * @retval GPOOL_ERR_DRIVER a driver call failed; the previous access was put back.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
 
 #ifdef __cplusplus
 }

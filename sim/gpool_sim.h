@@ -20,6 +20,15 @@
  *   GPOOL_SIM_REUSE_STREAM_HANDLES=1  a new stream may get the handle value of a destroyed
  *                            stream (as a real driver may); the destroyed stream's queued
  *                            work still completes
+ *   GPOOL_SIM_PEER=all|none|A:B,...   which devices can access which peers (cuDeviceCanAccessPeer;
+ *                            "A:B": A can access B's memory); default all
+ *   GPOOL_SIM_HOST_ALIAS=1   CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 0: registered (and
+ *                            write-combined) host memory gets a device pointer different from
+ *                            its host pointer; the host pointer is then no device address
+ *   GPOOL_SIM_MIN_GRANULARITY=SIZE   MINIMUM allocation granularity (64K..2048K, a power of
+ *                            two; 0 = default, equal to RECOMMENDED = 2 MiB)
+ *   GPOOL_SIM_DEVICE_NO_CPU=1  VMM device memory is not accessible from the CPU: its addresses
+ *                            stay PROT_NONE, contents are reached only through copies
  * A malformed value of any of these is fatal (message on stderr, abort()).
  *
  * At unload (process exit or last dlclose) the statistics are written first, then the driver
@@ -39,11 +48,19 @@
  * freeing, unmapping or unregistering memory with accesses the host does not know complete.
  * Each violation is counted (gpoolsim_violations), described on stderr and logged as above.
  *
+ * Device access (sim_access.c): a copy or memset whose device (the current context's) lacks
+ * access fails with CUDA_ERROR_ILLEGAL_ADDRESS: VMM mappings need cuMemSetAccess for that
+ * device (cuCtxEnablePeerAccess grants nothing there), cuMemAlloc memory its own device or
+ * cuCtxEnablePeerAccess, pinned host memory is reachable from every device.
+ * VMM physical memory is one sparse memfd per device (offsets per handle), so 141 GiB of
+ * 2 MiB handles costs no descriptor per handle.
+ *
  * Where the simulator differs from a GPU: device pointers are host addresses (tests may read
- * and write them); all devices share the host's memory; stream work (copies, memsets,
- * stream-ordered alloc/free) takes effect at once, only its *order* (the checker) and
- * *completion* (events, queries) are modelled; captured work is recorded, never run; cuGetProcAddress answers CUDA_ERROR_NOT_FOUND
- * (and *symbolStatus) for unknown symbols and for versions older than the oldest simulated ABI.
+ * and write them, unless GPOOL_SIM_DEVICE_NO_CPU=1); all devices share the host's memory; stream
+ * work (copies, memsets, stream-ordered alloc/free) takes effect at once, only its *order* (the
+ * checker) and *completion* (events, queries) are modelled; captured work is recorded, never run;
+ * cuGetProcAddress answers CUDA_ERROR_NOT_FOUND (and *symbolStatus) for unknown symbols and for
+ * versions older than the oldest simulated ABI.
  *
  * Injected failures have no side effects. They return CUDA_ERROR_OUT_OF_MEMORY for every entry
  * point that obtains memory or a driver object (cuMemCreate, cuMemAlloc, cuMemAllocAsync,
@@ -117,6 +134,16 @@ void gpoolsim_get_live(struct gpoolsim_live *out);
 CUresult gpoolsim_touch(CUstream s, CUdeviceptr p, size_t bytes, int is_write);
 /* Happens-before violations found in this process so far. */
 unsigned long gpoolsim_violations(void);
+/* Modes (also set by the environment, see above); set them before allocating what they
+ * affect. gpoolsim_set_peer_capable: -1 for bad ordinals or dev == peer; disabling also
+ * drops peer access already enabled. gpoolsim_set_min_granularity: 0 or -1 (bad size). */
+int gpoolsim_set_peer_capable(int dev, int peer, int can);
+void gpoolsim_set_host_alias(int on);
+int gpoolsim_set_min_granularity(size_t bytes);
+void gpoolsim_set_device_no_cpu(int on);
+/* Would device `dev` be allowed to read (write != 0) [p, p+n)? CUDA_SUCCESS,
+ * CUDA_ERROR_ILLEGAL_ADDRESS, or CUDA_ERROR_INVALID_CONTEXT for a bad ordinal on device memory. */
+CUresult gpoolsim_device_access(int dev, const void *p, size_t n, int write);
 
 /* Every injectable entry point (base names), in a fixed order. */
 const char *const *gpoolsim_entry_names(size_t *count);

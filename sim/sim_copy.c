@@ -19,6 +19,29 @@ static int sim_device_visible(uintptr_t p, size_t n)
     return sim_hb_visible(p, n);
 }
 
+/* Which side of a copy is a device address (1), a host address (0), or either (-1: cuMemcpy
+ * infers it from the address under unified addressing). */
+static void sim_copy_sides(enum sim_entry entry, int *dst_dev, int *src_dev)
+{
+    switch (entry) {
+    case SIM_cuMemcpyHtoD:
+    case SIM_cuMemcpyHtoDAsync:
+        *dst_dev = 1, *src_dev = 0;
+        break;
+    case SIM_cuMemcpyDtoH:
+    case SIM_cuMemcpyDtoHAsync:
+        *dst_dev = 0, *src_dev = 1;
+        break;
+    case SIM_cuMemcpyDtoD:
+    case SIM_cuMemcpyDtoDAsync:
+        *dst_dev = 1, *src_dev = 1;
+        break;
+    default:
+        *dst_dev = -1, *src_dev = -1;
+        break;
+    }
+}
+
 /* "API synchronization behavior", memcpy: a synchronous copy from pageable host memory first
  * synchronizes the stream; one to pageable host memory (and any device-to-host copy) returns
  * only once the copy has completed; device-to-device copies do not synchronize the host. */
@@ -36,12 +59,17 @@ CUresult sim_copy_entry(enum sim_entry entry, uintptr_t dst, uintptr_t src, size
     if (rc == CUDA_SUCCESS && n > 0 && (!dst || !src)) rc = CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     int dst_dev = sim_device_visible(dst, n), src_dev = sim_device_visible(src, n);
+    int dst_side, src_side, dev;
+    sim_copy_sides(entry, &dst_side, &src_side);
+    if ((rc = sim_copy_device(s, &dev)) != CUDA_SUCCESS) return sim_leave(rc);
     if (!async && !src_dev) sim_stream_sync_host(s);
     if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured */
     if (n > 0) {
+        /* the device-access rule and the storage behind device addresses: sim_access.c */
+        rc = sim_mem_move(dev, dst, dst_side, src, src_side, n);
+        if (rc != CUDA_SUCCESS) return sim_leave(rc);
         if (src_dev) sim_hb_access(s, src, n, SIM_READ, "copy source");
         if (dst_dev) sim_hb_access(s, dst, n, SIM_WRITE, "copy destination");
-        memmove((void *)dst, (const void *)src, n);
     }
     if (!async && (!dst_dev || sim_host_range_is_pinned(dst, n))) sim_stream_sync_host(s);
     return sim_leave(CUDA_SUCCESS);
@@ -112,17 +140,18 @@ CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size
     if (rc == CUDA_SUCCESS && count > 0 && (!dst || !sim_is_aligned(dst, width)))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    int dev;
+    if ((rc = sim_copy_device(s, &dev)) != CUDA_SUCCESS) return sim_leave(rc);
     if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured */
     if (count > 0) {
+        unsigned char u8 = (unsigned char)(value & 0xff);
+        uint32_t v32 = value;
+        /* the device-access rule and the storage behind device addresses: sim_access.c */
+        rc = sim_mem_fill(dev, dst, width == 1 ? (const void *)&u8 : (const void *)&v32, width,
+                          count);
+        if (rc != CUDA_SUCCESS) return sim_leave(rc);
         if (sim_device_visible(dst, width * count))
             sim_hb_access(s, dst, width * count, SIM_WRITE, "memset");
-        if (width == 1)
-            memset((void *)dst, (int)(value & 0xff), count);
-        else {
-            uint32_t v32 = value;
-            for (size_t i = 0; i < count; i++)
-                memcpy((char *)dst + 4 * i, &v32, 4);
-        }
         if (!async && sim_host_range_is_pinned(dst, width * count)) sim_stream_sync_host(s);
     }
     return sim_leave(CUDA_SUCCESS);

@@ -18,37 +18,56 @@ static struct CUctx_st sim_primary[GPOOL_SIM_MAX_DEVICES];
 static _Thread_local CUcontext sim_ctx_stack[SIM_CTX_STACK_MAX];
 static _Thread_local int sim_ctx_depth;
 
-static CUresult sim_check_device(CUdevice dev) {
+static CUresult sim_check_device(CUdevice dev)
+{
     return sim_valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-static int sim_is_context(CUcontext ctx) {
+static int sim_is_context(CUcontext ctx)
+{
     for (int d = 0; d < sim_device_count(); d++)
         if (ctx == &sim_primary[d]) return 1;
     return 0;
 }
 
-static CUcontext sim_current(void) {
+static CUcontext sim_current(void)
+{
     return sim_ctx_depth ? sim_ctx_stack[sim_ctx_depth - 1] : NULL;
 }
 
-CUresult sim_current_device(int *dev) {
+CUcontext sim_current_context(void)
+{
+    return sim_current();
+}
+
+CUresult sim_context_device(CUcontext ctx, int *dev)
+{
+    if (!ctx || !sim_is_context(ctx) || ctx->refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = ctx->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_current_device(int *dev)
+{
     CUcontext ctx = sim_current();
     if (!ctx || ctx->refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
     *dev = ctx->device;
     return CUDA_SUCCESS;
 }
 
-int sim_current_ctx_device(void) {
+int sim_current_ctx_device(void)
+{
     CUcontext ctx = sim_current();
     return ctx && ctx->refs ? ctx->device : -1;
 }
 
-CUcontext sim_ctx_handle(int dev) {
+CUcontext sim_ctx_handle(int dev)
+{
     return &sim_primary[dev];
 }
 
-CUresult cuInit(unsigned int flags) {
+CUresult cuInit(unsigned int flags)
+{
     CUresult rc = sim_enter(SIM_cuInit);
     if (rc == CUDA_SUCCESS) {
         if (flags != 0)
@@ -66,7 +85,8 @@ CUresult cuInit(unsigned int flags) {
     return sim_leave(rc);
 }
 
-CUresult cuDriverGetVersion(int *version) {
+CUresult cuDriverGetVersion(int *version)
+{
     CUresult rc = sim_enter(SIM_cuDriverGetVersion);
     if (rc == CUDA_SUCCESS) {
         if (!version)
@@ -77,7 +97,8 @@ CUresult cuDriverGetVersion(int *version) {
     return sim_leave(rc);
 }
 
-CUresult cuDeviceGetCount(int *count) {
+CUresult cuDeviceGetCount(int *count)
+{
     CUresult rc = sim_enter(SIM_cuDeviceGetCount);
     if (rc == CUDA_SUCCESS) {
         if (!count)
@@ -88,7 +109,8 @@ CUresult cuDeviceGetCount(int *count) {
     return sim_leave(rc);
 }
 
-CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
     CUresult rc = sim_enter(SIM_cuDeviceGet);
     if (rc == CUDA_SUCCESS) {
         if (!device)
@@ -99,7 +121,8 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
     return sim_leave(rc);
 }
 
-CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
     CUresult rc = sim_enter(SIM_cuDeviceGetName);
     if (rc == CUDA_SUCCESS) {
         if (!name || len <= 0)
@@ -110,7 +133,8 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
     return sim_leave(rc);
 }
 
-static CUresult sim_device_uuid(enum sim_entry entry, CUuuid *uuid, CUdevice dev) {
+static CUresult sim_device_uuid(enum sim_entry entry, CUuuid *uuid, CUdevice dev)
+{
     CUresult rc = sim_enter(entry);
     if (rc == CUDA_SUCCESS) {
         if (!uuid)
@@ -123,14 +147,17 @@ static CUresult sim_device_uuid(enum sim_entry entry, CUuuid *uuid, CUdevice dev
     return sim_leave(rc);
 }
 
-CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
     return sim_device_uuid(SIM_cuDeviceGetUuid, uuid, dev);
 }
-SIM_EXPORT CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev) {
+SIM_EXPORT CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev)
+{
     return sim_device_uuid(SIM_cuDeviceGetUuid, uuid, dev);
 }
 
-CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
+CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
+{
     CUresult rc = sim_enter(SIM_cuDeviceTotalMem);
     if (rc == CUDA_SUCCESS) {
         if (!bytes)
@@ -141,7 +168,8 @@ CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
     return sim_leave(rc);
 }
 
-static int sim_attribute(CUdevice_attribute attr, int dev, int *value) {
+static int sim_attribute(CUdevice_attribute attr, int dev, int *value)
+{
     switch (attr) {
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
@@ -149,13 +177,17 @@ static int sim_attribute(CUdevice_attribute attr, int dev, int *value) {
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
     case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
     case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
         *value = 1;
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+        /* 0 in the host-alias mode: registered memory then has a device pointer of its own
+         * (cuda.h, cuMemHostGetDevicePointer) */
+        *value = !sim_mode_host_alias();
         return 0;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED:
@@ -227,7 +259,8 @@ static int sim_attribute(CUdevice_attribute attr, int dev, int *value) {
     }
 }
 
-CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
     CUresult rc = sim_enter(SIM_cuDeviceGetAttribute);
     if (rc == CUDA_SUCCESS) {
         if (!pi)
@@ -238,7 +271,8 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
     return sim_leave(rc);
 }
 
-CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
     CUresult rc = sim_enter(SIM_cuDeviceGetPCIBusId);
     if (rc == CUDA_SUCCESS) {
         if (!pciBusId || len <= 0)
@@ -249,7 +283,8 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
     return sim_leave(rc);
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
     CUresult rc = sim_enter(SIM_cuDevicePrimaryCtxRetain);
     if (rc == CUDA_SUCCESS) {
         if (!pctx)
@@ -262,7 +297,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     return sim_leave(rc);
 }
 
-static CUresult sim_primary_release(CUdevice dev) {
+static CUresult sim_primary_release(CUdevice dev)
+{
     CUresult rc = sim_enter(SIM_cuDevicePrimaryCtxRelease);
     if (rc == CUDA_SUCCESS && (rc = sim_check_device(dev)) == CUDA_SUCCESS) {
         if (sim_primary[dev].refs == 0)
@@ -273,14 +309,17 @@ static CUresult sim_primary_release(CUdevice dev) {
     return sim_leave(rc);
 }
 
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
     return sim_primary_release(dev);
 }
-SIM_EXPORT CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev) {
+SIM_EXPORT CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev)
+{
     return sim_primary_release(dev);
 }
 
-CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
     CUresult rc = sim_enter(SIM_cuDevicePrimaryCtxGetState);
     if (rc == CUDA_SUCCESS) {
         if (!flags || !active)
@@ -293,7 +332,8 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     return sim_leave(rc);
 }
 
-CUresult cuCtxGetCurrent(CUcontext *pctx) {
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
     CUresult rc = sim_enter(SIM_cuCtxGetCurrent);
     if (rc == CUDA_SUCCESS) {
         if (!pctx)
@@ -304,12 +344,14 @@ CUresult cuCtxGetCurrent(CUcontext *pctx) {
     return sim_leave(rc);
 }
 
-static CUresult sim_check_context(CUcontext ctx) {
+static CUresult sim_check_context(CUcontext ctx)
+{
     if (!sim_is_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
     return ctx->refs ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-CUresult cuCtxSetCurrent(CUcontext ctx) {
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
     CUresult rc = sim_enter(SIM_cuCtxSetCurrent);
     if (rc == CUDA_SUCCESS) {
         if (!ctx) {
@@ -322,7 +364,8 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
     return sim_leave(rc);
 }
 
-static CUresult sim_ctx_push(CUcontext ctx) {
+static CUresult sim_ctx_push(CUcontext ctx)
+{
     CUresult rc = sim_enter(SIM_cuCtxPushCurrent);
     if (rc == CUDA_SUCCESS && (rc = sim_check_context(ctx)) == CUDA_SUCCESS) {
         if (sim_ctx_depth == SIM_CTX_STACK_MAX)
@@ -333,7 +376,8 @@ static CUresult sim_ctx_push(CUcontext ctx) {
     return sim_leave(rc);
 }
 
-static CUresult sim_ctx_pop(CUcontext *pctx) {
+static CUresult sim_ctx_pop(CUcontext *pctx)
+{
     CUresult rc = sim_enter(SIM_cuCtxPopCurrent);
     if (rc == CUDA_SUCCESS) {
         if (sim_ctx_depth == 0)
@@ -346,20 +390,25 @@ static CUresult sim_ctx_pop(CUcontext *pctx) {
     return sim_leave(rc);
 }
 
-CUresult cuCtxPushCurrent(CUcontext ctx) {
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
     return sim_ctx_push(ctx);
 }
-CUresult cuCtxPopCurrent(CUcontext *pctx) {
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
     return sim_ctx_pop(pctx);
 }
-SIM_EXPORT CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx) {
+SIM_EXPORT CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx)
+{
     return sim_ctx_push(ctx);
 }
-SIM_EXPORT CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) {
+SIM_EXPORT CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx)
+{
     return sim_ctx_pop(pctx);
 }
 
-static CUresult sim_ctx_get_device(CUdevice *device, CUcontext ctx) {
+static CUresult sim_ctx_get_device(CUdevice *device, CUcontext ctx)
+{
     CUresult rc = sim_enter(SIM_cuCtxGetDevice);
     if (rc == CUDA_SUCCESS) {
         if (!device)
@@ -375,14 +424,17 @@ static CUresult sim_ctx_get_device(CUdevice *device, CUcontext ctx) {
     return sim_leave(rc);
 }
 
-CUresult cuCtxGetDevice(CUdevice *device) {
+CUresult cuCtxGetDevice(CUdevice *device)
+{
     return sim_ctx_get_device(device, NULL);
 }
-CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
     return sim_ctx_get_device(device, ctx);
 }
 
-static CUresult sim_ctx_sync(CUcontext ctx) {
+static CUresult sim_ctx_sync(CUcontext ctx)
+{
     CUresult rc = sim_enter(SIM_cuCtxSynchronize);
     if (rc == CUDA_SUCCESS) {
         if (!ctx) ctx = sim_current();
@@ -396,14 +448,17 @@ static CUresult sim_ctx_sync(CUcontext ctx) {
     return sim_leave(rc);
 }
 
-CUresult cuCtxSynchronize(void) {
+CUresult cuCtxSynchronize(void)
+{
     return sim_ctx_sync(NULL);
 }
-CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
     return sim_ctx_sync(ctx);
 }
 
-CUresult cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+CUresult cuMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
     CUresult rc = sim_enter(SIM_cuMemGetInfo);
     int dev = 0;
     if (rc == CUDA_SUCCESS) {

@@ -61,7 +61,15 @@ int sim_hb_visible(uintptr_t p, size_t n)
     uintptr_t base;
     size_t size;
     if (sim_legacy_contains(p, n) || sim_host_contains(p, n)) return 1;
-    return sim_vmm_range(p, &base, &size) && n <= size - (p - base);
+    /* VMM: every byte mapped, possibly by several adjacent mappings (one per cuMemMap) */
+    while (n > 0) {
+        if (!sim_vmm_range(p, &base, &size)) return 0;
+        size_t left = size - (p - base);
+        if (n <= left) return 1;
+        p += left;
+        n -= left;
+    }
+    return 1;
 }
 
 void sim_hb_violation(const char *fmt, ...)

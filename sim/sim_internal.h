@@ -98,7 +98,10 @@
     X(cuStreamIsCapturing, SIM_INV)                                                                \
     X(cuStreamGetCaptureInfo, SIM_INV)                                                             \
     X(cuThreadExchangeStreamCaptureMode, SIM_INV)                                                  \
-    X(cuGraphDestroy, SIM_INV)
+    X(cuGraphDestroy, SIM_INV)                                                                     \
+    X(cuDeviceCanAccessPeer, SIM_INV)                                                              \
+    X(cuCtxEnablePeerAccess, SIM_INV)                                                              \
+    X(cuCtxDisablePeerAccess, SIM_INV)
 
 enum sim_entry {
 #define SIM_ENUM_ENTRY(name, err) SIM_##name,
@@ -188,8 +191,8 @@ struct CUstream_st {
     size_t nclock;
     uint64_t host_seen; /* host clock version last joined */
     /* graph capture (sim_capture.c) */
-    int capture;        /* 0, or a CUstreamCaptureStatus while capturing */
-    int capture_mode;   /* CUstreamCaptureMode of the capture */
+    int capture;      /* 0, or a CUstreamCaptureStatus while capturing */
+    int capture_mode; /* CUstreamCaptureMode of the capture */
     uint64_t capture_id;
     pthread_t capture_thread;
 };
@@ -266,6 +269,48 @@ CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size
  * released. Lock held. */
 int sim_ctx_streams_sync(int dev);
 
+/* ---- sim_device.c: contexts ---- */
+/* Device of a valid, retained context (CUDA_ERROR_INVALID_CONTEXT otherwise). Lock held. */
+CUresult sim_context_device(CUcontext ctx, int *dev);
+CUcontext sim_current_context(void);
+
+/* ---- sim_vmm.c: device access and storage of VMM mappings (lock held) ---- */
+int sim_vmm_reserved(uintptr_t p); /* p lies in a cuMemAddressReserve range */
+/* Every byte of [p, p+n) mapped with (write ? read-write : read) access for location dev
+ * (a device ordinal): CUDA_SUCCESS, else CUDA_ERROR_ILLEGAL_ADDRESS. */
+CUresult sim_vmm_access(int dev, uintptr_t p, size_t n, int write);
+/* Where the simulator reads and writes the bytes at device address p, and how many bytes are
+ * contiguous there: 1, 0 when p is not mapped, -1 on failure. */
+int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig);
+
+/* ---- sim_legacy.c ---- */
+/* Owning device of the cuMemAlloc allocation containing p, or -1. Lock held. */
+int sim_legacy_device(uintptr_t p);
+
+/* ---- sim_host.c: device addresses of pinned host memory (lock held) ---- */
+enum sim_host_addr {
+    SIM_HOST_NONE,      /* not pinned host memory known to the driver */
+    SIM_HOST_ALIAS,     /* a device alias of registered host memory: *host says where */
+    SIM_HOST_PINNED,    /* pinned host memory, host pointer valid on the device too */
+    SIM_HOST_NOT_ON_DEV /* registered host memory by its host pointer, alias mode on */
+};
+enum sim_host_addr sim_host_classify(uintptr_t p, uintptr_t *host, size_t *contig);
+
+/* ---- sim_access.c: modes, peers, the device-access rule, copies through it ---- */
+size_t sim_mode_min_granularity(void); /* 0: MINIMUM == RECOMMENDED */
+int sim_mode_host_alias(void);
+int sim_mode_device_no_cpu(void);
+/* Can device dev read (write) [p, p+n)? CUDA_SUCCESS or CUDA_ERROR_ILLEGAL_ADDRESS. Memory
+ * the simulator does not know (pageable host memory) is not checked. Lock held. */
+CUresult sim_mem_device_access(int dev, uintptr_t p, size_t n, int write);
+/* Device doing a copy or memset on stream s (NULL: a synchronous form). Lock held. */
+CUresult sim_copy_device(struct CUstream_st *s, int *dev);
+/* A copy/memset by device dev: checks every device-side range, then moves the bytes through
+ * the simulator's storage. dst_dev/src_dev: 1 when that argument is a device pointer, 0 when a
+ * host pointer, -1 when inferred from the address (cuMemcpy). Lock held. */
+CUresult sim_mem_move(int dev, uintptr_t dst, int dst_dev, uintptr_t src, int src_dev, size_t n);
+CUresult sim_mem_fill(int dev, uintptr_t dst, const void *pattern, size_t width, size_t count);
+
 /* ---- teardown at unload (lock held): free bookkeeping, leave memory mapped ---- */
 void sim_vmm_teardown(void);
 void sim_legacy_teardown(void);
@@ -281,9 +326,10 @@ SIM_EXPORT CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *str
 SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
 SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *status);
-SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *st, cuuint64_t *id,
-                                        CUgraph *graph, const CUgraphNode **deps,
-                                        const CUgraphEdgeData **edges, size_t *ndeps);
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *st,
+                                                   cuuint64_t *id, CUgraph *graph,
+                                                   const CUgraphNode **deps,
+                                                   const CUgraphEdgeData **edges, size_t *ndeps);
 
 /* ---- older ABIs, exported under their historical (unversioned) names ---- */
 CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");
@@ -299,7 +345,8 @@ CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize,
 CUresult sim_cuStreamDestroy_v1(CUstream hStream) __asm__("cuStreamDestroy");
 
 /* ---- helpers ---- */
-static inline int sim_is_aligned(uintptr_t v, size_t a) {
+static inline int sim_is_aligned(uintptr_t v, size_t a)
+{
     return (v & (a - 1)) == 0;
 }
 

@@ -25,7 +25,8 @@ struct sim_legacy_alloc {
 
 static struct sim_legacy_alloc *sim_legacy;
 
-static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize)
+{
     int dev;
     CUresult rc;
     if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -57,14 +58,16 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
     return CUDA_SUCCESS;
 }
 
-int sim_legacy_contains(uintptr_t p, size_t n) {
+int sim_legacy_contains(uintptr_t p, size_t n)
+{
     for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
         if (p >= a->ptr && p - a->ptr < a->size) return n <= a->size - (p - a->ptr);
     return 0;
 }
 
 /* stream: the free is stream-ordered work on it (already submitted), else a host free. */
-static CUresult sim_free(CUdeviceptr dptr, struct CUstream_st *stream) {
+static CUresult sim_free(CUdeviceptr dptr, struct CUstream_st *stream)
+{
     for (struct sim_legacy_alloc **pp = &sim_legacy; *pp; pp = &(*pp)->next) {
         struct sim_legacy_alloc *a = *pp;
         if (a->ptr != (uintptr_t)dptr) continue;
@@ -79,32 +82,36 @@ static CUresult sim_free(CUdeviceptr dptr, struct CUstream_st *stream) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
     CUresult rc = sim_enter(SIM_cuMemAlloc);
     if (rc == CUDA_SUCCESS) rc = sim_capture_unsafe_call();
     if (rc == CUDA_SUCCESS) rc = sim_alloc(dptr, bytesize);
     return sim_leave(rc);
 }
 
-CUresult cuMemFree(CUdeviceptr dptr) {
+CUresult cuMemFree(CUdeviceptr dptr)
+{
     CUresult rc = sim_enter(SIM_cuMemFree);
     if (rc == CUDA_SUCCESS) rc = sim_capture_unsafe_call();
     if (rc == CUDA_SUCCESS) rc = sim_free(dptr, NULL);
     return sim_leave(rc);
 }
 
-CUresult sim_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream,
-                             int per_thread) {
+CUresult sim_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int per_thread)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuMemAllocAsync);
-    if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup_pt(hStream, per_thread, &s)) == CUDA_SUCCESS &&
+    if (rc == CUDA_SUCCESS &&
+        (rc = sim_stream_lookup_pt(hStream, per_thread, &s)) == CUDA_SUCCESS &&
         (rc = sim_capture_check_legacy(s)) == CUDA_SUCCESS &&
         (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS)
         sim_stream_submit_work(s);
     return sim_leave(rc);
 }
 
-CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread) {
+CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuMemFreeAsync);
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
@@ -119,15 +126,18 @@ CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread) 
     return sim_leave(sim_free(dptr, s));
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
     return sim_mem_alloc_async(dptr, bytesize, hStream, 0);
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
     return sim_mem_free_async(dptr, hStream, 0);
 }
 
-CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
     CUresult rc = sim_enter(SIM_cuMemGetAddressRange);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     uintptr_t p = (uintptr_t)dptr, base = 0;
@@ -146,10 +156,18 @@ CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dpt
     return sim_leave(CUDA_SUCCESS);
 }
 
-void sim_legacy_teardown(void) {
+void sim_legacy_teardown(void)
+{
     while (sim_legacy) {
         struct sim_legacy_alloc *a = sim_legacy;
         sim_legacy = a->next;
         free(a);
     }
+}
+
+int sim_legacy_device(uintptr_t p)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
+        if (p >= a->ptr && p - a->ptr < a->mapped) return a->device;
+    return -1;
 }

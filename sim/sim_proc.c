@@ -16,7 +16,9 @@ struct sim_proc {
 };
 
 #define P(name, version, fn)                                                                       \
-    { name, version, (void *)(fn) }
+    {                                                                                              \
+        name, version, (void *)(fn)                                                                \
+    }
 static const struct sim_proc sim_procs[] = {
     P("cuInit", 2000, cuInit),
     P("cuDriverGetVersion", 2020, cuDriverGetVersion),
@@ -106,12 +108,16 @@ static const struct sim_proc sim_procs[] = {
     P("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),
     P("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
     P("cuGraphDestroy", 10000, cuGraphDestroy),
+    P("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
+    P("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
+    P("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
 };
 #undef P
 
 /* Lock not needed: the table is constant. */
 static CUresult sim_proc_resolve(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
-                                 CUdriverProcAddressQueryResult *status) {
+                                 CUdriverProcAddressQueryResult *status)
+{
     CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (!symbol || !pfn || cuda_version <= 0 || cuda_version > SIM_DRIVER_VERSION ||
         (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
@@ -137,14 +143,16 @@ static CUresult sim_proc_resolve(const char *symbol, void **pfn, int cuda_versio
 }
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus) {
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
     CUresult rc = sim_enter(SIM_cuGetProcAddress);
     if (rc == CUDA_SUCCESS) rc = sim_proc_resolve(symbol, pfn, cudaVersion, flags, symbolStatus);
     return sim_leave(rc);
 }
 
 SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
-                                            cuuint64_t flags) {
+                                            cuuint64_t flags)
+{
     CUresult rc = sim_enter(SIM_cuGetProcAddress);
     if (rc == CUDA_SUCCESS) rc = sim_proc_resolve(symbol, pfn, cudaVersion, flags, NULL);
     return sim_leave(rc);
@@ -166,6 +174,10 @@ SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int 
     X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                              \
     X(CUDA_ERROR_NOT_READY, "device not ready")                                                    \
     X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                      \
+    X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,                                                          \
+      "peer access is not supported between these two devices")                                    \
+    X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled")                    \
+    X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled")                      \
     X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,                                                   \
       "part or all of the requested memory range is already mapped")                               \
     X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory " \
@@ -173,7 +185,7 @@ SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int 
     X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                                         \
     X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                         \
     X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")          \
-    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing")  \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing")   \
     X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                                       \
       "operation failed due to a previous error during capture")                                   \
     X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                      \
@@ -182,7 +194,8 @@ SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int 
       "operation would make the legacy stream depend on a capturing blocking stream")              \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
-CUresult cuGetErrorString(CUresult error, const char **pStr) {
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
     CUresult rc = sim_enter(SIM_cuGetErrorString);
     if (rc == CUDA_SUCCESS) {
         const char *s = NULL;
@@ -202,7 +215,8 @@ CUresult cuGetErrorString(CUresult error, const char **pStr) {
     return sim_leave(rc);
 }
 
-CUresult cuGetErrorName(CUresult error, const char **pStr) {
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
     CUresult rc = sim_enter(SIM_cuGetErrorName);
     if (rc == CUDA_SUCCESS) {
         const char *s = NULL;

@@ -42,20 +42,24 @@ static const CUresult sim_entry_errors[SIM_ENTRY_COUNT] = {
 #undef SIM_ERROR_ENTRY
 };
 
-void sim_lock(void) {
+void sim_lock(void)
+{
     pthread_mutex_lock(&sim_mutex);
 }
-void sim_unlock(void) {
+void sim_unlock(void)
+{
     pthread_mutex_unlock(&sim_mutex);
 }
 
-static int sim_works_before_init(enum sim_entry entry) {
+static int sim_works_before_init(enum sim_entry entry)
+{
     return entry == SIM_cuInit || entry == SIM_cuDriverGetVersion ||
            entry == SIM_cuGetProcAddress || entry == SIM_cuGetErrorString ||
            entry == SIM_cuGetErrorName;
 }
 
-CUresult sim_enter(enum sim_entry entry) {
+CUresult sim_enter(enum sim_entry entry)
+{
     sim_lock();
     unsigned long n = ++sim_calls[entry];
     if (sim_deinitialized) return CUDA_ERROR_DEINITIALIZED;
@@ -69,31 +73,39 @@ CUresult sim_enter(enum sim_entry entry) {
     return CUDA_SUCCESS;
 }
 
-CUresult sim_leave(CUresult rc) {
+CUresult sim_leave(CUresult rc)
+{
     sim_unlock();
     return rc;
 }
 
-int sim_device_count(void) {
+int sim_device_count(void)
+{
     return sim_ndevices;
 }
-int sim_is_initialized(void) {
+int sim_is_initialized(void)
+{
     return sim_initialized;
 }
-void sim_set_initialized(void) {
+void sim_set_initialized(void)
+{
     sim_initialized = 1;
 }
-int sim_valid_device(int dev) {
+int sim_valid_device(int dev)
+{
     return sim_initialized && dev >= 0 && dev < sim_ndevices;
 }
-size_t sim_capacity(int dev) {
+size_t sim_capacity(int dev)
+{
     return sim_mem[dev].capacity;
 }
-size_t sim_device_used(int dev) {
+size_t sim_device_used(int dev)
+{
     return sim_mem[dev].in_use;
 }
 
-CUresult sim_charge(int dev, size_t bytes) {
+CUresult sim_charge(int dev, size_t bytes)
+{
     struct sim_device_memory *m = &sim_mem[dev];
     if (m->in_use > m->capacity || bytes > m->capacity - m->in_use) return CUDA_ERROR_OUT_OF_MEMORY;
     m->in_use += bytes;
@@ -103,26 +115,31 @@ CUresult sim_charge(int dev, size_t bytes) {
     return CUDA_SUCCESS;
 }
 
-void sim_uncharge(int dev, size_t bytes) {
+void sim_uncharge(int dev, size_t bytes)
+{
     sim_mem[dev].in_use -= bytes;
     sim_total_in_use -= bytes;
 }
 
-void sim_live_add(enum sim_live_kind kind, long delta) {
+void sim_live_add(enum sim_live_kind kind, long delta)
+{
     sim_live[kind] += delta;
 }
-void sim_count_forced_sync(void) {
+void sim_count_forced_sync(void)
+{
     sim_forced++;
 }
 
 /* ---- configuration ---- */
 
-static void sim_fatal(const char *var, const char *value, const char *why) {
+static void sim_fatal(const char *var, const char *value, const char *why)
+{
     fprintf(stderr, "gpool simulated driver: bad %s=\"%s\": %s\n", var, value, why);
     abort();
 }
 
-static int sim_entry_index(const char *name, size_t len) {
+static int sim_entry_index(const char *name, size_t len)
+{
     if (len > 3 && strncmp(name + len - 3, "_v2", 3) == 0) len -= 3;
     for (int i = 0; i < SIM_ENTRY_COUNT; i++) {
         if (strlen(sim_entry_names[i]) == len && strncmp(sim_entry_names[i], name, len) == 0)
@@ -131,7 +148,8 @@ static int sim_entry_index(const char *name, size_t len) {
     return -1;
 }
 
-static int sim_parse_size(const char *s, size_t *out) {
+static int sim_parse_size(const char *s, size_t *out)
+{
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -165,7 +183,8 @@ static int sim_parse_size(const char *s, size_t *out) {
     return 0;
 }
 
-static int sim_arm(int entry, unsigned long call_number) {
+static int sim_arm(int entry, unsigned long call_number)
+{
     for (int i = 0; i < SIM_FAIL_SLOTS; i++) {
         if (sim_fail_at[entry][i] == 0) {
             sim_fail_at[entry][i] = call_number;
@@ -175,7 +194,8 @@ static int sim_arm(int entry, unsigned long call_number) {
     return -1;
 }
 
-static void sim_parse_fail(const char *spec) {
+static void sim_parse_fail(const char *spec)
+{
     const char *p = spec;
     while (*p) {
         const char *colon = strchr(p, ':');
@@ -192,7 +212,8 @@ static void sim_parse_fail(const char *spec) {
     }
 }
 
-__attribute__((constructor)) static void sim_configure(void) {
+__attribute__((constructor)) static void sim_configure(void)
+{
     size_t capacity = (size_t)8 << 30;
     const char *v = getenv("GPOOL_SIM_MEMORY");
     if (v && *v && sim_parse_size(v, &capacity) != 0)
@@ -215,7 +236,8 @@ __attribute__((constructor)) static void sim_configure(void) {
 
 /* ---- statistics at unload ---- */
 
-static void sim_write_stats(void) {
+static void sim_write_stats(void)
+{
     FILE *f = fopen(sim_stats_path, "w");
     if (f) {
         fputs("{\"calls\":{", f);
@@ -241,7 +263,8 @@ static void sim_write_stats(void) {
 /* At process exit or the last dlclose: write the statistics, then shut the driver down as the
  * real one does. Later calls get CUDA_ERROR_DEINITIALIZED; the bookkeeping is freed, the memory
  * handed out stays mapped (other threads may still be using it). */
-__attribute__((destructor)) static void sim_unload(void) {
+__attribute__((destructor)) static void sim_unload(void)
+{
     sim_lock();
     if (sim_stats_path) sim_write_stats();
     sim_deinitialized = 1;
@@ -258,7 +281,8 @@ __attribute__((destructor)) static void sim_unload(void) {
 
 /* ---- control API ---- */
 
-SIM_EXPORT int gpoolsim_fail_nth(const char *entry, unsigned long nth) {
+SIM_EXPORT int gpoolsim_fail_nth(const char *entry, unsigned long nth)
+{
     if (!entry) return -1;
     int idx = sim_entry_index(entry, strlen(entry));
     if (idx < 0) return -1;
@@ -272,18 +296,21 @@ SIM_EXPORT int gpoolsim_fail_nth(const char *entry, unsigned long nth) {
     return rc;
 }
 
-SIM_EXPORT void gpoolsim_fail_clear(void) {
+SIM_EXPORT void gpoolsim_fail_clear(void)
+{
     sim_lock();
     memset(sim_fail_at, 0, sizeof sim_fail_at);
     sim_unlock();
 }
 
-SIM_EXPORT CUresult gpoolsim_injected_error(const char *entry) {
+SIM_EXPORT CUresult gpoolsim_injected_error(const char *entry)
+{
     int idx = entry ? sim_entry_index(entry, strlen(entry)) : -1;
     return idx < 0 ? CUDA_ERROR_INVALID_VALUE : sim_entry_errors[idx];
 }
 
-SIM_EXPORT unsigned long gpoolsim_call_count(const char *entry) {
+SIM_EXPORT unsigned long gpoolsim_call_count(const char *entry)
+{
     int idx = entry ? sim_entry_index(entry, strlen(entry)) : -1;
     if (idx < 0) return 0;
     sim_lock();
@@ -292,7 +319,8 @@ SIM_EXPORT unsigned long gpoolsim_call_count(const char *entry) {
     return n;
 }
 
-SIM_EXPORT unsigned long gpoolsim_call_total(void) {
+SIM_EXPORT unsigned long gpoolsim_call_total(void)
+{
     unsigned long n = 0;
     sim_lock();
     for (int i = 0; i < SIM_ENTRY_COUNT; i++)
@@ -301,7 +329,8 @@ SIM_EXPORT unsigned long gpoolsim_call_total(void) {
     return n;
 }
 
-SIM_EXPORT void gpoolsim_reset_counts(void) {
+SIM_EXPORT void gpoolsim_reset_counts(void)
+{
     sim_lock();
     for (int i = 0; i < SIM_ENTRY_COUNT; i++) {
         /* armed failures stay armed at the same distance from now */
@@ -312,7 +341,8 @@ SIM_EXPORT void gpoolsim_reset_counts(void) {
     sim_unlock();
 }
 
-SIM_EXPORT size_t gpoolsim_bytes_in_use(int device) {
+SIM_EXPORT size_t gpoolsim_bytes_in_use(int device)
+{
     if (device < 0 || device >= GPOOL_SIM_MAX_DEVICES) return 0;
     sim_lock();
     size_t n = sim_mem[device].in_use;
@@ -320,7 +350,8 @@ SIM_EXPORT size_t gpoolsim_bytes_in_use(int device) {
     return n;
 }
 
-SIM_EXPORT size_t gpoolsim_peak_bytes(int device) {
+SIM_EXPORT size_t gpoolsim_peak_bytes(int device)
+{
     if (device < 0 || device >= GPOOL_SIM_MAX_DEVICES) return 0;
     sim_lock();
     size_t n = sim_mem[device].peak;
@@ -328,21 +359,24 @@ SIM_EXPORT size_t gpoolsim_peak_bytes(int device) {
     return n;
 }
 
-SIM_EXPORT void gpoolsim_set_capacity(int device, size_t bytes) {
+SIM_EXPORT void gpoolsim_set_capacity(int device, size_t bytes)
+{
     if (device < 0 || device >= GPOOL_SIM_MAX_DEVICES) return;
     sim_lock();
     sim_mem[device].capacity = bytes;
     sim_unlock();
 }
 
-SIM_EXPORT unsigned long gpoolsim_forced_syncs(void) {
+SIM_EXPORT unsigned long gpoolsim_forced_syncs(void)
+{
     sim_lock();
     unsigned long n = sim_forced;
     sim_unlock();
     return n;
 }
 
-SIM_EXPORT void gpoolsim_get_live(struct gpoolsim_live *out) {
+SIM_EXPORT void gpoolsim_get_live(struct gpoolsim_live *out)
+{
     if (!out) return;
     sim_lock();
     out->handles = (size_t)sim_live[SIM_LIVE_HANDLES];
@@ -356,7 +390,8 @@ SIM_EXPORT void gpoolsim_get_live(struct gpoolsim_live *out) {
     sim_unlock();
 }
 
-SIM_EXPORT const char *const *gpoolsim_entry_names(size_t *count) {
+SIM_EXPORT const char *const *gpoolsim_entry_names(size_t *count)
+{
     if (count) *count = SIM_ENTRY_COUNT;
     return sim_entry_names;
 }

@@ -1,11 +1,25 @@
 /* sim_vmm.c — the virtual memory management API on host memory.
  *
- * Reservations are real PROT_NONE address ranges. A handle from cuMemCreate is a memfd of the
- * handle's size; cuMemMap maps it MAP_SHARED over part of a reservation, still PROT_NONE, so
- * every mapping of one handle aliases the same bytes. cuMemSetAccess makes a fully mapped range
- * readable/writable. cuMemUnmap puts the PROT_NONE reservation back. A handle's bytes count
- * against its device until it is released and its last mapping is gone. */
+ * Reservations are real PROT_NONE address ranges. Physical memory lives in one sparse memfd
+ * ("store") per device plus one for host-located handles: a handle from cuMemCreate is a range
+ * of offsets in its store, found by next-fit in a bitmap of 64 KiB units, and its pages are
+ * punched out of the file when the handle goes. cuMemMap maps the handle's offsets MAP_SHARED
+ * over part of a reservation, still PROT_NONE, so every mapping of one handle aliases the same
+ * bytes, and handles created one after another and mapped side by side are consecutive in
+ * the file: the kernel merges their mappings into one VMA. So an H200-sized device (141 GiB in
+ * 2 MiB handles, 72,192 of them) costs a handful of descriptors and VMAs, not one per handle
+ * (a process has ~1024 descriptors and 65,530 VMAs by default). Handles are found by id in a
+ * hash table, mappings by address in a two-level table of 64 KiB units.
+ *
+ * Access is per mapping and per location, as cuMemSetAccess sets it (cuda.h, cuMemSetAccess:
+ * "set the access flags for the target locations"; the others keep theirs). cuMemGetAccess
+ * answers for the location asked. The host process stands in for every device: a mapping is
+ * readable/writable by the CPU with the widest access any location has, unless the
+ * device-memory-not-CPU-accessible mode is on; then the device address stays PROT_NONE and the
+ * simulator reaches the bytes through a window on the store (sim_vmm_translate).
+ * A handle's bytes count against its device until it is released and its last mapping is gone. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,12 +28,27 @@
 
 #include "sim_internal.h"
 
-#define GRAN GPOOL_SIM_GRANULARITY
+#define SIM_UNIT_SHIFT   16 /* 64 KiB: no mode has a smaller granularity */
+#define SIM_UNIT         ((size_t)1 << SIM_UNIT_SHIFT)
+#define SIM_STORE_SPAN   ((size_t)1 << 42) /* 4 TiB of sparse file offsets per store */
+#define SIM_STORE_UNITS  (SIM_STORE_SPAN >> SIM_UNIT_SHIFT)
+#define SIM_NSTORES      (GPOOL_SIM_MAX_DEVICES + 1) /* last: host-located handles */
+#define SIM_LOC_HOST     GPOOL_SIM_MAX_DEVICES       /* access slot of the host */
+#define SIM_HASH_BUCKETS 65536
+
+struct sim_store {
+    int fd;         /* -1 until first used */
+    uint64_t *bits; /* one bit per unit, set = taken */
+    size_t hint;    /* next-fit start */
+    char *window;   /* whole-file mapping, made when the no-CPU mode first needs it */
+};
 
 struct sim_handle {
-    struct sim_handle *next;
+    struct sim_handle *prev, *next; /* every handle, for teardown */
+    struct sim_handle *hash_next;
     CUmemGenericAllocationHandle id;
-    int fd;
+    int store;
+    size_t offset; /* in the store's file */
     size_t size;
     int device; /* -1 for host memory */
     CUmemAllocationProp prop;
@@ -31,66 +60,233 @@ struct sim_reservation {
     struct sim_reservation *next;
     uintptr_t base;
     size_t size;
+    size_t nmaps; /* live mappings inside */
 };
 
 struct sim_mapping {
-    struct sim_mapping *next;
+    struct sim_mapping *prev, *next;
     uintptr_t addr;
     size_t size;
     struct sim_handle *handle;
-    int prot;
+    struct sim_reservation *res;
+    unsigned char access[SIM_LOC_HOST + 1]; /* per device, then host: 0, PROT_READ, PROT_RW */
+    int cpu_prot;
 };
 
+static struct sim_store sim_stores[SIM_NSTORES];
+static int sim_stores_ready;
 static struct sim_handle *sim_handles;
+static struct sim_handle *sim_handle_hash[SIM_HASH_BUCKETS];
 static struct sim_reservation *sim_reservations;
 static struct sim_mapping *sim_mappings;
 static CUmemGenericAllocationHandle sim_next_handle_id = 0x51d0000001ull;
 
-static int sim_range_ok(uintptr_t p, size_t size) {
-    return size > 0 && p + size > p && sim_is_aligned(p, GRAN) && sim_is_aligned(size, GRAN);
+/* ---- address -> mapping: two levels of 64 KiB units (4 GiB per leaf) ---- */
+
+#define SIM_LEAF_SHIFT 16
+#define SIM_TOP_SIZE   ((size_t)1 << 16) /* addresses below 2^48 */
+static struct sim_mapping **sim_top[SIM_TOP_SIZE];
+
+static struct sim_mapping **sim_slot(uintptr_t a, int create)
+{
+    uintptr_t unit = a >> SIM_UNIT_SHIFT;
+    uintptr_t top = unit >> SIM_LEAF_SHIFT;
+    if (top >= SIM_TOP_SIZE) return NULL;
+    if (!sim_top[top]) {
+        if (!create) return NULL;
+        sim_top[top] = calloc((size_t)1 << SIM_LEAF_SHIFT, sizeof(struct sim_mapping *));
+        if (!sim_top[top]) return NULL;
+    }
+    return &sim_top[top][unit & (((uintptr_t)1 << SIM_LEAF_SHIFT) - 1)];
 }
 
-static struct sim_handle *sim_handle_find(CUmemGenericAllocationHandle id) {
-    for (struct sim_handle *h = sim_handles; h; h = h->next)
+static struct sim_mapping *sim_mapping_at(uintptr_t a)
+{
+    struct sim_mapping **s = sim_slot(a, 0);
+    return s ? *s : NULL;
+}
+
+/* Point every unit of [a, a+n) at m. Returns -1 (nothing changed) when a leaf is missing. */
+static int sim_slots_set(uintptr_t a, size_t n, struct sim_mapping *m)
+{
+    for (uintptr_t u = a; u < a + n; u += SIM_UNIT)
+        if (!sim_slot(u, 1)) return -1;
+    for (uintptr_t u = a; u < a + n; u += SIM_UNIT)
+        *sim_slot(u, 0) = m;
+    return 0;
+}
+
+/* ---- stores ---- */
+
+static void sim_stores_init(void)
+{
+    if (sim_stores_ready) return;
+    for (int i = 0; i < SIM_NSTORES; i++)
+        sim_stores[i].fd = -1;
+    sim_stores_ready = 1;
+}
+
+static int sim_store_open(struct sim_store *s)
+{
+    if (s->fd >= 0) return 0;
+    int fd = memfd_create("gpoolsim-store", MFD_CLOEXEC);
+    if (fd < 0 && errno == EMFILE) {
+        struct rlimit rl; /* descriptors used up by the program: lift the soft limit once */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            fd = memfd_create("gpoolsim-store", MFD_CLOEXEC);
+        }
+    }
+    if (fd < 0) return -1;
+    s->bits = calloc(SIM_STORE_UNITS / 64, sizeof(uint64_t));
+    if (!s->bits || ftruncate(fd, (off_t)SIM_STORE_SPAN) != 0) {
+        free(s->bits);
+        s->bits = NULL;
+        close(fd);
+        return -1;
+    }
+    s->fd = fd;
+    return 0;
+}
+
+static int sim_bit(const struct sim_store *s, size_t i)
+{
+    return (int)((s->bits[i / 64] >> (i % 64)) & 1);
+}
+
+static void sim_bits_set(struct sim_store *s, size_t first, size_t k, int v)
+{
+    for (size_t i = first; i < first + k; i++) {
+        if (v)
+            s->bits[i / 64] |= (uint64_t)1 << (i % 64);
+        else
+            s->bits[i / 64] &= ~((uint64_t)1 << (i % 64));
+    }
+}
+
+/* First run of k free units at or after `from` and before `to`, or SIZE_MAX. */
+static size_t sim_store_scan(const struct sim_store *s, size_t from, size_t to, size_t k)
+{
+    size_t run = 0, start = from;
+    for (size_t i = from; i < to;) {
+        if (i % 64 == 0 && i + 64 <= to) {
+            uint64_t w = s->bits[i / 64];
+            if (w == ~(uint64_t)0) {
+                run = 0;
+                i += 64;
+                continue;
+            }
+            if (w == 0) {
+                if (run == 0) start = i;
+                run += 64;
+                i += 64;
+                if (run >= k) return start;
+                continue;
+            }
+        }
+        if (sim_bit(s, i)) {
+            run = 0;
+        } else {
+            if (run == 0) start = i;
+            if (++run >= k) return start;
+        }
+        i++;
+    }
+    return SIZE_MAX;
+}
+
+static int sim_store_take(int store, size_t size, size_t *offset)
+{
+    struct sim_store *s = &sim_stores[store];
+    if (sim_store_open(s) != 0) return -1;
+    size_t k = size >> SIM_UNIT_SHIFT;
+    if (k == 0 || k > SIM_STORE_UNITS) return -1;
+    size_t at = sim_store_scan(s, s->hint, SIM_STORE_UNITS, k);
+    if (at == SIZE_MAX) at = sim_store_scan(s, 0, SIM_STORE_UNITS, k);
+    if (at == SIZE_MAX) return -1;
+    sim_bits_set(s, at, k, 1);
+    s->hint = at + k;
+    *offset = at << SIM_UNIT_SHIFT;
+    return 0;
+}
+
+static void sim_store_give(int store, size_t offset, size_t size)
+{
+    struct sim_store *s = &sim_stores[store];
+    /* the pages go back to the kernel; a later handle at these offsets reads zeros */
+    fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)size);
+    sim_bits_set(s, offset >> SIM_UNIT_SHIFT, size >> SIM_UNIT_SHIFT, 0);
+}
+
+/* ---- handles ---- */
+
+static size_t sim_hash(CUmemGenericAllocationHandle id)
+{
+    return (size_t)(id * 0x9E3779B97F4A7C15ull >> 48) % SIM_HASH_BUCKETS;
+}
+
+static struct sim_handle *sim_handle_find(CUmemGenericAllocationHandle id)
+{
+    for (struct sim_handle *h = sim_handle_hash[sim_hash(id)]; h; h = h->hash_next)
         if (h->id == id && h->user_refs > 0) return h;
     return NULL;
 }
 
-static void sim_handle_unref(struct sim_handle *h) {
+static void sim_handle_unref(struct sim_handle *h)
+{
     if (h->user_refs > 0 || h->maps > 0) return;
-    for (struct sim_handle **pp = &sim_handles; *pp; pp = &(*pp)->next) {
+    for (struct sim_handle **pp = &sim_handle_hash[sim_hash(h->id)]; *pp; pp = &(*pp)->hash_next) {
         if (*pp == h) {
-            *pp = h->next;
+            *pp = h->hash_next;
             break;
         }
     }
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        sim_handles = h->next;
+    if (h->next) h->next->prev = h->prev;
     if (h->device >= 0) sim_uncharge(h->device, h->size);
-    close(h->fd);
+    sim_store_give(h->store, h->offset, h->size);
     free(h);
 }
 
-static struct sim_reservation *sim_reservation_containing(uintptr_t p, size_t size) {
+static size_t sim_min_gran(void)
+{
+    size_t g = sim_mode_min_granularity();
+    return g ? g : GPOOL_SIM_GRANULARITY;
+}
+
+/* cuMemCreate, cuMemMap, cuMemAddressReserve: sizes and addresses are multiples of the
+ * MINIMUM granularity (cuda.h, cuMemGetAllocationGranularity / cuMemCreate). */
+static int sim_range_ok(uintptr_t p, size_t size)
+{
+    size_t g = sim_min_gran();
+    return size > 0 && p + size > p && sim_is_aligned(p, g) && sim_is_aligned(size, g);
+}
+
+static struct sim_reservation *sim_reservation_containing(uintptr_t p, size_t size)
+{
     for (struct sim_reservation *r = sim_reservations; r; r = r->next)
         if (p >= r->base && p - r->base <= r->size && size <= r->size - (p - r->base)) return r;
     return NULL;
 }
 
-static int sim_overlaps(uintptr_t a, size_t asz, uintptr_t b, size_t bsz) {
-    return a < b + bsz && b < a + asz;
-}
-
 /* Every byte of [p, p+size) is mapped and every mapping touching it lies wholly inside. */
-static int sim_range_exactly_mapped(uintptr_t p, size_t size) {
-    size_t covered = 0;
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next) {
-        if (!sim_overlaps(p, size, m->addr, m->size)) continue;
-        if (m->addr < p || m->addr + m->size > p + size) return 0;
-        covered += m->size;
+static int sim_range_exactly_mapped(uintptr_t p, size_t size)
+{
+    uintptr_t q = p;
+    while (q < p + size) {
+        struct sim_mapping *m = sim_mapping_at(q);
+        if (!m || m->addr != q || m->size > p + size - q) return 0;
+        q += m->size;
     }
-    return covered == size;
+    return 1;
 }
 
-static void *sim_map_none(void *addr, size_t size) {
+static void *sim_map_none(void *addr, size_t size)
+{
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (addr ? MAP_FIXED : 0);
     return mmap(addr, size, PROT_NONE, flags, -1, 0);
 }
@@ -98,14 +294,16 @@ static void *sim_map_none(void *addr, size_t size) {
 /* ---- reservations ---- */
 
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                             unsigned long long flags) {
+                             unsigned long long flags)
+{
     CUresult rc = sim_enter(SIM_cuMemAddressReserve);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    size_t gran = sim_min_gran();
     if (!ptr || flags != 0 || !sim_range_ok(0, size) || (alignment & (alignment - 1)) ||
         size > SIZE_MAX / 2)
         return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    size_t align = alignment > GRAN ? alignment : GRAN;
-    struct sim_reservation *r = malloc(sizeof *r);
+    size_t align = alignment > gran ? alignment : gran;
+    struct sim_reservation *r = calloc(1, sizeof *r);
     if (!r) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
     size_t span = size + align;
     if (span < size) {
@@ -131,7 +329,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
     CUresult rc = sim_enter(SIM_cuMemAddressFree);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct sim_reservation **pp = &sim_reservations;
@@ -139,9 +338,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
         pp = &(*pp)->next;
     if (!*pp) return sim_leave(CUDA_ERROR_INVALID_VALUE);
     struct sim_reservation *r = *pp;
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next)
-        if (sim_overlaps(r->base, r->size, m->addr, m->size))
-            return sim_leave(CUDA_ERROR_INVALID_VALUE); /* still mapped */
+    if (r->nmaps) return sim_leave(CUDA_ERROR_INVALID_VALUE); /* still mapped */
     *pp = r->next;
     munmap((void *)r->base, r->size);
     free(r);
@@ -151,7 +348,8 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 /* ---- physical allocations ---- */
 
-static CUresult sim_check_prop(const CUmemAllocationProp *prop, int *device) {
+static CUresult sim_check_prop(const CUmemAllocationProp *prop, int *device)
+{
     if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     switch (prop->location.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
@@ -170,40 +368,23 @@ static CUresult sim_check_prop(const CUmemAllocationProp *prop, int *device) {
     return CUDA_SUCCESS;
 }
 
-static int sim_memfd(size_t size) {
-    int fd = memfd_create("gpoolsim-handle", MFD_CLOEXEC);
-    if (fd < 0 && errno == EMFILE) {
-        /* thousands of live handles: lift the soft descriptor limit to the hard one */
-        struct rlimit rl;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-            rl.rlim_cur = rl.rlim_max;
-            setrlimit(RLIMIT_NOFILE, &rl);
-            fd = memfd_create("gpoolsim-handle", MFD_CLOEXEC);
-        }
-    }
-    if (fd < 0) return -1;
-    if (ftruncate(fd, (off_t)size) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                     const CUmemAllocationProp *prop, unsigned long long flags) {
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
     CUresult rc = sim_enter(SIM_cuMemCreate);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     int device = -1;
     if (!handle || flags != 0 || !sim_range_ok(0, size)) return sim_leave(CUDA_ERROR_INVALID_VALUE);
     if ((rc = sim_check_prop(prop, &device)) != CUDA_SUCCESS) return sim_leave(rc);
+    sim_stores_init();
     struct sim_handle *h = calloc(1, sizeof *h);
     if (!h) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
     if (device >= 0 && (rc = sim_charge(device, size)) != CUDA_SUCCESS) {
         free(h);
         return sim_leave(rc);
     }
-    h->fd = sim_memfd(size);
-    if (h->fd < 0) {
+    h->store = device >= 0 ? device : SIM_NSTORES - 1;
+    if (sim_store_take(h->store, size, &h->offset) != 0) {
         if (device >= 0) sim_uncharge(device, size);
         free(h);
         return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -214,13 +395,18 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     h->prop = *prop;
     h->user_refs = 1;
     h->next = sim_handles;
+    if (sim_handles) sim_handles->prev = h;
     sim_handles = h;
+    size_t b = sim_hash(h->id);
+    h->hash_next = sim_handle_hash[b];
+    sim_handle_hash[b] = h;
     sim_live_add(SIM_LIVE_HANDLES, 1);
     *handle = h->id;
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
     CUresult rc = sim_enter(SIM_cuMemRelease);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct sim_handle *h = sim_handle_find(handle);
@@ -231,7 +417,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 }
 
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
-                                                CUmemGenericAllocationHandle handle) {
+                                                CUmemGenericAllocationHandle handle)
+{
     CUresult rc = sim_enter(SIM_cuMemGetAllocationPropertiesFromHandle);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct sim_handle *h = sim_handle_find(handle);
@@ -240,8 +427,11 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     return sim_leave(CUDA_SUCCESS);
 }
 
+/* MINIMUM is what cuMemCreate/cuMemMap require, RECOMMENDED what performs best (cuda.h,
+ * CUmemAllocationGranularity_flags); they differ in the min-granularity mode. */
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-                                       CUmemAllocationGranularity_flags option) {
+                                       CUmemAllocationGranularity_flags option)
+{
     CUresult rc = sim_enter(SIM_cuMemGetAllocationGranularity);
     int device;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -249,72 +439,86 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
                          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return sim_leave(CUDA_ERROR_INVALID_VALUE);
     if ((rc = sim_check_prop(prop, &device)) != CUDA_SUCCESS) return sim_leave(rc);
-    *granularity = GRAN;
+    *granularity =
+        option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ? sim_min_gran() : GPOOL_SIM_GRANULARITY;
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
     CUresult rc = sim_enter(SIM_cuMemRetainAllocationHandle);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     if (!handle) return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next) {
-        if ((uintptr_t)addr >= m->addr && (uintptr_t)addr - m->addr < m->size) {
-            if (m->handle->user_refs++ == 0) sim_live_add(SIM_LIVE_HANDLES, 1);
-            *handle = m->handle->id;
-            return sim_leave(CUDA_SUCCESS);
-        }
-    }
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    struct sim_mapping *m = sim_mapping_at((uintptr_t)addr);
+    if (!m) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (m->handle->user_refs++ == 0) sim_live_add(SIM_LIVE_HANDLES, 1);
+    *handle = m->handle->id;
+    return sim_leave(CUDA_SUCCESS);
 }
 
 /* ---- mappings ---- */
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                  unsigned long long flags) {
+                  unsigned long long flags)
+{
     CUresult rc = sim_enter(SIM_cuMemMap);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     uintptr_t p = (uintptr_t)ptr;
     struct sim_handle *h = sim_handle_find(handle);
+    struct sim_reservation *r = NULL;
     if (!h || flags != 0 || offset != 0 || !sim_range_ok(p, size) || size > h->size ||
-        !sim_reservation_containing(p, size))
+        !(r = sim_reservation_containing(p, size)))
         return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next)
-        if (sim_overlaps(p, size, m->addr, m->size)) return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    struct sim_mapping *m = malloc(sizeof *m);
+    for (uintptr_t u = p; u < p + size; u += SIM_UNIT)
+        if (sim_mapping_at(u)) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    struct sim_mapping *m = calloc(1, sizeof *m);
     if (!m) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
-    if (mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0) == MAP_FAILED) {
+    if (sim_slots_set(p, size, m) != 0) {
+        free(m);
+        return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    if (mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+             sim_stores[h->store].fd, (off_t)h->offset) == MAP_FAILED) {
         /* MAP_FIXED failed: the range may be gone; put the reservation back */
         sim_map_none((void *)p, size);
+        sim_slots_set(p, size, NULL);
         free(m);
         return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
     }
     m->addr = p;
     m->size = size;
     m->handle = h;
-    m->prot = PROT_NONE;
+    m->res = r;
+    m->cpu_prot = PROT_NONE;
     m->next = sim_mappings;
+    if (sim_mappings) sim_mappings->prev = m;
     sim_mappings = m;
+    r->nmaps++;
     h->maps++;
     sim_live_add(SIM_LIVE_MAPPINGS, 1);
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
     CUresult rc = sim_enter(SIM_cuMemUnmap);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     uintptr_t p = (uintptr_t)ptr;
     if (!sim_range_ok(p, size) || !sim_range_exactly_mapped(p, size))
         return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    struct sim_mapping **pp = &sim_mappings;
-    while (*pp) {
-        struct sim_mapping *m = *pp;
-        if (!sim_overlaps(p, size, m->addr, m->size)) {
-            pp = &m->next;
-            continue;
-        }
-        *pp = m->next;
+    uintptr_t q = p;
+    while (q < p + size) {
+        struct sim_mapping *m = sim_mapping_at(q);
+        q += m->size;
+        sim_slots_set(m->addr, m->size, NULL);
+        if (m->prev)
+            m->prev->next = m->next;
+        else
+            sim_mappings = m->next;
+        if (m->next) m->next->prev = m->prev;
         sim_hb_release(m->addr, m->size, "cuMemUnmap"); /* cuda.h: unmapped at once */
         sim_map_none((void *)m->addr, m->size);
+        m->res->nmaps--;
         m->handle->maps--;
         sim_handle_unref(m->handle);
         free(m);
@@ -323,20 +527,23 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-static int sim_location_ok(const CUmemLocation *loc) {
+/* Access slot of a location: a device ordinal, SIM_LOC_HOST, or -1 if not valid. */
+static int sim_location_slot(const CUmemLocation *loc)
+{
     switch (loc->type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-        return sim_valid_device(loc->id);
+        return sim_valid_device(loc->id) ? loc->id : -1;
     case CU_MEM_LOCATION_TYPE_HOST:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
-        return 1;
+        return SIM_LOC_HOST;
     default:
-        return 0;
+        return -1;
     }
 }
 
-static int sim_prot_of(CUmemAccess_flags flags) {
+static int sim_prot_of(CUmemAccess_flags flags)
+{
     switch (flags) {
     case CU_MEM_ACCESS_FLAGS_PROT_NONE:
         return PROT_NONE;
@@ -349,65 +556,124 @@ static int sim_prot_of(CUmemAccess_flags flags) {
     }
 }
 
-CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
     CUresult rc = sim_enter(SIM_cuMemSetAccess);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     uintptr_t p = (uintptr_t)ptr;
     if (!desc || count == 0 || !sim_range_ok(p, size)) return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    /* the host stands in for every device: the range gets the widest access granted */
-    int prot = PROT_NONE;
     for (size_t i = 0; i < count; i++) {
-        int one = sim_prot_of(desc[i].flags);
-        if (one < 0) return sim_leave(CUDA_ERROR_INVALID_VALUE);
-        if (!sim_location_ok(&desc[i].location)) return sim_leave(CUDA_ERROR_INVALID_DEVICE);
-        prot |= one;
+        if (sim_prot_of(desc[i].flags) < 0) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+        if (sim_location_slot(&desc[i].location) < 0) return sim_leave(CUDA_ERROR_INVALID_DEVICE);
     }
     if (!sim_range_exactly_mapped(p, size)) return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    if (mprotect((void *)p, size, prot) != 0) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next)
-        if (sim_overlaps(p, size, m->addr, m->size)) m->prot = prot;
+    int cpu = !sim_mode_device_no_cpu();
+    for (uintptr_t q = p; q < p + size;) {
+        struct sim_mapping *m = sim_mapping_at(q);
+        q += m->size;
+        /* cuda.h, cuMemSetAccess: the flags are set for the locations in desc; the mapping's
+         * other locations keep what they had */
+        for (size_t i = 0; i < count; i++)
+            m->access[sim_location_slot(&desc[i].location)] =
+                (unsigned char)sim_prot_of(desc[i].flags);
+        int prot = PROT_NONE;
+        for (int l = 0; l <= SIM_LOC_HOST && cpu; l++)
+            prot |= m->access[l];
+        if (prot != m->cpu_prot) {
+            if (mprotect((void *)m->addr, m->size, prot) != 0)
+                return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+            m->cpu_prot = prot;
+        }
+    }
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr) {
+/* cuda.h, cuMemGetAccess: "Get the access flags set for the given location and ptr". */
+CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
     CUresult rc = sim_enter(SIM_cuMemGetAccess);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
-    if (!flags || !location || !sim_location_ok(location))
-        return sim_leave(CUDA_ERROR_INVALID_VALUE);
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next) {
-        if ((uintptr_t)ptr >= m->addr && (uintptr_t)ptr - m->addr < m->size) {
-            *flags = m->prot == PROT_NONE   ? CU_MEM_ACCESS_FLAGS_PROT_NONE
-                     : m->prot == PROT_READ ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                            : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            return sim_leave(CUDA_SUCCESS);
-        }
-    }
-    return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    int slot = location ? sim_location_slot(location) : -1;
+    if (!flags || slot < 0) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    struct sim_mapping *m = sim_mapping_at((uintptr_t)ptr);
+    if (!m) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    int prot = m->access[slot];
+    *flags = prot == PROT_NONE   ? CU_MEM_ACCESS_FLAGS_PROT_NONE
+             : prot == PROT_READ ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                 : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return sim_leave(CUDA_SUCCESS);
 }
 
 /* For cuMemGetAddressRange: the mapping containing p. Lock held. */
-int sim_vmm_range(uintptr_t p, uintptr_t *base, size_t *size) {
-    for (struct sim_mapping *m = sim_mappings; m; m = m->next) {
-        if (p >= m->addr && p - m->addr < m->size) {
-            *base = m->addr;
-            *size = m->size;
-            return 1;
-        }
-    }
-    return 0;
+int sim_vmm_range(uintptr_t p, uintptr_t *base, size_t *size)
+{
+    struct sim_mapping *m = sim_mapping_at(p);
+    if (!m) return 0;
+    *base = m->addr;
+    *size = m->size;
+    return 1;
 }
 
-void sim_vmm_teardown(void) {
+int sim_vmm_reserved(uintptr_t p)
+{
+    return sim_reservation_containing(p, 1) != NULL;
+}
+
+CUresult sim_vmm_access(int dev, uintptr_t p, size_t n, int write)
+{
+    int need = write ? PROT_READ | PROT_WRITE : PROT_READ;
+    uintptr_t q = p;
+    do {
+        struct sim_mapping *m = sim_mapping_at(q);
+        if (!m || dev < 0 || dev > SIM_LOC_HOST || (m->access[dev] & need) != need)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        q = m->addr + m->size;
+    } while (q < p + n);
+    return CUDA_SUCCESS;
+}
+
+int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig)
+{
+    struct sim_mapping *m = sim_mapping_at(p);
+    if (!m) return 0;
+    *contig = m->addr + m->size - p;
+    if (!sim_mode_device_no_cpu() || m->cpu_prot != PROT_NONE) {
+        *host = p;
+        return 1;
+    }
+    struct sim_store *s = &sim_stores[m->handle->store];
+    if (!s->window) {
+        void *w = mmap(NULL, SIM_STORE_SPAN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                       s->fd, 0);
+        if (w == MAP_FAILED) return -1;
+        s->window = w;
+    }
+    *host = (uintptr_t)s->window + m->handle->offset + (p - m->addr);
+    return 1;
+}
+
+void sim_vmm_teardown(void)
+{
     while (sim_mappings) {
         struct sim_mapping *m = sim_mappings;
         sim_mappings = m->next;
         free(m);
     }
+    for (size_t t = 0; t < SIM_TOP_SIZE; t++) {
+        free(sim_top[t]);
+        sim_top[t] = NULL;
+    }
     while (sim_handles) {
         struct sim_handle *h = sim_handles;
         sim_handles = h->next;
-        close(h->fd);
         free(h);
+    }
+    memset(sim_handle_hash, 0, sizeof sim_handle_hash);
+    for (int i = 0; i < SIM_NSTORES && sim_stores_ready; i++) {
+        free(sim_stores[i].bits);
+        sim_stores[i].bits = NULL;
+        if (sim_stores[i].fd >= 0) close(sim_stores[i].fd); /* mappings keep the file alive */
+        sim_stores[i].fd = -1;
     }
     while (sim_reservations) {
         struct sim_reservation *r = sim_reservations;

@@ -62,7 +62,7 @@ static int parse_size(const char *s, size_t len, size_t *out)
     return 0;
 }
 
-typedef enum { K_SIZE, K_INT, K_PATH } key_type;
+typedef enum { K_SIZE, K_INT, K_PATH, K_PEER } key_type;
 
 static const struct conf_key {
     const char *name;
@@ -80,6 +80,7 @@ static const struct conf_key {
     {"va_reserve", K_SIZE, offsetof(gpool_config, va_reserve), 0, 0},
     {"verbose", K_INT, offsetof(gpool_config, verbose), 0, 1},
     {"trace", K_PATH, offsetof(gpool_config, trace_path), 0, 0},
+    {"peer_access", K_PEER, offsetof(gpool_config, peer_access), 0, 0},
 };
 
 static gpool_status apply(gpool_config *cfg, const char *key, size_t klen, const char *val,
@@ -105,6 +106,17 @@ static gpool_status apply(gpool_config *cfg, const char *key, size_t klen, const
             memcpy(field, &iv, sizeof iv);
             return GPOOL_OK;
         }
+        case K_PEER: {
+            static const char *const names[] = {"auto", "none", "all"};
+            for (int m = 0; m < 3; m++) {
+                if (strlen(names[m]) == vlen && !strncmp(names[m], val, vlen)) {
+                    memcpy(field, &m, sizeof m);
+                    return GPOOL_OK;
+                }
+            }
+            return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s must be auto, none or all", k->name,
+                           (int)vlen, val);
+        }
         case K_PATH:
             if (vlen >= sizeof cfg->trace_path)
                 return gp_fail(GPOOL_ERR_CONFIG, "config: %s path longer than %zu bytes", k->name,
@@ -125,6 +137,9 @@ gpool_status gp_config_check(const gpool_config *cfg)
     if (cfg->va_reserve && cfg->va_reserve < ((size_t)64 << 20))
         return gp_fail(GPOOL_ERR_CONFIG, "config: va_reserve must be 0 or at least 64M");
     if (cfg->device < 0) return gp_fail(GPOOL_ERR_CONFIG, "config: device must be >= 0");
+    if (cfg->peer_access < GPOOL_PEER_AUTO || cfg->peer_access > GPOOL_PEER_ALL)
+        return gp_fail(GPOOL_ERR_CONFIG, "config: peer_access %d is not a gpool_peer_access",
+                       cfg->peer_access);
     return GPOOL_OK;
 }
 

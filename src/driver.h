@@ -22,6 +22,7 @@
     X(cuDeviceGetName, v2000, 1)                                                                   \
     X(cuDeviceTotalMem, v3020, 1)                                                                  \
     X(cuDeviceGetPCIBusId, v4010, 0)                                                               \
+    X(cuDeviceCanAccessPeer, v4000, 0)                                                             \
     X(cuDevicePrimaryCtxRetain, v7000, 1)                                                          \
     X(cuDevicePrimaryCtxRelease, v11000, 1)                                                        \
     X(cuCtxGetCurrent, v4000, 1)                                                                   \

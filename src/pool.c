@@ -84,7 +84,8 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         pool_free_struct(pool);
         return st;
     }
-    st = gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, &vctx);
+    st =
+        gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, pool->cfg.peer_access, &vctx);
     if (st == GPOOL_OK) {
         CUresult r =
             GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));

@@ -65,6 +65,9 @@ struct gp_sysmem {
     gp_host_env env;
     gp_numa numa;
     int uva, can_map;
+    /* registered memory's device pointer is its host pointer: every device has
+     * CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM (cuda.h, cuMemHostGetDevicePointer) */
+    int reg_same_ptr;
     host_kind k[2];
 };
 
@@ -87,6 +90,28 @@ static gp_sysmem *sys_of(gpool_t *pool)
 }
 
 /* ---------- creation ---------- */
+
+/* cuda.h, cuMemHostGetDevicePointer: "If any device visible to the application has a zero
+ * value for the device attribute [CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM], the device
+ * pointer returned by cuMemHostGetDevicePointer() will not match the original host pointer".
+ * Then mapped blocks come from cuMemHostAlloc one by one (direct_alloc), each with the device
+ * address the driver gives. An attribute that cannot be read counts as 0. */
+static int registered_pointers_match(gpool_t *pool)
+{
+    int n = 0;
+    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceGetCount(&n)) != CUDA_SUCCESS)
+        return 0;
+    for (int d = 0; d < n; d++) {
+        int v = 0;
+        if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                   pool->drv->cuDeviceGetAttribute(
+                       &v, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, d)) !=
+                CUDA_SUCCESS ||
+            !v)
+            return 0;
+    }
+    return n > 0;
+}
 
 static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
 {
@@ -111,6 +136,7 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
                pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
                                                pool->dev)) == CUDA_SUCCESS)
         s->can_map = v;
+    s->reg_same_ptr = registered_pointers_match(pool);
     gp_numa_init(&s->numa, pool->drv, pool->dev, &pool->cnt);
     *out = s;
     return GPOOL_OK;
@@ -175,8 +201,8 @@ static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t
     size_t page = ps > 0 ? (size_t)ps : 4096;
     if (align > page)
         return gp_fail(GPOOL_ERR_UNSUPPORTED,
-                       "alignment %zu above the %zu-byte page for mapped memory without unified "
-                       "addressing",
+                       "alignment %zu above the %zu-byte page for mapped memory whose device "
+                       "address is not its host address",
                        align, page);
     if (!d->cuMemHostAlloc || !d->cuMemFreeHost || !d->cuMemHostGetDevicePointer)
         return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
@@ -251,9 +277,14 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
     size_t est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     size_t budget = pool->cfg.budget[kind];
 
-    int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva                    ? SRC_DIRECT
-              : size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB ? SRC_SMALL
-                                                                          : SRC_LARGE;
+    /* mapped memory whose device address is not its host address: small blocks from
+     * registered extents (never spanning two, so device address = extent's + offset), larger
+     * ones from cuMemHostAlloc one by one (a large block may span registrations) */
+    int small_ok = size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB;
+    int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva            ? SRC_DIRECT
+              : small_ok                                          ? SRC_SMALL
+              : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
+                                                                  : SRC_LARGE;
     size_t page = want_page ? HOST_HUGE_PAGE : gp_host_page_size(size);
     int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
 
@@ -289,6 +320,10 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
             void *p = NULL;
             st = gp_small_alloc(sm, size, align, (flags & GPOOL_ALLOC_ZERO) != 0, &p, &got);
             host = key = (uintptr_t)p;
+            if (st == GPOOL_OK && kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr) {
+                key = gp_small_device_addr(sm, host); /* the driver's device address */
+                if (!key) key = host;
+            }
             page = 4 * KiB;
         } else if (src == SRC_LARGE) {
             void *p = NULL;
@@ -516,7 +551,7 @@ gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_de
     out->page_size = copy.page;
     out->host_ptr = (void *)copy.host;
     out->device_ptr = copy.kind == GPOOL_MEM_HOST_MAPPED ? (uint64_t)key
-                      : s->uva                           ? (uint64_t)copy.host
+                      : s->uva && s->reg_same_ptr        ? (uint64_t)copy.host
                                                          : 0;
     out->stream = copy.stream;
     out->device = pool->cfg.device;

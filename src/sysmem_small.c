@@ -14,6 +14,7 @@
 
 typedef struct small_extent {
     uintptr_t addr;
+    uintptr_t dev;      /* device address of addr: cuMemHostGetDevicePointer for mapped memory */
     size_t size, freed; /* freed: bytes jemalloc destroyed so far */
 } small_extent;
 
@@ -73,16 +74,15 @@ static void *sm_alloc(extent_hooks_t *eh, void *new_addr, size_t size, size_t al
     CUresult r = GP_DRV(s->env.cnt, GPOOL_DRV_HOST_REGISTER,
                         s->env.drv->cuMemHostRegister(p, size, s->reg_flags));
     gpool_status st = GPOOL_OK;
+    CUdeviceptr d = (CUdeviceptr)a;
     if (r != CUDA_SUCCESS) {
         st = gp_cu_fail(r, "cuMemHostRegister (small-block extent)");
     } else if (s->kind == GPOOL_MEM_HOST_MAPPED) {
-        CUdeviceptr d = 0;
+        /* the device address may differ from the host one (CAN_USE_HOST_POINTER_FOR_
+         * REGISTERED_MEM = 0): blocks never span extents, so each block's device address is
+         * its extent's plus the offset (gp_small_device_addr) */
         r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER, s->env.drv->cuMemHostGetDevicePointer(&d, p, 0));
-        if (r != CUDA_SUCCESS)
-            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
-        else if ((uintptr_t)d != a)
-            st = gp_fail(GPOOL_ERR_UNSUPPORTED, "mapped host memory has a device address "
-                                                "different from its host address");
+        if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
         if (st != GPOOL_OK)
             GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.drv->cuMemHostUnregister(p));
     }
@@ -107,7 +107,7 @@ static void *sm_alloc(extent_hooks_t *eh, void *new_addr, size_t size, size_t al
         hook_status = st;
         return NULL;
     }
-    s->ext[s->next++] = (small_extent){.addr = a, .size = size};
+    s->ext[s->next++] = (small_extent){.addr = a, .dev = (uintptr_t)d, .size = size};
     s->registrations++;
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add_explicit(s->reserved, size, memory_order_relaxed);
@@ -267,9 +267,19 @@ int gp_small_contains(gp_small *s, uintptr_t p)
     int in = 0;
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->next && !in; i++)
-        in = p - s->ext[i].addr < s->ext[i].size;
+        in = p - s->ext[i].addr < s->ext[i].size || p - s->ext[i].dev < s->ext[i].size;
     pthread_mutex_unlock(&s->lock);
     return in;
+}
+
+uintptr_t gp_small_device_addr(gp_small *s, uintptr_t host)
+{
+    uintptr_t dev = 0;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->next && !dev; i++)
+        if (host - s->ext[i].addr < s->ext[i].size) dev = s->ext[i].dev + (host - s->ext[i].addr);
+    pthread_mutex_unlock(&s->lock);
+    return dev;
 }
 
 unsigned gp_small_arena_index(const gp_small *s)

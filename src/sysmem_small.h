@@ -26,8 +26,11 @@ gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, vo
                             size_t *usable);
 void gp_small_free(gp_small *s, void *p);
 
-/* 1 when p lies in one of the arena's registered extents. */
+/* 1 when p lies in one of the arena's registered extents (by host or device address). */
 int gp_small_contains(gp_small *s, uintptr_t p);
+/* Device address of host address `host` in an extent (cuMemHostGetDevicePointer's answer for
+ * mapped memory, the host address for pinned), 0 if it is in none. */
+uintptr_t gp_small_device_addr(gp_small *s, uintptr_t host);
 
 /* The jemalloc arena index (for tests and dump_json). */
 unsigned gp_small_arena_index(const gp_small *s);

@@ -20,7 +20,8 @@ typedef struct gp_vidmem {
     gp_drv_counters *cnt;
     size_t gran;
     CUmemAllocationProp prop;
-    CUmemAccessDesc access;
+    CUmemAccessDesc *access; /* the pool's device, then its peers (gpool_config.peer_access) */
+    size_t naccess;
     vm_handle *handles; /* by id; a slot with h == 0 and npages == 0 is unused */
     size_t nhandles, cap;
     uint32_t *idle; /* ids of unmapped single-page handles */
@@ -31,8 +32,124 @@ typedef struct gp_vidmem {
     uint64_t remaps;
 } gp_vidmem;
 
+/* Access list of every mapping: the pool's device read-write, and each device that
+ * peer_access names. VMM memory is reachable only by the locations given to cuMemSetAccess
+ * (cuda.h, cuMemSetAccess); enabling peer access between contexts does not cover it. */
+static gpool_status access_list(gp_vidmem *v, int peer_access, CUmemAccessDesc **out, size_t *n)
+{
+    int ndev = 1;
+    if (peer_access != GPOOL_PEER_NONE) {
+        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_OTHER, v->drv->cuDeviceGetCount(&ndev));
+        if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGetCount");
+        if (ndev < 1) ndev = 1;
+    }
+    CUmemAccessDesc *a = calloc((size_t)ndev + 1, sizeof *a);
+    if (!a) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the access list");
+    a[0].location = v->prop.location;
+    a[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    size_t k = 1;
+    for (int d = 0; d < ndev && peer_access != GPOOL_PEER_NONE; d++) {
+        if (d == (int)v->dev) continue;
+        int can = 0;
+        if (v->drv->cuDeviceCanAccessPeer) {
+            CUresult r =
+                GP_DRV(v->cnt, GPOOL_DRV_OTHER, v->drv->cuDeviceCanAccessPeer(&can, d, v->dev));
+            if (r != CUDA_SUCCESS) {
+                free(a);
+                return gp_cu_fail(r, "cuDeviceCanAccessPeer");
+            }
+        }
+        if (!can && peer_access == GPOOL_PEER_ALL) {
+            free(a);
+            return gp_fail(
+                GPOOL_ERR_UNSUPPORTED,
+                "peer_access=all: device %d cannot access device %d's memory%s", d, (int)v->dev,
+                v->drv->cuDeviceCanAccessPeer ? "" : " (the driver has no cuDeviceCanAccessPeer)");
+        }
+        if (!can) continue;
+        a[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        a[k].location.id = d;
+        a[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        k++;
+    }
+    *out = a;
+    *n = k;
+    return GPOOL_OK;
+}
+
+/* Give every mapped handle the access list `want`, revoking (PROT_NONE) the devices of
+ * `old` that `want` lacks. Returns how many handles were changed before a failure. */
+static size_t apply_access(gp_vidmem *v, const CUmemAccessDesc *want, size_t nwant,
+                           const CUmemAccessDesc *old, size_t nold, gpool_status *st)
+{
+    CUmemAccessDesc *all = calloc(nwant + nold, sizeof *all);
+    if (!all) {
+        *st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the access list");
+        return 0;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < nwant; i++)
+        all[n++] = want[i];
+    for (size_t i = 0; i < nold; i++) {
+        int kept = 0;
+        for (size_t j = 0; j < nwant; j++)
+            kept |= want[j].location.id == old[i].location.id;
+        if (kept) continue;
+        all[n] = old[i];
+        all[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    }
+    size_t done = 0;
+    *st = GPOOL_OK;
+    int pushed;
+    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    for (size_t i = 0; i < v->nhandles && *st == GPOOL_OK; i++) {
+        if (!v->handles[i].addr) continue;
+        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_SET_ACCESS,
+                            v->drv->cuMemSetAccess((CUdeviceptr)v->handles[i].addr,
+                                                   v->handles[i].npages * v->gran, all, n));
+        if (r != CUDA_SUCCESS)
+            *st = gp_cu_fail(r, "cuMemSetAccess");
+        else
+            done++;
+    }
+    gp_ctx_leave(v->drv, v->cnt, pushed);
+    free(all);
+    return done;
+}
+
+gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access)
+{
+    gp_vidmem *v = ctx;
+    CUmemAccessDesc *want = NULL;
+    size_t nwant = 0;
+    gpool_status st = access_list(v, peer_access, &want, &nwant);
+    if (st != GPOOL_OK) return st;
+    apply_access(v, want, nwant, v->access, v->naccess, &st);
+    if (st != GPOOL_OK) {
+        /* put the old access back everywhere (best effort) and keep the old list */
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s", gpool_last_error());
+        gpool_status ignored;
+        apply_access(v, v->access, v->naccess, want, nwant, &ignored);
+        free(want);
+        return gp_fail(st, "changing peer access: %s (the previous access was restored)", msg);
+    }
+    free(v->access);
+    v->access = want;
+    v->naccess = nwant;
+    return GPOOL_OK;
+}
+
+size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max)
+{
+    gp_vidmem *v = ctx;
+    for (size_t i = 0; i < v->naccess && i < max; i++)
+        devs[i] = v->access[i].location.id;
+    return v->naccess;
+}
+
 gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
-                              gp_drv_counters *cnt, void **out)
+                              gp_drv_counters *cnt, int peer_access, void **out)
 {
     int vmm = 0;
     CUresult r = GP_DRV(cnt, GPOOL_DRV_OTHER,
@@ -51,12 +168,16 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
     v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     v->prop.location.id = (int)dev;
-    v->access.location = v->prop.location;
-    v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    gpool_status st = access_list(v, peer_access, &v->access, &v->naccess);
+    if (st != GPOOL_OK) {
+        free(v);
+        return st;
+    }
     r = GP_DRV(cnt, GPOOL_DRV_OTHER,
                drv->cuMemGetAllocationGranularity(&v->gran, &v->prop,
                                                   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     if (r != CUDA_SUCCESS || !v->gran || (v->gran & (v->gran - 1))) {
+        free(v->access);
         free(v);
         return r != CUDA_SUCCESS
                    ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
@@ -229,8 +350,9 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
     }
     if (st == GPOOL_OK) {
         uintptr_t addr = g->base + (first << g->page_shift);
-        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_SET_ACCESS,
-                            v->drv->cuMemSetAccess((CUdeviceptr)addr, n * v->gran, &v->access, 1));
+        CUresult r =
+            GP_DRV(v->cnt, GPOOL_DRV_MEM_SET_ACCESS,
+                   v->drv->cuMemSetAccess((CUdeviceptr)addr, n * v->gran, v->access, v->naccess));
         if (r == CUDA_SUCCESS) return GPOOL_OK;
         st = gp_cu_fail(r, "cuMemSetAccess");
     }
@@ -337,6 +459,7 @@ static void vm_fini(void *ctx, gp_heap *heap)
     free(v->handles);
     free(v->idle);
     free(v->slots);
+    free(v->access);
     free(v);
 }
 

@@ -121,6 +121,17 @@ Test(examples, multi_gpu_shares_a_block_across_two_devices)
     cr_assert_not_null(strstr(r->output, "placed in mapped sysmem by the policy"), "%s", r->output);
 }
 
+/* Without peer capability the peer copy is staged through the host: VMM memory of device 1
+ * is an illegal address for device 0 then (sim: access only by cuMemSetAccess). */
+Test(examples, multi_gpu_without_peer_access_stages_through_the_host)
+{
+    const struct run *r =
+        run_ok("multi_gpu", "GPOOL_SIM_DEVICES=3 GPOOL_SIM_PEER=none",
+               "multi_gpu: 3 slices of the shared block verified on the CPU, peer copy 1 -> "
+               "0 verified");
+    cr_assert_not_null(strstr(r->output, "peer access 0 -> 1: no"), "%s", r->output);
+}
+
 Test(examples, multi_gpu_runs_on_one_device)
 {
     run_ok("multi_gpu", "GPOOL_SIM_DEVICES=1", "multi_gpu: 1 slices of the shared block verified");

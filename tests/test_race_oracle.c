@@ -85,7 +85,8 @@ static gpool_mem_kind pick_kind(uint32_t *seed)
 
 static void use_on(CUstream s, void *p, size_t n, int write)
 {
-    EXPECT(touch(s, (CUdeviceptr)(uintptr_t)p, n, write) == CUDA_SUCCESS, "touch %p+%zu", p, n);
+    CUresult rc = touch(s, (CUdeviceptr)(uintptr_t)p, n, write);
+    EXPECT(rc == CUDA_SUCCESS, "touch %p+%zu on stream %p: error %d", p, n, (void *)s, (int)rc);
 }
 
 /* Correct client protocol for using a block on a second stream t: t waits for s's work so far,
@@ -172,13 +173,13 @@ static void setup(void)
     ev_record = sim_driver_proc("cuEventRecord");
     ev_destroy = sim_driver_proc("cuEventDestroy");
     stream_wait = sim_driver_proc("cuStreamWaitEvent");
+    sim->set_capacity(0, 192 * MiB);
+    pool = test_pool(NULL); /* first: it initializes the driver */
+    cr_assert_not_null(pool, "%s", gpool_last_error());
     cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
     cr_assert_eq(ctx_set(ctx), CUDA_SUCCESS);
     for (int i = 0; i < NSTREAMS; i++)
         cr_assert_eq(mk(&created[i], i % 2 ? CU_STREAM_NON_BLOCKING : 0), CUDA_SUCCESS);
-    sim->set_capacity(0, 192 * MiB);
-    pool = test_pool(NULL);
-    cr_assert_not_null(pool, "%s", gpool_last_error());
 }
 
 static void teardown(void)

@@ -647,8 +647,7 @@ static void write_one_byte(void *va)
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGSEGV, &dfl, NULL);
-    char byte = 1;
-    D.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)va, &byte, 1);
+    *(volatile char *)va = 1;
 }
 
 Test(sim, touching_memory_without_access_faults)
@@ -656,7 +655,11 @@ Test(sim, touching_memory_without_access_faults)
     CUmemGenericAllocationHandle h = create(GRAN);
     CUdeviceptr va = reserve(GRAN);
     cr_assert_eq(D.cuMemMap(va, GRAN, 0, h, 0), CUDA_SUCCESS);
-    /* memcpy through the driver faults like a GPU page fault would */
+    /* a copy by a device without access is an illegal address (cuMemSetAccess gives access
+     * per location; none was given): the driver call fails, as the GPU's fault would make it */
+    char byte = 1;
+    cr_assert_eq(D.cuMemcpyHtoD(va, &byte, 1), CUDA_ERROR_ILLEGAL_ADDRESS);
+    /* and the CPU touching it directly faults */
     int sig = child_signal(write_one_byte, (void *)(uintptr_t)va);
     cr_assert_eq(sig, SIGSEGV, "the write got signal %d", sig);
     cr_assert_eq(D.cuMemUnmap(va, GRAN), CUDA_SUCCESS);

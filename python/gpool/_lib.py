@@ -67,6 +67,7 @@ class gpool_config(ctypes.Structure):
         ("verbose", ctypes.c_int),
         ("default_stream", ctypes.c_void_p),
         ("trace_path", ctypes.c_char * 256),
+        ("peer_access", ctypes.c_int),
     ]
 
 
