@@ -288,12 +288,15 @@ static gpool_status oom_report(gp_arena *a, size_t size)
                    gp_heap_largest_free(&a->heap), live[0] ? live : "none", cause);
 }
 
+_Thread_local int gp_arena_retried;
+
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
                           gp_range **out)
 {
     gpool_status st = place_once(a, size, align, tag, flags, out);
     if (st != GPOOL_ERR_OUT_OF_MEMORY) return st;
     a->c.oom_retries++;
+    gp_arena_retried = 1;
     make_room(a);
     st = place_once(a, size, align, tag, flags, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);

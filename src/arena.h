@@ -151,6 +151,10 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                uint32_t usage, unsigned flags, void **out);
 
+/* Set to 1 on this thread whenever an arena released cache and tried again (the pressure
+ * path); a caller clears it before an allocation to count retries once per allocation. */
+extern _Thread_local int gp_arena_retried;
+
 /* Lock held: the work of stream tag up to seq upto is done — its free ranges and pending
  * slots become reusable by every stream. */
 void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);

@@ -56,6 +56,7 @@ static gpool_status open_device(gpool_t *pool)
 
 static void pool_free_struct(gpool_t *pool)
 {
+    if (gp_drv_last == &pool->cnt) gp_drv_last = NULL;
     pthread_mutex_destroy(&pool->lock);
     pthread_mutex_destroy(&pool->trace_lock);
     free(pool);
@@ -250,15 +251,19 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
                      gp_arena_in_use(a), budget);
     } else {
         gp_stream_process(pool);
+        gp_arena_retried = 0;
         st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+            gp_arena_retried = 1;
             /* blocks parked in thread caches may be what is missing */
             gp_tcache_flush_mine(pool);
             gp_tcache_reclaim_idle(pool);
             gp_tcache_flush_all(pool);
             st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         }
+        if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
     }
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_ERR_OUT_OF_MEMORY && is_auto && (flags & GPOOL_ALLOC_ALLOW_FALLBACK)) {
         gpool_alloc_params fb = *params;
         fb.kind = GPOOL_MEM_HOST_MAPPED;
@@ -450,6 +455,38 @@ void gp_kind_stats_add(gpool_kind_stats *total, const gpool_kind_stats *k)
     total->live_blocks += k->live_blocks;
 }
 
+static void raise_to(uint64_t *peak, uint64_t cur, uint64_t *seen)
+{
+    if (*peak < cur) *peak = cur;
+    if (*peak < *seen) *peak = *seen;
+    *seen = *peak;
+}
+
+/* A high-water mark is at least the current value and never lower than one reported before
+ * (cached bytes move both ways as blocks come and go, so a peak derived from other peaks can
+ * fall; pending and thread-cached blocks move between in-use and cached without the arena
+ * seeing it). Totals are re-summed from the kinds. */
+static void keep_peaks_monotone(gpool_t *pool, gpool_stats *out)
+{
+    pthread_mutex_lock(&pool->lock);
+    memset(&out->kind[GPOOL_MEM_AUTO], 0, sizeof out->kind[GPOOL_MEM_AUTO]);
+    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
+        gpool_kind_stats *ks = &out->kind[k], *seen = &pool->peaks_seen[k];
+        raise_to(&ks->peak_requested_bytes, ks->requested_bytes, &seen->peak_requested_bytes);
+        raise_to(&ks->peak_in_use_bytes, ks->in_use_bytes, &seen->peak_in_use_bytes);
+        raise_to(&ks->peak_reserved_bytes, ks->reserved_bytes, &seen->peak_reserved_bytes);
+        raise_to(&ks->peak_cached_bytes, ks->cached_bytes, &seen->peak_cached_bytes);
+        gp_kind_stats_add(&out->kind[GPOOL_MEM_AUTO], ks);
+    }
+    gpool_kind_stats *t = &out->kind[GPOOL_MEM_AUTO], *seen = &pool->peaks_seen[GPOOL_MEM_AUTO];
+    /* the total's peaks: the sum of the kinds' peaks bounds every past total from above */
+    raise_to(&t->peak_requested_bytes, t->requested_bytes, &seen->peak_requested_bytes);
+    raise_to(&t->peak_in_use_bytes, t->in_use_bytes, &seen->peak_in_use_bytes);
+    raise_to(&t->peak_reserved_bytes, t->reserved_bytes, &seen->peak_reserved_bytes);
+    raise_to(&t->peak_cached_bytes, t->cached_bytes, &seen->peak_cached_bytes);
+    pthread_mutex_unlock(&pool->lock);
+}
+
 gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 {
     if (!pool || !out)
@@ -481,11 +518,15 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         ks->allocs = c.allocs + (dev ? tc_allocs : 0);
         ks->frees = c.frees + (dev ? tc_frees : 0);
         ks->live_blocks = ks->allocs - ks->frees;
-        out->oom_retries += c.oom_retries;
         out->pending_frees += c.pending_slots;
-        out->ooms += c.ooms;
+        if (!dev) { /* the device kind's are counted per gpool_alloc call, in alloc_impl */
+            out->oom_retries += c.oom_retries;
+            out->ooms += c.ooms;
+        }
         gp_kind_stats_add(total, ks);
     }
+    out->ooms += atomic_load_explicit(&pool->dev_ooms, memory_order_relaxed);
+    out->oom_retries += atomic_load_explicit(&pool->dev_oom_retries, memory_order_relaxed);
     for (int i = 0; i < GPOOL_DRV_COUNT; i++) {
         out->driver_calls[i] = atomic_load_explicit(&pool->cnt.n[i], memory_order_relaxed);
         out->driver_calls_total += out->driver_calls[i];
@@ -509,6 +550,7 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         total->cached_bytes += bytes;
         out->pending_frees += n;
     }
+    keep_peaks_monotone(pool, out);
     out->tcache_hits = tc_hits;
     out->fallbacks = atomic_load_explicit(&pool->fallbacks, memory_order_relaxed);
     gp_arena *da = pool->arena[GPOOL_MEM_DEVICE];

@@ -35,6 +35,11 @@ struct gpool {
     FILE *trace;
     pthread_mutex_t trace_lock;
     uint64_t trace_t0;
+    /* peaks reported so far, by kind (under lock): reported peaks never go down */
+    gpool_kind_stats peaks_seen[GPOOL_MEM_KIND_COUNT];
+    /* device allocations that failed out of memory / that released cache and retried: once
+     * per gpool_alloc call, however many attempts it made */
+    _Atomic uint64_t dev_ooms, dev_oom_retries;
 };
 
 gpool_status gp_config_check(const gpool_config *cfg);
