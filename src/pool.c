@@ -96,6 +96,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     if (st == GPOOL_OK) {
         pool->granularity = gp_vidmem_granularity(vctx);
+        pool->device_total = total;
         /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
          * every block in one heap, so free space coalesces across the whole device. */
         size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
@@ -245,7 +246,15 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     uint32_t usage = params ? (uint32_t)params->usage : 0;
     size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
-    if (budget && gp_arena_in_use(a) + size > budget) {
+    size_t pages = size / pool->granularity + (size % pool->granularity != 0);
+    if (pool->device_total && pages > pool->device_total / pool->granularity) {
+        /* no amount of releasing or remapping can help: say so without touching the cache */
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
+                     "vidmem: cannot allocate %zu bytes: the device has %zu bytes in all (%zu "
+                     "pages of %zu bytes); cause: the request can never fit on this device",
+                     size, pool->device_total, pool->device_total / pool->granularity,
+                     pool->granularity);
+    } else if (budget && gp_arena_in_use(a) + size > budget) {
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                      "device budget: %zu bytes requested, %zu of the %zu-byte budget in use", size,
                      gp_arena_in_use(a), budget);

@@ -29,6 +29,7 @@ struct gpool {
     _Atomic uint64_t flush_epoch; /* bumped when thread caches should give back */
     uintptr_t default_tag;
     size_t granularity;
+    size_t device_total; /* cuDeviceTotalMem: no device block larger than this can fit */
     /* totals of thread caches that have gone away */
     uint64_t tc_allocs, tc_frees, tc_hits;
     _Atomic uint64_t fallbacks;

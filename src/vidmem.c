@@ -207,7 +207,8 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         } else {
             id = handle_create(v, want, &st);
             if (id < 0 && want > 1 && st == GPOOL_ERR_OUT_OF_MEMORY) {
-                chunk_pages = 1; /* the driver may still have single pages */
+                chunk_pages = 1; /* cached single pages or the driver's last ones may do */
+                st = GPOOL_OK;   /* the chunk's failure is not this call's */
                 continue;
             }
             if (id < 0) break;

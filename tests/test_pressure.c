@@ -1,0 +1,145 @@
+/* The pressure and fault paths keep their promises (issue 13): one test per defect, each
+ * written to fail before its fix. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "gpool.h"
+#include "util_model.h"
+#include "util_pool.h"
+#include "util_sim.h"
+#include "util_skip.h"
+
+static const struct sim_api *sim;
+
+static void setup(void)
+{
+    if (test_real_gpu()) return;
+    sim = sim_api();
+    cr_assert_not_null(sim, "needs GPOOL_LIBCUDA pointing at the simulated driver");
+}
+
+TestSuite(pressure, .init = setup);
+
+static void write_all(void *p, size_t n)
+{
+    memset(p, 0x5a, n);
+}
+
+/* 128 MiB device: fill with 4 MiB blocks, free every other, 60 MiB (served by remapping),
+ * free everything, then 64 MiB or more (8 MiB chunks): the chunk fails, single cached pages
+ * serve it. Before the fix the failed chunk's status was kept: OUT_OF_MEMORY. */
+Test(pressure, chunk_fallback_uses_cached_pages)
+{
+    NEED_SIM();
+    sim->set_capacity(0, 128 * MiB);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *b[32];
+    int n = 0;
+    while (n < 32 && gpool_alloc(pool, 4 * MiB, NULL, &b[n]) == GPOOL_OK)
+        n++;
+    cr_assert_geq(n, 30);
+    for (int i = 0; i < n; i += 2)
+        cr_assert_eq(gpool_free(pool, b[i]), GPOOL_OK);
+    void *big = NULL;
+    cr_assert_eq(gpool_alloc(pool, 60 * MiB, NULL, &big), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, big), GPOOL_OK);
+    for (int i = 1; i < n; i += 2)
+        cr_assert_eq(gpool_free(pool, b[i]), GPOOL_OK);
+    for (size_t sz = 64 * MiB; sz <= 120 * MiB; sz += 28 * MiB) {
+        cr_assert_eq(gpool_alloc(pool, sz, NULL, &big), GPOOL_OK, "%zu MiB: %s", sz / MiB,
+                     gpool_last_error());
+        write_all(big, sz);
+        cr_assert_eq(gpool_free(pool, big), GPOOL_OK);
+    }
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* A request larger than the whole device is refused at once, with a message that says so,
+ * without driver calls and without growing the pool. */
+Test(pressure, never_fitting_request_refused_up_front)
+{
+    NEED_SIM();
+    sim->set_capacity(0, 128 * MiB);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 8 * MiB, NULL, &p), GPOOL_OK);
+    gpool_stats before, after;
+    gpool_get_stats(pool, &before);
+    unsigned long calls = sim->call_total();
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc(pool, 200 * MiB, NULL, &q), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_leq(sim->call_total() - calls, 4, "%lu driver calls", sim->call_total() - calls);
+    cr_assert(strstr(gpool_last_error(), "never fit"), "%s", gpool_last_error());
+    cr_assert_null(strstr(gpool_last_error(), "live blocks hold"), "%s", gpool_last_error());
+    gpool_get_stats(pool, &after);
+    cr_assert_eq(after.kind[GPOOL_MEM_DEVICE].reserved_bytes,
+                 before.kind[GPOOL_MEM_DEVICE].reserved_bytes);
+    cr_assert_eq(after.ooms, before.ooms + 1);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* One failed allocation counts once in ooms, at most once in oom_retries. */
+Test(pressure, one_failure_counts_once)
+{
+    NEED_SIM();
+    sim->set_capacity(0, 64 * MiB);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(gpool_alloc(pool, 40 * MiB, NULL, &p), GPOOL_OK);
+    gpool_stats s0, s1;
+    gpool_get_stats(pool, &s0);
+    cr_assert_eq(gpool_alloc(pool, 40 * MiB, NULL, &q), GPOOL_ERR_OUT_OF_MEMORY);
+    gpool_get_stats(pool, &s1);
+    cr_assert_eq(s1.ooms - s0.ooms, 1);
+    cr_assert_eq(s1.oom_retries - s0.oom_retries, 1);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* Every driver call a pool makes is in its driver_calls, cuGetErrorName/String included. */
+Test(pressure, every_driver_call_counted)
+{
+    NEED_SIM();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    gpool_stats s0, s1;
+    gpool_get_stats(pool, &s0);
+    unsigned long c0 = sim->call_total();
+    sim->fail_nth("cuMemCreate", 1);
+    void *p = NULL;
+    gpool_alloc(pool, 4 * MiB, NULL, &p); /* a failure is described by the driver */
+    if (p) gpool_free(pool, p);
+    gpool_get_stats(pool, &s1);
+    cr_assert_eq(s1.driver_calls_total - s0.driver_calls_total, sim->call_total() - c0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* Peaks never go down and are never below the current value. */
+Test(pressure, peaks_monotone)
+{
+    NEED_SIM();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *a = NULL, *b = NULL;
+    gpool_stats s0, s1, s2;
+    cr_assert_eq(gpool_alloc(pool, 8 * MiB, NULL, &a), GPOOL_OK);
+    gpool_get_stats(pool, &s0);
+    cr_assert_eq(gpool_free(pool, a), GPOOL_OK); /* cached rises to 8 MiB */
+    gpool_get_stats(pool, &s1);
+    cr_assert_geq(s1.kind[GPOOL_MEM_DEVICE].peak_cached_bytes,
+                  s1.kind[GPOOL_MEM_DEVICE].cached_bytes);
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &b), GPOOL_OK);
+    gpool_get_stats(pool, &s2);
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
+        cr_assert_geq(s2.kind[k].peak_cached_bytes, s1.kind[k].peak_cached_bytes);
+        cr_assert_geq(s2.kind[k].peak_requested_bytes, s0.kind[k].peak_requested_bytes);
+    }
+    cr_assert_eq(gpool_free(pool, b), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
