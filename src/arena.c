@@ -38,6 +38,15 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
     return GPOOL_OK;
 }
 
+gpool_status gp_arena_reserve_first(gp_arena *a)
+{
+    pthread_mutex_lock(&a->lock);
+    gpool_status st = atomic_load_explicit(&a->nregs, memory_order_relaxed) ? GPOOL_OK
+                                                                            : region_add(a, 0);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
 int gp_arena_contains(gp_arena *a, uintptr_t ptr)
 {
     size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);

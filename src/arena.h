@@ -155,6 +155,10 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
  * path); a caller clears it before an allocation to count retries once per allocation. */
 extern _Thread_local int gp_arena_retried;
 
+/* Reserve the arena's first address range now (gpool_create: a va_reserve the driver cannot
+ * give is reported there, not as out-of-memory by every later allocation). */
+gpool_status gp_arena_reserve_first(gp_arena *a);
+
 /* Lock held: the work of stream tag up to seq upto is done — its free ranges and pending
  * slots become reusable by every stream. */
 void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);

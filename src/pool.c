@@ -111,7 +111,21 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
-            if (st != GPOOL_OK) {
+            if (st == GPOOL_OK) {
+                int pushed;
+                gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+                st = gp_arena_reserve_first(pool->arena[GPOOL_MEM_DEVICE]);
+                gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+                if (st != GPOOL_OK) {
+                    char why[400];
+                    snprintf(why, sizeof why, "%s", gpool_last_error());
+                    st = gp_fail(st, "gpool_create: cannot reserve %zu bytes of device address "
+                                     "space (va_reserve): %s", va, why);
+                    gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
+                    free(pool->arena[GPOOL_MEM_DEVICE]);
+                    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+                }
+            } else {
                 gp_vidmem_ops.fini(vctx, NULL);
                 free(pool->arena[GPOOL_MEM_DEVICE]);
                 pool->arena[GPOOL_MEM_DEVICE] = NULL;

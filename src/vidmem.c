@@ -27,6 +27,10 @@ typedef struct gp_vidmem {
     size_t nidle, cap_idle;
     uint32_t *slots; /* unused ids */
     size_t nslots, cap_slots;
+    /* ids of handles left mapped without access (their rollback unmap failed): their pages
+     * read as unbacked to the arena, and the unmap is retried before anything maps there */
+    uint32_t *limbo;
+    size_t nlimbo, cap_limbo;
     size_t held_pages, idle_pages;
     uint64_t remaps;
 } gp_vidmem;
@@ -123,7 +127,8 @@ static long slot_new(gp_vidmem *v)
     }
     /* make sure the id can be recycled (or parked idle) later without failing */
     if (ids_reserve(&v->slots, &v->cap_slots, v->nhandles + 1, v->cap * 2) ||
-        ids_reserve(&v->idle, &v->cap_idle, v->nhandles + 1, v->cap * 2))
+        ids_reserve(&v->idle, &v->cap_idle, v->nhandles + 1, v->cap * 2) ||
+        ids_reserve(&v->limbo, &v->cap_limbo, v->nhandles + 1, v->cap * 2))
         return -1;
     memset(&v->handles[v->nhandles], 0, sizeof v->handles[0]);
     return (long)v->nhandles++;
@@ -191,9 +196,42 @@ static void handle_retire(gp_vidmem *v, uint32_t id)
     }
 }
 
+/* A handle this call mapped (so without access) whose unmap failed: its pages must not be
+ * handed out as backed. They read as unbacked; the handle stays mapped until an unmap works. */
+static void limbo_add(gp_vidmem *v, uint32_t id)
+{
+    vm_handle *hd = &v->handles[id];
+    size_t first = (hd->addr - hd->region->base) >> hd->region->page_shift;
+    for (size_t i = 0; i < hd->npages; i++)
+        hd->region->page_phys[first + i] = 0;
+    v->limbo[v->nlimbo++] = id;
+}
+
+/* Retry the unmap of every handle in limbo; returns 1 when one still overlaps pages
+ * [first, first + n) of g (g NULL: none asked about). */
+static int limbo_retry(gp_vidmem *v, gp_region *g, size_t first, size_t n)
+{
+    int blocked = 0;
+    for (size_t i = v->nlimbo; i-- > 0;) {
+        uint32_t id = v->limbo[i];
+        if (handle_unmap(v, id) == 0) {
+            v->limbo[i] = v->limbo[--v->nlimbo];
+            handle_retire(v, id);
+            continue;
+        }
+        vm_handle *hd = &v->handles[id];
+        size_t hfirst = (hd->addr - hd->region->base) >> hd->region->page_shift;
+        if (hd->region == g && hfirst < first + n && first < hfirst + hd->npages) blocked = 1;
+    }
+    return blocked;
+}
+
 static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
                                    size_t block_bytes)
 {
+    if (v->nlimbo && limbo_retry(v, g, first, n))
+        return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
+                                         "without access; they cannot be mapped again yet");
     size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
     gpool_status st = GPOOL_OK;
     size_t done = 0;
@@ -235,11 +273,15 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         if (r == CUDA_SUCCESS) return GPOOL_OK;
         st = gp_cu_fail(r, "cuMemSetAccess");
     }
-    /* roll back what this call mapped (a page whose unmap fails stays backed: cached) */
+    /* roll back what this call mapped: no access was granted to it, so a handle whose unmap
+     * fails goes to limbo, never to the cache */
     for (size_t p = first; p < first + n; p++) {
         if (!g->page_phys[p]) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
-        if (handle_unmap(v, id) == 0) handle_retire(v, id);
+        if (handle_unmap(v, id) == 0)
+            handle_retire(v, id);
+        else
+            limbo_add(v, id);
     }
     return st;
 }
@@ -259,6 +301,11 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
     gp_vidmem *v = ctx;
     size_t freed = 0;
     int pushed = 0, entered = 0;
+    if (v->nlimbo) {
+        gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+        entered = 1;
+        limbo_retry(v, NULL, 0, 0);
+    }
     for (size_t p = first; p < first + n && p < g->npages; p++) {
         if (!g->page_phys[p] || g->page_used[p]) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
@@ -336,6 +383,7 @@ static void vm_fini(void *ctx, gp_heap *heap)
             vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
     gp_ctx_leave(v->drv, v->cnt, pushed);
     free(v->handles);
+    free(v->limbo);
     free(v->idle);
     free(v->slots);
     free(v);

@@ -143,3 +143,62 @@ Test(pressure, peaks_monotone)
     cr_assert_eq(gpool_free(pool, b), GPOOL_OK);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
+
+/* An address-space reservation the driver cannot give is reported by gpool_create (before:
+ * create succeeded and every allocation then failed as out of memory). */
+Test(pressure, va_reserve_failure_reported_by_create)
+{
+    NEED_SIM();
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    cr_assert_eq(gpool_config_parse(&cfg, "va_reserve=200T"), GPOOL_OK);
+    gpool_t *pool = NULL;
+    gpool_status st = gpool_create(&cfg, &pool);
+    cr_assert_neq(st, GPOOL_OK, "gpool_create succeeded with an impossible va_reserve");
+    cr_assert_null(pool);
+    cr_assert(strstr(gpool_last_error(), "va_reserve"), "%s", gpool_last_error());
+    cr_assert_eq(sim_live_total(), 0);
+    /* and a reservation that fails once is reported the same way */
+    sim->fail_nth("cuMemAddressReserve", 1);
+    cr_assert_eq(gpool_create(NULL, &pool), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(gpool_create(NULL, &pool), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* cuMemSetAccess fails, then the rollback's cuMemUnmap fails: the pages stay mapped without
+ * access. Before the fix they were cached as backed, the next allocation returned them and
+ * writing the block crashed (SIGSEGV). Every byte of the next block is written. */
+Test(pressure, setaccess_then_unmap_failure_never_hands_out_inaccessible_pages)
+{
+    NEED_SIM();
+    NEED_HOST_VIDMEM();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = NULL;
+    sim->fail_nth("cuMemSetAccess", 1);
+    sim->fail_nth("cuMemUnmap", 1);
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &p), GPOOL_ERR_DRIVER);
+    cr_assert(strstr(gpool_last_error(), "cuMemSetAccess"), "%s", gpool_last_error());
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &p), GPOOL_OK, "%s", gpool_last_error());
+        write_all(p, 4 * MiB);
+        cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    }
+    /* and when the unmap keeps failing, the allocation fails instead of crashing later */
+    sim->fail_nth("cuMemSetAccess", 1);
+    sim->fail_nth("cuMemUnmap", 1);
+    sim->fail_nth("cuMemUnmap", 2);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    gpool_status st = gpool_alloc(pool, 4 * MiB, NULL, &p);
+    if (st == GPOOL_OK) {
+        write_all(p, 4 * MiB);
+        cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    }
+    sim->fail_clear();
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &p), GPOOL_OK, "%s", gpool_last_error());
+    write_all(p, 4 * MiB);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
