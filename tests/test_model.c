@@ -6,7 +6,7 @@
  * at once, the stats invariants hold and driver_calls equal the simulator's counts; live
  * blocks keep their contents; after gpool_destroy nothing is left in the simulator.
  *
- * GPOOL_MODEL_SEEDS (default 200) seeds x GPOOL_MODEL_OPS (default 300) operations; CI runs
+ * GPOOL_MODEL_SEEDS (default 200) seeds x GPOOL_MODEL_OPS (default 200) operations; CI runs
  * more (GPOOL_MODEL_SEEDS=3000). GPOOL_MODEL_SEED=N runs that one seed (a failure names it). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -244,7 +244,7 @@ Test(model, random_sequences_match_the_model, .timeout = 600)
 {
     NEED_SIM();
     unsigned long seeds = env_count("GPOOL_MODEL_SEEDS", 200);
-    unsigned long ops = env_count("GPOOL_MODEL_OPS", 300);
+    unsigned long ops = env_count("GPOOL_MODEL_OPS", 200);
     unsigned long one = env_count("GPOOL_MODEL_SEED", 0);
     char why[1024];
     unsigned long first = one ? one : 1, last = one ? one : seeds;

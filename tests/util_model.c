@@ -86,10 +86,10 @@ static unsigned char pat(uint32_t seed, size_t i)
 }
 
 /* every byte of the first 4 KiB and the last byte, one in 4093 up to 1 MiB, then one in
- * 65521 (a byte in every 64 KiB: every page of any page size is seen) */
+ * 262139 (several bytes in every 2 MiB page, at shifting offsets) */
 static size_t next_i(size_t i, size_t n)
 {
-    size_t step = i < 4096 ? 1 : i < ((size_t)1 << 20) ? 4093 : 65521;
+    size_t step = i < 4096 ? 1 : i < ((size_t)1 << 20) ? 4093 : 262139;
     if (i + 1 < n && i + step >= n) return n - 1;
     return i + step;
 }

@@ -61,8 +61,8 @@ int model_remove(model *m, void *ptr, model_block *out);
 /* A device block of `size` bytes was backed: remember its chunk size (pages). */
 void model_note_chunk(model *m, size_t chunk_bytes);
 
-/* Write / verify a block's pattern (every byte of the first 4 KiB, then samples in every
- * 64 KiB and the last byte). check returns 1 when intact. */
+/* Write / verify a block's pattern (every byte of the first 4 KiB, then samples: 1 in 4093 to
+ * 1 MiB, several in every 2 MiB page, the last byte). check returns 1 when intact. */
 void model_fill(void *p, size_t n, uint32_t seed);
 int model_check(const void *p, size_t n, uint32_t seed);
 
