@@ -202,3 +202,36 @@ Test(pressure, setaccess_then_unmap_failure_never_hands_out_inaccessible_pages)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
     cr_assert_eq(sim_live_total(), 0);
 }
+
+/* A registration failing while the small host arena is created leaves every counter as it
+ * was (before: in-use bytes went negative); a failed attribute query is a driver error, not
+ * "unsupported". */
+Test(pressure, failed_host_setup_leaves_counters_alone)
+{
+    NEED_SIM();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    gpool_alloc_params hp = {.kind = GPOOL_MEM_HOST_PINNED};
+    void *p = NULL;
+    sim->fail_nth("cuMemHostRegister", 1);
+    cr_assert_eq(gpool_alloc(pool, 1000, &hp, &p), GPOOL_ERR_OUT_OF_MEMORY);
+    gpool_stats s;
+    gpool_get_stats(pool, &s);
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
+        cr_assert_eq(s.kind[k].in_use_bytes, 0, "kind %d in use %llu", k,
+                     (unsigned long long)s.kind[k].in_use_bytes);
+        cr_assert_leq(s.kind[k].in_use_bytes, s.kind[k].reserved_bytes);
+    }
+    cr_assert_eq(gpool_alloc(pool, 1000, &hp, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    gpool_destroy(pool);
+    pool = test_pool(NULL);
+    sim->fail_nth("cuDeviceGetAttribute", 1);
+    gpool_status st = gpool_alloc(pool, 1000, &hp, &p);
+    cr_assert(st == GPOOL_OK || st == GPOOL_ERR_DRIVER, "status %d: %s", st, gpool_last_error());
+    if (st == GPOOL_OK) gpool_free(pool, p);
+    cr_assert_eq(gpool_alloc(pool, 1000, &hp, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
