@@ -106,6 +106,7 @@ struct gp_arena {
     size_t page;       /* physical page size of the backend */
     size_t va_reserve; /* bytes per new address reservation */
     size_t small_max;
+    size_t device_total; /* device bytes in all (0: host memory), for the OOM report */
     uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
     gp_heap heap;
     gp_ptrmap blocks; /* large blocks by address */
@@ -154,6 +155,11 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
 /* Set to 1 on this thread whenever an arena released cache and tried again (the pressure
  * path); a caller clears it before an allocation to count retries once per allocation. */
 extern _Thread_local int gp_arena_retried;
+
+/* Set by a backend (to the failure's status, with the message) when a call that gives memory
+ * back fails (cuMemUnmap, cuMemRelease, cuMemHostUnregister); the arena clears it before it
+ * gives memory back and reports it afterwards (gpool_trim, the OOM report). */
+extern _Thread_local gpool_status gp_giveback_status;
 
 /* Reserve the arena's first address range now (gpool_create: a va_reserve the driver cannot
  * give is reported there, not as out-of-memory by every later allocation). */

@@ -111,6 +111,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
+            pool->arena[GPOOL_MEM_DEVICE]->device_total = total;
             if (st == GPOOL_OK) {
                 int pushed;
                 gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);

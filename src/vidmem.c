@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "arena.h"
 #include "pagesize.h"
 
 typedef struct vm_handle {
@@ -160,8 +161,11 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
 static int handle_destroy(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
-    if (GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h)) != CUDA_SUCCESS)
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h));
+    if (r != CUDA_SUCCESS) {
+        gp_giveback_status = gp_cu_fail(r, "cuMemRelease");
         return -1;
+    }
     v->held_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
@@ -174,9 +178,12 @@ static int handle_unmap(gp_vidmem *v, uint32_t id)
     vm_handle *hd = &v->handles[id];
     gp_region *g = hd->region;
     size_t first = (hd->addr - g->base) >> g->page_shift;
-    if (GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
-               v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran)) != CUDA_SUCCESS)
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
+                        v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
+    if (r != CUDA_SUCCESS) {
+        gp_giveback_status = gp_cu_fail(r, "cuMemUnmap");
         return -1;
+    }
     for (size_t i = 0; i < hd->npages; i++)
         g->page_phys[first + i] = 0;
     hd->addr = 0;
@@ -274,7 +281,9 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         st = gp_cu_fail(r, "cuMemSetAccess");
     }
     /* roll back what this call mapped: no access was granted to it, so a handle whose unmap
-     * fails goes to limbo, never to the cache */
+     * fails goes to limbo, never to the cache. The caller hears of the first failure. */
+    char why[512];
+    snprintf(why, sizeof why, "%s", gpool_last_error());
     for (size_t p = first; p < first + n; p++) {
         if (!g->page_phys[p]) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
@@ -283,7 +292,7 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         else
             limbo_add(v, id);
     }
-    return st;
+    return gp_fail(st, "%s", why);
 }
 
 static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)

@@ -12,7 +12,7 @@
  * simulator's counts), every live block keeps its content, every later allocation the model
  * says must succeed does and is writable, and gpool_destroy leaves nothing in the simulator.
  *
- * GPOOL_FAULT_PAIRS_RUNS (default 160) bounds the faulted runs of each test; pairs are
+ * GPOOL_FAULT_PAIRS_RUNS (default 300) bounds the faulted runs of each test; pairs are
  * sampled evenly when there are more. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -183,7 +183,7 @@ static size_t clean_sites(const plan *clean, site *out, size_t cap)
 static unsigned long runs_cap(void)
 {
     const char *v = getenv("GPOOL_FAULT_PAIRS_RUNS");
-    return v && atol(v) > 0 ? (unsigned long)atol(v) : 160;
+    return v && atol(v) > 0 ? (unsigned long)atol(v) : 300;
 }
 
 static unsigned long failures;

@@ -186,10 +186,10 @@ Test(pressure, setaccess_then_unmap_failure_never_hands_out_inaccessible_pages)
         cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     }
     /* and when the unmap keeps failing, the allocation fails instead of crashing later */
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
     sim->fail_nth("cuMemSetAccess", 1);
     sim->fail_nth("cuMemUnmap", 1);
     sim->fail_nth("cuMemUnmap", 2);
-    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
     gpool_status st = gpool_alloc(pool, 4 * MiB, NULL, &p);
     if (st == GPOOL_OK) {
         write_all(p, 4 * MiB);
@@ -232,6 +232,37 @@ Test(pressure, failed_host_setup_leaves_counters_alone)
     if (st == GPOOL_OK) gpool_free(pool, p);
     cr_assert_eq(gpool_alloc(pool, 1000, &hp, &p), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* cuCtxSynchronize fails: gpool_trim unmaps nothing (queued work may still use the cached
+ * pages) and says so; cuMemUnmap fails: trim says so too. Before: success both times, and
+ * 8 MiB unmapped under queued work. */
+Test(pressure, trim_reports_failed_sync_and_unmap)
+{
+    NEED_SIM();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 8 * MiB, NULL, &p), GPOOL_OK);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    unsigned long unmaps = sim->call_count("cuMemUnmap");
+    sim->fail_nth("cuCtxSynchronize", 1);
+    gpool_status st = gpool_trim(pool, 0);
+    cr_assert_neq(st, GPOOL_OK, "trim after a failed synchronize returned success");
+    cr_assert(strstr(gpool_last_error(), "cuCtxSynchronize"), "%s", gpool_last_error());
+    cr_assert_eq(sim->call_count("cuMemUnmap"), unmaps, "trim unmapped after a failed sync");
+    gpool_stats s;
+    gpool_get_stats(pool, &s);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].reserved_bytes, 8 * MiB);
+    sim->fail_nth("cuMemUnmap", 1);
+    st = gpool_trim(pool, 0);
+    cr_assert_eq(st, GPOOL_ERR_DRIVER, "trim after a failed unmap: %d", st);
+    cr_assert(strstr(gpool_last_error(), "cuMemUnmap"), "%s", gpool_last_error());
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error()); /* retried */
+    gpool_get_stats(pool, &s);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].reserved_bytes, 0);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
     cr_assert_eq(sim_live_total(), 0);
 }
