@@ -321,7 +321,7 @@ static gpool_status oom_report(gp_arena *a, size_t size)
         snprintf(cause, sizeof cause, "other users of the device (other pools of this process "
                  "or other processes) hold %zu bytes", others);
     else
-        snprintf(cause, sizeof cause, "live blocks of this pool hold %" PRIu64 " bytes (free "
+        snprintf(cause, sizeof cause, "real exhaustion: live blocks of this pool hold %" PRIu64 " bytes (free "
                  "blocks, or lower what other users of the device take: %zu bytes)",
                  a->c.in_use, others);
     char drv[48];

@@ -266,3 +266,81 @@ Test(pressure, trim_reports_failed_sync_and_unmap)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
     cr_assert_eq(sim_live_total(), 0);
 }
+
+/* A thread whose pools were destroyed by another thread caches again in new pools (before:
+ * its thread-cache slots stayed taken by the dead pools for good). */
+static gpool_t *tc_pools[6];
+static pthread_barrier_t tc_bar;
+
+static void *tc_worker(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    for (int i = 0; i < 4; i++) { /* caches in four pools: every slot taken */
+        gpool_alloc(tc_pools[i], 64, NULL, &p);
+        gpool_free(tc_pools[i], p);
+    }
+    pthread_barrier_wait(&tc_bar); /* main destroys them */
+    pthread_barrier_wait(&tc_bar);
+    for (int k = 0; k < 100; k++) {
+        gpool_alloc(tc_pools[4], 64, NULL, &p);
+        gpool_free(tc_pools[4], p);
+    }
+    return NULL;
+}
+
+Test(pressure, thread_cache_survives_other_pools_destruction)
+{
+    NEED_SIM();
+    for (int i = 0; i < 4; i++)
+        cr_assert_not_null(tc_pools[i] = test_pool(NULL));
+    pthread_barrier_init(&tc_bar, NULL, 2);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, tc_worker, NULL), 0);
+    pthread_barrier_wait(&tc_bar);
+    for (int i = 0; i < 4; i++)
+        gpool_destroy(tc_pools[i]);
+    cr_assert_not_null(tc_pools[4] = test_pool(NULL));
+    pthread_barrier_wait(&tc_bar);
+    pthread_join(t, NULL);
+    gpool_stats s;
+    gpool_get_stats(tc_pools[4], &s);
+    cr_assert_gt(s.tcache_hits, 50, "the thread never used a cache again: %llu hits",
+                 (unsigned long long)s.tcache_hits);
+    cr_assert_eq(gpool_destroy(tc_pools[4]), GPOOL_OK);
+    pthread_barrier_destroy(&tc_bar);
+}
+
+/* Failed cuMemHostUnregister calls are retried: no registration outlives gpool_destroy (one
+ * failure leaked one before) and later small host allocations work, in a new pool too (two
+ * failures made every one fail before). */
+Test(pressure, host_unregister_failures_retried_never_leaked)
+{
+    NEED_SIM();
+    for (int fails = 1; fails <= 2; fails++) {
+        gpool_t *pool = test_pool(NULL);
+        cr_assert_not_null(pool);
+        gpool_alloc_params hp = {.kind = GPOOL_MEM_HOST_PINNED};
+        void *a = NULL, *b = NULL;
+        cr_assert_eq(gpool_alloc(pool, 3000, &hp, &a), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(gpool_alloc(pool, 4 * MiB, &hp, &b), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(gpool_free(pool, a), GPOOL_OK);
+        cr_assert_eq(gpool_free(pool, b), GPOOL_OK);
+        for (int k = 1; k <= fails; k++)
+            sim->fail_nth("cuMemHostUnregister", (unsigned long)k);
+        gpool_destroy(pool);
+        sim->fail_clear();
+        struct gpoolsim_live live;
+        sim->get_live(&live);
+        cr_assert_eq(live.host_registrations, 0, "%d failures: %zu registrations leaked", fails,
+                     live.host_registrations);
+        pool = test_pool(NULL);
+        for (int k = 0; k < 3; k++) {
+            cr_assert_eq(gpool_alloc(pool, 3000, &hp, &a), GPOOL_OK, "%s", gpool_last_error());
+            memset(a, 1, 3000);
+            cr_assert_eq(gpool_free(pool, a), GPOOL_OK);
+        }
+        cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+        cr_assert_eq(sim_live_total(), 0);
+    }
+}
