@@ -285,6 +285,16 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
             gp_tcache_flush_all(pool);
             st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         }
+        /* the other pools of this device give back their cache before this one fails */
+        for (int stage = 1; st == GPOOL_ERR_OUT_OF_MEMORY && stage <= 2; stage++) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", gpool_last_error());
+            if (!gp_registry_relieve(pool, stage)) {
+                gp_fail(st, "%s", why);
+                break;
+            }
+            st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+        }
         if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
     }
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);

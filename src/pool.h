@@ -65,6 +65,9 @@ void gp_pool_unregister(gpool_t *pool);
 void gp_registry_lock(void);
 void gp_registry_unlock(void);
 int gp_registry_alive(gpool_t *pool, uint64_t id);
+/* Other pools of the process on pool's device give cached memory back (stage 1: unmapped
+ * pages, stage 2: idle mapped pages too, after synchronizing); 1 when one had some. */
+int gp_registry_relieve(gpool_t *pool, int stage);
 void gp_tcache_flush_mine(gpool_t *pool);
 /* Take back the caches of threads not inside a gpool call right now (idle ones); bytes taken. */
 size_t gp_tcache_reclaim_idle(gpool_t *pool);

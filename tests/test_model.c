@@ -22,7 +22,7 @@
 #define NSTREAMS     MODELRUN_STREAMS
 /* pools of one device share pressure (gpool.h); 0: other pools' reserved bytes count as
  * other users' */
-#define MODEL_SHARED_PRESSURE 0
+#define MODEL_SHARED_PRESSURE 1
 
 static const struct sim_api *sim;
 static gpool_stream_t streams[NSTREAMS]; /* [0] = NULL, the legacy stream */

@@ -344,3 +344,95 @@ Test(pressure, host_unregister_failures_retried_never_leaked)
         cr_assert_eq(sim_live_total(), 0);
     }
 }
+
+/* Pools on one device share pressure: pool B does not fail while pool A holds everything as
+ * cache and nothing is live (before: OUT_OF_MEMORY with nothing live anywhere). */
+Test(pressure, two_pools_share_pressure)
+{
+    NEED_SIM();
+    sim->set_capacity(0, 128 * MiB);
+    gpool_t *a = test_pool(NULL), *b = test_pool(NULL);
+    cr_assert(a && b);
+    void *p[16];
+    int n = 0;
+    while (n < 16 && gpool_alloc(a, 8 * MiB, NULL, &p[n]) == GPOOL_OK)
+        n++;
+    while (n > 0)
+        cr_assert_eq(gpool_free(a, p[--n]), GPOOL_OK); /* A caches all 128 MiB */
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc(b, 100 * MiB, NULL, &q), GPOOL_OK, "%s", gpool_last_error());
+    write_all(q, 100 * MiB);
+    cr_assert_eq(gpool_free(b, q), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(a), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(b), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* Pools under threads: each thread first fills its own pool's cache with a share of the
+ * device (all of it cached, nothing live), then thread 0 asks for 96 MiB while the others
+ * churn 1 MiB blocks: live pages never exceed the device, so nothing may fail; the big block
+ * needs the other pools' cached pages. */
+#define SHARE_POOLS 4
+#define SHARE_CAP   (128 * MiB)
+static gpool_t *share[SHARE_POOLS];
+static int share_fail[SHARE_POOLS], share_n;
+static pthread_barrier_t share_bar;
+
+static void *share_worker(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    void *p[64];
+    int n = 0;
+    for (size_t got = 0; got < SHARE_CAP / (size_t)share_n && n < 64; got += 4 * MiB)
+        if (gpool_alloc(share[me], 4 * MiB, NULL, &p[n]) == GPOOL_OK) n++;
+    while (n > 0)
+        gpool_free(share[me], p[--n]);
+    pthread_barrier_wait(&share_bar);
+    for (int k = 0; k < (me ? 100 : 10); k++) {
+        size_t sz = me ? 1 * MiB : 96 * MiB;
+        void *q = NULL;
+        if (gpool_alloc(share[me], sz, NULL, &q) != GPOOL_OK) {
+            share_fail[me]++;
+            continue;
+        }
+        memset(q, me, 4096);
+        memset((char *)q + sz - 4096, me, 4096);
+        gpool_free(share[me], q);
+    }
+    return NULL;
+}
+
+static void pools_under_threads(int npools)
+{
+    sim->set_capacity(0, SHARE_CAP);
+    share_n = npools;
+    pthread_barrier_init(&share_bar, NULL, (unsigned)npools);
+    for (int i = 0; i < npools; i++) {
+        cr_assert_not_null(share[i] = test_pool(NULL));
+        share_fail[i] = 0;
+    }
+    pthread_t t[SHARE_POOLS];
+    for (int i = 0; i < npools; i++)
+        pthread_create(&t[i], NULL, share_worker, (void *)(intptr_t)i);
+    for (int i = 0; i < npools; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < npools; i++) {
+        cr_expect_eq(share_fail[i], 0, "pool %d of %d: %d allocations failed", i, npools,
+                     share_fail[i]);
+        cr_assert_eq(gpool_destroy(share[i]), GPOOL_OK);
+    }
+    pthread_barrier_destroy(&share_bar);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+Test(pressure, two_pools_under_threads_share_pressure)
+{
+    NEED_SIM();
+    pools_under_threads(2);
+}
+
+Test(pressure, four_pools_under_threads_share_pressure)
+{
+    NEED_SIM();
+    pools_under_threads(4);
+}
