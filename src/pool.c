@@ -249,6 +249,15 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 1, *out, size, stream);
         return st;
     }
+    if (params && params->page_size && params->page_size != pool->granularity &&
+        params->page_size != gp_device_chunk_size(size, pool->granularity))
+        /* device blocks are mapped in granularity pages, from chunks whose size follows from
+         * the block size (pagesize.c): another page size would be silently ignored */
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "page_size %zu for a %zu-byte device block: device blocks use %zu-byte "
+                       "pages, and blocks of this size %zu-byte chunks; pass 0 or one of those",
+                       params->page_size, size, pool->granularity,
+                       gp_device_chunk_size(size, pool->granularity));
     size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
     unsigned flags = params ? params->flags : 0;
     uintptr_t tag = (uintptr_t)stream;

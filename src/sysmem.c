@@ -260,7 +260,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
     int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva                    ? SRC_DIRECT
               : size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB ? SRC_SMALL
                                                                           : SRC_LARGE;
-    size_t page = want_page ? HOST_HUGE_PAGE : gp_host_page_size(size);
+    size_t page = want_page ? want_page : gp_host_page_size(size); /* as asked (checked) */
     int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
 
     gp_small *sm = NULL;

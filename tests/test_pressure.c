@@ -436,3 +436,44 @@ Test(pressure, four_pools_under_threads_share_pressure)
     NEED_SIM();
     pools_under_threads(4);
 }
+
+/* gpool_alloc_params.page_size is honoured or refused with a status, never ignored: host
+ * blocks get the page size asked for (4 KiB or 2 MiB); device blocks accept the granularity
+ * or the chunk size gpool backs that size with, and refuse others. */
+Test(pressure, page_size_honoured_or_refused)
+{
+    NEED_SIM();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    static const gpool_mem_kind hk[] = {GPOOL_MEM_HOST_PINNED, GPOOL_MEM_HOST_MAPPED};
+    static const size_t hp_sizes[] = {4096, 2 * MiB};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++) {
+            gpool_alloc_params prm = {.kind = hk[k], .page_size = hp_sizes[i]};
+            void *p = NULL;
+            cr_assert_eq(gpool_alloc(pool, 3 * MiB, &prm, &p), GPOOL_OK, "%s",
+                         gpool_last_error());
+            gpool_block_desc d;
+            cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+            cr_assert_eq(d.page_size, hp_sizes[i], "kind %d asked %zu got %zu", (int)hk[k],
+                         hp_sizes[i], d.page_size);
+            cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+        }
+    gpool_alloc_params dp = {.kind = GPOOL_MEM_DEVICE, .page_size = 2 * MiB};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, &dp, &p), GPOOL_OK, "%s", gpool_last_error());
+    gpool_block_desc d;
+    cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+    cr_assert_eq(d.page_size, 2 * MiB);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    dp.page_size = 8 * MiB; /* 4 MiB blocks are backed by 2 MiB pages: refused, not ignored */
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, &dp, &p), GPOOL_ERR_UNSUPPORTED);
+    cr_assert(strstr(gpool_last_error(), "page_size"), "%s", gpool_last_error());
+    cr_assert_null(p);
+    dp.page_size = 8 * MiB; /* 64 MiB blocks are backed by 8 MiB chunks: as asked */
+    cr_assert_eq(gpool_alloc(pool, 64 * MiB, &dp, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+    cr_assert_eq(d.page_size, 8 * MiB);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
