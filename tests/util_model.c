@@ -153,7 +153,8 @@ static int check_kind(const model *m, int pool, int k, const gpool_kind_stats *k
     snprintf(pre, sizeof pre, where, pool, k);
     if (ks->live_blocks != n)
         return fail(why, cap, "%slive_blocks %llu, model %llu", pre, U(ks->live_blocks), U(n));
-    if (ks->requested_bytes != req)
+    uint64_t slack = k == GPOOL_MEM_AUTO || k == GPOOL_MEM_DEVICE ? m->slack_requested : 0;
+    if (ks->requested_bytes < req || ks->requested_bytes > req + slack)
         return fail(why, cap, "%srequested_bytes %llu, model %llu", pre, U(ks->requested_bytes),
                     U(req));
     if (ks->allocs - ks->frees != ks->live_blocks)

@@ -31,6 +31,8 @@ typedef struct model {
     int shared;        /* 1: pools of the device share pressure (gpool.h): no pool's cache
                           counts against another */
     int npools;
+    uint64_t slack_requested; /* device requested bytes may exceed the model by this much
+                                 (fuzz_ops: small blocks pending on a held stream) */
     gpool_t *pools[MODEL_MAX_POOLS];
     size_t nlive;
     model_block live[MODEL_MAX_LIVE];
