@@ -411,6 +411,8 @@ GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
  * @retval GPOOL_ERR_INVALID_POINTER ptr was not handed out by this pool, or was already
  *         freed; nothing changes.
+ * @retval GPOOL_ERR_DRIVER the block was freed, but giving memory back afterwards
+ *         (gpool_config.release_threshold) met a failed driver call; the message names it.
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);

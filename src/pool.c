@@ -432,8 +432,17 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         gp_arena_counters c;
         size_t held, idle;
         gp_arena_stats(a, &c, &held, &idle);
-        if (held > c.in_use + pool->cfg.release_threshold)
-            gp_arena_trim(a, pool->cfg.release_threshold);
+        if (held > c.in_use + pool->cfg.release_threshold) {
+            gpool_status t = gp_arena_trim(a, pool->cfg.release_threshold);
+            if (t != GPOOL_OK) { /* the block is freed; what it met on the way is reported */
+                char why[600];
+                snprintf(why, sizeof why, "%s", gpool_last_error());
+                st = gp_fail(t, "gpool_free: the block was freed, but giving memory back "
+                                "(release_threshold) failed: %s",
+                             why);
+                return st;
+            }
+        }
     }
     if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
     return st;

@@ -477,3 +477,24 @@ Test(pressure, page_size_honoured_or_refused)
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
+
+/* A free that gives memory back (release_threshold) reports a failed unmap instead of
+ * swallowing it; the block is freed all the same. */
+Test(pressure, free_reports_failed_give_back)
+{
+    NEED_SIM();
+    gpool_t *pool = test_pool("release_threshold=2M");
+    cr_assert_not_null(pool);
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 16 * MiB, NULL, &p), GPOOL_OK);
+    sim->fail_nth("cuMemUnmap", 1);
+    gpool_status st = gpool_free(pool, p);
+    cr_assert_eq(st, GPOOL_ERR_DRIVER, "free gave %d: %s", st, gpool_last_error());
+    cr_assert(strstr(gpool_last_error(), "cuMemUnmap"), "%s", gpool_last_error());
+    gpool_stats s;
+    gpool_get_stats(pool, &s);
+    cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+}
