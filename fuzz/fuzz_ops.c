@@ -361,7 +361,8 @@ static void op_alloc(reader *r)
     if (size > CAPACITY) size = CAPACITY; /* 62 MiB edge stays below the capacity */
 
     size_t pages_before = touched_pages();
-    int must = prm.kind == GPOOL_MEM_DEVICE && model_must_fit(&M, 0, GPOOL_MEM_DEVICE, size + align, 0);
+    int must =
+        prm.kind == GPOOL_MEM_DEVICE && model_must_fit(&M, 0, GPOOL_MEM_DEVICE, size + align, 0);
     void *p = (void *)1;
     gpool_status st = stream == 0 && !(sb & 0x40)
                           ? gpool_alloc(S.pool, size, &prm, &p)
@@ -385,8 +386,7 @@ static void op_alloc(reader *r)
     if (st == GPOOL_ERR_OUT_OF_MEMORY) {
         CHECK(p == NULL, "*out not NULL after an error");
         M.oom_fails[0]++;
-        CHECK(!must, "out of memory for %zu bytes where the model says it must succeed",
-              size);
+        CHECK(!must, "out of memory for %zu bytes where the model says it must succeed", size);
         if (prm.kind == GPOOL_MEM_DEVICE) {
             size_t need = (size + align) / GRAN + 2;
             CHECK(pages_before + need > CAPACITY / GRAN,

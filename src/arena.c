@@ -41,8 +41,8 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
 gpool_status gp_arena_reserve_first(gp_arena *a)
 {
     pthread_mutex_lock(&a->lock);
-    gpool_status st = atomic_load_explicit(&a->nregs, memory_order_relaxed) ? GPOOL_OK
-                                                                            : region_add(a, 0);
+    gpool_status st =
+        atomic_load_explicit(&a->nregs, memory_order_relaxed) ? GPOOL_OK : region_add(a, 0);
     pthread_mutex_unlock(&a->lock);
     return st;
 }
@@ -312,16 +312,23 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     if (giveback_why[0])
         snprintf(cause, sizeof cause, "cached memory could not be given back: %s", giveback_why);
     else if (largest < size && a->c.in_use + size <= a->device_total)
-        snprintf(cause, sizeof cause, "address space: no free range of %zu bytes left in the "
-                 "reservations (raise va_reserve)", size);
+        snprintf(cause, sizeof cause,
+                 "address space: no free range of %zu bytes left in the "
+                 "reservations (raise va_reserve)",
+                 size);
     else if (waste >= size || (waste >= others && waste >= a->c.in_use))
-        snprintf(cause, sizeof cause, "pinned pages: %zu bytes are free inside pages or chunks "
-                 "that also hold live blocks (a chunk is given back only whole)", waste);
+        snprintf(cause, sizeof cause,
+                 "pinned pages: %zu bytes are free inside pages or chunks "
+                 "that also hold live blocks (a chunk is given back only whole)",
+                 waste);
     else if (others > a->c.in_use)
-        snprintf(cause, sizeof cause, "other users of the device (other pools of this process "
-                 "or other processes) hold %zu bytes", others);
+        snprintf(cause, sizeof cause,
+                 "other users of the device (other pools of this process "
+                 "or other processes) hold %zu bytes",
+                 others);
     else
-        snprintf(cause, sizeof cause, "real exhaustion: live blocks of this pool hold %" PRIu64 " bytes (free "
+        snprintf(cause, sizeof cause,
+                 "real exhaustion: live blocks of this pool hold %" PRIu64 " bytes (free "
                  "blocks, or lower what other users of the device take: %zu bytes)",
                  a->c.in_use, others);
     char drv[48];

@@ -106,7 +106,8 @@ struct gp_arena {
     size_t page;       /* physical page size of the backend */
     size_t va_reserve; /* bytes per new address reservation */
     size_t small_max;
-    size_t device_total; /* device bytes in all (0: host memory), for the OOM report */
+    /* device bytes in all (0: host memory), for the OOM report */
+    size_t device_total;
     uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
     gp_heap heap;
     gp_ptrmap blocks; /* large blocks by address */

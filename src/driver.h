@@ -86,8 +86,7 @@ extern _Thread_local gp_drv_counters *gp_drv_last;
 
 /* Count one driver call of `kind` in counters c, then evaluate the call. */
 #define GP_DRV(c, kind, call)                                                                      \
-    (gp_drv_last = (c), atomic_fetch_add_explicit(&(c)->n[kind], 1, memory_order_relaxed),       \
-     (call))
+    (gp_drv_last = (c), atomic_fetch_add_explicit(&(c)->n[kind], 1, memory_order_relaxed), (call))
 
 /* The process-wide driver table, loaded and cuInit-ed on first success. Thread-safe. On
  * failure returns GPOOL_ERR_NO_DRIVER (message names the file and missing symbol) or

@@ -120,8 +120,10 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                 if (st != GPOOL_OK) {
                     char why[400];
                     snprintf(why, sizeof why, "%s", gpool_last_error());
-                    st = gp_fail(st, "gpool_create: cannot reserve %zu bytes of device address "
-                                     "space (va_reserve): %s", va, why);
+                    st = gp_fail(st,
+                                 "gpool_create: cannot reserve %zu bytes of device address "
+                                 "space (va_reserve): %s",
+                                 va, why);
                     gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
                     free(pool->arena[GPOOL_MEM_DEVICE]);
                     pool->arena[GPOOL_MEM_DEVICE] = NULL;
@@ -437,8 +439,9 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
             if (t != GPOOL_OK) { /* the block is freed; what it met on the way is reported */
                 char why[600];
                 snprintf(why, sizeof why, "%s", gpool_last_error());
-                st = gp_fail(t, "gpool_free: the block was freed, but giving memory back "
-                                "(release_threshold) failed: %s",
+                st = gp_fail(t,
+                             "gpool_free: the block was freed, but giving memory back "
+                             "(release_threshold) failed: %s",
                              why);
                 return st;
             }

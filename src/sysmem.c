@@ -102,9 +102,9 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     gp_ptrmap_init(&s->blocks);
     s->env = (gp_host_env){.drv = pool->drv, .ctx = pool->ctx, .cnt = &pool->cnt, .numa = &s->numa};
     int v = 0, m = 0;
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                        pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
-                                                        pool->dev));
+    CUresult r = GP_DRV(
+        &pool->cnt, GPOOL_DRV_OTHER,
+        pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, pool->dev));
     if (r == CUDA_SUCCESS)
         r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
                    pool->drv->cuDeviceGetAttribute(&m, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
@@ -348,7 +348,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
         note_peaks(k);
     } else {
         if (charged) k->in_use -= est; /* undo the charge (none when the arena failed) */
-        if (sm) k->small_refs--;      /* a failed small alloc drops its reference */
+        if (sm) k->small_refs--;       /* a failed small alloc drops its reference */
         if (st == GPOOL_ERR_OUT_OF_MEMORY) k->ooms++;
     }
     pthread_mutex_unlock(&s->lock);

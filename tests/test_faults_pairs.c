@@ -87,7 +87,8 @@ static void child(const plan *pl, int fd, int counts)
     for (size_t i = 0; i < pl->nfault; i++)
         if (pl->fault[i].op > last_fault) last_fault = pl->fault[i].op;
     if (pl->k_to > last_fault) last_fault = pl->k_to - 1;
-    unsigned total = OPS_BEFORE + (last_fault > OPS_BEFORE ? last_fault - OPS_BEFORE : 0) + OPS_AFTER;
+    unsigned total =
+        OPS_BEFORE + (last_fault > OPS_BEFORE ? last_fault - OPS_BEFORE : 0) + OPS_AFTER;
     static unsigned long before[128];
     for (unsigned op = 1; ok && op <= total; op++) {
         int armed = 0;
@@ -109,8 +110,9 @@ static void child(const plan *pl, int fd, int counts)
         if (counts)
             for (size_t e = 0; e < nnames && e < 128 && len < sizeof out - 100; e++) {
                 unsigned long d = sim->call_count(names[e]) - before[e];
-                if (d) len += (size_t)snprintf(out + len, sizeof out - len, "%u %s %lu\n", op,
-                                               names[e], d);
+                if (d)
+                    len += (size_t)snprintf(out + len, sizeof out - len, "%u %s %lu\n", op,
+                                            names[e], d);
             }
         if (armed) {
             sim->fail_clear(); /* the faults stop: from here the model's promises hold */
@@ -275,8 +277,9 @@ Test(fault_pairs, sampled_pairs_across_operations_and_k_faults, .timeout = 900)
             kruns++;
         }
     }
-    fprintf(stderr, "fault_pairs: %lu sampled cross-operation pairs, %lu k-fault runs, %lu "
-                    "failures\n",
+    fprintf(stderr,
+            "fault_pairs: %lu sampled cross-operation pairs, %lu k-fault runs, %lu "
+            "failures\n",
             runs, kruns, failures);
     cr_expect_eq(failures, 0, "%lu of %lu faulted runs failed (see the log)", failures,
                  runs + kruns);

@@ -19,7 +19,7 @@
 #include "util_sim.h"
 #include "util_skip.h"
 
-#define NSTREAMS     MODELRUN_STREAMS
+#define NSTREAMS MODELRUN_STREAMS
 /* pools of one device share pressure (gpool.h); 0: other pools' reserved bytes count as
  * other users' */
 #define MODEL_SHARED_PRESSURE 1
@@ -85,10 +85,13 @@ static int run_seed(uint32_t seed, unsigned long nops, char *why, size_t cap)
     run.m.shared = MODEL_SHARED_PRESSURE;
     for (unsigned long op = 0; ok && op < nops; op++)
         ok = model_run_op(&run, &r);
-    if (ok) ok = model_run_finish(&run);
-    else model_run_finish(&run);
-    if (!ok) snprintf(why, cap, "seed %u (%d pools, %zu MiB device): %.900s", seed, npools,
-                      capacity / MiB, run.why);
+    if (ok)
+        ok = model_run_finish(&run);
+    else
+        model_run_finish(&run);
+    if (!ok)
+        snprintf(why, cap, "seed %u (%d pools, %zu MiB device): %.900s", seed, npools,
+                 capacity / MiB, run.why);
     return ok;
 }
 

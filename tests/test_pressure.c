@@ -451,8 +451,7 @@ Test(pressure, page_size_honoured_or_refused)
         for (int i = 0; i < 2; i++) {
             gpool_alloc_params prm = {.kind = hk[k], .page_size = hp_sizes[i]};
             void *p = NULL;
-            cr_assert_eq(gpool_alloc(pool, 3 * MiB, &prm, &p), GPOOL_OK, "%s",
-                         gpool_last_error());
+            cr_assert_eq(gpool_alloc(pool, 3 * MiB, &prm, &p), GPOOL_OK, "%s", gpool_last_error());
             gpool_block_desc d;
             cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
             cr_assert_eq(d.page_size, hp_sizes[i], "kind %d asked %zu got %zu", (int)hk[k],

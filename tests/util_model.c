@@ -188,9 +188,10 @@ static int check_kind(const model *m, int pool, int k, const gpool_kind_stats *k
 
 /* Simulator entry points with their own gpool counter, in gpool_driver_call order. */
 static const char *const mem_entries[] = {
-    "cuMemCreate",         "cuMemRelease",     "cuMemMap",      "cuMemUnmap",
-    "cuMemSetAccess",      "cuMemAddressReserve", "cuMemAddressFree", "cuMemHostAlloc",
-    "cuMemFreeHost",       "cuMemHostRegister",   "cuMemHostUnregister",
+    "cuMemCreate",       "cuMemRelease",        "cuMemMap",
+    "cuMemUnmap",        "cuMemSetAccess",      "cuMemAddressReserve",
+    "cuMemAddressFree",  "cuMemHostAlloc",      "cuMemFreeHost",
+    "cuMemHostRegister", "cuMemHostUnregister",
 };
 
 int model_check_stats(model *m, int check_calls, char *why, size_t cap)
@@ -225,8 +226,9 @@ int model_check_stats(model *m, int check_calls, char *why, size_t cap)
     if (check_calls && sim) {
         unsigned long sim_delta = sim->call_total() - m->base_sim_total;
         if (pool_delta != sim_delta)
-            return fail(why, cap, "driver calls counted by the pools since the baseline %llu, "
-                                  "made (simulator) %lu",
+            return fail(why, cap,
+                        "driver calls counted by the pools since the baseline %llu, "
+                        "made (simulator) %lu",
                         U(pool_delta), sim_delta);
         /* per entry point: only valid while these pools are the only callers since the
          * counts were reset (test_model resets them before creating its pools) */

@@ -25,21 +25,21 @@ typedef struct model_block {
 } model_block;
 
 typedef struct model {
-    size_t capacity;   /* device bytes */
-    size_t page;       /* device granularity P */
-    size_t chunk_max;  /* largest chunk (pages) a device block of this run was backed with */
-    int shared;        /* 1: pools of the device share pressure (gpool.h): no pool's cache
-                          counts against another */
+    size_t capacity;  /* device bytes */
+    size_t page;      /* device granularity P */
+    size_t chunk_max; /* largest chunk (pages) a device block of this run was backed with */
+    int shared;       /* 1: pools of the device share pressure (gpool.h): no pool's cache
+                         counts against another */
     int npools;
     uint64_t slack_requested; /* device requested bytes may exceed the model by this much
                                  (fuzz_ops: small blocks pending on a held stream) */
     gpool_t *pools[MODEL_MAX_POOLS];
     size_t nlive;
     model_block live[MODEL_MAX_LIVE];
-    gpool_stats prev[MODEL_MAX_POOLS];      /* last stats seen: peaks never go down */
-    uint64_t oom_fails[MODEL_MAX_POOLS];    /* OOM statuses gpool returned, by pool */
-    uint64_t base_ooms[MODEL_MAX_POOLS];    /* stats.ooms when the pool was attached */
-    unsigned long base_sim_total;           /* simulator call total at the baseline */
+    gpool_stats prev[MODEL_MAX_POOLS];   /* last stats seen: peaks never go down */
+    uint64_t oom_fails[MODEL_MAX_POOLS]; /* OOM statuses gpool returned, by pool */
+    uint64_t base_ooms[MODEL_MAX_POOLS]; /* stats.ooms when the pool was attached */
+    unsigned long base_sim_total;        /* simulator call total at the baseline */
     uint64_t base_pool_total[MODEL_MAX_POOLS];
 } model;
 

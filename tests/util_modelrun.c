@@ -28,17 +28,27 @@ static size_t pick_size(uint32_t *rng, gpool_mem_kind kind, size_t capacity)
 {
     unsigned band = rnd(rng) % 100;
     size_t lo, hi;
-    if (band < 30) lo = 1, hi = 16 * KiB; /* small classes */
-    else if (band < 40) lo = 16 * KiB, hi = 64 * KiB;
-    else if (band < 52) lo = 64 * KiB, hi = 2 * MiB - 1;
-    else if (band < 58) lo = 2 * MiB, hi = 2 * MiB; /* the granularity, exactly */
-    else if (band < 72) lo = 2 * MiB + 1, hi = 12 * MiB;
-    else if (band < 84) lo = 12 * MiB, hi = 64 * MiB - 1;
-    else if (band < 92) lo = 64 * MiB, hi = 96 * MiB; /* 8 MiB chunks */
-    else if (band < 96) lo = 256 * MiB, hi = 300 * MiB; /* 32 MiB chunks */
-    else if (band < 98) lo = 1 * GiB, hi = 1 * GiB + 64 * MiB; /* 64 MiB chunks */
-    else lo = capacity + 1, hi = capacity + 64 * MiB; /* can never fit */
-    if (kind != GPOOL_MEM_DEVICE && hi > 8 * MiB) { /* host memory here is shared: stay small */
+    if (band < 30)
+        lo = 1, hi = 16 * KiB; /* small classes */
+    else if (band < 40)
+        lo = 16 * KiB, hi = 64 * KiB;
+    else if (band < 52)
+        lo = 64 * KiB, hi = 2 * MiB - 1;
+    else if (band < 58)
+        lo = 2 * MiB, hi = 2 * MiB; /* the granularity, exactly */
+    else if (band < 72)
+        lo = 2 * MiB + 1, hi = 12 * MiB;
+    else if (band < 84)
+        lo = 12 * MiB, hi = 64 * MiB - 1;
+    else if (band < 92)
+        lo = 64 * MiB, hi = 96 * MiB; /* 8 MiB chunks */
+    else if (band < 96)
+        lo = 256 * MiB, hi = 300 * MiB; /* 32 MiB chunks */
+    else if (band < 98)
+        lo = 1 * GiB, hi = 1 * GiB + 64 * MiB; /* 64 MiB chunks */
+    else
+        lo = capacity + 1, hi = capacity + 64 * MiB; /* can never fit */
+    if (kind != GPOOL_MEM_DEVICE && hi > 8 * MiB) {  /* host memory here is shared: stay small */
         lo = 1 + lo % (8 * MiB);
         hi = 8 * MiB;
     }
@@ -129,8 +139,9 @@ static int op_alloc(model_run *r, uint32_t *rng, int p)
         if (st == GPOOL_ERR_OUT_OF_MEMORY) m->oom_fails[p]++;
     }
     if (never && (st == GPOOL_OK || made > 8))
-        return violation(r, "%zu bytes on a %zu-byte device: status %d after %lu driver calls "
-                            "(want a refusal in at most 8)",
+        return violation(r,
+                         "%zu bytes on a %zu-byte device: status %d after %lu driver calls "
+                         "(want a refusal in at most 8)",
                          size, r->capacity, (int)st, made);
     if (must && st != GPOOL_OK)
         return violation(r, "pool %d kind %d size %zu must succeed (model), got %d: %s", p,
@@ -146,8 +157,10 @@ static int free_one(model_run *r, size_t i, gpool_stream_t on, int how)
     if (!model_check(b.host, b.size, b.seed))
         return violation(r, "block %p (%zu bytes) lost its content", b.ptr, b.size);
     gpool_status st;
-    if (how == 0 && b.stream == NULL) st = gpool_free(r->pools[b.pool], b.ptr);
-    else st = gpool_free_async(r->pools[b.pool], b.ptr, on);
+    if (how == 0 && b.stream == NULL)
+        st = gpool_free(r->pools[b.pool], b.ptr);
+    else
+        st = gpool_free_async(r->pools[b.pool], b.ptr, on);
     gpool_block_desc d;
     if (st == GPOOL_OK || gpool_block_info(r->pools[b.pool], b.ptr, &d) != GPOOL_OK)
         model_remove(m, b.ptr, NULL);
@@ -173,8 +186,10 @@ int model_run_op(model_run *r, uint32_t *rng)
     } else if (what < 94) {
         size_t keep = rnd(rng) % 2 ? 0 : (rnd(rng) % 64) * MiB;
         gpool_status st = gpool_trim(r->pools[p], keep);
-        if (st != GPOOL_OK && !r->faults) ok = violation(r, "trim: %s", gpool_last_error());
-        else ok = status_ok(r, st, "trim");
+        if (st != GPOOL_OK && !r->faults)
+            ok = violation(r, "trim: %s", gpool_last_error());
+        else
+            ok = status_ok(r, st, "trim");
     } else {
         for (size_t i = m->nlive; ok && i-- > 0;) /* free everything of pool p */
             if (m->live[i].pool == p) ok = free_one(r, i, m->live[i].stream, 1);
@@ -208,9 +223,9 @@ int model_run_finish(model_run *r)
     }
     struct gpoolsim_live live;
     sim->get_live(&live);
-    if (ok && (live.handles || live.mappings || live.reservations || live.host_allocs ||
-               live.host_registrations || live.events || live.legacy_allocs ||
-               sim->bytes_in_use(0)))
+    if (ok &&
+        (live.handles || live.mappings || live.reservations || live.host_allocs ||
+         live.host_registrations || live.events || live.legacy_allocs || sim->bytes_in_use(0)))
         ok = violation(r,
                        "left in the simulator after destroy: %zu handles, %zu mappings, %zu "
                        "reservations, %zu host allocs, %zu registrations, %zu events, %zu bytes",
