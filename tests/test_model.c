@@ -7,7 +7,8 @@
  * blocks keep their contents; after gpool_destroy nothing is left in the simulator.
  *
  * GPOOL_MODEL_SEEDS (default 160) seeds x GPOOL_MODEL_OPS (default 200) operations; CI runs
- * more (GPOOL_MODEL_SEEDS=2000). GPOOL_MODEL_SEED=N runs that one seed (a failure names it). */
+ * more (.ci/run: GPOOL_MODEL_SEEDS=1600). GPOOL_MODEL_SEED=N runs that one seed (a failure names
+ * it). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
