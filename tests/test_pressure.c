@@ -497,3 +497,23 @@ Test(pressure, free_reports_failed_give_back)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
     cr_assert_eq(sim_live_total(), 0);
 }
+
+/* The OOM report's cause is the true one: another pool's live blocks are named as other
+ * users of the device, not as this pool's live blocks (before: "real exhaustion: live
+ * blocks hold the memory" with nothing live in the pool). */
+Test(pressure, oom_cause_names_what_holds_the_memory)
+{
+    NEED_SIM();
+    sim->set_capacity(0, 128 * MiB);
+    gpool_t *a = test_pool(NULL), *b = test_pool(NULL);
+    cr_assert(a && b);
+    void *big = NULL, *q = NULL;
+    cr_assert_eq(gpool_alloc(a, 100 * MiB, NULL, &big), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_alloc(b, 64 * MiB, NULL, &q), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert(strstr(gpool_last_error(), "other users of the device"), "%s", gpool_last_error());
+    cr_assert_null(strstr(gpool_last_error(), "live blocks of this pool hold"), "%s",
+                   gpool_last_error());
+    cr_assert_eq(gpool_free(a, big), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(a), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(b), GPOOL_OK);
+}
