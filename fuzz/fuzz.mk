@@ -31,12 +31,13 @@ FUZZ_ENV     := GPOOL_LIBCUDA=$(FUZZ_SIM) GPOOL_FUZZ_SKIP=$(FUZZ_SKIP) ASAN_OPTI
 fuzz-lib:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT=-O1 \
 	  SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" lib sim $(FUZZ_BUILD)/libgpoolbench.a \
-	  $(FUZZ_BUILD)/obj/tests/util_sim.o $(FUZZ_BUILD)/obj/tests/util_pool.o
+	  $(FUZZ_BUILD)/obj/tests/util_sim.o $(FUZZ_BUILD)/obj/tests/util_pool.o \
+	  $(FUZZ_BUILD)/obj/tests/util_model.o
 
 $(FUZZ_BUILD)/fuzz_ops: fuzz/fuzz_ops.c fuzz-lib
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< \
 	  $(FUZZ_BUILD)/obj/tests/util_sim.o $(FUZZ_BUILD)/obj/tests/util_pool.o \
-	  $(FUZZ_BUILD)/libgpool.a -pthread $(FUZZ_LIBS)
+	  $(FUZZ_BUILD)/obj/tests/util_model.o $(FUZZ_BUILD)/libgpool.a -pthread $(FUZZ_LIBS)
 $(FUZZ_BUILD)/fuzz_trace: fuzz/fuzz_trace.c fuzz-lib
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< \
 	  $(FUZZ_BUILD)/libgpoolbench.a $(FUZZ_BUILD)/libgpool.a -pthread $(FUZZ_LIBS)

@@ -12,7 +12,10 @@
  *     work completed (released, or a forced synchronization);
  *   - out of memory only when the pages live blocks touch leave no room (no OOM from
  *     fragmentation), and trim(0) gives back every page that holds no live byte;
- *   - destroy gives everything back: simulator live objects 0, bytes in use 0.
+ *   - destroy gives everything back: simulator live objects 0, bytes in use 0;
+ *   - the executable model (tests/util_model.c, shared with test_model) agrees after every
+ *     operation: its stats invariants (peaks never fall, ooms once per failed allocation,
+ *     cached = reserved - in use, totals) and its must-succeed rule (gpool.h).
  * Host kinds may answer GPOOL_ERR_UNSUPPORTED (not built yet); that status is accepted.
  *
  * Input format: byte 0 picks a pool configuration, then each op is one opcode byte followed
@@ -26,6 +29,7 @@
 #include <cuda.h>
 
 #include "gpool.h"
+#include "util_model.h"
 #include "util_pool.h"
 #include "util_sim.h"
 
@@ -139,6 +143,8 @@ static struct state {
     uint32_t next_seed;
     int stream_wait_used; /* a GPOOL_ALLOC_STREAM_WAIT block was allocated in this input */
 } S;
+
+static model M; /* the executable model, mirrored from S.b */
 
 static void *load_proc(const char *name)
 {
@@ -309,6 +315,9 @@ static void check_stats(void)
           "device reserved_bytes %llu but the driver holds %zu bytes",
           (unsigned long long)s.kind[GPOOL_MEM_DEVICE].reserved_bytes, sim_bytes);
     CHECK(sim_bytes <= CAPACITY, "driver holds %zu bytes, over the capacity", sim_bytes);
+    char why[1024];
+    M.slack_requested = S.maybe_pending_requested;
+    CHECK(model_check_stats(&M, 0, why, sizeof why), "model: %s", why);
 }
 
 /* ---- operations -------------------------------------------------------------------------- */
@@ -352,6 +361,8 @@ static void op_alloc(reader *r)
     if (size > CAPACITY) size = CAPACITY; /* 62 MiB edge stays below the capacity */
 
     size_t pages_before = touched_pages();
+    int must =
+        prm.kind == GPOOL_MEM_DEVICE && model_must_fit(&M, 0, GPOOL_MEM_DEVICE, size + align, 0);
     void *p = (void *)1;
     gpool_status st = stream == 0 && !(sb & 0x40)
                           ? gpool_alloc(S.pool, size, &prm, &p)
@@ -374,6 +385,8 @@ static void op_alloc(reader *r)
     }
     if (st == GPOOL_ERR_OUT_OF_MEMORY) {
         CHECK(p == NULL, "*out not NULL after an error");
+        M.oom_fails[0]++;
+        CHECK(!must, "out of memory for %zu bytes where the model says it must succeed", size);
         if (prm.kind == GPOOL_MEM_DEVICE) {
             size_t need = (size + align) / GRAN + 2;
             CHECK(pages_before + need > CAPACITY / GRAN,
@@ -418,6 +431,8 @@ static void op_alloc(reader *r)
     block *b = &S.b[slot];
     *b = (block){1, up, size, d.size, d.kind, stream, ++S.next_seed};
     fill_pattern(p, size, b->seed);
+    model_add(&M, 0, p, size, d.kind, S.streams[stream], b->seed);
+    if (d.kind == GPOOL_MEM_DEVICE) model_note_chunk(&M, d.page_size);
 }
 
 static void free_slot(int slot, int stream, int async)
@@ -439,6 +454,7 @@ static void free_slot(int slot, int stream, int async)
     TRACE("free slot %d [%#lx,+%zu) on stream %d%s%s", slot, (unsigned long)b->ptr, b->size, stream,
           async ? " (async)" : "", async && S.held[stream] ? " HELD" : "");
     b->live = 0;
+    model_remove(&M, (void *)b->ptr, NULL);
     if (async && stream != b->stream) {
         S.maybe_pending_rounded += b->rounded;
         S.maybe_pending_requested += b->size;
@@ -592,6 +608,7 @@ static void setup_input(uint8_t cfgsel)
         CHECK(p_cuStreamCreate(&S.streams[s], 0) == CUDA_SUCCESS, "cuStreamCreate");
     S.forced_syncs = sim->forced_syncs();
     S.syncs = sync_calls();
+    model_init(&M, CAPACITY, GRAN, 1, &S.pool);
 }
 
 static void finish_input(int leave_live)

@@ -126,7 +126,10 @@ typedef struct gpool_alloc_params {
     gpool_usage usage;     /**< how the block is used; decides the kind for GPOOL_MEM_AUTO and
                                 is reported back by gpool_block_info() */
     size_t alignment;      /**< power of two, at most the page size; 0 = 256 */
-    size_t page_size;      /**< 0 = automatic; else a multiple of the device granularity */
+    size_t page_size;      /**< 0 = automatic. Host kinds: 4096 or 2 MiB, used as asked.
+                                Device: the granularity, or the chunk size gpool backs a
+                                block of this size with (gpool_page_size()); any other
+                                multiple of the granularity is refused (UNSUPPORTED) */
     unsigned flags;        /**< GPOOL_ALLOC_* */
     gpool_stream_t stream; /**< stream for gpool_alloc (gpool_alloc_async overrides it) */
 } gpool_alloc_params;
@@ -320,7 +323,8 @@ GPOOL_API gpool_status gpool_config_parse(gpool_config *cfg, const char *conf);
  * @retval GPOOL_ERR_UNSUPPORTED the device has no virtual memory management (VMM).
  * @retval GPOOL_ERR_CONFIG a bad configuration value (or GPOOL_CONF string).
  * @retval GPOOL_ERR_DRIVER a driver call failed; the message names it.
- * @retval GPOOL_ERR_OUT_OF_MEMORY host memory for the pool's bookkeeping ran out.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY host memory for the pool's bookkeeping ran out, or the
+ *         device address space (cfg->va_reserve, reserved here) cannot be reserved.
  * @retval GPOOL_ERR_IO the trace file (cfg->trace_path or GPOOL_TRACE) cannot be written.
  * @return a gpool_status as listed. Thread-safe.
  */
@@ -360,9 +364,28 @@ GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG NULL pool or out, bad params, size beyond what any device
  *         could hold.
- * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory and retrying; the message
- *         says requested, free and cached bytes and the cause.
- * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory (this pool's, then that of
+ *         the process's other pools on the device) and retrying; the message says requested,
+ *         free and cached bytes and the cause (live blocks, pages or chunks pinned by live
+ *         blocks, other users of the device, address space, or a driver call that failed
+ *         while memory was given back). A request of more pages than the device has is
+ *         refused at once, without driver calls.
+ *
+ * @par When it must succeed
+ * With P the device granularity, C the largest chunk (in pages) any device block of the
+ * process's pools on this device was backed with (1 until a block of 64 MiB or more was
+ * allocated; see gpool_page_size()), and no driver call failing during the call: a device
+ * allocation of S bytes succeeds whenever
+ *     capacity/P - (pages other users of the device hold)
+ *       - sum over live device blocks of all pools of the process on the device of
+ *           (ceil(size/P) + 1 + 2 (C - 1))
+ *     >= ceil(S/P) + 1.
+ * Each live block pins the pages it touches (ceil(size/P) + 1 at most) and, where chunks
+ * back them, the rest of the first and last chunk (a chunk goes back to the driver only
+ * whole). Cached memory of any pool of the process never counts: it is given back first.
+ * tests/util_model.c states this rule executably and tests/test_model.c checks it.
+ * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver, or a
+ *         device page_size gpool does not back blocks of this size with.
  * @retval GPOOL_ERR_DRIVER a driver call failed.
  * @return a gpool_status as listed. Thread-safe.
  */
@@ -401,6 +424,8 @@ GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
  * @retval GPOOL_ERR_INVALID_POINTER ptr was not handed out by this pool, or was already
  *         freed; nothing changes.
+ * @retval GPOOL_ERR_DRIVER the block was freed, but giving memory back afterwards
+ *         (gpool_config.release_threshold) met a failed driver call; the message names it.
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
@@ -442,13 +467,17 @@ GPOOL_API gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_strea
 /**
  * Give cached physical memory back to the driver until at most keep_bytes stay cached.
  *
- * Waits for pending frees first. Live blocks are not touched.
+ * Waits for pending frees first (a context synchronize). Live blocks are not touched. If
+ * the synchronize fails nothing mapped is unmapped (queued work may still use any cached
+ * page); unmapped cached pages are still released.
  *
  * @param pool       the pool.
  * @param keep_bytes cached bytes to keep (0: release everything that holds no live block).
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
- * @retval GPOOL_ERR_DRIVER a driver call failed.
+ * @retval GPOOL_ERR_DRIVER a driver call failed (the synchronize, an unmap, a release, a host
+ *         unregister); the message names it. The memory concerned stays cached and a later
+ *         trim, allocation or gpool_destroy tries again.
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);

@@ -38,6 +38,15 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
     return GPOOL_OK;
 }
 
+gpool_status gp_arena_reserve_first(gp_arena *a)
+{
+    pthread_mutex_lock(&a->lock);
+    gpool_status st =
+        atomic_load_explicit(&a->nregs, memory_order_relaxed) ? GPOOL_OK : region_add(a, 0);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
 int gp_arena_contains(gp_arena *a, uintptr_t ptr)
 {
     size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
@@ -205,9 +214,37 @@ static void slab_destroy(gp_arena *a, gp_slab *s);
 
 /* Make physical memory available: wait for pending work, drop spare slabs, unback every
  * page that holds no allocated byte. Returns bytes unbacked. */
-static size_t make_room(gp_arena *a)
+_Thread_local gpool_status gp_giveback_status;
+
+/* Why the last make_room could not give everything back (thread's; GPOOL_OK: nothing). */
+static _Thread_local char giveback_why[300];
+
+static size_t make_room_impl(gp_arena *a);
+
+/* As make_room_impl; *st: GPOOL_OK, or the failure that kept memory from being given back:
+ * a failed synchronize (then nothing is unmapped: queued work may still use any cached
+ * page) or a failed unmap or release (those pages stay cached, retried later). */
+static size_t make_room(gp_arena *a, gpool_status *st)
 {
-    int synced = !a->sync || a->sync(a->owner, a) == GPOOL_OK;
+    giveback_why[0] = 0;
+    if (a->sync) {
+        gpool_status s = a->sync(a->owner, a);
+        if (s != GPOOL_OK) {
+            snprintf(giveback_why, sizeof giveback_why, "%s", gpool_last_error());
+            *st = s;
+            return 0;
+        }
+    }
+    gp_giveback_status = GPOOL_OK;
+    size_t freed = make_room_impl(a);
+    *st = gp_giveback_status;
+    if (*st != GPOOL_OK) snprintf(giveback_why, sizeof giveback_why, "%s", gpool_last_error());
+    return freed;
+}
+
+static size_t make_room_impl(gp_arena *a)
+{
+    int synced = 1; /* make_room synchronized (or there is nothing to synchronize) */
     for (size_t i = 0; i < a->nstreams; i++)
         for (unsigned c = 0; c < GP_NCLASS; c++)
             if (a->streams[i].empty[c]) {
@@ -267,11 +304,33 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     size_t held = held_bytes(a), idle = a->ops->idle_bytes(a->bctx);
     size_t drv_free = a->ops->driver_free(a->bctx);
     size_t waste = held > a->c.in_use + idle ? held - a->c.in_use - idle : 0;
-    const char *cause =
-        waste >= size ? "fragmentation inside partly used pages (try gpool_trim or a smaller "
-                        "small_max)"
-                      : "real exhaustion: live blocks hold the memory (free blocks or lower the "
-                        "budget of other users of the device)";
+    size_t others = 0, largest = gp_heap_largest_free(&a->heap);
+    if (a->device_total && drv_free != SIZE_MAX && a->device_total > drv_free + held)
+        others = a->device_total - drv_free - held;
+    /* the cause: what holds the most of what is missing, named as it is */
+    char cause[400];
+    if (giveback_why[0])
+        snprintf(cause, sizeof cause, "cached memory could not be given back: %s", giveback_why);
+    else if (largest < size && a->c.in_use + size <= a->device_total)
+        snprintf(cause, sizeof cause,
+                 "address space: no free range of %zu bytes left in the "
+                 "reservations (raise va_reserve)",
+                 size);
+    else if (waste >= size || (waste >= others && waste >= a->c.in_use))
+        snprintf(cause, sizeof cause,
+                 "pinned pages: %zu bytes are free inside pages or chunks "
+                 "that also hold live blocks (a chunk is given back only whole)",
+                 waste);
+    else if (others > a->c.in_use)
+        snprintf(cause, sizeof cause,
+                 "other users of the device (other pools of this process "
+                 "or other processes) hold %zu bytes",
+                 others);
+    else
+        snprintf(cause, sizeof cause,
+                 "real exhaustion: live blocks of this pool hold %" PRIu64 " bytes (free "
+                 "blocks, or lower what other users of the device take: %zu bytes)",
+                 a->c.in_use, others);
     char drv[48];
     if (drv_free == SIZE_MAX)
         snprintf(drv, sizeof drv, "unknown");
@@ -288,13 +347,17 @@ static gpool_status oom_report(gp_arena *a, size_t size)
                    gp_heap_largest_free(&a->heap), live[0] ? live : "none", cause);
 }
 
+_Thread_local int gp_arena_retried;
+
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
                           gp_range **out)
 {
     gpool_status st = place_once(a, size, align, tag, flags, out);
     if (st != GPOOL_ERR_OUT_OF_MEMORY) return st;
     a->c.oom_retries++;
-    make_room(a);
+    gp_arena_retried = 1;
+    gpool_status gst;
+    make_room(a, &gst);
     st = place_once(a, size, align, tag, flags, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
     return st;
@@ -680,8 +743,16 @@ uint64_t gp_arena_small_requested(gp_arena *a)
 gpool_status gp_arena_trim(gp_arena *a, size_t keep)
 {
     pthread_mutex_lock(&a->lock);
-    make_room(a);
-    gpool_status st = a->ops->release(a->bctx, keep);
+    gpool_status st;
+    make_room(a, &st);
+    gpool_status rel = a->ops->release(a->bctx, keep); /* unmapped pages: safe in any case */
+    if (st == GPOOL_OK) {
+        st = rel;
+    } else { /* the message: what failed, and that memory stays cached */
+        char why[400];
+        snprintf(why, sizeof why, "%s", giveback_why);
+        st = gp_fail(st, "gpool_trim: %s (the memory concerned stays cached)", why);
+    }
     pthread_mutex_unlock(&a->lock);
     return st;
 }

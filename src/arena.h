@@ -106,6 +106,8 @@ struct gp_arena {
     size_t page;       /* physical page size of the backend */
     size_t va_reserve; /* bytes per new address reservation */
     size_t small_max;
+    /* device bytes in all (0: host memory), for the OOM report */
+    size_t device_total;
     uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
     gp_heap heap;
     gp_ptrmap blocks; /* large blocks by address */
@@ -150,6 +152,19 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
 /* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook). */
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                uint32_t usage, unsigned flags, void **out);
+
+/* Set to 1 on this thread whenever an arena released cache and tried again (the pressure
+ * path); a caller clears it before an allocation to count retries once per allocation. */
+extern _Thread_local int gp_arena_retried;
+
+/* Set by a backend (to the failure's status, with the message) when a call that gives memory
+ * back fails (cuMemUnmap, cuMemRelease, cuMemHostUnregister); the arena clears it before it
+ * gives memory back and reports it afterwards (gpool_trim, the OOM report). */
+extern _Thread_local gpool_status gp_giveback_status;
+
+/* Reserve the arena's first address range now (gpool_create: a va_reserve the driver cannot
+ * give is reported there, not as out-of-memory by every later allocation). */
+gpool_status gp_arena_reserve_first(gp_arena *a);
 
 /* Lock held: the work of stream tag up to seq upto is done — its free ranges and pending
  * slots become reusable by every stream. */

@@ -58,6 +58,7 @@ static gpool_status load_driver(gp_driver *d)
         dlclose(d->lib);
         return st;
     }
+    gp_drv_last = NULL; /* cuInit belongs to no pool: its error queries are counted nowhere */
     CUresult r = d->cuInit(0);
     if (r == CUDA_ERROR_NO_DEVICE) {
         dlclose(d->lib);
@@ -85,9 +86,19 @@ gpool_status gp_driver_get(const gp_driver **out)
     return st;
 }
 
+_Thread_local gp_drv_counters *gp_drv_last;
+
+/* Count a call that describes an error where the failed call was counted (if anywhere). */
+static void count_error_query(void)
+{
+    if (gp_drv_last)
+        atomic_fetch_add_explicit(&gp_drv_last->n[GPOOL_DRV_OTHER], 1, memory_order_relaxed);
+}
+
 const char *gp_cu_name(CUresult r)
 {
     const char *name = NULL;
+    if (driver.cuGetErrorName) count_error_query();
     if (driver.cuGetErrorName && driver.cuGetErrorName(r, &name) == CUDA_SUCCESS && name)
         return name;
     return "CUDA_ERROR_UNRECOGNIZED";
@@ -96,6 +107,7 @@ const char *gp_cu_name(CUresult r)
 gpool_status gp_cu_fail(CUresult r, const char *what)
 {
     const char *text = NULL;
+    if (driver.cuGetErrorString) count_error_query();
     if (!driver.cuGetErrorString || driver.cuGetErrorString(r, &text) != CUDA_SUCCESS || !text)
         text = "no description";
     gpool_status st = r == CUDA_ERROR_OUT_OF_MEMORY ? GPOOL_ERR_OUT_OF_MEMORY : GPOOL_ERR_DRIVER;

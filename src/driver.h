@@ -81,9 +81,13 @@ typedef struct gp_drv_counters {
     _Atomic uint64_t n[GPOOL_DRV_COUNT];
 } gp_drv_counters;
 
+/* The counters of this thread's last counted driver call: gp_cu_fail counts the
+ * cuGetErrorName/cuGetErrorString calls that describe its failure there. */
+extern _Thread_local gp_drv_counters *gp_drv_last;
+
 /* Count one driver call of `kind` in counters c, then evaluate the call. */
 #define GP_DRV(c, kind, call)                                                                      \
-    (atomic_fetch_add_explicit(&(c)->n[kind], 1, memory_order_relaxed), (call))
+    (gp_drv_last = (c), atomic_fetch_add_explicit(&(c)->n[kind], 1, memory_order_relaxed), (call))
 
 /* The process-wide driver table, loaded and cuInit-ed on first success. Thread-safe. On
  * failure returns GPOOL_ERR_NO_DRIVER (message names the file and missing symbol) or

@@ -56,6 +56,7 @@ static gpool_status open_device(gpool_t *pool)
 
 static void pool_free_struct(gpool_t *pool)
 {
+    if (gp_drv_last == &pool->cnt) gp_drv_last = NULL;
     pthread_mutex_destroy(&pool->lock);
     pthread_mutex_destroy(&pool->trace_lock);
     free(pool);
@@ -96,6 +97,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     if (st == GPOOL_OK) {
         pool->granularity = gp_vidmem_granularity(vctx);
+        pool->device_total = total;
         /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
          * every block in one heap, so free space coalesces across the whole device. */
         size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
@@ -110,7 +112,24 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
-            if (st != GPOOL_OK) {
+            pool->arena[GPOOL_MEM_DEVICE]->device_total = total;
+            if (st == GPOOL_OK) {
+                int pushed;
+                gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+                st = gp_arena_reserve_first(pool->arena[GPOOL_MEM_DEVICE]);
+                gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+                if (st != GPOOL_OK) {
+                    char why[400];
+                    snprintf(why, sizeof why, "%s", gpool_last_error());
+                    st = gp_fail(st,
+                                 "gpool_create: cannot reserve %zu bytes of device address "
+                                 "space (va_reserve): %s",
+                                 va, why);
+                    gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
+                    free(pool->arena[GPOOL_MEM_DEVICE]);
+                    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+                }
+            } else {
                 gp_vidmem_ops.fini(vctx, NULL);
                 free(pool->arena[GPOOL_MEM_DEVICE]);
                 pool->arena[GPOOL_MEM_DEVICE] = NULL;
@@ -233,6 +252,15 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 1, *out, size, stream);
         return st;
     }
+    if (params && params->page_size && params->page_size != pool->granularity &&
+        params->page_size != gp_device_chunk_size(size, pool->granularity))
+        /* device blocks are mapped in granularity pages, from chunks whose size follows from
+         * the block size (pagesize.c): another page size would be silently ignored */
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "page_size %zu for a %zu-byte device block: device blocks use %zu-byte "
+                       "pages, and blocks of this size %zu-byte chunks; pass 0 or one of those",
+                       params->page_size, size, pool->granularity,
+                       gp_device_chunk_size(size, pool->granularity));
     size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
     unsigned flags = params ? params->flags : 0;
     uintptr_t tag = (uintptr_t)stream;
@@ -245,21 +273,43 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     uint32_t usage = params ? (uint32_t)params->usage : 0;
     size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
-    if (budget && gp_arena_in_use(a) + size > budget) {
+    size_t pages = size / pool->granularity + (size % pool->granularity != 0);
+    if (pool->device_total && pages > pool->device_total / pool->granularity) {
+        /* no amount of releasing or remapping can help: say so without touching the cache */
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
+                     "vidmem: cannot allocate %zu bytes: the device has %zu bytes in all (%zu "
+                     "pages of %zu bytes); cause: the request can never fit on this device",
+                     size, pool->device_total, pool->device_total / pool->granularity,
+                     pool->granularity);
+    } else if (budget && gp_arena_in_use(a) + size > budget) {
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                      "device budget: %zu bytes requested, %zu of the %zu-byte budget in use", size,
                      gp_arena_in_use(a), budget);
     } else {
         gp_stream_process(pool);
+        gp_arena_retried = 0;
         st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+            gp_arena_retried = 1;
             /* blocks parked in thread caches may be what is missing */
             gp_tcache_flush_mine(pool);
             gp_tcache_reclaim_idle(pool);
             gp_tcache_flush_all(pool);
             st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
         }
+        /* the other pools of this device give back their cache before this one fails */
+        for (int stage = 1; st == GPOOL_ERR_OUT_OF_MEMORY && stage <= 2; stage++) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", gpool_last_error());
+            if (!gp_registry_relieve(pool, stage)) {
+                gp_fail(st, "%s", why);
+                break;
+            }
+            st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+        }
+        if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
     }
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_ERR_OUT_OF_MEMORY && is_auto && (flags & GPOOL_ALLOC_ALLOW_FALLBACK)) {
         gpool_alloc_params fb = *params;
         fb.kind = GPOOL_MEM_HOST_MAPPED;
@@ -385,8 +435,18 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
         gp_arena_counters c;
         size_t held, idle;
         gp_arena_stats(a, &c, &held, &idle);
-        if (held > c.in_use + pool->cfg.release_threshold)
-            gp_arena_trim(a, pool->cfg.release_threshold);
+        if (held > c.in_use + pool->cfg.release_threshold) {
+            gpool_status t = gp_arena_trim(a, pool->cfg.release_threshold);
+            if (t != GPOOL_OK) { /* the block is freed; what it met on the way is reported */
+                char why[600];
+                snprintf(why, sizeof why, "%s", gpool_last_error());
+                st = gp_fail(t,
+                             "gpool_free: the block was freed, but giving memory back "
+                             "(release_threshold) failed: %s",
+                             why);
+                return st;
+            }
+        }
     }
     if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
     return st;
@@ -451,6 +511,38 @@ void gp_kind_stats_add(gpool_kind_stats *total, const gpool_kind_stats *k)
     total->live_blocks += k->live_blocks;
 }
 
+static void raise_to(uint64_t *peak, uint64_t cur, uint64_t *seen)
+{
+    if (*peak < cur) *peak = cur;
+    if (*peak < *seen) *peak = *seen;
+    *seen = *peak;
+}
+
+/* A high-water mark is at least the current value and never lower than one reported before
+ * (cached bytes move both ways as blocks come and go, so a peak derived from other peaks can
+ * fall; pending and thread-cached blocks move between in-use and cached without the arena
+ * seeing it). Totals are re-summed from the kinds. */
+static void keep_peaks_monotone(gpool_t *pool, gpool_stats *out)
+{
+    pthread_mutex_lock(&pool->lock);
+    memset(&out->kind[GPOOL_MEM_AUTO], 0, sizeof out->kind[GPOOL_MEM_AUTO]);
+    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
+        gpool_kind_stats *ks = &out->kind[k], *seen = &pool->peaks_seen[k];
+        raise_to(&ks->peak_requested_bytes, ks->requested_bytes, &seen->peak_requested_bytes);
+        raise_to(&ks->peak_in_use_bytes, ks->in_use_bytes, &seen->peak_in_use_bytes);
+        raise_to(&ks->peak_reserved_bytes, ks->reserved_bytes, &seen->peak_reserved_bytes);
+        raise_to(&ks->peak_cached_bytes, ks->cached_bytes, &seen->peak_cached_bytes);
+        gp_kind_stats_add(&out->kind[GPOOL_MEM_AUTO], ks);
+    }
+    gpool_kind_stats *t = &out->kind[GPOOL_MEM_AUTO], *seen = &pool->peaks_seen[GPOOL_MEM_AUTO];
+    /* the total's peaks: the sum of the kinds' peaks bounds every past total from above */
+    raise_to(&t->peak_requested_bytes, t->requested_bytes, &seen->peak_requested_bytes);
+    raise_to(&t->peak_in_use_bytes, t->in_use_bytes, &seen->peak_in_use_bytes);
+    raise_to(&t->peak_reserved_bytes, t->reserved_bytes, &seen->peak_reserved_bytes);
+    raise_to(&t->peak_cached_bytes, t->cached_bytes, &seen->peak_cached_bytes);
+    pthread_mutex_unlock(&pool->lock);
+}
+
 gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 {
     if (!pool || !out)
@@ -482,11 +574,15 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         ks->allocs = c.allocs + (dev ? tc_allocs : 0);
         ks->frees = c.frees + (dev ? tc_frees : 0);
         ks->live_blocks = ks->allocs - ks->frees;
-        out->oom_retries += c.oom_retries;
         out->pending_frees += c.pending_slots;
-        out->ooms += c.ooms;
+        if (!dev) { /* the device kind's are counted per gpool_alloc call, in alloc_impl */
+            out->oom_retries += c.oom_retries;
+            out->ooms += c.ooms;
+        }
         gp_kind_stats_add(total, ks);
     }
+    out->ooms += atomic_load_explicit(&pool->dev_ooms, memory_order_relaxed);
+    out->oom_retries += atomic_load_explicit(&pool->dev_oom_retries, memory_order_relaxed);
     for (int i = 0; i < GPOOL_DRV_COUNT; i++) {
         out->driver_calls[i] = atomic_load_explicit(&pool->cnt.n[i], memory_order_relaxed);
         out->driver_calls_total += out->driver_calls[i];
@@ -510,6 +606,7 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         total->cached_bytes += bytes;
         out->pending_frees += n;
     }
+    keep_peaks_monotone(pool, out);
     out->tcache_hits = tc_hits;
     out->fallbacks = atomic_load_explicit(&pool->fallbacks, memory_order_relaxed);
     gp_arena *da = pool->arena[GPOOL_MEM_DEVICE];

@@ -29,12 +29,18 @@ struct gpool {
     _Atomic uint64_t flush_epoch; /* bumped when thread caches should give back */
     uintptr_t default_tag;
     size_t granularity;
+    size_t device_total; /* cuDeviceTotalMem: no device block larger than this can fit */
     /* totals of thread caches that have gone away */
     uint64_t tc_allocs, tc_frees, tc_hits;
     _Atomic uint64_t fallbacks;
     FILE *trace;
     pthread_mutex_t trace_lock;
     uint64_t trace_t0;
+    /* peaks reported so far, by kind (under lock): reported peaks never go down */
+    gpool_kind_stats peaks_seen[GPOOL_MEM_KIND_COUNT];
+    /* device allocations that failed out of memory / that released cache and retried: once
+     * per gpool_alloc call, however many attempts it made */
+    _Atomic uint64_t dev_ooms, dev_oom_retries;
 };
 
 gpool_status gp_config_check(const gpool_config *cfg);
@@ -59,6 +65,9 @@ void gp_pool_unregister(gpool_t *pool);
 void gp_registry_lock(void);
 void gp_registry_unlock(void);
 int gp_registry_alive(gpool_t *pool, uint64_t id);
+/* Other pools of the process on pool's device give cached memory back (stage 1: unmapped
+ * pages, stage 2: idle mapped pages too, after synchronizing); 1 when one had some. */
+int gp_registry_relieve(gpool_t *pool, int stage);
 void gp_tcache_flush_mine(gpool_t *pool);
 /* Take back the caches of threads not inside a gpool call right now (idle ones); bytes taken. */
 size_t gp_tcache_reclaim_idle(gpool_t *pool);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "arena.h"
+#include "error.h"
 #include "pool.h"
 
 typedef struct reg_entry {
@@ -89,4 +91,37 @@ void gp_pool_unregister(gpool_t *pool)
         cap_registry = 0;
     }
     gp_registry_unlock();
+}
+
+/* Pools of one device share pressure: before `self` reports out of memory, the other pools of
+ * the process on its device give cached memory back. Stage 1 releases their unmapped cached
+ * pages (no queued work can touch those); stage 2 trims them (gp_arena_trim: synchronizes
+ * first, then unmaps pages that hold no live byte, so their streams stay safe). The registry
+ * lock is held throughout: no pool can be destroyed meanwhile (gpool_destroy unregisters
+ * first). Returns 1 when some pool held cached memory to give. */
+int gp_registry_relieve(gpool_t *self, int stage)
+{
+    int any = 0;
+    gp_registry_lock();
+    for (size_t i = 0; i < nregistry; i++) {
+        gpool_t *p = registry[i].pool;
+        gp_arena *a = p->arena[GPOOL_MEM_DEVICE];
+        if (p == self || p->cfg.device != self->cfg.device || !a) continue;
+        size_t held, idle;
+        gp_arena_counters c;
+        gp_arena_stats(a, &c, &held, &idle);
+        if (held <= c.in_use && !idle) continue; /* nothing cached */
+        any = 1;
+        gp_tcache_flush_all(p);
+        if (stage == 1) {
+            pthread_mutex_lock(&a->lock);
+            a->ops->release(a->bctx, 0);
+            pthread_mutex_unlock(&a->lock);
+        } else {
+            gp_arena_trim(a, 0);
+        }
+    }
+    gp_registry_unlock();
+    gp_clear_error(); /* another pool's give-back failure is not this call's */
+    return any;
 }

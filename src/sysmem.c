@@ -126,16 +126,22 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     pthread_mutex_init(&s->lock, NULL);
     gp_ptrmap_init(&s->blocks);
     s->env = (gp_host_env){.drv = pool->drv, .ctx = pool->ctx, .cnt = &pool->cnt, .numa = &s->numa};
-    int v = 0;
-    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-               pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
-                                               pool->dev)) == CUDA_SUCCESS)
-        s->uva = v;
-    v = 0;
-    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-               pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
-                                               pool->dev)) == CUDA_SUCCESS)
-        s->can_map = v;
+    int v = 0, m = 0;
+    CUresult r = GP_DRV(
+        &pool->cnt, GPOOL_DRV_OTHER,
+        pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, pool->dev));
+    if (r == CUDA_SUCCESS)
+        r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                   pool->drv->cuDeviceGetAttribute(&m, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
+                                                   pool->dev));
+    if (r != CUDA_SUCCESS) { /* a failed query is not "unsupported": say what failed */
+        gp_ptrmap_fini(&s->blocks);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return gp_cu_fail(r, "cuDeviceGetAttribute (host memory support)");
+    }
+    s->uva = v;
+    s->can_map = m;
     s->reg_same_ptr = registered_pointers_match(pool);
     gp_numa_init(&s->numa, pool->drv, pool->dev, &pool->cnt);
     *out = s;
@@ -285,7 +291,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
               : small_ok                                          ? SRC_SMALL
               : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
                                                                   : SRC_LARGE;
-    size_t page = want_page ? HOST_HUGE_PAGE : gp_host_page_size(size);
+    size_t page = want_page ? want_page : gp_host_page_size(size); /* as asked (checked) */
     int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
 
     gp_small *sm = NULL;
@@ -310,7 +316,8 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
     } else if (src == SRC_LARGE) {
         st = large_get_locked(s, kind, pg, &la);
     }
-    if (st == GPOOL_OK) k->in_use += est; /* charge the budget now; settled below */
+    int charged = st == GPOOL_OK;
+    if (charged) k->in_use += est; /* charge the budget now; settled below */
     pthread_mutex_unlock(&s->lock);
 
     uintptr_t host = 0, key = 0;
@@ -375,8 +382,8 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
         k->live++;
         note_peaks(k);
     } else {
-        k->in_use -= est; /* undo the charge; a failed small alloc drops its reference */
-        if (sm) k->small_refs--;
+        if (charged) k->in_use -= est; /* undo the charge (none when the arena failed) */
+        if (sm) k->small_refs--;       /* a failed small alloc drops its reference */
         if (st == GPOOL_ERR_OUT_OF_MEMORY) k->ooms++;
     }
     pthread_mutex_unlock(&s->lock);

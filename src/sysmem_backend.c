@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "error.h"
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -110,7 +111,10 @@ static int run_drop(gp_hostmem *h, gp_region *g, uint32_t id)
     size_t len = r->npages * h->page;
     CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
                          h->env.drv->cuMemHostUnregister((void *)r->addr));
-    if (cr != CUDA_SUCCESS) return -1;
+    if (cr != CUDA_SUCCESS) {
+        gp_giveback_status = gp_cu_fail(cr, "cuMemHostUnregister");
+        return -1;
+    }
     gp_host_map_none((void *)r->addr, len);
     if (g) {
         size_t first = (r->addr - g->base) >> g->page_shift;
@@ -239,7 +243,10 @@ static void hm_fini(void *ctx, gp_heap *heap)
     for (size_t i = 0; i < h->nruns; i++) {
         if (!h->runs[i].addr) continue;
         gp_region *g = heap ? gp_heap_region_of(heap, h->runs[i].addr) : NULL;
-        if (run_drop(h, g, (uint32_t)i) != 0) {
+        int dropped = -1; /* a transient failure is retried: never leak a registration */
+        for (int attempt = 0; attempt < 3 && dropped != 0; attempt++)
+            dropped = run_drop(h, g, (uint32_t)i);
+        if (dropped != 0) {
             /* the driver refused: forget the run; its pages go with the reservation */
             atomic_fetch_sub_explicit(h->reserved, h->runs[i].npages * h->page,
                                       memory_order_relaxed);

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "error.h"
 
 typedef struct small_extent {
@@ -116,13 +117,19 @@ static void *sm_alloc(extent_hooks_t *eh, void *new_addr, size_t size, size_t al
     return p;
 }
 
-/* Lock held: unregister and unmap extent i, and drop it from the list. */
+/* Lock held: unregister and unmap extent i, and drop it from the list. A failed unregister
+ * is retried (a transient driver error must not leak a registration, nor unmap registered
+ * memory); after three failures the extent is dropped anyway and the failure reported. */
 static void extent_release(gp_small *s, size_t i)
 {
     small_extent e = s->ext[i];
     int pushed;
     gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-    GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.drv->cuMemHostUnregister((void *)e.addr));
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    for (int attempt = 0; attempt < 3 && r != CUDA_SUCCESS; attempt++)
+        r = GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
+                   s->env.drv->cuMemHostUnregister((void *)e.addr));
+    if (r != CUDA_SUCCESS) gp_giveback_status = gp_cu_fail(r, "cuMemHostUnregister");
     gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
     munmap((void *)e.addr, e.size);
     atomic_fetch_sub_explicit(s->reserved, e.size, memory_order_relaxed);

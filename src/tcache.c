@@ -91,7 +91,17 @@ static gp_tcache *tc_create(gpool_t *pool)
     int slot = -1;
     for (int i = 0; i < TC_TLS && slot < 0; i++)
         if (!tls[i].tc) slot = i;
-    if (slot < 0) return NULL; /* this thread already caches for TC_TLS pools */
+    if (slot < 0) {
+        /* slots of pools another thread destroyed (which freed their caches) are free */
+        gp_registry_lock();
+        for (int i = 0; i < TC_TLS; i++)
+            if (!gp_registry_alive(tls[i].pool, tls[i].id)) {
+                tls[i] = (struct gp_tls_entry){0};
+                if (slot < 0) slot = i;
+            }
+        gp_registry_unlock();
+    }
+    if (slot < 0) return NULL; /* this thread already caches for TC_TLS live pools */
     gp_tcache *tc = calloc(1, sizeof *tc);
     if (!tc) return NULL;
     tc->pool = pool;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "arena.h"
 #include "pagesize.h"
 
 typedef struct vm_handle {
@@ -28,6 +29,10 @@ typedef struct gp_vidmem {
     size_t nidle, cap_idle;
     uint32_t *slots; /* unused ids */
     size_t nslots, cap_slots;
+    /* ids of handles left mapped without access (their rollback unmap failed): their pages
+     * read as unbacked to the arena, and the unmap is retried before anything maps there */
+    uint32_t *limbo;
+    size_t nlimbo, cap_limbo;
     size_t held_pages, idle_pages;
     uint64_t remaps;
 } gp_vidmem;
@@ -244,7 +249,8 @@ static long slot_new(gp_vidmem *v)
     }
     /* make sure the id can be recycled (or parked idle) later without failing */
     if (ids_reserve(&v->slots, &v->cap_slots, v->nhandles + 1, v->cap * 2) ||
-        ids_reserve(&v->idle, &v->cap_idle, v->nhandles + 1, v->cap * 2))
+        ids_reserve(&v->idle, &v->cap_idle, v->nhandles + 1, v->cap * 2) ||
+        ids_reserve(&v->limbo, &v->cap_limbo, v->nhandles + 1, v->cap * 2))
         return -1;
     memset(&v->handles[v->nhandles], 0, sizeof v->handles[0]);
     return (long)v->nhandles++;
@@ -276,8 +282,11 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
 static int handle_destroy(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
-    if (GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h)) != CUDA_SUCCESS)
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h));
+    if (r != CUDA_SUCCESS) {
+        gp_giveback_status = gp_cu_fail(r, "cuMemRelease");
         return -1;
+    }
     v->held_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
@@ -290,9 +299,12 @@ static int handle_unmap(gp_vidmem *v, uint32_t id)
     vm_handle *hd = &v->handles[id];
     gp_region *g = hd->region;
     size_t first = (hd->addr - g->base) >> g->page_shift;
-    if (GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
-               v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran)) != CUDA_SUCCESS)
+    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
+                        v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
+    if (r != CUDA_SUCCESS) {
+        gp_giveback_status = gp_cu_fail(r, "cuMemUnmap");
         return -1;
+    }
     for (size_t i = 0; i < hd->npages; i++)
         g->page_phys[first + i] = 0;
     hd->addr = 0;
@@ -312,9 +324,42 @@ static void handle_retire(gp_vidmem *v, uint32_t id)
     }
 }
 
+/* A handle this call mapped (so without access) whose unmap failed: its pages must not be
+ * handed out as backed. They read as unbacked; the handle stays mapped until an unmap works. */
+static void limbo_add(gp_vidmem *v, uint32_t id)
+{
+    vm_handle *hd = &v->handles[id];
+    size_t first = (hd->addr - hd->region->base) >> hd->region->page_shift;
+    for (size_t i = 0; i < hd->npages; i++)
+        hd->region->page_phys[first + i] = 0;
+    v->limbo[v->nlimbo++] = id;
+}
+
+/* Retry the unmap of every handle in limbo; returns 1 when one still overlaps pages
+ * [first, first + n) of g (g NULL: none asked about). */
+static int limbo_retry(gp_vidmem *v, gp_region *g, size_t first, size_t n)
+{
+    int blocked = 0;
+    for (size_t i = v->nlimbo; i-- > 0;) {
+        uint32_t id = v->limbo[i];
+        if (handle_unmap(v, id) == 0) {
+            v->limbo[i] = v->limbo[--v->nlimbo];
+            handle_retire(v, id);
+            continue;
+        }
+        vm_handle *hd = &v->handles[id];
+        size_t hfirst = (hd->addr - hd->region->base) >> hd->region->page_shift;
+        if (hd->region == g && hfirst < first + n && first < hfirst + hd->npages) blocked = 1;
+    }
+    return blocked;
+}
+
 static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
                                    size_t block_bytes)
 {
+    if (v->nlimbo && limbo_retry(v, g, first, n))
+        return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
+                                         "without access; they cannot be mapped again yet");
     size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
     gpool_status st = GPOOL_OK;
     size_t done = 0;
@@ -328,7 +373,8 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         } else {
             id = handle_create(v, want, &st);
             if (id < 0 && want > 1 && st == GPOOL_ERR_OUT_OF_MEMORY) {
-                chunk_pages = 1; /* the driver may still have single pages */
+                chunk_pages = 1; /* cached single pages or the driver's last ones may do */
+                st = GPOOL_OK;   /* the chunk's failure is not this call's */
                 continue;
             }
             if (id < 0) break;
@@ -356,13 +402,19 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         if (r == CUDA_SUCCESS) return GPOOL_OK;
         st = gp_cu_fail(r, "cuMemSetAccess");
     }
-    /* roll back what this call mapped (a page whose unmap fails stays backed: cached) */
+    /* roll back what this call mapped: no access was granted to it, so a handle whose unmap
+     * fails goes to limbo, never to the cache. The caller hears of the first failure. */
+    char why[512];
+    snprintf(why, sizeof why, "%s", gpool_last_error());
     for (size_t p = first; p < first + n; p++) {
         if (!g->page_phys[p]) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
-        if (handle_unmap(v, id) == 0) handle_retire(v, id);
+        if (handle_unmap(v, id) == 0)
+            handle_retire(v, id);
+        else
+            limbo_add(v, id);
     }
-    return st;
+    return gp_fail(st, "%s", why);
 }
 
 static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
@@ -380,6 +432,11 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
     gp_vidmem *v = ctx;
     size_t freed = 0;
     int pushed = 0, entered = 0;
+    if (v->nlimbo) {
+        gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+        entered = 1;
+        limbo_retry(v, NULL, 0, 0);
+    }
     for (size_t p = first; p < first + n && p < g->npages; p++) {
         if (!g->page_phys[p] || g->page_used[p]) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
@@ -457,6 +514,7 @@ static void vm_fini(void *ctx, gp_heap *heap)
             vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
     gp_ctx_leave(v->drv, v->cnt, pushed);
     free(v->handles);
+    free(v->limbo);
     free(v->idle);
     free(v->slots);
     free(v->access);
