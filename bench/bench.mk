@@ -33,3 +33,11 @@ test: fit-check
 
 # keep the bench test objects (they are intermediate files of the pattern rule above)
 .SECONDARY: $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(wildcard tests/test_bench_*.c))
+
+# The client `gpool-bench hotpath --dropin` runs under LD_PRELOAD=libgpool_preload.so (it is not
+# linked with gpool: it reaches cudaMalloc and cuMemAlloc_v2 through dlsym, as frameworks do).
+DROPIN_CLIENT := $(BUILD)/bench/dropin_client
+$(DROPIN_CLIENT): $(BUILD)/obj/bench/dropin/client.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(LDFLAGS) -ldl
+all: $(DROPIN_CLIENT)
