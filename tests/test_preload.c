@@ -171,12 +171,31 @@ Test(preload, cudafree_stream_mode_makes_no_synchronize)
 Test(preload, cudafree_batch_bounds_pending_memory)
 {
     static struct run small, big;
-    run_expect(&small, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
-    run_expect(&big, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=512M", 0);
+    /* the batch is in use once a non-blocking stream exists */
+    run_expect(&small, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
+    run_expect(&big, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=512M", 0);
     cr_assert_gt(field(&small, "cuCtxSynchronize"), field(&big, "cuCtxSynchronize"),
                  "a smaller batch synchronizes more often:\n%s\n%s", small.out, big.out);
     cr_assert_lt(field(&small, "cuMemCreate"), field(&big, "cuMemCreate"),
                  "and holds less memory back:\n%s\n%s", small.out, big.out);
+}
+
+/* Without a non-blocking stream a cudaFree'd block is reusable at once with no synchronize;
+ * the first such stream costs one synchronize and sends later frees to the batch. */
+Test(preload, cudafree_batch_only_once_a_nonblocking_stream_exists)
+{
+    static struct run pre;
+    run_expect(&pre, "runtime_prog", "reuse", 1, NULL, 0);
+}
+
+/* The cached path of cuMemAlloc+cuMemFree makes no driver call (no cuCtxGetCurrent, no
+ * cuMemGetInfo), and the device still follows the thread's context switches. */
+Test(preload, cached_pairs_make_no_driver_call_and_follow_context_switches)
+{
+    static struct run pre;
+    run_expect(&pre, "driver_prog", "devices", 1, "GPOOL_SIM_DEVICES=2", 0);
+    cr_assert(strstr(pre.out, "cuCtxSetCurrent_from=libgpool_preload.so"), "%s", pre.out);
+    cr_assert_eq(field(&pre, "driver_calls"), 0, "%s", pre.out);
 }
 
 Test(preload, bad_cudafree_mode_disables_the_interposer)

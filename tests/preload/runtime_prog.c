@@ -25,8 +25,46 @@ static unsigned long sim_count(const char *entry)
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
 
-static int serve(void)
+/* Create a non-blocking stream through the driver (dlsym finds the interposer's cuStreamCreate,
+ * as cudart's cudaStreamCreateWithFlags would through cuGetProcAddress). */
+static int create_nonblocking_stream(void)
 {
+    const char *path = getenv("GPOOL_LIBCUDA");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    int (*create)(void **, unsigned) = NULL;
+    if (h) *(void **)&create = dlsym(h, "cuStreamCreate");
+    void *s = NULL;
+    CHECK(create && create(&s, 0x1 /* CU_STREAM_NON_BLOCKING */) == 0 && s);
+    return 0;
+}
+
+/* cudaFree: immediate reuse while no non-blocking stream exists; once one does, the block
+ * waits in the batch (a different block is handed out) until a flush synchronizes. */
+static int reuse(void)
+{
+    void *p, *q, *r;
+    CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
+    CHECK(cudaMalloc(&q, 4096) == cudaSuccess);
+    unsigned long syncs0 = sim_count("cuCtxSynchronize");
+    printf("before: same_block=%d cuCtxSynchronize=%lu\n", p == q, syncs0);
+    CHECK(p == q && syncs0 == 0);
+    CHECK(create_nonblocking_stream() == 0);
+    unsigned long syncs1 = sim_count("cuCtxSynchronize");
+    CHECK(cudaFree(q) == cudaSuccess && cudaMalloc(&r, 4096) == cudaSuccess);
+    printf("after: same_block=%d cuCtxSynchronize=%lu\n", q == r, syncs1);
+    CHECK(q != r && syncs1 == 1); /* one synchronize when the first such stream appears */
+    CHECK(create_nonblocking_stream() == 0 && sim_count("cuCtxSynchronize") == 1);
+    CHECK(cudaFree(r) == cudaSuccess);
+    return 0;
+}
+
+static int serve(int nonblocking)
+{
+    if (nonblocking) { /* the runtime's first call makes a context current */
+        void *p;
+        CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
+        CHECK(create_nonblocking_stream() == 0);
+    }
     enum { N = 3000, LIVE = 16 };
     void *live[LIVE] = {0};
     for (int i = 0; i < N; i++) {
@@ -155,7 +193,8 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "serve";
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (!strcmp(mode, "serve")) return serve();
+    if (!strcmp(mode, "serve")) return serve(argc > 2 && !strcmp(argv[2], "nb"));
+    if (!strcmp(mode, "reuse")) return reuse();
     if (!strcmp(mode, "host")) return host();
     if (!strcmp(mode, "foreign")) return foreign();
     if (!strcmp(mode, "nullargs")) return nullargs();
