@@ -18,9 +18,11 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(BENCH_LIB) $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS) -lcriterion
 
-bench: $(BUILD)/gpool-bench $(SIMLIB)
+bench: $(BUILD)/gpool-bench $(SIMLIB) $(BUILD)/bench/dropin_client $(BUILD)/libgpool_preload.so
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
+	@echo "== gpool-bench hotpath --dropin (the pair through libgpool_preload.so)"
+	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench hotpath --dropin
 
 # The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace.
 .PHONY: fit-check

@@ -2,11 +2,13 @@
  * LD_PRELOAD=libgpool_preload.so: it reaches device memory as a framework does, and times the
  * alloc+free pair of a cached block with a given number of live blocks held.
  *
- *   dropin_client runtime|driver SIZE LIVE PAIRS ROUNDS
+ *   dropin_client runtime|driver|runtime-nb SIZE LIVE PAIRS ROUNDS
  *
  * runtime: cudaMalloc/cudaFree, found with dlsym(RTLD_DEFAULT) (the interposer exports them; no
  * libcudart is linked). driver: dlopen($GPOOL_LIBCUDA), the primary context of device 0 made
  * current, then cuMemAlloc_v2/cuMemFree_v2 through dlsym (the interposer substitutes its own).
+ * runtime-nb: as runtime, after creating a non-blocking stream (cuStreamCreate through dlsym):
+ * the interposer's cudaFree then goes through its batch.
  * Prints one line: "ns_per_pair=X" (X the best of ROUNDS rounds of PAIRS pairs),
  * or "error=..." and exits 1. Not linked with gpool: what it measures is the interposer. */
 #include <cuda.h>
@@ -87,7 +89,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc != 6) {
-        fprintf(stderr, "usage: dropin_client runtime|driver SIZE LIVE PAIRS ROUNDS\n");
+        fprintf(stderr, "usage: dropin_client runtime|driver|runtime-nb SIZE LIVE PAIRS ROUNDS\n");
         return 64;
     }
     use_driver = !strcmp(argv[1], "driver");
@@ -107,6 +109,15 @@ int main(int argc, char **argv)
     if (!held) return fail("out of host memory");
     for (size_t i = 0; i < live; i++)
         if (alloc_one(size, &held[i]) != 0) return fail("the live blocks do not fit");
+    if (!strcmp(argv[1], "runtime-nb")) { /* after the first cudaMalloc: a context is current */
+        const char *path = getenv("GPOOL_LIBCUDA");
+        void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        CUresult (*create)(CUstream *, unsigned) = NULL;
+        if (lib) *(void **)&create = dlsym(lib, "cuStreamCreate");
+        CUstream s;
+        if (!create || create(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return fail("cannot create a non-blocking stream");
+    }
     /* warm-up: a tenth of a round */
     for (uint64_t i = 0; i < pairs / 10 + 1; i++) {
         void *p;
