@@ -43,3 +43,20 @@ $(DROPIN_CLIENT): $(BUILD)/obj/bench/dropin/client.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LDFLAGS) -ldl
 all: $(DROPIN_CLIENT)
+
+# Replays a trace through cudaMalloc/cudaFree under the interposer and prints what its cudaFree
+# batch did (flushes per 1,000 frees, bytes held at peak): make bench-dropin-batch.
+DROPIN_REPLAY := $(BUILD)/bench/dropin_replay
+$(DROPIN_REPLAY): $(BUILD)/obj/bench/dropin/replay.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(LDFLAGS) -ldl
+all: $(DROPIN_REPLAY)
+
+.PHONY: bench-dropin-batch
+bench-dropin-batch: $(DROPIN_REPLAY) $(BUILD)/libgpool_preload.so $(SIMLIB)
+	@echo "== cudaFree batch on the shipped traces through libgpool_preload.so (simulated)"
+	@for t in $(wildcard bench/traces/*.csv); do for nb in "" --nb; do \
+	  env -u GPOOL_CONF GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_SIM_MEMORY=64G \
+	  LD_PRELOAD=$(abspath $(BUILD))/libgpool_preload.so $(DROPIN_REPLAY) $$nb $$t || exit 1; \
+	done; done
+bench: bench-dropin-batch
