@@ -291,6 +291,68 @@ Test(preload, rtld_next_lookups_are_unchanged)
     cr_assert(strstr(pre.out, "next_value=42"), "%s", pre.out);
 }
 
+/* ---------------- benchmarks of the drop-in (ran briefly: that they run, not how fast) ------- */
+
+/* Run a command line under sh, output (stdout and stderr) into r. */
+static void run_shell(struct run *r, const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run %s", cmd);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = 0;
+    int st = pclose(p);
+    r->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* gpool-bench hotpath --dropin prints a row for every heap size and block size (measured, or
+ * skipped when the heap does not fit), each with the library's pair and both APIs' pairs. */
+Test(preload, hotpath_dropin_benchmark_prints_every_row, .timeout = 300)
+{
+    static struct run r;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd,
+             "env -u GPOOL_CONF -u LD_PRELOAD '%s/gpool-bench' hotpath --dropin --pairs 200 "
+             "--rounds 1 2>&1",
+             build_dir());
+    run_shell(&r, cmd);
+    cr_assert_eq(r.rc, 0, "%s", r.out);
+    static const char *const heaps[] = {"      10 ", "    1000 ", "   20000 ", "  100000 "};
+    static const char *const sizes[] = {"512 B", "4 KiB", "1 MiB"};
+    for (int h = 0; h < 4; h++)
+        for (int z = 0; z < 3; z++) {
+            char row[64];
+            snprintf(row, sizeof row, "\n%s%8s ", heaps[h], sizes[z]);
+            cr_assert(strstr(r.out, row), "no row \"%s\":\n%s", row + 1, r.out);
+        }
+    cr_assert(strstr(r.out, "figures on the simulated driver"), "%s", r.out);
+    cr_assert(strstr(r.out, "goal <= 4x at every row"), "%s", r.out);
+    cr_assert_geq(count_lines_with(r.out, "x\n"), 9, "at least the rows that fit are measured:\n%s",
+                  r.out);
+}
+
+/* A trace replayed through the interposer: no batch (and no synchronize) without a
+ * non-blocking stream; with one, every free is batched and a flush happens per batch limit. */
+Test(preload, trace_replay_reports_the_batch)
+{
+    static struct run plain, nb;
+    char cmd[4400];
+    const char *b = build_dir();
+    const char *fmt = "env -u GPOOL_CONF GPOOL_SIM_MEMORY=8G LD_PRELOAD='%s/libgpool_preload.so' "
+                      "'%s/bench/dropin_replay' %s bench/traces/cnn-train.csv 2>&1";
+    snprintf(cmd, sizeof cmd, fmt, b, b, "");
+    run_shell(&plain, cmd);
+    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    cr_assert_gt(field(&plain, "frees"), 1000, "%s", plain.out);
+    cr_assert_eq(field(&plain, "batched"), 0, "%s", plain.out);
+    cr_assert_eq(field(&plain, "syncs"), 0, "%s", plain.out);
+    snprintf(cmd, sizeof cmd, fmt, b, b, "--nb");
+    run_shell(&nb, cmd);
+    cr_assert_eq(nb.rc, 0, "%s", nb.out);
+    cr_assert_eq(field(&nb, "batched"), field(&nb, "frees"), "%s", nb.out);
+    cr_assert_gt(field(&nb, "flushes"), 0, "%s", nb.out);
+    cr_assert_geq(field(&nb, "peak_batch_bytes"), field(&nb, "limit_bytes"), "%s", nb.out);
+}
+
 /* ---------------- PyTorch pluggable allocator (libgpool itself, in this process) ---------- */
 
 Test(torch, alloc_free_reuse_and_empty_cache)
