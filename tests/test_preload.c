@@ -394,3 +394,34 @@ Test(torch, out_of_memory_returns_null)
     cr_assert_not_null(p);
     gpool_torch_free(p, 1 << 20, 0, NULL);
 }
+
+/* gpool_block_size (the interposer's lock-free lookup before batching a cudaFree): the size
+ * gpool_block_info reports, for small (slab) and large blocks; only the start of a live device
+ * block is accepted. */
+Test(block_size, matches_block_info_and_rejects_what_is_not_a_live_block_start)
+{
+    NEED_SIM();
+    gpool_t *pool;
+    cr_assert_eq(gpool_create(NULL, &pool), GPOOL_OK, "%s", gpool_last_error());
+    static const size_t sizes[] = {1, 512, 4096, 16 << 10, 1 << 20, 5 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p;
+        cr_assert_eq(gpool_alloc(pool, sizes[i], NULL, &p), GPOOL_OK, "%s", gpool_last_error());
+        gpool_block_desc d;
+        size_t n = 0;
+        cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+        cr_assert_eq(gpool_block_size(pool, p, &n), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(n, d.size, "size %zu: %zu vs block_info's %zu", sizes[i], n, d.size);
+        cr_assert_geq(n, sizes[i]);
+        if (sizes[i] > 1)
+            cr_assert_eq(gpool_block_size(pool, (char *)p + 1, &n), GPOOL_ERR_INVALID_POINTER);
+        cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+        cr_assert_eq(gpool_block_size(pool, p, &n), GPOOL_ERR_INVALID_POINTER, "freed: %zu", n);
+    }
+    size_t n;
+    int local;
+    cr_assert_eq(gpool_block_size(pool, &local, &n), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_block_size(NULL, &local, &n), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_block_size(pool, &local, NULL), GPOOL_ERR_INVALID_ARG);
+    gpool_destroy(pool);
+}
