@@ -188,6 +188,13 @@ Test(preload, cudafree_batch_only_once_a_nonblocking_stream_exists)
     run_expect(&pre, "runtime_prog", "reuse", 1, NULL, 0);
 }
 
+/* Each thread's batch is its own and is flushed when the thread exits. */
+Test(preload, cudafree_batches_are_per_thread_and_flushed_at_thread_exit)
+{
+    static struct run pre;
+    run_expect(&pre, "runtime_prog", "threads", 1, NULL, 0);
+}
+
 /* The cached path of cuMemAlloc+cuMemFree makes no driver call (no cuCtxGetCurrent, no
  * cuMemGetInfo), and the device still follows the thread's context switches. */
 Test(preload, cached_pairs_make_no_driver_call_and_follow_context_switches)
