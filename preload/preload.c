@@ -19,17 +19,20 @@
  * cudaFree / cuMemFree semantics. The real calls synchronize the device, so memory they free
  * can be handed out again at once, whichever stream used it. We do not synchronize per free.
  * GPOOL_CONF's cudafree key chooses how a block freed by cudaFree/cuMemFree becomes reusable:
- *   batch (default): the block joins a pending batch; when the batch holds cudafree_batch bytes
- *     (default: 1/64 of the device's memory, at least 64 MiB), or an allocation finds no memory,
- * one cuCtxSynchronize covers the whole batch and its blocks go back to the pool. Safe for work on
- * any stream, blocking or not (PyTorch's side streams are non-blocking), at the cost of one
- * synchronize per batch instead of one per free. stream: the block is freed at once, ordered on the
- * legacy default stream. That is safe for work on the legacy stream and on every *blocking* stream
- * (the legacy stream waits for earlier work on blocking streams, and later work on them waits for
- * it), and makes no driver call at all; it is not safe for memory still used on
- * cudaStreamNonBlocking streams. sync (or sync_free=1): a cuCtxSynchronize per free, exactly as
- * CUDA does. cudaFreeAsync/cuMemFreeAsync are stream-ordered frees (gpool_free_async) in every
- * mode.
+ *   batch (default): while the process has no non-blocking stream, as stream below (exact
+ *     then: every stream waits for the legacy one; see preload_streams.c). Once one exists,
+ *     the block joins the calling thread's batch (preload_batch.c); when that batch holds
+ *     cudafree_batch bytes of a device (default: 1/64 of the device's memory, at least
+ *     64 MiB), when the thread exits, or when an allocation finds no memory, one
+ *     cuCtxSynchronize per device covers the whole batch and its blocks go back to the pool.
+ *     Safe for work on any stream, blocking or not (PyTorch's side streams are non-blocking),
+ *     at the cost of one synchronize per batch instead of one per free.
+ *   stream: the block is freed at once, ordered on the legacy default stream. That is safe for
+ *     work on the legacy stream and on every *blocking* stream (the legacy stream waits for
+ *     earlier work on blocking streams, and later work on them waits for it), and makes no
+ *     driver call at all; it is not safe for memory still used on cudaStreamNonBlocking streams.
+ *   sync (or sync_free=1): a cuCtxSynchronize per free, exactly as CUDA does.
+ * cudaFreeAsync/cuMemFreeAsync are stream-ordered frees (gpool_free_async) in every mode.
  *
  * Process teardown: pools are never destroyed. Once exit() starts (our atexit handler or
  * destructor ran), frees of gpool pointers succeed without touching gpool or the driver: the

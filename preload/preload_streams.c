@@ -4,12 +4,15 @@
  * The real cudaFree synchronizes the device, so a freed block can be handed out again whatever
  * stream used it. Without a synchronize, a block given back to the pool at once on the legacy
  * default stream (gpool_free) is safe for work on the legacy stream and on every *blocking*
- * stream: the legacy stream waits for all work issued earlier to blocking streams, and work
- * issued later to them waits for the legacy stream (CUDA Runtime API, "Stream synchronization
- * behavior": "the legacy default stream ... synchronizes with all other blocking streams in
- * the same CUcontext"; the per-thread default stream synchronizes with the legacy one too). A
- * stream created with CU_STREAM_NON_BLOCKING / cudaStreamNonBlocking is the exception ("may run
- * concurrently with work in stream 0 (the NULL stream)", cuStreamCreate in cuda.h).
+ * stream of its context: the legacy stream first waits for the work issued earlier to every
+ * blocking stream, and those streams then wait for it (CUDA driver API docs, "Stream
+ * synchronization behavior", Legacy default stream: it synchronizes with every other stream of
+ * the same CUcontext except non-blocking ones; the per-thread default stream is not
+ * non-blocking and synchronizes with it too). A stream created with CU_STREAM_NON_BLOCKING /
+ * cudaStreamNonBlocking is the exception (cuStreamCreate's doc comment in cuda.h: its work may
+ * run concurrently with stream 0). Work of another context (a second context on the device,
+ * or peer access from another device) is not ordered either; the interposer does not track
+ * it (nor did its per-batch synchronize, which covers the block's own device).
  *
  * So the batch is needed only once such a stream exists. The interposer hands out its own
  * cuStreamCreate and cuStreamCreateWithPriority (dlsym / cuGetProcAddress substitution, as for
