@@ -318,7 +318,9 @@ Test(preload, hotpath_dropin_benchmark_prints_every_row, .timeout = 300)
     static struct run r;
     char cmd[4400];
     snprintf(cmd, sizeof cmd,
-             "env -u GPOOL_CONF -u LD_PRELOAD '%s/gpool-bench' hotpath --dropin --pairs 200 "
+             "env -u GPOOL_CONF -u LD_PRELOAD "
+             "ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\" "
+             "'%s/gpool-bench' hotpath --dropin --pairs 200 "
              "--rounds 1 2>&1",
              build_dir());
     run_shell(&r, cmd);
@@ -344,7 +346,8 @@ Test(preload, trace_replay_reports_the_batch)
     static struct run plain, nb;
     char cmd[4400];
     const char *b = build_dir();
-    const char *fmt = "env -u GPOOL_CONF GPOOL_SIM_MEMORY=8G LD_PRELOAD='%s/libgpool_preload.so' "
+    const char *fmt = "env -u GPOOL_CONF ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\" "
+                      "GPOOL_SIM_MEMORY=8G LD_PRELOAD='%s/libgpool_preload.so' "
                       "'%s/bench/dropin_replay' %s bench/traces/cnn-train.csv 2>&1";
     snprintf(cmd, sizeof cmd, fmt, b, b, "");
     run_shell(&plain, cmd);
