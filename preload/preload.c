@@ -56,6 +56,12 @@ static int conf_sync_free; /* sync_free=1: cuCtxSynchronize before each cudaFree
 enum { FREE_BATCH, FREE_STREAM, FREE_SYNC };
 static int conf_free_mode = FREE_BATCH; /* cudafree=batch|stream|sync */
 static size_t conf_batch_bytes;         /* cudafree_batch=SIZE; 0 = 1/64 of device memory */
+static int conf_flush_events;           /* cudafree_flush=event (default sync) */
+
+int gpp_flush_with_events(void)
+{
+    return conf_flush_events;
+}
 
 /* A byte count with an optional K/M/G/T suffix. */
 static int parse_bytes(const char *v, size_t n, size_t *out)
@@ -151,6 +157,13 @@ static void read_conf(void)
                     conf_free_mode = FREE_SYNC;
                 else
                     snprintf(err, sizeof err, "config: cudafree must be batch, stream or sync");
+            } else if (klen == 14 && !strncmp(p, "cudafree_flush", 14)) {
+                if (val && vlen == 5 && !strncmp(val, "event", 5))
+                    conf_flush_events = 1;
+                else if (val && vlen == 4 && !strncmp(val, "sync", 4))
+                    conf_flush_events = 0;
+                else
+                    snprintf(err, sizeof err, "config: cudafree_flush must be sync or event");
             } else if (klen == 14 && !strncmp(p, "cudafree_batch", 14)) {
                 if (!val || parse_bytes(val, vlen, &conf_batch_bytes))
                     snprintf(err, sizeof err, "config: cudafree_batch must be a size (e.g. 1G)");
@@ -172,7 +185,8 @@ static void read_conf(void)
     if (err[0]) {
         fprintf(stderr,
                 "gpool preload: bad GPOOL_CONF: %s (keys: disable, sync_free, cudafree, "
-                "cudafree_batch and gpool's); gpool is disabled, CUDA allocations pass through\n",
+                "cudafree_batch, cudafree_flush and gpool's); gpool is disabled, CUDA allocations "
+                "pass through\n",
                 err);
         return;
     }
@@ -405,6 +419,10 @@ static void load_driver(void)
     GPP_RESOLVE(cuCtxSetCurrent, "cuCtxSetCurrent", 12000, dflt);
     GPP_RESOLVE(cuStreamCreate, "cuStreamCreate", 12000, dflt);
     GPP_RESOLVE(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 12000, dflt);
+    GPP_RESOLVE(cuStreamDestroy, "cuStreamDestroy", 12000, dflt);
+    GPP_RESOLVE(cuEventQuery, "cuEventQuery", 12000, dflt);
+    GPP_RESOLVE(cuEventSynchronize, "cuEventSynchronize", 12000, dflt);
+    GPP_RESOLVE(cuEventDestroy, "cuEventDestroy", 12000, dflt);
     GPP_RESOLVE(cuCtxSynchronize, "cuCtxSynchronize", 12000, dflt);
     GPP_RESOLVE(cuDeviceGet, "cuDeviceGet", 12000, dflt);
     GPP_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, dflt);
@@ -536,6 +554,11 @@ static gpp_free_result free_result(gpool_status st)
 }
 
 /* Wait for all work of dev's context. */
+CUcontext gpp_device_context(int dev)
+{
+    return dev >= 0 && dev < GPP_MAX_DEVICES ? devices[dev].ctx : NULL;
+}
+
 void gpp_device_sync(int dev)
 {
     const gpp_real_driver *d = gpp_driver();
@@ -695,6 +718,7 @@ static const struct {
     {"cuCtxPopCurrent_v2", (void *)gpp_cuCtxPopCurrent_v2},
     {"cuStreamCreate", (void *)gpp_cuStreamCreate},
     {"cuStreamCreateWithPriority", (void *)gpp_cuStreamCreateWithPriority},
+    {"cuStreamDestroy_v2", (void *)gpp_cuStreamDestroy_v2},
 };
 
 void *gpp_hook_for_symbol(const char *name)
@@ -724,6 +748,7 @@ static const struct {
     {"cuCtxPopCurrent", 4000, (void *)gpp_cuCtxPopCurrent_v2, NULL},
     {"cuStreamCreate", 2000, (void *)gpp_cuStreamCreate, NULL},
     {"cuStreamCreateWithPriority", 5050, (void *)gpp_cuStreamCreateWithPriority, NULL},
+    {"cuStreamDestroy", 4000, (void *)gpp_cuStreamDestroy_v2, NULL},
     {"cuGetProcAddress", 12000, (void *)gpp_cuGetProcAddress_v2, NULL},
     {"cuGetProcAddress", 11030, (void *)gpp_cuGetProcAddress_v1, NULL},
 };

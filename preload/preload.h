@@ -41,6 +41,10 @@ typedef struct gpp_real_driver {
     PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
     PFN_cuStreamCreate_v2000 cuStreamCreate;
     PFN_cuStreamCreateWithPriority_v5050 cuStreamCreateWithPriority; /* may be NULL */
+    PFN_cuStreamDestroy_v4000 cuStreamDestroy;
+    PFN_cuEventQuery_v2000 cuEventQuery;
+    PFN_cuEventSynchronize_v2000 cuEventSynchronize;
+    PFN_cuEventDestroy_v4000 cuEventDestroy;
     PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
     PFN_cuDeviceGet_v2000 cuDeviceGet;
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
@@ -128,6 +132,16 @@ CUresult gpp_cuStreamCreate(CUstream *ph, unsigned int flags);
 CUresult gpp_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority);
 /* Non-blocking streams created so far (0: every stream waits for the legacy stream). */
 int gpp_nonblocking_streams(void);
+CUresult gpp_cuStreamDestroy_v2(CUstream s);
+/* cudafree_flush=event: a flush records events instead of synchronizing (see
+ * preload_streams.c); 0 for the default, one cuCtxSynchronize per device. */
+int gpp_flush_with_events(void);
+/* Event flush of dev: record an event on the legacy stream and on every live non-blocking
+ * stream of dev (plus those recorded when such a stream was destroyed); up to max events in
+ * out, how many. */
+size_t gpp_record_flush_events(int dev, CUevent *out, size_t max);
+/* The primary context of dev the interposer retained (NULL before its pool exists). */
+CUcontext gpp_device_context(int dev);
 
 /* cudaFree/cuMemFree in batch mode (preload_batch.c): queue p, a live block of size bytes of
  * dev's pool. The calling thread's batch is flushed (one synchronize per device in it, then
@@ -150,11 +164,13 @@ size_t gpp_pending_bytes(int dev);
 
 /* The batch's counters since start (all threads), exported for the benchmarks. */
 typedef struct gpool_preload_batch_stats {
-    unsigned long long frees;       /* cudaFree/cuMemFree calls queued in a batch */
-    unsigned long long flushes;     /* flushes (each: one synchronize per device in it) */
-    unsigned long long syncs;       /* device synchronizes made by flushes */
-    unsigned long long peak_bytes;  /* most bytes one thread's batch held */
-    unsigned long long limit_bytes; /* the batch limit of device 0 */
+    unsigned long long frees;              /* cudaFree/cuMemFree calls queued in a batch */
+    unsigned long long flushes;            /* flushes (each: one synchronize per device in it) */
+    unsigned long long syncs;              /* device synchronizes made by flushes */
+    unsigned long long peak_bytes;         /* most bytes one thread's batch held */
+    unsigned long long limit_bytes;        /* the batch limit of device 0 */
+    unsigned long long events;             /* events recorded by flushes (cudafree_flush=event) */
+    unsigned long long peak_waiting_bytes; /* most bytes flushed but waiting on events */
 } gpool_preload_batch_stats;
 __attribute__((visibility("default"))) void
 gpool_preload_batch_stats_get(gpool_preload_batch_stats *out);

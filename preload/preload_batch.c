@@ -46,6 +46,96 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 /* counters of batches whose threads have exited */
 static unsigned long long gone_frees, gone_flushes, gone_syncs, gone_peak;
 
+/* cudafree_flush=event: flushed blocks waiting for their flush's events, oldest first */
+#define GPP_MAX_FLUSH_EVENTS 64
+typedef struct waiting_group {
+    pending_free *e;
+    size_t n;
+    CUevent ev[GPP_MAX_FLUSH_EVENTS];
+    size_t nev;
+    size_t bytes[GPP_MAX_DEVICES];
+    struct waiting_group *next;
+} waiting_group;
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+static waiting_group *waiting, **waiting_tail = &waiting;
+static size_t waiting_bytes[GPP_MAX_DEVICES], waiting_total, peak_waiting;
+static unsigned long long events_recorded;
+
+/* Give back the blocks of every group whose events completed (wait: wait for them). How many
+ * blocks went back. */
+static size_t reap(int wait)
+{
+    const gpp_real_driver *d = gpp_driver();
+    size_t freed = 0;
+    pthread_mutex_lock(&wait_lock);
+    for (waiting_group **gp = &waiting; *gp;) {
+        waiting_group *g = *gp;
+        int done = 1;
+        for (size_t i = 0; done && i < g->nev; i++)
+            done = (wait ? d->cuEventSynchronize(g->ev[i]) : d->cuEventQuery(g->ev[i])) ==
+                   CUDA_SUCCESS;
+        if (!done) {
+            gp = &g->next;
+            continue;
+        }
+        for (size_t i = 0; i < g->nev; i++)
+            d->cuEventDestroy(g->ev[i]);
+        for (size_t i = 0; i < g->n; i++)
+            gpool_free(gpp_pool_peek(g->e[i].dev), g->e[i].p);
+        for (int k = 0; k < GPP_MAX_DEVICES; k++) {
+            waiting_bytes[k] -= g->bytes[k];
+            waiting_total -= g->bytes[k];
+        }
+        freed += g->n;
+        *gp = g->next;
+        if (!*gp) waiting_tail = gp;
+        free(g->e);
+        free(g);
+    }
+    pthread_mutex_unlock(&wait_lock);
+    return freed;
+}
+
+/* Event flush of list (see preload_streams.c): record the events, queue the blocks until they
+ * complete. 0 when queued (list is copied); -1 when the caller must synchronize instead. */
+static int flush_with_events(const pending_free *list, size_t n, const size_t *bytes)
+{
+    const gpp_real_driver *d = gpp_driver();
+    waiting_group *g = calloc(1, sizeof *g);
+    pending_free *copy = g ? malloc(n * sizeof *copy) : NULL;
+    int ok = d && d->cuEventQuery && d->cuEventSynchronize && copy;
+    for (int k = 0; ok && k < GPP_MAX_DEVICES; k++) {
+        if (!bytes[k]) continue;
+        size_t got = gpp_record_flush_events(k, g->ev + g->nev, GPP_MAX_FLUSH_EVENTS - g->nev);
+        if (got == (size_t)-1)
+            ok = 0;
+        else
+            g->nev += got;
+    }
+    if (!ok) {
+        for (size_t i = 0; g && i < g->nev; i++)
+            d->cuEventDestroy(g->ev[i]);
+        free(copy);
+        free(g);
+        return -1;
+    }
+    memcpy(copy, list, n * sizeof *copy);
+    g->e = copy;
+    g->n = n;
+    memcpy(g->bytes, bytes, sizeof g->bytes);
+    pthread_mutex_lock(&wait_lock);
+    *waiting_tail = g;
+    waiting_tail = &g->next;
+    for (int k = 0; k < GPP_MAX_DEVICES; k++) {
+        waiting_bytes[k] += bytes[k];
+        waiting_total += bytes[k];
+    }
+    if (waiting_total > peak_waiting) peak_waiting = waiting_total;
+    events_recorded += g->nev;
+    pthread_mutex_unlock(&wait_lock);
+    return 0;
+}
+
 static void batch_lock(gpp_batch *b)
 {
     while (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))
@@ -62,6 +152,10 @@ static void batch_unlock(gpp_batch *b)
  * synchronizes. The caller owns list (taken out of a batch). */
 static unsigned drain(pending_free *list, size_t n, const size_t *bytes)
 {
+    if (gpp_flush_with_events() && flush_with_events(list, n, bytes) == 0) {
+        reap(0); /* earlier flushes whose work is done */
+        return 0;
+    }
     unsigned syncs = 0;
     for (int d = 0; d < GPP_MAX_DEVICES; d++)
         if (bytes[d]) {
@@ -177,6 +271,7 @@ size_t gpp_batch_flush_all(void)
     for (gpp_batch *b = all_batches; b; b = b->next)
         n += batch_flush(b);
     pthread_mutex_unlock(&registry_lock);
+    if (gpp_flush_with_events()) n += reap(1); /* memory is short: wait for the events */
     return n;
 }
 
@@ -191,6 +286,9 @@ size_t gpp_pending_bytes(int dev)
         batch_unlock(b);
     }
     pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_lock(&wait_lock);
+    total += waiting_bytes[dev];
+    pthread_mutex_unlock(&wait_lock);
     return total;
 }
 
@@ -212,4 +310,8 @@ void gpool_preload_batch_stats_get(gpool_preload_batch_stats *out)
     }
     pthread_mutex_unlock(&registry_lock);
     out->limit_bytes = gpp_batch_limit(0);
+    pthread_mutex_lock(&wait_lock);
+    out->events = events_recorded;
+    out->peak_waiting_bytes = peak_waiting;
+    pthread_mutex_unlock(&wait_lock);
 }

@@ -205,6 +205,21 @@ Test(preload, cached_pairs_make_no_driver_call_and_follow_context_switches)
     cr_assert_eq(field(&pre, "driver_calls"), 0, "%s", pre.out);
 }
 
+/* cudafree_flush=event: a flush records events (legacy stream + the non-blocking stream)
+ * instead of synchronizing; the only synchronize is the one when the stream appeared. */
+Test(preload, cudafree_flush_event_records_events_instead_of_synchronizing)
+{
+    static struct run sync, event;
+    run_expect(&sync, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
+    run_expect(&event, "runtime_prog", "serve nb", 1,
+               "GPOOL_CONF=cudafree_batch=8M,cudafree_flush=event", 0);
+    cr_assert_gt(field(&sync, "cuCtxSynchronize"), 2, "%s", sync.out);
+    cr_assert_eq(field(&event, "cuCtxSynchronize"), 1, "%s", event.out);
+    cr_assert_geq(field(&event, "cuEventRecord"), 2 * (field(&sync, "cuCtxSynchronize") - 1),
+                  "two events per flush:\n%s\n%s", sync.out, event.out);
+    cr_assert_eq(field(&event, "standin"), 0, "%s", event.out);
+}
+
 Test(preload, bad_cudafree_mode_disables_the_interposer)
 {
     static struct run pre;

@@ -15,9 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct batch_stats {
-    unsigned long long frees, flushes, syncs, peak_bytes, limit_bytes;
+    unsigned long long frees, flushes, syncs, peak_bytes, limit_bytes, events, peak_waiting;
 } batch_stats; /* gpool_preload_batch_stats (preload/preload.h) */
 
 typedef int (*rt_malloc_fn)(void **, size_t);
@@ -80,7 +81,7 @@ int main(int argc, char **argv)
     vals = calloc(mask + 1, sizeof *vals);
     if (!keys || !vals) return 1;
     char line[512];
-    unsigned long long allocs = 0, frees = 0, failed = 0;
+    unsigned long long allocs = 0, frees = 0, failed = 0, free_ns = 0;
     int made_stream = !nb;
     while (fgets(line, sizeof line, f)) {
         char action[32];
@@ -108,7 +109,13 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(action, "free")) {
             void *p = take(ptr);
-            if (p && cfree(p) == 0) frees++;
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            int ok = p && cfree(p) == 0;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            free_ns += (unsigned long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+                                            (t1.tv_nsec - t0.tv_nsec));
+            if (ok) frees++;
         }
     }
     fclose(f);
@@ -117,8 +124,9 @@ int main(int argc, char **argv)
     const char *base = strrchr(path, '/');
     printf("trace=%s nonblocking_stream=%d allocs=%llu frees=%llu failed=%llu batched=%llu "
            "flushes=%llu syncs=%llu flushes_per_1000_frees=%.3f peak_batch_bytes=%llu "
-           "limit_bytes=%llu\n",
+           "limit_bytes=%llu events=%llu peak_waiting_bytes=%llu cudaFree_ns=%.1f\n",
            base ? base + 1 : path, nb, allocs, frees, failed, b.frees, b.flushes, b.syncs,
-           frees ? 1000.0 * (double)b.flushes / (double)frees : 0.0, b.peak_bytes, b.limit_bytes);
+           frees ? 1000.0 * (double)b.flushes / (double)frees : 0.0, b.peak_bytes, b.limit_bytes,
+           b.events, b.peak_waiting, frees ? (double)free_ns / (double)frees : 0.0);
     return 0;
 }

@@ -60,7 +60,7 @@ static int reuse(void)
 }
 
 typedef struct batch_stats {
-    unsigned long long frees, flushes, syncs, peak_bytes, limit_bytes;
+    unsigned long long frees, flushes, syncs, peak_bytes, limit_bytes, events, peak_waiting;
 } batch_stats; /* gpool_preload_batch_stats (preload/preload.h) */
 
 static void *thread_pairs(void *arg)
