@@ -59,4 +59,10 @@ bench-dropin-batch: $(DROPIN_REPLAY) $(BUILD)/libgpool_preload.so $(SIMLIB)
 	  env -u GPOOL_CONF GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_SIM_MEMORY=64G \
 	  LD_PRELOAD=$(abspath $(BUILD))/libgpool_preload.so $(DROPIN_REPLAY) $$nb $$t || exit 1; \
 	done; done
+	@echo "== the same, 8 GiB device, flush by synchronize / by events, GPU lagging (--busy)"
+	@for t in $(wildcard bench/traces/*.csv); do for f in sync event; do \
+	  env GPOOL_CONF=cudafree_flush=$$f GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_SIM_MEMORY=8G \
+	  LD_PRELOAD=$(abspath $(BUILD))/libgpool_preload.so $(DROPIN_REPLAY) --nb --busy $$t \
+	  | sed "s/^/cudafree_flush=$$f /" || exit 1; \
+	done; done
 bench: bench-dropin-batch

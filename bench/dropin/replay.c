@@ -3,11 +3,15 @@
  * interposer's cudaFree batch did: how many flushes (one synchronize each) per 1,000 frees,
  * and the most bytes the batch held.
  *
- *   dropin_replay [--nb] TRACE.csv
+ *   dropin_replay [--nb [--busy]] TRACE.csv
  *
  * --nb creates a non-blocking stream first (after the first allocation), as PyTorch does for
  * its side streams: only then does cudaFree go through the batch (preload/preload_streams.c).
- * Every operation goes to the legacy stream. Prints one line of key=value pairs, or "error=..."
+ * --busy (simulated driver only) models a GPU that lags behind: the non-blocking stream is held
+ * (gpoolsim_stream_hold) and each new block gets a 1-byte cuMemsetD8Async on it, so a
+ * synchronize has to wait for that work (gpoolsim_forced_syncs counts those waits: on a GPU,
+ * each is the CPU stalled until the queue drains). Every other operation goes to the legacy
+ * stream. Prints one line of key=value pairs, or "error=..."
  * and exits 1. Not linked with gpool. */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -56,6 +60,10 @@ static void *take(uint64_t k)
 int main(int argc, char **argv)
 {
     int nb = argc > 2 && !strcmp(argv[1], "--nb");
+    int busy = nb && argc > 3 && !strcmp(argv[2], "--busy");
+    CUstream nbs = NULL;
+    CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream) = NULL;
+    unsigned long (*forced)(void) = NULL;
     const char *path = argv[argc - 1];
     if (argc < 2) {
         fprintf(stderr, "usage: dropin_replay [--nb] TRACE.csv\n");
@@ -95,17 +103,27 @@ int main(int argc, char **argv)
             }
             put(ptr, p);
             allocs++;
+            if (memset_async) memset_async((CUdeviceptr)(uintptr_t)p, 0, 1, nbs);
             if (!made_stream) {
                 const char *lib = getenv("GPOOL_LIBCUDA");
                 void *h = dlopen(lib && *lib ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
                 CUresult (*create)(CUstream *, unsigned) = NULL;
                 if (h) *(void **)&create = dlsym(h, "cuStreamCreate");
-                CUstream s;
-                if (!create || create(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+                if (!create || create(&nbs, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
                     printf("error=cannot create a non-blocking stream\n");
                     return 1;
                 }
                 made_stream = 1;
+                int (*hold)(CUstream) = NULL;
+                if (busy && h) {
+                    *(void **)&hold = dlsym(h, "gpoolsim_stream_hold");
+                    *(void **)&memset_async = dlsym(h, "cuMemsetD8Async");
+                    *(void **)&forced = dlsym(h, "gpoolsim_forced_syncs");
+                }
+                if (busy && (!hold || !memset_async || !forced || hold(nbs) != 0)) {
+                    printf("error=--busy needs the simulated driver\n");
+                    return 1;
+                }
             }
         } else if (!strcmp(action, "free")) {
             void *p = take(ptr);
@@ -124,9 +142,11 @@ int main(int argc, char **argv)
     const char *base = strrchr(path, '/');
     printf("trace=%s nonblocking_stream=%d allocs=%llu frees=%llu failed=%llu batched=%llu "
            "flushes=%llu syncs=%llu flushes_per_1000_frees=%.3f peak_batch_bytes=%llu "
-           "limit_bytes=%llu events=%llu peak_waiting_bytes=%llu cudaFree_ns=%.1f\n",
-           base ? base + 1 : path, nb, allocs, frees, failed, b.frees, b.flushes, b.syncs,
+           "limit_bytes=%llu events=%llu peak_waiting_bytes=%llu cudaFree_ns=%.1f "
+           "forced_waits=%lu\n",
+           base ? base + 1 : path, nb + busy, allocs, frees, failed, b.frees, b.flushes, b.syncs,
            frees ? 1000.0 * (double)b.flushes / (double)frees : 0.0, b.peak_bytes, b.limit_bytes,
-           b.events, b.peak_waiting, frees ? (double)free_ns / (double)frees : 0.0);
+           b.events, b.peak_waiting, frees ? (double)free_ns / (double)frees : 0.0,
+           forced ? forced() : 0ul);
     return 0;
 }
