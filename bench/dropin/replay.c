@@ -140,11 +140,11 @@ int main(int argc, char **argv)
     batch_stats b;
     stats(&b);
     const char *base = strrchr(path, '/');
-    printf("trace=%s nonblocking_stream=%d allocs=%llu frees=%llu failed=%llu batched=%llu "
+    printf("trace=%s nonblocking_stream=%d busy=%d allocs=%llu frees=%llu failed=%llu batched=%llu "
            "flushes=%llu syncs=%llu flushes_per_1000_frees=%.3f peak_batch_bytes=%llu "
            "limit_bytes=%llu events=%llu peak_waiting_bytes=%llu cudaFree_ns=%.1f "
            "forced_waits=%lu\n",
-           base ? base + 1 : path, nb + busy, allocs, frees, failed, b.frees, b.flushes, b.syncs,
+           base ? base + 1 : path, nb, busy, allocs, frees, failed, b.frees, b.flushes, b.syncs,
            frees ? 1000.0 * (double)b.flushes / (double)frees : 0.0, b.peak_bytes, b.limit_bytes,
            b.events, b.peak_waiting, frees ? (double)free_ns / (double)frees : 0.0,
            forced ? forced() : 0ul);
