@@ -462,6 +462,27 @@ int bench_scale_run(const bench_device *dev, bench_scale_row *rows, size_t n, ch
  * "import"): runs tools/snapshot_import.py; returns the exit status when it cannot. */
 int bench_import_main(int argc, char **argv);
 
+/* ---- dropin.c: the pair through libgpool_preload.so (hotpath --dropin) --------------------- */
+
+typedef struct bench_dropin_row {
+    uint64_t size, live; /* block size, live blocks held */
+    double library_ns;   /* gpool_alloc+gpool_free, in this process */
+    double runtime_ns;   /* cudaMalloc+cudaFree through the interposer (client process) */
+    double driver_ns;    /* cuMemAlloc_v2+cuMemFree_v2 through the interposer */
+    double batch_ns;     /* cudaMalloc+cudaFree once a non-blocking stream exists (batch) */
+    double ratio;        /* max(runtime_ns, driver_ns) / library_ns */
+} bench_dropin_row;
+
+/* The sizes and heaps the benchmark runs; returns the number of rows. */
+size_t bench_dropin_default_rows(const uint64_t **sizes, size_t *n_sizes, const uint64_t **heaps,
+                                 size_t *n_heaps);
+/* One row: best of `rounds` rounds of `pairs` pairs (an eighth of them for blocks over
+ * 64 KiB). Needs build/bench/dropin_client and build/libgpool_preload.so next to gpool-bench.
+ * 0; 1 with err when the live blocks do not fit on the device (the row is skipped); -1 with
+ * err on failure. */
+int bench_dropin_run(const bench_device *dev, uint64_t size, uint64_t live, uint64_t pairs,
+                     unsigned rounds, bench_dropin_row *row, char *err, size_t errlen);
+
 /* ---- report.c ----------------------------------------------------------------------------- */
 
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,

@@ -21,7 +21,7 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(BENCH_LIB) $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS) -lcriterion
 
-bench: $(BUILD)/gpool-bench $(SIMLIB)
+bench: $(BUILD)/gpool-bench $(SIMLIB) $(BUILD)/bench/dropin_client $(BUILD)/libgpool_preload.so
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench scale
@@ -30,6 +30,8 @@ bench: $(BUILD)/gpool-bench $(SIMLIB)
 	  GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) \
 	    --streams $$v --lag $(BENCH_LAG) $(BENCH_ARGS) || exit 1; \
 	done
+	@echo "== gpool-bench hotpath --dropin (the pair through libgpool_preload.so)"
+	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench hotpath --dropin
 
 # The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace.
 .PHONY: fit-check
@@ -42,3 +44,34 @@ test: fit-check
 
 # keep the bench test objects (they are intermediate files of the pattern rule above)
 .SECONDARY: $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(wildcard tests/test_bench_*.c))
+
+# The client `gpool-bench hotpath --dropin` runs under LD_PRELOAD=libgpool_preload.so (it is not
+# linked with gpool: it reaches cudaMalloc and cuMemAlloc_v2 through dlsym, as frameworks do).
+DROPIN_CLIENT := $(BUILD)/bench/dropin_client
+$(DROPIN_CLIENT): $(BUILD)/obj/bench/dropin/client.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(LDFLAGS) -ldl
+all: $(DROPIN_CLIENT)
+
+# Replays a trace through cudaMalloc/cudaFree under the interposer and prints what its cudaFree
+# batch did (flushes per 1,000 frees, bytes held at peak): make bench-dropin-batch.
+DROPIN_REPLAY := $(BUILD)/bench/dropin_replay
+$(DROPIN_REPLAY): $(BUILD)/obj/bench/dropin/replay.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(LDFLAGS) -ldl
+all: $(DROPIN_REPLAY)
+
+.PHONY: bench-dropin-batch
+bench-dropin-batch: $(DROPIN_REPLAY) $(BUILD)/libgpool_preload.so $(SIMLIB)
+	@echo "== cudaFree batch on the shipped traces through libgpool_preload.so (simulated)"
+	@for t in $(wildcard bench/traces/*.csv); do for nb in "" --nb; do \
+	  env -u GPOOL_CONF GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_SIM_MEMORY=64G \
+	  LD_PRELOAD=$(abspath $(BUILD))/libgpool_preload.so $(DROPIN_REPLAY) $$nb $$t || exit 1; \
+	done; done
+	@echo "== the same, 8 GiB device, flush by synchronize / by events, GPU lagging (--busy)"
+	@for t in $(wildcard bench/traces/*.csv); do for f in sync event; do \
+	  env GPOOL_CONF=cudafree_flush=$$f GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_SIM_MEMORY=8G \
+	  LD_PRELOAD=$(abspath $(BUILD))/libgpool_preload.so $(DROPIN_REPLAY) --nb --busy $$t \
+	  | sed "s/^/cudafree_flush=$$f /" || exit 1; \
+	done; done
+bench: bench-dropin-batch

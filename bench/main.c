@@ -24,50 +24,56 @@ typedef struct cli {
     bench_workload_opts wl;
     uint64_t pairs;
     unsigned rounds;
-    unsigned streams;    /* 1 (as recorded), 2, 4 or BENCH_STREAMS_SIDE */
-    unsigned lag;        /* lagged completion in operations (0: at once) */
-    uint64_t max_blocks; /* scale: largest heap, in live large blocks */
+    unsigned streams;          /* 1 (as recorded), 2, 4 or BENCH_STREAMS_SIDE */
+    unsigned lag;              /* lagged completion in operations (0: at once) */
+    uint64_t max_blocks;       /* scale: largest heap, in live large blocks */
+    int dropin;                /* hotpath --dropin */
+    int pairs_set, rounds_set; /* given on the command line */
 } cli;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gpool-bench COMMAND [options]\n"
-            "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
-            "[--plot FILE.png]\n"
-            "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
-            "         [--passes N] (replay N times in one instance; drv calls of the last pass "
-            "shown)\n"
-            "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
-            "peak;\n"
-            "          with --stop-at-failure, at the failed allocation instead)\n"
-            "  fit TRACE --strategy S [--json]\n"
-            "  compare TRACE... [--strategy S]... [--json]\n"
-            "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
-            "trace)\n"
-            "  hotpath [--pairs N] [--rounds N] [--json]\n"
-            "  scale [--max-blocks N] [--json] (cost per operation at 10^2..N live blocks in a "
-            "fragmented heap,\n"
-            "         against jemalloc in the same run; default N 10^5 large, 10x that small)\n"
-            "  info [--json]\n"
-            "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
-            "  import SNAPSHOT.pickle -o TRACE.csv [--device N] (a PyTorch memory snapshot "
-            "to replay CSV)\n"
-            "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
-            "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
-            "--max-live SIZE\n"
-            "  train: --seed N --steps N --layers N      frame: --seed N --frames N\n"
-            "  --save-trace FILE writes the (generated) trace as CSV\n"
-            "  --streams 1|2|4|side  replay a multi-stream variant of each trace (bursts on 2 or 4 "
-            "streams,\n"
-            "         or inputs on a side stream freed on the main one); --lag N: work on each "
-            "stream\n"
-            "         completes only every N operations (simulated held completion)\n"
-            "common: --device auto|sim|N (default auto: a real GPU if present, else the "
-            "simulated driver)\n"
-            "strategies: %s\n"
-            "sizes take K/M/G/T suffixes (binary)\n",
-            bench_strategy_names());
+    fprintf(
+        f,
+        "usage: gpool-bench COMMAND [options]\n"
+        "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
+        "[--plot FILE.png]\n"
+        "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
+        "         [--passes N] (replay N times in one instance; drv calls of the last pass "
+        "shown)\n"
+        "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
+        "peak;\n"
+        "          with --stop-at-failure, at the failed allocation instead)\n"
+        "  fit TRACE --strategy S [--json]\n"
+        "  compare TRACE... [--strategy S]... [--json]\n"
+        "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
+        "trace)\n"
+        "  hotpath [--pairs N] [--rounds N] [--json]\n"
+        "         [--dropin] (the pair through libgpool_preload.so, cudaMalloc and cuMemAlloc,\n"
+        "          at 10..100,000 live blocks of 512 B, 4 KiB, 1 MiB, next to gpool's own;\n"
+        "          defaults --pairs 50000 --rounds 20)\n"
+        "  scale [--max-blocks N] [--json] (cost per operation at 10^2..N live blocks in a "
+        "fragmented heap,\n"
+        "         against jemalloc in the same run; default N 10^5 large, 10x that small)\n"
+        "  info [--json]\n"
+        "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
+        "  import SNAPSHOT.pickle -o TRACE.csv [--device N] (a PyTorch memory snapshot "
+        "to replay CSV)\n"
+        "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
+        "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
+        "--max-live SIZE\n"
+        "  train: --seed N --steps N --layers N      frame: --seed N --frames N\n"
+        "  --save-trace FILE writes the (generated) trace as CSV\n"
+        "  --streams 1|2|4|side  replay a multi-stream variant of each trace (bursts on 2 or 4 "
+        "streams,\n"
+        "         or inputs on a side stream freed on the main one); --lag N: work on each "
+        "stream\n"
+        "         completes only every N operations (simulated held completion)\n"
+        "common: --device auto|sim|N (default auto: a real GPU if present, else the "
+        "simulated driver)\n"
+        "strategies: %s\n"
+        "sizes take K/M/G/T suffixes (binary)\n",
+        bench_strategy_names());
 }
 
 static int parse_count(const char *opt, const char *s, uint64_t *out)
@@ -112,7 +118,8 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_REQUIRE_GOAL,
         O_STREAMS,
         O_LAG,
-        O_MAX_BLOCKS
+        O_MAX_BLOCKS,
+        O_DROPIN
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -140,6 +147,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"streams", required_argument, NULL, O_STREAMS},
                                          {"lag", required_argument, NULL, O_LAG},
                                          {"max-blocks", required_argument, NULL, O_MAX_BLOCKS},
+                                         {"dropin", no_argument, NULL, O_DROPIN},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -256,10 +264,15 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_PAIRS:
             if (parse_count("--pairs", optarg, &c->pairs)) return -1;
+            c->pairs_set = 1;
             break;
         case O_ROUNDS:
             if (parse_count("--rounds", optarg, &v) || v == 0) return -1;
             c->rounds = (unsigned)v;
+            c->rounds_set = 1;
+            break;
+        case O_DROPIN:
+            c->dropin = 1;
             break;
         default:
             fprintf(stderr, "gpool-bench: unknown or incomplete option \"%s\"\n", argv[optind - 1]);
@@ -676,8 +689,87 @@ out:
     return failed;
 }
 
+/* hotpath --dropin: one row per (heap, block size), printed as it is measured. */
+static int cmd_hotpath_dropin(cli *c, const bench_device *dev)
+{
+    const uint64_t *sizes, *heaps;
+    size_t n_sizes, n_heaps;
+    bench_dropin_default_rows(&sizes, &n_sizes, &heaps, &n_heaps);
+    const double goal = 4.0;
+    int all_met = 1;
+    /* many short rounds, best of each: on a shared machine the minimum is the stable figure */
+    uint64_t pairs = c->pairs_set && c->pairs ? c->pairs : 50000;
+    unsigned rounds = c->rounds_set ? c->rounds : 20;
+    if (c->json) {
+        printf("{\"command\":\"hotpath\",\"dropin\":true,\"device\":");
+        bench_json_string(stdout, dev->name);
+        printf(",\"simulated\":%s,\"pairs\":%llu,\"rounds\":%u,\"goal\":%.1f,\"rows\":[",
+               dev->simulated ? "true" : "false", (unsigned long long)pairs, rounds, goal);
+    } else {
+        printf("hotpath --dropin (device: %s%s): alloc+free pair of a cached block, best of %u "
+               "rounds of %llu pairs (1/8 of them for 1 MiB)\n",
+               dev->name, dev->simulated ? ", figures on the simulated driver" : "", rounds,
+               (unsigned long long)pairs);
+        printf("interposed pairs run in a client under LD_PRELOAD=libgpool_preload.so, default "
+               "configuration; 'batch' = cudaFree once a non-blocking stream exists\n");
+        printf("%8s %8s %12s %12s %12s %12s %8s\n", "live", "size", "gpool ns", "cudaMalloc",
+               "cuMemAlloc", "batch", "ratio");
+    }
+    int first = 1;
+    for (size_t h = 0; h < n_heaps; h++)
+        for (size_t z = 0; z < n_sizes; z++) {
+            bench_dropin_row r;
+            char err[512];
+            int rc = bench_dropin_run(dev, sizes[z], heaps[h], pairs, rounds, &r, err, sizeof err);
+            if (rc < 0) {
+                fprintf(stderr, "gpool-bench: hotpath --dropin: %s\n", err);
+                if (c->json) printf("]}\n");
+                return 1;
+            }
+            if (rc > 0) { /* the heap does not fit on this device */
+                if (c->json) {
+                    printf("%s{\"live\":%llu,\"size\":%llu,\"skipped\":", first ? "" : ",",
+                           (unsigned long long)heaps[h], (unsigned long long)sizes[z]);
+                    bench_json_string(stdout, err);
+                    printf("}");
+                } else {
+                    printf("%8llu %8s skipped: %s\n", (unsigned long long)heaps[h],
+                           sizes[z] >= BENCH_MIB ? "1 MiB"
+                           : sizes[z] >= 4096    ? "4 KiB"
+                                                 : "512 B",
+                           err);
+                }
+                first = 0;
+                continue;
+            }
+            int met = r.ratio <= goal;
+            all_met &= met;
+            char sz[32];
+            bench_size_text(sz, sizeof sz, r.size);
+            if (c->json) {
+                printf("%s{\"live\":%llu,\"size\":%llu,\"library_ns\":%.2f,\"cudaMalloc_ns\":%.2f,"
+                       "\"cuMemAlloc_ns\":%.2f,\"batch_ns\":%.2f,\"ratio\":%.3f,\"goal_met\":%s}",
+                       first ? "" : ",", (unsigned long long)r.live, (unsigned long long)r.size,
+                       r.library_ns, r.runtime_ns, r.driver_ns, r.batch_ns, r.ratio,
+                       met ? "true" : "false");
+            } else {
+                printf("%8llu %8s %12.2f %12.2f %12.2f %12.2f %7.2fx\n", (unsigned long long)r.live,
+                       sz, r.library_ns, r.runtime_ns, r.driver_ns, r.batch_ns, r.ratio);
+            }
+            fflush(stdout);
+            first = 0;
+        }
+    if (c->json)
+        printf("],\"goal_met\":%s}\n", all_met ? "true" : "false");
+    else
+        printf("max(cudaMalloc, cuMemAlloc) / gpool pair (goal <= %.0fx at every row): %s\n", goal,
+               all_met ? "met" : "NOT met");
+    return 0;
+}
+
 static int cmd_hotpath(cli *c, const bench_device *dev)
 {
+    if (c->dropin) return cmd_hotpath_dropin(c, dev);
     bench_hotpath h;
     char err[300];
     if (bench_hotpath_run(dev, c->pairs, c->rounds, &h, err, sizeof err) != 0) {

@@ -565,6 +565,20 @@ GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
  */
 GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
 
+/**
+ * The size of the live device block that starts at ptr (as gpool_block_info()'s size field),
+ * without taking the pool's lock for small blocks: as cheap as gpool_free()'s own lookup.
+ *
+ * @param pool the pool.
+ * @param ptr  the block's address as gpool_alloc() returned it.
+ * @param[out] size receives the block's size in bytes.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or size is NULL.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not the start of a live device block of this pool.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size);
+
 #ifdef __cplusplus
 }
 #endif

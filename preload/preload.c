@@ -19,11 +19,14 @@
  * cudaFree / cuMemFree semantics. The real calls synchronize the device, so memory they free
  * can be handed out again at once, whichever stream used it. We do not synchronize per free.
  * GPOOL_CONF's cudafree key chooses how a block freed by cudaFree/cuMemFree becomes reusable:
- *   batch (default): the block joins a pending batch; when the batch holds cudafree_batch bytes
- *     (default: 1/64 of the device's memory, at least 64 MiB), or an allocation finds no memory, one
- *     cuCtxSynchronize covers the whole batch and its blocks go back to the pool. Safe for work
- *     on any stream, blocking or not (PyTorch's side streams are non-blocking), at the cost of
- *     one synchronize per batch instead of one per free.
+ *   batch (default): while the process has no non-blocking stream, as stream below (exact
+ *     then: every stream waits for the legacy one; see preload_streams.c). Once one exists,
+ *     the block joins the calling thread's batch (preload_batch.c); when that batch holds
+ *     cudafree_batch bytes of a device (default: 1/64 of the device's memory, at least
+ *     64 MiB), when the thread exits, or when an allocation finds no memory, one
+ *     cuCtxSynchronize per device covers the whole batch and its blocks go back to the pool.
+ *     Safe for work on any stream, blocking or not (PyTorch's side streams are non-blocking),
+ *     at the cost of one synchronize per batch instead of one per free.
  *   stream: the block is freed at once, ordered on the legacy default stream. That is safe for
  *     work on the legacy stream and on every *blocking* stream (the legacy stream waits for
  *     earlier work on blocking streams, and later work on them waits for it), and makes no
@@ -36,8 +39,6 @@
  * driver may already have shut down (the simulator does so in its own destructor), and the OS
  * takes the memory back. */
 #include "preload.h"
-
-#include "ptrmap.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -55,6 +56,12 @@ static int conf_sync_free; /* sync_free=1: cuCtxSynchronize before each cudaFree
 enum { FREE_BATCH, FREE_STREAM, FREE_SYNC };
 static int conf_free_mode = FREE_BATCH; /* cudafree=batch|stream|sync */
 static size_t conf_batch_bytes;         /* cudafree_batch=SIZE; 0 = 1/64 of device memory */
+static int conf_flush_events;           /* cudafree_flush=event (default sync) */
+
+int gpp_flush_with_events(void)
+{
+    return conf_flush_events;
+}
 
 /* A byte count with an optional K/M/G/T suffix. */
 static int parse_bytes(const char *v, size_t n, size_t *out)
@@ -68,12 +75,26 @@ static int parse_bytes(const char *v, size_t n, size_t *out)
     if (end == buf) return -1;
     unsigned shift = 0;
     switch (*end) {
-    case 0: break;
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    case 'T': case 't': shift = 40; break;
-    default: return -1;
+    case 0:
+        break;
+    case 'K':
+    case 'k':
+        shift = 10;
+        break;
+    case 'M':
+    case 'm':
+        shift = 20;
+        break;
+    case 'G':
+    case 'g':
+        shift = 30;
+        break;
+    case 'T':
+    case 't':
+        shift = 40;
+        break;
+    default:
+        return -1;
     }
     if (*end && end[1]) return -1;
     if (shift && x > (~0ull >> shift)) return -1;
@@ -82,6 +103,9 @@ static int parse_bytes(const char *v, size_t n, size_t *out)
 }
 static gpool_config conf_pool;
 static atomic_int exiting;
+/* 1 while serving (conf_enabled and not exiting), 0 when not, -1 before read_conf ran: the
+ * one load the hooks' fast path makes. */
+static atomic_int serving = -1;
 
 /* A 0/1 value of an interposer key. */
 static int parse_bool(const char *v, size_t n, int *out)
@@ -133,6 +157,13 @@ static void read_conf(void)
                     conf_free_mode = FREE_SYNC;
                 else
                     snprintf(err, sizeof err, "config: cudafree must be batch, stream or sync");
+            } else if (klen == 14 && !strncmp(p, "cudafree_flush", 14)) {
+                if (val && vlen == 5 && !strncmp(val, "event", 5))
+                    conf_flush_events = 1;
+                else if (val && vlen == 4 && !strncmp(val, "sync", 4))
+                    conf_flush_events = 0;
+                else
+                    snprintf(err, sizeof err, "config: cudafree_flush must be sync or event");
             } else if (klen == 14 && !strncmp(p, "cudafree_batch", 14)) {
                 if (!val || parse_bytes(val, vlen, &conf_batch_bytes))
                     snprintf(err, sizeof err, "config: cudafree_batch must be a size (e.g. 1G)");
@@ -154,12 +185,15 @@ static void read_conf(void)
     if (err[0]) {
         fprintf(stderr,
                 "gpool preload: bad GPOOL_CONF: %s (keys: disable, sync_free, cudafree, "
-                "cudafree_batch and gpool's); gpool is disabled, CUDA allocations pass through\n",
+                "cudafree_batch, cudafree_flush and gpool's); gpool is disabled, CUDA allocations "
+                "pass through\n",
                 err);
         return;
     }
     if (conf_sync_free) conf_free_mode = FREE_SYNC;
     conf_enabled = !disable;
+    int expected = -1; /* unless exit() already started */
+    atomic_compare_exchange_strong(&serving, &expected, conf_enabled);
 }
 
 int gpp_exiting(void)
@@ -169,6 +203,8 @@ int gpp_exiting(void)
 
 int gpp_enabled(void)
 {
+    int s = atomic_load_explicit(&serving, memory_order_acquire);
+    if (__builtin_expect(s >= 0, 1)) return s;
     pthread_once(&conf_once, read_conf);
     return conf_enabled && !gpp_exiting();
 }
@@ -176,6 +212,7 @@ int gpp_enabled(void)
 static void mark_exiting(void)
 {
     atomic_store(&exiting, 1);
+    atomic_store(&serving, 0);
 }
 
 __attribute__((constructor)) static void preload_init(void)
@@ -379,21 +416,33 @@ static void load_driver(void)
     GPP_RESOLVE(cuCtxGetDevice, "cuCtxGetDevice", 12000, dflt);
     GPP_RESOLVE(cuCtxPushCurrent, "cuCtxPushCurrent", 12000, dflt);
     GPP_RESOLVE(cuCtxPopCurrent, "cuCtxPopCurrent", 12000, dflt);
+    GPP_RESOLVE(cuCtxSetCurrent, "cuCtxSetCurrent", 12000, dflt);
+    GPP_RESOLVE(cuStreamCreate, "cuStreamCreate", 12000, dflt);
+    GPP_RESOLVE(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 12000, dflt);
+    GPP_RESOLVE(cuStreamDestroy, "cuStreamDestroy", 12000, dflt);
+    GPP_RESOLVE(cuEventQuery, "cuEventQuery", 12000, dflt);
+    GPP_RESOLVE(cuEventSynchronize, "cuEventSynchronize", 12000, dflt);
+    GPP_RESOLVE(cuEventDestroy, "cuEventDestroy", 12000, dflt);
     GPP_RESOLVE(cuCtxSynchronize, "cuCtxSynchronize", 12000, dflt);
     GPP_RESOLVE(cuDeviceGet, "cuDeviceGet", 12000, dflt);
     GPP_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, dflt);
     GPP_RESOLVE(cuEventCreate, "cuEventCreate", 12000, dflt);
     GPP_RESOLVE(cuEventRecord, "cuEventRecord", 12000, dflt);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
-        d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSynchronize && d->cuDeviceGet &&
-        d->cuDevicePrimaryCtxRetain)
+        d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
+        d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)
         driver_ok = d;
 }
 #undef GPP_RESOLVE
 
+static _Atomic(const gpp_real_driver *) driver_loaded; /* driver_ok, once load_driver ran */
+
 const gpp_real_driver *gpp_driver(void)
 {
+    const gpp_real_driver *d = atomic_load_explicit(&driver_loaded, memory_order_acquire);
+    if (__builtin_expect(d != NULL, 1)) return d;
     pthread_once(&driver_once, load_driver);
+    if (driver_ok) atomic_store_explicit(&driver_loaded, driver_ok, memory_order_release);
     return driver_ok;
 }
 
@@ -401,8 +450,9 @@ const gpp_real_driver *gpp_driver(void)
 
 struct gpp_device {
     _Atomic(gpool_t *) pool;
-    atomic_int failed; /* gpool cannot serve this device: pass its calls through */
-    CUcontext ctx;     /* its primary context (retained, like gpool's) */
+    atomic_int failed;          /* gpool cannot serve this device: pass its calls through */
+    CUcontext ctx;              /* its primary context (retained, like gpool's) */
+    _Atomic size_t batch_limit; /* set with the pool, before the pool is published */
 };
 static struct gpp_device devices[GPP_MAX_DEVICES];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -424,6 +474,25 @@ static void open_context(const gpp_real_driver *d, int dev, struct gpp_device *g
     }
 }
 
+/* cudafree_batch=, else 1/64 of the device's memory and at least 64 MiB: the one
+ * cuMemGetInfo a pool's batch costs. */
+static size_t batch_limit_of(gpool_t *pool)
+{
+    if (conf_batch_bytes) return conf_batch_bytes;
+    size_t fr, total;
+    size_t floor = (size_t)64 << 20;
+    if (gpool_mem_get_info(pool, &fr, &total) == GPOOL_OK && total / 64 > floor) return total / 64;
+    return floor;
+}
+
+size_t gpp_batch_limit(int dev)
+{
+    size_t lim = dev >= 0 && dev < GPP_MAX_DEVICES
+                     ? atomic_load_explicit(&devices[dev].batch_limit, memory_order_relaxed)
+                     : 0;
+    return lim ? lim : (size_t)64 << 20;
+}
+
 gpool_t *gpp_pool(int dev)
 {
     gpool_t *pool = gpp_pool_peek(dev);
@@ -440,6 +509,7 @@ gpool_t *gpp_pool(int dev)
         gpool_status st = gpool_create(&cfg, &pool);
         if (st == GPOOL_OK) {
             open_context(d, dev, g);
+            atomic_store_explicit(&g->batch_limit, batch_limit_of(pool), memory_order_relaxed);
             atomic_store_explicit(&g->pool, pool, memory_order_release);
         } else {
             pool = NULL;
@@ -453,16 +523,6 @@ gpool_t *gpp_pool(int dev)
     return pool;
 }
 
-int gpp_current_device(void)
-{
-    const gpp_real_driver *d = gpp_driver();
-    CUcontext ctx = NULL;
-    CUdevice dev;
-    if (!d || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return -1;
-    if (d->cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
-    return (int)dev;
-}
-
 CUstream gpp_stream(CUstream s, int per_thread)
 {
     if (!s) return per_thread ? CU_STREAM_PER_THREAD : NULL;
@@ -471,14 +531,17 @@ CUstream gpp_stream(CUstream s, int per_thread)
 
 /* ---------------------------------------------------------------- alloc / free ------------ */
 
-static size_t batch_flush(void);
-
 gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
 {
     gpool_t *pool = gpp_pool(dev);
-    if (!pool) return GPOOL_ERR_NO_DRIVER;
-    gpool_status st = gpool_alloc_async(pool, size, NULL, stream, out);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && batch_flush()) /* the batch may hold what is missing */
+    if (__builtin_expect(!pool, 0)) return GPOOL_ERR_NO_DRIVER;
+    /* gpool_alloc's inline thread-cache path serves the default (legacy) stream */
+    gpool_status st = stream || conf_pool.default_stream
+                          ? gpool_alloc_async(pool, size, NULL, stream, out)
+                          : gpool_alloc(pool, size, NULL, out);
+    /* only once gpool found neither a cached block nor driver memory: the batches may hold
+     * what is missing */
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && gpp_batch_flush_all())
         st = gpool_alloc_async(pool, size, NULL, stream, out);
     return st;
 }
@@ -491,7 +554,12 @@ static gpp_free_result free_result(gpool_status st)
 }
 
 /* Wait for all work of dev's context. */
-static void device_sync(int dev)
+CUcontext gpp_device_context(int dev)
+{
+    return dev >= 0 && dev < GPP_MAX_DEVICES ? devices[dev].ctx : NULL;
+}
+
+void gpp_device_sync(int dev)
 {
     const gpp_real_driver *d = gpp_driver();
     struct gpp_device *g = &devices[dev];
@@ -508,93 +576,13 @@ static void device_sync(int dev)
  * this file): nothing to do in stream mode (legacy-stream order), a synchronize in sync mode. */
 static void legacy_barrier(int dev)
 {
-    if (conf_free_mode == FREE_SYNC) device_sync(dev);
+    if (conf_free_mode == FREE_SYNC) gpp_device_sync(dev);
 }
 
-/* ---- the pending batch of cudaFree'd blocks (cudafree=batch) ---- */
-
-typedef struct pending_free {
-    void *p;
-    int dev;
-} pending_free;
-static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
-static pending_free *batch;
-static size_t nbatch, cap_batch;
-static size_t batch_bytes[GPP_MAX_DEVICES];
-static gp_ptrmap batch_set; /* pointers in the batch: a second cudaFree is an error */
-
-static size_t batch_limit(int dev, gpool_t *pool)
+gpp_free_result gpp_free_now(void *p, int dev)
 {
-    if (conf_batch_bytes) return conf_batch_bytes;
-    size_t fr, total;
-    size_t floor = (size_t)64 << 20;
-    if (gpool_mem_get_info(pool, &fr, &total) == GPOOL_OK && total / 64 > floor) return total / 64;
-    return floor;
-}
-
-/* Synchronize every device with pending frees once, then give the whole batch back. */
-static size_t batch_flush(void)
-{
-    pthread_mutex_lock(&batch_lock);
-    pending_free *list = batch;
-    size_t n = nbatch;
-    batch = NULL;
-    nbatch = cap_batch = 0;
-    int devs[GPP_MAX_DEVICES] = {0};
-    for (size_t i = 0; i < n; i++) {
-        devs[list[i].dev] = 1;
-        gp_ptrmap_del(&batch_set, (uintptr_t)list[i].p);
-    }
-    for (int d = 0; d < GPP_MAX_DEVICES; d++) {
-        if (devs[d]) device_sync(d);
-        if (devs[d]) batch_bytes[d] = 0;
-    }
-    /* freed under the lock: a concurrent cudaFree of the same pointer must not slip between */
-    for (size_t i = 0; i < n; i++) gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
-    pthread_mutex_unlock(&batch_lock);
-    free(list);
-    return n;
-}
-
-/* cudaFree in batch mode: queue p (a block of pool/dev of size bytes). */
-static gpp_free_result batch_add(void *p, int dev, gpool_t *pool, size_t size)
-{
-    int flush = 0;
-    pthread_mutex_lock(&batch_lock);
-    if (gp_ptrmap_get(&batch_set, (uintptr_t)p)) { /* freed twice */
-        pthread_mutex_unlock(&batch_lock);
-        return GPP_NOT_OURS; /* the real cudaFree reports the invalid pointer */
-    }
-    if (nbatch == cap_batch) {
-        size_t cap = cap_batch ? cap_batch * 2 : 256;
-        pending_free *nb = realloc(batch, cap * sizeof *nb);
-        if (!nb) { /* no room to queue it: fall back to an exact synchronize */
-            pthread_mutex_unlock(&batch_lock);
-            device_sync(dev);
-            return free_result(gpool_free(pool, p));
-        }
-        batch = nb;
-        cap_batch = cap;
-    }
-    if (gp_ptrmap_put(&batch_set, (uintptr_t)p, p) != 0) {
-        pthread_mutex_unlock(&batch_lock);
-        device_sync(dev);
-        return free_result(gpool_free(pool, p));
-    }
-    batch[nbatch++] = (pending_free){p, dev};
-    batch_bytes[dev] += size;
-    flush = batch_bytes[dev] >= batch_limit(dev, pool);
-    pthread_mutex_unlock(&batch_lock);
-    if (flush) batch_flush();
-    return GPP_FREED;
-}
-
-size_t gpp_pending_bytes(int dev)
-{
-    pthread_mutex_lock(&batch_lock);
-    size_t n = dev >= 0 && dev < GPP_MAX_DEVICES ? batch_bytes[dev] : 0;
-    pthread_mutex_unlock(&batch_lock);
-    return n;
+    gpp_device_sync(dev);
+    return free_result(gpool_free(gpp_pool_peek(dev), p));
 }
 
 /* Whether one of our pools holds p (no driver call, no change). */
@@ -608,29 +596,32 @@ static int owned_anywhere(const void *p)
     return 0;
 }
 
-
 gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
 {
-    if (gpp_exiting()) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
+    if (__builtin_expect(gpp_exiting(), 0)) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
     int cur = gpp_current_device();
     if (cur < 0) cur = 0;
     /* The current device first, without a lookup: gpool_free_async changes nothing and says
      * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
     gpool_block_desc desc;
-    if (legacy && conf_free_mode == FREE_BATCH) {
+    /* batch mode with no non-blocking stream: the stream mode's free is exact (see
+     * preload_streams.c), and the block is reusable at once */
+    if (legacy && conf_free_mode == FREE_BATCH && gpp_nonblocking_streams()) {
+        /* the current device's pool first; gpool_block_size takes no lock for small blocks */
+        size_t size;
         for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
             if ((k && dev == cur) || !(pool = gpp_pool_peek(dev))) continue;
-            if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind != GPOOL_MEM_DEVICE ||
-                desc.device_ptr != (uint64_t)(uintptr_t)p)
-                continue;
-            return batch_add(p, dev, pool, desc.size);
+            if (gpool_block_size(pool, p, &size) == GPOOL_OK) return gpp_batch_add(p, dev, size);
         }
         return GPP_NOT_OURS;
     }
     if (pool) {
         if (legacy) legacy_barrier(cur);
-        gpp_free_result r = free_result(gpool_free_async(pool, p, stream));
+        /* gpool_free's inline thread-cache path serves the default (legacy) stream */
+        gpp_free_result r =
+            free_result(!stream && !conf_pool.default_stream ? gpool_free(pool, p)
+                                                             : gpool_free_async(pool, p, stream));
         if (r != GPP_NOT_OURS) return r;
     }
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
@@ -722,6 +713,12 @@ static const struct {
     {"cuMemAllocHost_v2", (void *)gpp_cuMemAllocHost_v2},
     {"cuMemFreeHost", (void *)gpp_cuMemFreeHost},
     {"cuMemGetInfo_v2", (void *)gpp_cuMemGetInfo_v2},
+    {"cuCtxSetCurrent", (void *)gpp_cuCtxSetCurrent},
+    {"cuCtxPushCurrent_v2", (void *)gpp_cuCtxPushCurrent_v2},
+    {"cuCtxPopCurrent_v2", (void *)gpp_cuCtxPopCurrent_v2},
+    {"cuStreamCreate", (void *)gpp_cuStreamCreate},
+    {"cuStreamCreateWithPriority", (void *)gpp_cuStreamCreateWithPriority},
+    {"cuStreamDestroy_v2", (void *)gpp_cuStreamDestroy_v2},
 };
 
 void *gpp_hook_for_symbol(const char *name)
@@ -746,6 +743,12 @@ static const struct {
     {"cuMemAllocHost", 3020, (void *)gpp_cuMemAllocHost_v2, NULL},
     {"cuMemFreeHost", 2000, (void *)gpp_cuMemFreeHost, NULL},
     {"cuMemGetInfo", 3020, (void *)gpp_cuMemGetInfo_v2, NULL},
+    {"cuCtxSetCurrent", 4000, (void *)gpp_cuCtxSetCurrent, NULL},
+    {"cuCtxPushCurrent", 4000, (void *)gpp_cuCtxPushCurrent_v2, NULL},
+    {"cuCtxPopCurrent", 4000, (void *)gpp_cuCtxPopCurrent_v2, NULL},
+    {"cuStreamCreate", 2000, (void *)gpp_cuStreamCreate, NULL},
+    {"cuStreamCreateWithPriority", 5050, (void *)gpp_cuStreamCreateWithPriority, NULL},
+    {"cuStreamDestroy", 4000, (void *)gpp_cuStreamDestroy_v2, NULL},
     {"cuGetProcAddress", 12000, (void *)gpp_cuGetProcAddress_v2, NULL},
     {"cuGetProcAddress", 11030, (void *)gpp_cuGetProcAddress_v1, NULL},
 };

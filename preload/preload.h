@@ -38,6 +38,13 @@ typedef struct gpp_real_driver {
     PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
     PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
     PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
+    PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
+    PFN_cuStreamCreate_v2000 cuStreamCreate;
+    PFN_cuStreamCreateWithPriority_v5050 cuStreamCreateWithPriority; /* may be NULL */
+    PFN_cuStreamDestroy_v4000 cuStreamDestroy;
+    PFN_cuEventQuery_v2000 cuEventQuery;
+    PFN_cuEventSynchronize_v2000 cuEventSynchronize;
+    PFN_cuEventDestroy_v4000 cuEventDestroy;
     PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
     PFN_cuDeviceGet_v2000 cuDeviceGet;
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
@@ -61,8 +68,12 @@ int gpp_exiting(void);
 gpool_t *gpp_pool(int dev);
 /* The pool of dev if it exists already (never creates). */
 gpool_t *gpp_pool_peek(int dev);
-/* The device of the calling thread's current context (0 when none is current). */
+/* The device of the calling thread's current context (-1 when none is current). Cached per
+ * thread (preload_ctx.c): no driver call once known, until the thread switches contexts
+ * through one of the hooks below (or cudaSetDevice). */
 int gpp_current_device(void);
+/* Forget the calling thread's cached device (its current context may have changed). */
+void gpp_current_device_changed(void);
 
 /* Stream handles: runtime/driver NULL means the legacy stream (or the per-thread stream for
  * the _ptsz variants); gpool's tag for the legacy stream is NULL. */
@@ -110,10 +121,58 @@ CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_versio
                                  CUdriverProcAddressQueryResult *status);
 CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version,
                                  cuuint64_t flags);
+/* Context switches (preload_ctx.c): the real call, then the thread's cached device is dropped. */
+CUresult gpp_cuCtxSetCurrent(CUcontext ctx);
+CUresult gpp_cuCtxPushCurrent_v2(CUcontext ctx);
+CUresult gpp_cuCtxPopCurrent_v2(CUcontext *pctx);
+
+/* Stream creation (preload_streams.c): the real call; a non-blocking stream switches cudaFree
+ * from the immediate free to the batch (once, with one synchronize per device). */
+CUresult gpp_cuStreamCreate(CUstream *ph, unsigned int flags);
+CUresult gpp_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority);
+/* Non-blocking streams created so far (0: every stream waits for the legacy stream). */
+int gpp_nonblocking_streams(void);
+CUresult gpp_cuStreamDestroy_v2(CUstream s);
+/* cudafree_flush=event: a flush records events instead of synchronizing (see
+ * preload_streams.c); 0 for the default, one cuCtxSynchronize per device. */
+int gpp_flush_with_events(void);
+/* Event flush of dev: record an event on the legacy stream and on every live non-blocking
+ * stream of dev (plus those recorded when such a stream was destroyed); up to max events in
+ * out, how many. */
+size_t gpp_record_flush_events(int dev, CUevent *out, size_t max);
+/* The primary context of dev the interposer retained (NULL before its pool exists). */
+CUcontext gpp_device_context(int dev);
+
+/* cudaFree/cuMemFree in batch mode (preload_batch.c): queue p, a live block of size bytes of
+ * dev's pool. The calling thread's batch is flushed (one synchronize per device in it, then
+ * every block back to its pool) once it holds the batch limit of a device. */
+gpp_free_result gpp_batch_add(void *p, int dev, size_t size);
+/* Flush every thread's batch (an allocation found no memory); how many blocks went back. */
+size_t gpp_batch_flush_all(void);
+/* Wait for all work of dev's context (preload.c). */
+void gpp_device_sync(int dev);
+/* The batch limit of dev in bytes: cudafree_batch=, else 1/64 of the device's memory and at
+ * least 64 MiB. Computed once per device. */
+size_t gpp_batch_limit(int dev);
+/* Free through gpool after an exact synchronize (the batch's fallback when it cannot queue). */
+gpp_free_result gpp_free_now(void *p, int dev);
 
 #pragma GCC visibility pop
 
-/* Bytes of dev's blocks waiting in the cudaFree batch (cudafree=batch). */
+/* Bytes of dev's blocks waiting in the cudaFree batches of all threads (cudafree=batch). */
 size_t gpp_pending_bytes(int dev);
+
+/* The batch's counters since start (all threads), exported for the benchmarks. */
+typedef struct gpool_preload_batch_stats {
+    unsigned long long frees;              /* cudaFree/cuMemFree calls queued in a batch */
+    unsigned long long flushes;            /* flushes (each: one synchronize per device in it) */
+    unsigned long long syncs;              /* device synchronizes made by flushes */
+    unsigned long long peak_bytes;         /* most bytes one thread's batch held */
+    unsigned long long limit_bytes;        /* the batch limit of device 0 */
+    unsigned long long events;             /* events recorded by flushes (cudafree_flush=event) */
+    unsigned long long peak_waiting_bytes; /* most bytes flushed but waiting on events */
+} gpool_preload_batch_stats;
+__attribute__((visibility("default"))) void
+gpool_preload_batch_stats_get(gpool_preload_batch_stats *out);
 
 #endif

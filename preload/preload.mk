@@ -16,9 +16,19 @@ PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog 
 preload: $(PRELOAD_LIB)
 lib: $(PRELOAD_LIB)
 
-$(PRELOAD_LIB): $(PRELOAD_OBJ) $(BUILD)/libgpool.a preload/preload.map
+# gpool's objects are compiled once more for the interposer with the initial-exec TLS model:
+# gpool_alloc/gpool_free's thread-cache path reads a thread-local on every call, and in a
+# shared object the default model makes that a __tls_get_addr call. LD_PRELOAD loads the
+# interposer at start-up, where its 1.2 KB of TLS goes into the static block.
+PRELOAD_GPOOL_OBJ := $(LIB_SRC:src/%.c=$(BUILD)/obj/preload-gpool/%.o)
+$(BUILD)/obj/preload-gpool/%.o: src/%.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -ftls-model=initial-exec -MMD -MP -c $< -o $@
+-include $(PRELOAD_GPOOL_OBJ:.o=.d)
+
+$(PRELOAD_LIB): $(PRELOAD_OBJ) $(PRELOAD_GPOOL_OBJ) preload/preload.map
 	$(CC) -shared -Wl,--version-script=preload/preload.map -o $@ $(PRELOAD_OBJ) \
-	  $(BUILD)/libgpool.a $(LDFLAGS) -ldl -lpthread -lm -ljemalloc -lhwloc
+	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl -lpthread -lm -ljemalloc -lhwloc
 
 # A stand-in libcudart.so.13 whose memory functions fail loudly: under LD_PRELOAD none of them
 # may be reached for gpool's pointers.
@@ -41,4 +51,5 @@ $(PRELOAD_TDIR)/next_prog: $(BUILD)/obj/tests/preload/next_prog.o $(PRELOAD_TDIR
 	$(CC) -o $@ $< -Wl,--no-as-needed $(PRELOAD_TDIR)/libnext_wrap.so \
 	  $(PRELOAD_TDIR)/libnext_base.so -Wl,--as-needed -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
 
-$(BUILD)/tests/test_preload: | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB)
+$(BUILD)/tests/test_preload: | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB) $(BUILD)/gpool-bench \
+  $(BUILD)/bench/dropin_client $(BUILD)/bench/dropin_replay

@@ -171,12 +171,53 @@ Test(preload, cudafree_stream_mode_makes_no_synchronize)
 Test(preload, cudafree_batch_bounds_pending_memory)
 {
     static struct run small, big;
-    run_expect(&small, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
-    run_expect(&big, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree_batch=512M", 0);
+    /* the batch is in use once a non-blocking stream exists */
+    run_expect(&small, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
+    run_expect(&big, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=512M", 0);
     cr_assert_gt(field(&small, "cuCtxSynchronize"), field(&big, "cuCtxSynchronize"),
                  "a smaller batch synchronizes more often:\n%s\n%s", small.out, big.out);
     cr_assert_lt(field(&small, "cuMemCreate"), field(&big, "cuMemCreate"),
                  "and holds less memory back:\n%s\n%s", small.out, big.out);
+}
+
+/* Without a non-blocking stream a cudaFree'd block is reusable at once with no synchronize;
+ * the first such stream costs one synchronize and sends later frees to the batch. */
+Test(preload, cudafree_batch_only_once_a_nonblocking_stream_exists)
+{
+    static struct run pre;
+    run_expect(&pre, "runtime_prog", "reuse", 1, NULL, 0);
+}
+
+/* Each thread's batch is its own and is flushed when the thread exits. */
+Test(preload, cudafree_batches_are_per_thread_and_flushed_at_thread_exit)
+{
+    static struct run pre;
+    run_expect(&pre, "runtime_prog", "threads", 1, NULL, 0);
+}
+
+/* The cached path of cuMemAlloc+cuMemFree makes no driver call (no cuCtxGetCurrent, no
+ * cuMemGetInfo), and the device still follows the thread's context switches. */
+Test(preload, cached_pairs_make_no_driver_call_and_follow_context_switches)
+{
+    static struct run pre;
+    run_expect(&pre, "driver_prog", "devices", 1, "GPOOL_SIM_DEVICES=2", 0);
+    cr_assert(strstr(pre.out, "cuCtxSetCurrent_from=libgpool_preload.so"), "%s", pre.out);
+    cr_assert_eq(field(&pre, "driver_calls"), 0, "%s", pre.out);
+}
+
+/* cudafree_flush=event: a flush records events (legacy stream + the non-blocking stream)
+ * instead of synchronizing; the only synchronize is the one when the stream appeared. */
+Test(preload, cudafree_flush_event_records_events_instead_of_synchronizing)
+{
+    static struct run sync, event;
+    run_expect(&sync, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=8M", 0);
+    run_expect(&event, "runtime_prog", "serve nb", 1,
+               "GPOOL_CONF=cudafree_batch=8M,cudafree_flush=event", 0);
+    cr_assert_gt(field(&sync, "cuCtxSynchronize"), 2, "%s", sync.out);
+    cr_assert_eq(field(&event, "cuCtxSynchronize"), 1, "%s", event.out);
+    cr_assert_geq(field(&event, "cuEventRecord"), 2 * (field(&sync, "cuCtxSynchronize") - 1),
+                  "two events per flush:\n%s\n%s", sync.out, event.out);
+    cr_assert_eq(field(&event, "standin"), 0, "%s", event.out);
 }
 
 Test(preload, bad_cudafree_mode_disables_the_interposer)
@@ -272,6 +313,71 @@ Test(preload, rtld_next_lookups_are_unchanged)
     cr_assert(strstr(pre.out, "next_value=42"), "%s", pre.out);
 }
 
+/* ---------------- benchmarks of the drop-in (ran briefly: that they run, not how fast) ------- */
+
+/* Run a command line under sh, output (stdout and stderr) into r. */
+static void run_shell(struct run *r, const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run %s", cmd);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = 0;
+    int st = pclose(p);
+    r->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* gpool-bench hotpath --dropin prints a row for every heap size and block size (measured, or
+ * skipped when the heap does not fit), each with the library's pair and both APIs' pairs. */
+Test(preload, hotpath_dropin_benchmark_prints_every_row, .timeout = 300)
+{
+    static struct run r;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd,
+             "env -u GPOOL_CONF -u LD_PRELOAD "
+             "ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\" "
+             "'%s/gpool-bench' hotpath --dropin --pairs 200 "
+             "--rounds 1 2>&1",
+             build_dir());
+    run_shell(&r, cmd);
+    cr_assert_eq(r.rc, 0, "%s", r.out);
+    static const char *const heaps[] = {"      10 ", "    1000 ", "   20000 ", "  100000 "};
+    static const char *const sizes[] = {"512 B", "4 KiB", "1 MiB"};
+    for (int h = 0; h < 4; h++)
+        for (int z = 0; z < 3; z++) {
+            char row[64];
+            snprintf(row, sizeof row, "\n%s%8s ", heaps[h], sizes[z]);
+            cr_assert(strstr(r.out, row), "no row \"%s\":\n%s", row + 1, r.out);
+        }
+    cr_assert(strstr(r.out, "figures on the simulated driver"), "%s", r.out);
+    cr_assert(strstr(r.out, "goal <= 4x at every row"), "%s", r.out);
+    cr_assert_geq(count_lines_with(r.out, "x\n"), 9, "at least the rows that fit are measured:\n%s",
+                  r.out);
+}
+
+/* A trace replayed through the interposer: no batch (and no synchronize) without a
+ * non-blocking stream; with one, every free is batched and a flush happens per batch limit. */
+Test(preload, trace_replay_reports_the_batch)
+{
+    static struct run plain, nb;
+    char cmd[4400];
+    const char *b = build_dir();
+    const char *fmt = "env -u GPOOL_CONF ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\" "
+                      "GPOOL_SIM_MEMORY=8G LD_PRELOAD='%s/libgpool_preload.so' "
+                      "'%s/bench/dropin_replay' %s bench/traces/cnn-train.csv 2>&1";
+    snprintf(cmd, sizeof cmd, fmt, b, b, "");
+    run_shell(&plain, cmd);
+    cr_assert_eq(plain.rc, 0, "%s", plain.out);
+    cr_assert_gt(field(&plain, "frees"), 1000, "%s", plain.out);
+    cr_assert_eq(field(&plain, "batched"), 0, "%s", plain.out);
+    cr_assert_eq(field(&plain, "syncs"), 0, "%s", plain.out);
+    snprintf(cmd, sizeof cmd, fmt, b, b, "--nb");
+    run_shell(&nb, cmd);
+    cr_assert_eq(nb.rc, 0, "%s", nb.out);
+    cr_assert_eq(field(&nb, "batched"), field(&nb, "frees"), "%s", nb.out);
+    cr_assert_gt(field(&nb, "flushes"), 0, "%s", nb.out);
+    cr_assert_geq(field(&nb, "peak_batch_bytes"), field(&nb, "limit_bytes"), "%s", nb.out);
+}
+
 /* ---------------- PyTorch pluggable allocator (libgpool itself, in this process) ---------- */
 
 Test(torch, alloc_free_reuse_and_empty_cache)
@@ -312,4 +418,35 @@ Test(torch, out_of_memory_returns_null)
     void *p = gpool_torch_alloc(1 << 20, 0, NULL);
     cr_assert_not_null(p);
     gpool_torch_free(p, 1 << 20, 0, NULL);
+}
+
+/* gpool_block_size (the interposer's lock-free lookup before batching a cudaFree): the size
+ * gpool_block_info reports, for small (slab) and large blocks; only the start of a live device
+ * block is accepted. */
+Test(block_size, matches_block_info_and_rejects_what_is_not_a_live_block_start)
+{
+    NEED_SIM();
+    gpool_t *pool;
+    cr_assert_eq(gpool_create(NULL, &pool), GPOOL_OK, "%s", gpool_last_error());
+    static const size_t sizes[] = {1, 512, 4096, 16 << 10, 1 << 20, 5 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p;
+        cr_assert_eq(gpool_alloc(pool, sizes[i], NULL, &p), GPOOL_OK, "%s", gpool_last_error());
+        gpool_block_desc d;
+        size_t n = 0;
+        cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+        cr_assert_eq(gpool_block_size(pool, p, &n), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(n, d.size, "size %zu: %zu vs block_info's %zu", sizes[i], n, d.size);
+        cr_assert_geq(n, sizes[i]);
+        if (sizes[i] > 1)
+            cr_assert_eq(gpool_block_size(pool, (char *)p + 1, &n), GPOOL_ERR_INVALID_POINTER);
+        cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+        cr_assert_eq(gpool_block_size(pool, p, &n), GPOOL_ERR_INVALID_POINTER, "freed: %zu", n);
+    }
+    size_t n;
+    int local;
+    cr_assert_eq(gpool_block_size(pool, &local, &n), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_block_size(NULL, &local, &n), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_block_size(pool, &local, NULL), GPOOL_ERR_INVALID_ARG);
+    gpool_destroy(pool);
 }

@@ -206,6 +206,62 @@ static int at_exit(void)
     return 0;
 }
 
+/* The cached path makes no driver call, and the thread's device follows its context through
+ * cuCtxSetCurrent / cuCtxPushCurrent / cuCtxPopCurrent (needs GPOOL_SIM_DEVICES=2). */
+static int devices(void)
+{
+    CUresult (*dev_get)(CUdevice *, int);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set_current)(CUcontext);
+    CUresult (*push)(CUcontext);
+    CUresult (*pop)(CUcontext *);
+    size_t (*in_use)(int);
+    void (*reset)(void);
+    alloc_fn al;
+    free_fn fr;
+    *(void **)&dev_get = proc("cuDeviceGet", 12000, 0);
+    *(void **)&retain = proc("cuDevicePrimaryCtxRetain", 12000, 0);
+    *(void **)&set_current = proc("cuCtxSetCurrent", 12000, 0);
+    *(void **)&push = dlsym(lib, "cuCtxPushCurrent_v2"); /* both ways of reaching the hooks */
+    *(void **)&pop = proc("cuCtxPopCurrent", 12000, 0);
+    *(void **)&in_use = dlsym(lib, "gpoolsim_bytes_in_use");
+    *(void **)&reset = dlsym(lib, "gpoolsim_reset_counts");
+    *(void **)&al = proc("cuMemAlloc", 12000, 0);
+    *(void **)&fr = dlsym(lib, "cuMemFree_v2");
+    CHECK(dev_get && retain && set_current && push && pop && in_use && reset && al && fr);
+    printf("cuCtxSetCurrent_from=%s\n", where((void *)set_current));
+    CUdevice d0, d1;
+    CUcontext c0, c1, popped = NULL;
+    CHECK(dev_get(&d0, 0) == CUDA_SUCCESS && dev_get(&d1, 1) == CUDA_SUCCESS);
+    CHECK(retain(&c0, d0) == CUDA_SUCCESS && retain(&c1, d1) == CUDA_SUCCESS);
+    CUdeviceptr a, b, c, p;
+    CHECK(al(&a, 4 << 20) == CUDA_SUCCESS); /* device 0 (setup made it current) */
+    size_t used0 = in_use(0), used1 = in_use(1);
+    CHECK(used0 > 0 && used1 == 0);
+    CHECK(set_current(c1) == CUDA_SUCCESS);
+    CHECK(al(&b, 4 << 20) == CUDA_SUCCESS);
+    CHECK(in_use(1) > 0 && in_use(0) == used0);
+    used1 = in_use(1);
+    CHECK(push(c0) == CUDA_SUCCESS);
+    CHECK(al(&c, 4 << 20) == CUDA_SUCCESS);
+    CHECK(in_use(0) > used0 && in_use(1) == used1);
+    CHECK(pop(&popped) == CUDA_SUCCESS && popped == c0);
+    /* device 1 again: 1000 cached pairs make no driver call at all */
+    CHECK(al(&p, 4096) == CUDA_SUCCESS && fr(p) == CUDA_SUCCESS);
+    used1 = in_use(1); /* with the small blocks' first slab */
+    reset();
+    for (int i = 0; i < 1000; i++)
+        CHECK(al(&p, 4096) == CUDA_SUCCESS && fr(p) == CUDA_SUCCESS);
+    unsigned long (*total)(void);
+    *(void **)&total = dlsym(lib, "gpoolsim_call_total");
+    CHECK(total);
+    printf("pairs=1000 driver_calls=%lu cuCtxGetCurrent=%lu cuMemGetInfo=%lu\n", total(),
+           sim_count("cuCtxGetCurrent"), sim_count("cuMemGetInfo"));
+    CHECK(in_use(1) == used1); /* served by device 1's cache */
+    CHECK(fr(a) == CUDA_SUCCESS && fr(b) == CUDA_SUCCESS && fr(c) == CUDA_SUCCESS);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "cache";
@@ -216,6 +272,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "foreign")) return foreign();
     if (!strcmp(mode, "oom")) return oom();
     if (!strcmp(mode, "exit")) return at_exit();
+    if (!strcmp(mode, "devices")) return devices();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 64;
 }

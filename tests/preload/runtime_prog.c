@@ -4,6 +4,7 @@
  * below; prints key=value lines, exits 0 when the mode's expectations hold. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,87 @@ static unsigned long sim_count(const char *entry)
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
 
-static int serve(void)
+/* Create a non-blocking stream through the driver (dlsym finds the interposer's cuStreamCreate,
+ * as cudart's cudaStreamCreateWithFlags would through cuGetProcAddress). */
+static int create_nonblocking_stream(void)
 {
+    const char *path = getenv("GPOOL_LIBCUDA");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    int (*create)(void **, unsigned) = NULL;
+    if (h) *(void **)&create = dlsym(h, "cuStreamCreate");
+    void *s = NULL;
+    CHECK(create && create(&s, 0x1 /* CU_STREAM_NON_BLOCKING */) == 0 && s);
+    return 0;
+}
+
+/* cudaFree: immediate reuse while no non-blocking stream exists; once one does, the block
+ * waits in the batch (a different block is handed out) until a flush synchronizes. */
+static int reuse(void)
+{
+    void *p, *q, *r;
+    CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
+    CHECK(cudaMalloc(&q, 4096) == cudaSuccess);
+    unsigned long syncs0 = sim_count("cuCtxSynchronize");
+    printf("before: same_block=%d cuCtxSynchronize=%lu\n", p == q, syncs0);
+    CHECK(p == q && syncs0 == 0);
+    CHECK(create_nonblocking_stream() == 0);
+    unsigned long syncs1 = sim_count("cuCtxSynchronize");
+    CHECK(cudaFree(q) == cudaSuccess && cudaMalloc(&r, 4096) == cudaSuccess);
+    printf("after: same_block=%d cuCtxSynchronize=%lu\n", q == r, syncs1);
+    CHECK(q != r && syncs1 == 1); /* one synchronize when the first such stream appears */
+    CHECK(create_nonblocking_stream() == 0 && sim_count("cuCtxSynchronize") == 1);
+    CHECK(cudaFree(r) == cudaSuccess);
+    return 0;
+}
+
+typedef struct batch_stats {
+    unsigned long long frees, flushes, syncs, peak_bytes, limit_bytes, events, peak_waiting;
+} batch_stats; /* gpool_preload_batch_stats (preload/preload.h) */
+
+static void *thread_pairs(void *arg)
+{
+    long *failed = arg;
+    for (int i = 0; i < 1000; i++) {
+        void *p;
+        if (cudaMalloc(&p, (size_t)512 << (i % 8)) != cudaSuccess || cudaFree(p) != cudaSuccess)
+            (*failed)++;
+    }
+    return NULL;
+}
+
+/* Four threads free into their own batches and exit: each exit flushes its batch (one
+ * synchronize), and the memory they held is reusable afterwards. */
+static int threads(void)
+{
+    void (*stats)(batch_stats *);
+    *(void **)&stats = dlsym(RTLD_DEFAULT, "gpool_preload_batch_stats_get");
+    CHECK(stats);
+    void *p;
+    CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
+    CHECK(create_nonblocking_stream() == 0);
+    pthread_t t[4];
+    long failed[4] = {0};
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&t[i], NULL, thread_pairs, &failed[i]) == 0);
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_join(t[i], NULL) == 0 && failed[i] == 0);
+    batch_stats b;
+    stats(&b);
+    printf("frees=%llu flushes=%llu syncs=%llu cuCtxSynchronize=%lu\n", b.frees, b.flushes, b.syncs,
+           sim_count("cuCtxSynchronize"));
+    CHECK(b.frees == 4000 && b.flushes == 4 && b.syncs == 4);
+    size_t fr, total;
+    CHECK(cudaMemGetInfo(&fr, &total) == cudaSuccess); /* nothing pending any more */
+    return 0;
+}
+
+static int serve(int nonblocking)
+{
+    if (nonblocking) { /* the runtime's first call makes a context current */
+        void *p;
+        CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
+        CHECK(create_nonblocking_stream() == 0);
+    }
     enum { N = 3000, LIVE = 16 };
     void *live[LIVE] = {0};
     for (int i = 0; i < N; i++) {
@@ -155,7 +235,9 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "serve";
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (!strcmp(mode, "serve")) return serve();
+    if (!strcmp(mode, "serve")) return serve(argc > 2 && !strcmp(argv[2], "nb"));
+    if (!strcmp(mode, "reuse")) return reuse();
+    if (!strcmp(mode, "threads")) return threads();
     if (!strcmp(mode, "host")) return host();
     if (!strcmp(mode, "foreign")) return foreign();
     if (!strcmp(mode, "nullargs")) return nullargs();

@@ -1,0 +1,317 @@
+/* preload_batch.c — the cudaFree batch (cudafree=batch, the default; see the top of preload.c
+ * for why cudaFree cannot simply give a block back to the pool).
+ *
+ * Each thread has its own batch: a cudaFree appends the block to it under the batch's own
+ * lock, which only that thread takes on its cached path (an allocation that finds no memory
+ * takes every thread's lock in turn to flush them all), so threads never contend on a free.
+ * A thread's batch is flushed when it holds the batch limit of one device (cudafree_batch=,
+ * else 1/64 of the device's memory and at least 64 MiB, computed once per device): one
+ * cuCtxSynchronize per device in it (all work issued so far on every stream of the context
+ * is done, as the real cudaFree guarantees), then every block goes back to its pool. A thread
+ * that exits flushes its batch. The limit is per thread: with T threads freeing at once, up to
+ * T limits can be pending; cudaMemGetInfo counts them as free, and an allocation that finds no
+ * memory flushes every batch and tries again before it reports an out-of-memory, so pending
+ * blocks never make an allocation fail, and a flush never happens while the pool still has
+ * memory it can hand out safely (gpool tries its cache and the driver first).
+ *
+ * A second cudaFree of a block that is still in a batch is not detected at the call (the
+ * real cudaFree would report it): the second gpool_free of the flush fails, and is dropped. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload.h"
+
+typedef struct pending_free {
+    void *p;
+    int dev;
+} pending_free;
+
+typedef struct gpp_batch {
+    atomic_int lock; /* the owner on every free; a flush-all from another thread, rarely */
+    pending_free *e;
+    size_t n, cap;
+    size_t bytes[GPP_MAX_DEVICES];
+    unsigned long long frees, flushes, syncs, peak; /* owner-written, read under lock */
+    struct gpp_batch *prev, *next;                  /* all_batches, under registry_lock */
+} gpp_batch;
+
+static _Thread_local __attribute__((tls_model("initial-exec"))) gpp_batch *tl_batch;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpp_batch *all_batches;
+static pthread_key_t batch_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+/* counters of batches whose threads have exited */
+static unsigned long long gone_frees, gone_flushes, gone_syncs, gone_peak;
+
+/* cudafree_flush=event: flushed blocks waiting for their flush's events, oldest first */
+#define GPP_MAX_FLUSH_EVENTS 64
+typedef struct waiting_group {
+    pending_free *e;
+    size_t n;
+    CUevent ev[GPP_MAX_FLUSH_EVENTS];
+    size_t nev;
+    size_t bytes[GPP_MAX_DEVICES];
+    struct waiting_group *next;
+} waiting_group;
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+static waiting_group *waiting, **waiting_tail = &waiting;
+static size_t waiting_bytes[GPP_MAX_DEVICES], waiting_total, peak_waiting;
+static unsigned long long events_recorded;
+
+/* Give back the blocks of every group whose events completed (wait: wait for them). How many
+ * blocks went back. */
+static size_t reap(int wait)
+{
+    const gpp_real_driver *d = gpp_driver();
+    size_t freed = 0;
+    pthread_mutex_lock(&wait_lock);
+    for (waiting_group **gp = &waiting; *gp;) {
+        waiting_group *g = *gp;
+        int done = 1;
+        for (size_t i = 0; done && i < g->nev; i++)
+            done = (wait ? d->cuEventSynchronize(g->ev[i]) : d->cuEventQuery(g->ev[i])) ==
+                   CUDA_SUCCESS;
+        if (!done) {
+            gp = &g->next;
+            continue;
+        }
+        for (size_t i = 0; i < g->nev; i++)
+            d->cuEventDestroy(g->ev[i]);
+        for (size_t i = 0; i < g->n; i++)
+            gpool_free(gpp_pool_peek(g->e[i].dev), g->e[i].p);
+        for (int k = 0; k < GPP_MAX_DEVICES; k++) {
+            waiting_bytes[k] -= g->bytes[k];
+            waiting_total -= g->bytes[k];
+        }
+        freed += g->n;
+        *gp = g->next;
+        if (!*gp) waiting_tail = gp;
+        free(g->e);
+        free(g);
+    }
+    pthread_mutex_unlock(&wait_lock);
+    return freed;
+}
+
+/* Event flush of list (see preload_streams.c): record the events, queue the blocks until they
+ * complete. 0 when queued (list is copied); -1 when the caller must synchronize instead. */
+static int flush_with_events(const pending_free *list, size_t n, const size_t *bytes)
+{
+    const gpp_real_driver *d = gpp_driver();
+    waiting_group *g = calloc(1, sizeof *g);
+    pending_free *copy = g ? malloc(n * sizeof *copy) : NULL;
+    int ok = d && d->cuEventQuery && d->cuEventSynchronize && copy;
+    for (int k = 0; ok && k < GPP_MAX_DEVICES; k++) {
+        if (!bytes[k]) continue;
+        size_t got = gpp_record_flush_events(k, g->ev + g->nev, GPP_MAX_FLUSH_EVENTS - g->nev);
+        if (got == (size_t)-1)
+            ok = 0;
+        else
+            g->nev += got;
+    }
+    if (!ok) {
+        for (size_t i = 0; g && i < g->nev; i++)
+            d->cuEventDestroy(g->ev[i]);
+        free(copy);
+        free(g);
+        return -1;
+    }
+    memcpy(copy, list, n * sizeof *copy);
+    g->e = copy;
+    g->n = n;
+    memcpy(g->bytes, bytes, sizeof g->bytes);
+    pthread_mutex_lock(&wait_lock);
+    *waiting_tail = g;
+    waiting_tail = &g->next;
+    for (int k = 0; k < GPP_MAX_DEVICES; k++) {
+        waiting_bytes[k] += bytes[k];
+        waiting_total += bytes[k];
+    }
+    if (waiting_total > peak_waiting) peak_waiting = waiting_total;
+    events_recorded += g->nev;
+    pthread_mutex_unlock(&wait_lock);
+    return 0;
+}
+
+static void batch_lock(gpp_batch *b)
+{
+    while (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))
+        while (atomic_load_explicit(&b->lock, memory_order_relaxed))
+            ;
+}
+
+static void batch_unlock(gpp_batch *b)
+{
+    atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
+/* Synchronize each device of list, then give every block back to its pool; the number of
+ * synchronizes. The caller owns list (taken out of a batch). */
+static unsigned drain(pending_free *list, size_t n, const size_t *bytes)
+{
+    if (gpp_flush_with_events() && flush_with_events(list, n, bytes) == 0) {
+        reap(0); /* earlier flushes whose work is done */
+        return 0;
+    }
+    unsigned syncs = 0;
+    for (int d = 0; d < GPP_MAX_DEVICES; d++)
+        if (bytes[d]) {
+            gpp_device_sync(d);
+            syncs++;
+        }
+    for (size_t i = 0; i < n; i++)
+        gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
+    return syncs;
+}
+
+/* Take b's entries out and drain them. Returns how many blocks went back. */
+static size_t batch_flush(gpp_batch *b)
+{
+    size_t bytes[GPP_MAX_DEVICES];
+    batch_lock(b);
+    pending_free *list = b->e;
+    size_t n = b->n, cap = b->cap;
+    memcpy(bytes, b->bytes, sizeof bytes);
+    memset(b->bytes, 0, sizeof b->bytes);
+    b->e = NULL;
+    b->n = b->cap = 0;
+    batch_unlock(b);
+    if (!n) {
+        batch_lock(b);
+        if (!b->e) b->e = list, b->cap = cap, list = NULL;
+        batch_unlock(b);
+        free(list);
+        return 0;
+    }
+    unsigned syncs = drain(list, n, bytes);
+    batch_lock(b);
+    b->flushes++;
+    b->syncs += syncs;
+    if (!b->e) { /* give the array back for reuse */
+        b->e = list;
+        b->cap = cap;
+        list = NULL;
+    }
+    batch_unlock(b);
+    free(list);
+    return n;
+}
+
+static void batch_thread_exit(void *arg)
+{
+    gpp_batch *b = arg;
+    if (!gpp_exiting()) batch_flush(b);
+    pthread_mutex_lock(&registry_lock);
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        all_batches = b->next;
+    if (b->next) b->next->prev = b->prev;
+    gone_frees += b->frees;
+    gone_flushes += b->flushes;
+    gone_syncs += b->syncs;
+    if (b->peak > gone_peak) gone_peak = b->peak;
+    pthread_mutex_unlock(&registry_lock);
+    free(b->e);
+    free(b);
+    tl_batch = NULL;
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&batch_key, batch_thread_exit);
+}
+
+static gpp_batch *batch_create(void)
+{
+    pthread_once(&key_once, make_key);
+    gpp_batch *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    pthread_mutex_lock(&registry_lock);
+    b->next = all_batches;
+    if (all_batches) all_batches->prev = b;
+    all_batches = b;
+    pthread_mutex_unlock(&registry_lock);
+    pthread_setspecific(batch_key, b);
+    tl_batch = b;
+    return b;
+}
+
+gpp_free_result gpp_batch_add(void *p, int dev, size_t size)
+{
+    gpp_batch *b = tl_batch;
+    if (__builtin_expect(!b, 0) && !(b = batch_create())) return gpp_free_now(p, dev);
+    batch_lock(b);
+    if (__builtin_expect(b->n == b->cap, 0)) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        pending_free *ne = realloc(b->e, cap * sizeof *ne);
+        if (!ne) { /* no room to queue it: an exact synchronize instead */
+            batch_unlock(b);
+            return gpp_free_now(p, dev);
+        }
+        b->e = ne;
+        b->cap = cap;
+    }
+    b->e[b->n++] = (pending_free){p, dev};
+    size_t held = b->bytes[dev] += size;
+    b->frees++;
+    if (held > b->peak) b->peak = held;
+    batch_unlock(b);
+    if (__builtin_expect(held >= gpp_batch_limit(dev), 0)) batch_flush(b);
+    return GPP_FREED;
+}
+
+size_t gpp_batch_flush_all(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (gpp_batch *b = all_batches; b; b = b->next)
+        n += batch_flush(b);
+    pthread_mutex_unlock(&registry_lock);
+    if (gpp_flush_with_events()) n += reap(1); /* memory is short: wait for the events */
+    return n;
+}
+
+size_t gpp_pending_bytes(int dev)
+{
+    if (dev < 0 || dev >= GPP_MAX_DEVICES) return 0;
+    size_t total = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (gpp_batch *b = all_batches; b; b = b->next) {
+        batch_lock(b);
+        total += b->bytes[dev];
+        batch_unlock(b);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_lock(&wait_lock);
+    total += waiting_bytes[dev];
+    pthread_mutex_unlock(&wait_lock);
+    return total;
+}
+
+void gpool_preload_batch_stats_get(gpool_preload_batch_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&registry_lock);
+    out->frees = gone_frees;
+    out->flushes = gone_flushes;
+    out->syncs = gone_syncs;
+    out->peak_bytes = gone_peak;
+    for (gpp_batch *b = all_batches; b; b = b->next) {
+        batch_lock(b);
+        out->frees += b->frees;
+        out->flushes += b->flushes;
+        out->syncs += b->syncs;
+        if (b->peak > out->peak_bytes) out->peak_bytes = b->peak;
+        batch_unlock(b);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    out->limit_bytes = gpp_batch_limit(0);
+    pthread_mutex_lock(&wait_lock);
+    out->events = events_recorded;
+    out->peak_waiting_bytes = peak_waiting;
+    pthread_mutex_unlock(&wait_lock);
+}

@@ -1,0 +1,225 @@
+/* preload_streams.c — whether the process has a non-blocking stream, which decides what a
+ * cudaFree/cuMemFree in the default (batch) mode must do.
+ *
+ * The real cudaFree synchronizes the device, so a freed block can be handed out again whatever
+ * stream used it. Without a synchronize, a block given back to the pool at once on the legacy
+ * default stream (gpool_free) is safe for work on the legacy stream and on every *blocking*
+ * stream of its context: the legacy stream first waits for the work issued earlier to every
+ * blocking stream, and those streams then wait for it (CUDA driver API docs, "Stream
+ * synchronization behavior", Legacy default stream: it synchronizes with every other stream of
+ * the same CUcontext except non-blocking ones; the per-thread default stream is not
+ * non-blocking and synchronizes with it too). A stream created with CU_STREAM_NON_BLOCKING /
+ * cudaStreamNonBlocking is the exception (cuStreamCreate's doc comment in cuda.h: its work may
+ * run concurrently with stream 0). Work of another context (a second context on the device,
+ * or peer access from another device) is not ordered either; the interposer does not track
+ * it (nor did its per-batch synchronize, which covers the block's own device).
+ *
+ * So the batch is needed only once such a stream exists. The interposer hands out its own
+ * cuStreamCreate and cuStreamCreateWithPriority (dlsym / cuGetProcAddress substitution, as for
+ * the memory entry points; cudart's cudaStreamCreateWithFlags reaches them through its table)
+ * and exports cudaStreamCreateWithFlags/WithPriority. The first non-blocking stream raises
+ * nonblocking_streams, then synchronizes every device gpool serves once: blocks freed
+ * before may still be used by queued legacy-stream work, and from now on a block may be
+ * handed out to work on a stream that does not wait for it. From then on cudaFree queues into
+ * the batch (preload_batch.c). The switch is one way: a destroyed stream may still have work.
+ *
+ * The cached path reads nonblocking_streams with one relaxed load (no lock, no write): a
+ * cudaFree of a block that other work used on a non-blocking stream happens after that
+ * stream's creation (the work was issued to it), so it sees the count raised. */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "preload.h"
+
+static atomic_int nonblocking_streams;
+
+/* ---- cudafree_flush=event: the live non-blocking streams, for the event flush ----
+ * A flush then records one event on the legacy stream and one on each live non-blocking
+ * stream of the device instead of synchronizing, and the batch's blocks go back to the pool
+ * once all those events completed (preload_batch.c). A stream destroyed meanwhile gets an
+ * event recorded first (cuStreamDestroy returns before its work is done), which the next
+ * flush of its device takes over. Anything that cannot be tracked (too many streams, an event
+ * that cannot be made) sends the flush back to the synchronize. */
+#define GPP_MAX_NB_STREAMS 256
+typedef struct nb_stream {
+    CUstream s;
+    CUcontext ctx;
+    int dev;
+} nb_stream;
+static pthread_mutex_t nb_lock = PTHREAD_MUTEX_INITIALIZER;
+static nb_stream nb[GPP_MAX_NB_STREAMS];
+static size_t n_nb;
+static struct {
+    CUevent e;
+    int dev;
+} retired[GPP_MAX_NB_STREAMS];
+static size_t n_retired;
+static atomic_int untracked; /* a stream or an event was lost: flushes synchronize from now on */
+
+/* An event recorded on stream s of context ctx (made current for the call); 0 or -1. */
+static int record_in(const gpp_real_driver *d, CUcontext ctx, CUstream s, CUevent *e)
+{
+    CUcontext cur = NULL, popped;
+    int pushed = 0;
+    if (!ctx || !d->cuEventCreate || !d->cuEventRecord || !d->cuEventDestroy) return -1;
+    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) {
+        if (d->cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
+        pushed = 1;
+    }
+    int rc = -1;
+    if (d->cuEventCreate(e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (d->cuEventRecord(*e, s) == CUDA_SUCCESS)
+            rc = 0;
+        else
+            d->cuEventDestroy(*e);
+    }
+    if (pushed) d->cuCtxPopCurrent(&popped);
+    return rc;
+}
+
+static void track(CUstream s)
+{
+    const gpp_real_driver *d = gpp_driver();
+    CUcontext ctx = NULL;
+    if (!d || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
+        untracked = 1;
+        return;
+    }
+    pthread_mutex_lock(&nb_lock);
+    size_t i = 0;
+    while (i < n_nb && nb[i].s != s) /* cudart's stream came through cuStreamCreate already */
+        i++;
+    if (i == n_nb && n_nb < GPP_MAX_NB_STREAMS)
+        nb[n_nb++] = (nb_stream){s, ctx, gpp_current_device()};
+    else if (i == n_nb)
+        untracked = 1;
+    pthread_mutex_unlock(&nb_lock);
+}
+
+CUresult gpp_cuStreamDestroy_v2(CUstream s)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuStreamDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&nb_lock);
+    for (size_t i = 0; s && i < n_nb; i++) {
+        if (nb[i].s != s) continue;
+        CUevent e;
+        if (n_retired < GPP_MAX_NB_STREAMS && record_in(d, nb[i].ctx, s, &e) == 0)
+            retired[n_retired].e = e, retired[n_retired++].dev = nb[i].dev;
+        else
+            untracked = 1;
+        nb[i] = nb[--n_nb];
+        break;
+    }
+    pthread_mutex_unlock(&nb_lock);
+    return d->cuStreamDestroy(s);
+}
+
+size_t gpp_record_flush_events(int dev, CUevent *out, size_t max)
+{
+    const gpp_real_driver *d = gpp_driver();
+    size_t n = 0;
+    int ok = d != NULL;
+    pthread_mutex_lock(&nb_lock);
+    ok = ok && !untracked && max > 0 && record_in(d, gpp_device_context(dev), NULL, &out[n]) == 0 &&
+         ++n;
+    for (size_t i = 0; ok && i < n_nb; i++)
+        if (nb[i].dev == dev) ok = n < max && record_in(d, nb[i].ctx, nb[i].s, &out[n]) == 0 && ++n;
+    for (size_t i = 0; ok && i < n_retired;) {
+        if (retired[i].dev != dev) {
+            i++;
+        } else if (n == max) {
+            ok = 0;
+        } else {
+            out[n++] = retired[i].e;
+            retired[i] = retired[--n_retired];
+        }
+    }
+    pthread_mutex_unlock(&nb_lock);
+    if (ok) return n;
+    for (size_t i = 0; i < n; i++) /* the caller synchronizes instead */
+        d->cuEventDestroy(out[i]);
+    return (size_t)-1;
+}
+
+int gpp_nonblocking_streams(void)
+{
+    return atomic_load_explicit(&nonblocking_streams, memory_order_relaxed);
+}
+
+/* A non-blocking stream now exists (its creation succeeded). */
+static void saw_nonblocking_stream(void)
+{
+    if (atomic_fetch_add(&nonblocking_streams, 1) != 0) return;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
+        if (gpp_pool_peek(dev)) gpp_device_sync(dev);
+}
+
+CUresult gpp_cuStreamCreate(CUstream *ph, unsigned int flags)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuStreamCreate) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = d->cuStreamCreate(ph, flags);
+    if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING)) {
+        track(*ph);
+        saw_nonblocking_stream();
+    }
+    return r;
+}
+
+CUresult gpp_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuStreamCreateWithPriority) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = d->cuStreamCreateWithPriority(ph, flags, priority);
+    if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING)) {
+        track(*ph);
+        saw_nonblocking_stream();
+    }
+    return r;
+}
+
+typedef cudaError_t (*stream_flags_fn)(cudaStream_t *, unsigned int);
+typedef cudaError_t (*stream_prio_fn)(cudaStream_t *, unsigned int, int);
+
+static void *real_runtime_once(void **slot, const char *name)
+{
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = gpp_real_runtime(name);
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+__attribute__((visibility("default"))) cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream,
+                                                                             unsigned int flags)
+{
+    static void *slot;
+    stream_flags_fn real;
+    *(void **)&real = real_runtime_once(&slot, "cudaStreamCreateWithFlags");
+    if (!real) return cudaErrorInitializationError;
+    cudaError_t e = real(pStream, flags);
+    if (e == cudaSuccess && (flags & cudaStreamNonBlocking)) {
+        track(*pStream); /* unless cudart's cuStreamCreate call was seen already */
+        saw_nonblocking_stream();
+    }
+    return e;
+}
+
+__attribute__((visibility("default"))) cudaError_t
+cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    static void *slot;
+    stream_prio_fn real;
+    *(void **)&real = real_runtime_once(&slot, "cudaStreamCreateWithPriority");
+    if (!real) return cudaErrorInitializationError;
+    cudaError_t e = real(pStream, flags, priority);
+    if (e == cudaSuccess && (flags & cudaStreamNonBlocking)) {
+        track(*pStream);
+        saw_nonblocking_stream();
+    }
+    return e;
+}

@@ -1,0 +1,31 @@
+/* block_size.c — gpool_block_size(): the size of a live device block, found without a lock for
+ * small blocks (the lookup gpool_free's thread-cache path makes), so that a caller that must
+ * know a block's size before freeing it (the LD_PRELOAD interposer's cudaFree batch) pays no
+ * more than gpool_free does. */
+#include "arena.h"
+#include "error.h"
+#include "pool.h"
+
+gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size)
+{
+    if (!pool || !size)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_size: %s is NULL",
+                       pool ? "size" : "pool");
+    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+    gp_slab *s = a && ptr ? gp_arena_slab_of(a, (uintptr_t)ptr) : NULL;
+    if (s) { /* a slab slot: its state is an atomic the owner of the block alone changes */
+        long i = gp_slot_index(s, (uintptr_t)ptr);
+        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE)
+            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not the start of a live block", ptr);
+        *size = s->slot_size;
+        return GPOOL_OK;
+    }
+    gpool_block_desc d;
+    gpool_status st = gpool_block_info(pool, ptr, &d);
+    if (st != GPOOL_OK) return st;
+    if (d.kind != GPOOL_MEM_DEVICE || d.device_ptr != (uint64_t)(uintptr_t)ptr)
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not the start of a live device block",
+                       ptr);
+    *size = d.size;
+    return GPOOL_OK;
+}
