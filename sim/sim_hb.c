@@ -58,13 +58,16 @@ static void sim_hb_config(void)
 
 int sim_hb_visible(uintptr_t p, size_t n)
 {
-    uintptr_t base;
-    size_t size;
-    if (sim_legacy_contains(p, n) || sim_host_contains(p, n)) return 1;
-    /* VMM: every byte mapped, possibly by several adjacent mappings (one per cuMemMap) */
+    /* every byte in device-visible memory: cuMemAlloc memory, pinned or registered host memory,
+     * VMM mappings. A range may run over several adjacent allocations, registrations or
+     * mappings (one per cuMemMap): each is mapped at its own address under unified addressing,
+     * so a kernel reaches all of them. */
     while (n > 0) {
-        if (!sim_vmm_range(p, &base, &size)) return 0;
-        size_t left = size - (p - base);
+        uintptr_t base;
+        size_t size, left = sim_legacy_extent(p);
+        if (!left) left = sim_host_extent(p);
+        if (!left && sim_vmm_range(p, &base, &size)) left = size - (p - base);
+        if (!left) return 0;
         if (n <= left) return 1;
         p += left;
         n -= left;

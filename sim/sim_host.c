@@ -272,6 +272,13 @@ void sim_host_teardown(void)
 
 /* For the happens-before checker (sim_copy.c, sim_hb.c): [p, p+n) lies in one pinned
  * allocation or registration. Lock held. */
+size_t sim_host_extent(uintptr_t p)
+{
+    struct sim_host_range *r = sim_host_containing(sim_host_allocs, p);
+    if (!r) r = sim_host_containing(sim_host_regs, p);
+    return r ? r->size - (p - r->ptr) : 0;
+}
+
 int sim_host_contains(uintptr_t p, size_t n)
 {
     struct sim_host_range *r = sim_host_containing(sim_host_allocs, p);

@@ -239,6 +239,10 @@ void sim_hb_teardown(void);
 /* Legacy allocations (sim_legacy.c): is [p, p+n) inside one? Lock held. */
 int sim_legacy_contains(uintptr_t p, size_t n);
 /* Pinned or registered host memory (sim_host.c): is [p, p+n) inside one range? Lock held. */
+/* Bytes from p to the end of the host allocation/registration (cuMemAlloc allocation) holding
+ * p; 0 if none. Lock held. */
+size_t sim_host_extent(uintptr_t p);
+size_t sim_legacy_extent(uintptr_t p);
 int sim_host_contains(uintptr_t p, size_t n);
 
 /* Graph capture: calling thread prohibited from potentially unsafe calls (invalidates the

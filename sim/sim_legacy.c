@@ -58,6 +58,13 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize)
     return CUDA_SUCCESS;
 }
 
+size_t sim_legacy_extent(uintptr_t p)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
+        if (p >= a->ptr && p - a->ptr < a->size) return a->size - (p - a->ptr);
+    return 0;
+}
+
 int sim_legacy_contains(uintptr_t p, size_t n)
 {
     for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)

@@ -841,3 +841,22 @@ Test(order, a_recycled_stream_id_keeps_races_visible, .init = setup1)
     touch(c, p, 64, 0); /* c knew the old streams, not b */
     cr_assert_eq(p_gpoolsim_violations(), 1);
 }
+
+/* Under unified addressing each registration is mapped at its own host address, so a kernel
+ * reaches a range that runs over adjacent registrations; a range past them is refused. */
+Test(order, touch_may_span_adjacent_registrations, .init = setup1)
+{
+    CUresult (*reg)(void *, size_t, unsigned) = sym("cuMemHostRegister_v2");
+    CUresult (*unreg)(void *) = sym("cuMemHostUnregister");
+    static char buf[3 * 4096] __attribute__((aligned(4096)));
+    cr_assert_eq(reg(buf, 4096, 0), CUDA_SUCCESS);
+    cr_assert_eq(reg(buf + 4096, 4096, 0), CUDA_SUCCESS);
+    CUstream s = stream(CU_STREAM_NON_BLOCKING);
+    cr_assert_eq(p_gpoolsim_touch(s, (CUdeviceptr)(uintptr_t)(buf + 100), 8000, 1), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_touch(s, (CUdeviceptr)(uintptr_t)buf, 3 * 4096, 1),
+                 CUDA_ERROR_INVALID_VALUE, "the third page is not registered");
+    cr_assert_eq(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(unreg(buf), CUDA_SUCCESS);
+    cr_assert_eq(unreg(buf + 4096), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_violations(), 0);
+}
