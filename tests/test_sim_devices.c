@@ -26,6 +26,7 @@ static struct {
     PFN_cuInit_v2000 cuInit;
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
     PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
+    CUresult (*cuCtxSynchronize)(CUcontext); /* what cuGetProcAddress gives at CUDA 13: _v2 */
     PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
     PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer;
     PFN_cuCtxEnablePeerAccess_v4000 cuCtxEnablePeerAccess;
@@ -77,6 +78,7 @@ static void load(void)
     LOAD(cuInit);
     LOAD(cuDevicePrimaryCtxRetain);
     LOAD(cuCtxSetCurrent);
+    LOAD(cuCtxSynchronize);
     LOAD(cuDeviceGetAttribute);
     LOAD(cuDeviceCanAccessPeer);
     LOAD(cuCtxEnablePeerAccess);
@@ -200,6 +202,8 @@ Test(sim_devices, vmm_access_is_per_mapping_and_per_device, .init = setup)
     cr_assert_eq(get_access(1, va), CU_MEM_ACCESS_FLAGS_PROT_NONE, "device 1 was given nothing");
     char buf[64] = "written by device 0", back[64] = {0};
     cr_assert_eq(D.cuMemcpyHtoD(va, buf, sizeof buf), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSynchronize(NULL),
+                 CUDA_SUCCESS); /* the work is done before device 1 uses the memory */
 
     cr_assert_eq(D.cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemcpyDtoH(back, va, sizeof back), CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -218,6 +222,7 @@ Test(sim_devices, vmm_access_is_per_mapping_and_per_device, .init = setup)
     CUmemAccessDesc rw = access_for(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     cr_assert_eq(D.cuMemSetAccess(va, GRAN, &rw, 1), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(va, 7, 16), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSynchronize(NULL), CUDA_SUCCESS); /* the work is done before the unmap */
     cr_assert_eq(D.cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
     unmap_free(va, GRAN, h);
 }
@@ -364,6 +369,7 @@ Test(sim_devices, minimum_granularity_can_be_smaller_than_recommended, .init = s
     cr_assert_eq(D.cuMemSetAccess(va, 128 << 10, &rw, 1), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD32(va + (64 << 10) - 8, 0xabcdef01u, 4), CUDA_SUCCESS);
     cr_assert_eq(((uint32_t *)(uintptr_t)(va + (64 << 10)))[1], 0xabcdef01u);
+    cr_assert_eq(D.cuCtxSynchronize(NULL), CUDA_SUCCESS); /* the work is done before the unmap */
     cr_assert_eq(D.cuMemUnmap(va, 128 << 10), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemRelease(a), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemRelease(b), CUDA_SUCCESS);
