@@ -22,6 +22,7 @@
  * by its argument bytes (missing bytes read as 0). At most MAX_OPS ops run per input.
  * GPOOL_FUZZ_TRACE=1 prints each operation, to read what a crash input did. */
 #include <stdint.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,11 @@ static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
 static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuInit)(unsigned);
 static CUresult (*p_cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+/* The simulator's happens-before referee: a kernel on a stream writing a block, and the count of
+ * stream-ordering violations (0 is the oracle for stream safety: every block is "used" on its
+ * stream as soon as it is handed out, so reuse that is not ordered after earlier work races). */
+static CUresult (*p_touch)(CUstream, CUdeviceptr, size_t, int);
+static unsigned long (*p_violations)(void);
 
 static struct state {
     gpool_t *pool;
@@ -174,6 +180,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     *(void **)&p_cuStreamCreate = load_proc("cuStreamCreate");
     *(void **)&p_cuStreamDestroy = load_proc("cuStreamDestroy");
     *(void **)&p_cuMemsetD8Async = load_proc("cuMemsetD8Async");
+    *(void **)&p_touch = dlsym(sim->lib, "gpoolsim_touch");
+    *(void **)&p_violations = dlsym(sim->lib, "gpoolsim_violations");
+    if (!p_touch || !p_violations) {
+        fprintf(stderr, "fuzz_ops: the simulator has no happens-before referee\n");
+        exit(2);
+    }
     sim->set_capacity(0, CAPACITY);
     return 0;
 }
@@ -428,6 +440,13 @@ static void op_alloc(reader *r)
             S.pend[i].waited_by |= 1u << stream;
     }
     if (prm.flags & GPOOL_ALLOC_ZERO) check_zero(up, size);
+    /* a kernel on the allocating stream writes the whole block at once */
+    CHECK(p_touch(S.streams[stream], (CUdeviceptr)up, size, 1) == CUDA_SUCCESS,
+          "gpoolsim_touch of the new block [%#lx,+%zu) on stream %d", (unsigned long)up, size,
+          stream);
+    CHECK(p_violations() == 0,
+          "the happens-before referee saw %lu violations (block [%#lx,+%zu) on stream %d)",
+          p_violations(), (unsigned long)up, size, stream);
     block *b = &S.b[slot];
     *b = (block){1, up, size, d.size, d.kind, stream, ++S.next_seed};
     fill_pattern(p, size, b->seed);
@@ -637,6 +656,7 @@ static void finish_input(int leave_live)
         CHECK(p_cuStreamDestroy(S.streams[s]) == CUDA_SUCCESS, "cuStreamDestroy");
     CHECK(p_cuCtxSetCurrent(NULL) == CUDA_SUCCESS, "cuCtxSetCurrent(NULL)");
     CHECK(p_cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS, "cuDevicePrimaryCtxRelease");
+    CHECK(p_violations() == 0, "the happens-before referee saw %lu violations", p_violations());
     CHECK(sim_live_total() == 0, "%zu driver objects left after destroy", sim_live_total());
     CHECK(sim->bytes_in_use(0) == 0, "%zu device bytes left after destroy", sim->bytes_in_use(0));
 }

@@ -79,6 +79,7 @@ int model_run_start(model_run *r, uint32_t *rng, size_t capacity, int npools,
     memcpy(r->streams, streams, sizeof r->streams);
     sim->set_capacity(0, capacity);
     sim->reset_counts();
+    r->violations = sim->violations();
     for (int p = 0; p < npools; p++) {
         r->pools[p] = test_pool(rnd(rng) % 2 ? "tcache_bytes=0" : NULL);
         if (!r->pools[p]) {
@@ -131,6 +132,11 @@ static int op_alloc(model_run *r, uint32_t *rng, int p)
         uint32_t bseed = rnd(rng);
         model_add(m, p, ptr, size, kind, s, bseed);
         model_fill(m->live[m->nlive - 1].host, size, bseed); /* every sampled byte written */
+        /* and a kernel on the allocating stream writes the whole block: the simulator's
+         * happens-before referee sees any reuse not ordered after earlier work */
+        CUresult tr = sim->touch(s, (CUdeviceptr)(uintptr_t)ptr, size, 1);
+        if (tr != CUDA_SUCCESS)
+            return violation(r, "gpoolsim_touch of a new %zu-byte block: error %d", size, (int)tr);
         gpool_block_desc d;
         if (kind == GPOOL_MEM_DEVICE && gpool_block_info(r->pools[p], ptr, &d) == GPOOL_OK)
             model_note_chunk(m, d.page_size);
@@ -194,6 +200,9 @@ int model_run_op(model_run *r, uint32_t *rng)
         for (size_t i = m->nlive; ok && i-- > 0;) /* free everything of pool p */
             if (m->live[i].pool == p) ok = free_one(r, i, m->live[i].stream, 1);
     }
+    if (ok && sim_api()->violations() != r->violations)
+        ok = violation(r, "the happens-before referee saw %lu stream-ordering violations",
+                       sim_api()->violations() - r->violations);
     if (ok && !r->faults) ok = model_run_check(r);
     if (ok && r->op % 16 == 0 && !model_check_content(m, r->why, sizeof r->why)) ok = 0;
     return ok;

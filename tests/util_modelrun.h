@@ -17,7 +17,8 @@ typedef struct model_run {
     gpool_stream_t streams[MODELRUN_STREAMS]; /* [0] = NULL; the others made by the caller */
     int faults;       /* 1 while injected faults may fire: statuses are checked, not outcomes */
     unsigned long op; /* operations run */
-    char why[1024];   /* the first violation */
+    unsigned long violations; /* the simulator's happens-before violations at the start */
+    char why[1024];           /* the first violation */
 } model_run;
 
 /* Set the device capacity, reset the simulator's counts, create npools pools (tcache on or

@@ -43,6 +43,8 @@ static void sim_api_load(void)
     SIM_API_LOAD(forced_syncs, "gpoolsim_forced_syncs");
     SIM_API_LOAD(get_live, "gpoolsim_get_live");
     SIM_API_LOAD(entry_names, "gpoolsim_entry_names");
+    SIM_API_LOAD(touch, "gpoolsim_touch");
+    SIM_API_LOAD(violations, "gpoolsim_violations");
     sim_api_loaded = t;
 }
 

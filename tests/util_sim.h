@@ -24,6 +24,10 @@ struct sim_api {
     unsigned long (*forced_syncs)(void);
     void (*get_live)(struct gpoolsim_live *out);
     const char *const *(*entry_names)(size_t *count);
+    /* the happens-before referee: a kernel on stream s reads or writes [p, p+n); violations
+     * counted so far (sim/gpool_sim.h) */
+    CUresult (*touch)(CUstream s, CUdeviceptr p, size_t n, int is_write);
+    unsigned long (*violations)(void);
 };
 
 /* 1 when GPOOL_TEST_REAL_GPU=1: the suite runs on a real driver (scripts/gpu-check.sh), and
