@@ -395,7 +395,10 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
 static void slab_destroy(gp_arena *a, gp_slab *s)
 {
     granules_set(a, s->base, s->range->size, NULL);
-    gp_heap_give(&a->heap, s->range, free_tag(a, s->tag), 0);
+    /* Its slots may still be used by work queued on the slab's stream before their frees:
+     * the range is pending on that stream at the position a free gets now. */
+    uint64_t seq = a->seq_of ? a->seq_of(a->owner, s->tag) : 0;
+    gp_heap_give(&a->heap, s->range, free_tag(a, s->tag), seq);
     free(s);
 }
 

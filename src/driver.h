@@ -58,7 +58,7 @@
     X(cuEventSynchronize, v2000, 1)                                                                \
     X(cuEventDestroy, v4000, 1)                                                                    \
     X(cuMemsetD8, v3020, 1)                                                                        \
-    X(cuMemsetD8Async, v3020, 0)                                                                   \
+    X(cuMemsetD8Async, v3020, 1)                                                                   \
     X(cuMemcpy, v4000, 0)                                                                          \
     X(cuMemcpyAsync, v4000, 0)                                                                     \
     X(cuGetErrorString, v6000, 1)                                                                  \

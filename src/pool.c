@@ -108,6 +108,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                 gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
+            pool->arena[GPOOL_MEM_DEVICE]->seq_of = gp_stream_seq_hook;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
             if (st != GPOOL_OK) {
                 gp_vidmem_ops.fini(vctx, NULL);
@@ -200,14 +201,16 @@ static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, siz
     return GPOOL_OK;
 }
 
+/* The fill is queued on the block's stream: synchronous cuMemsetD8 runs on the legacy stream
+ * ("API synchronization behavior"), which a non-blocking stream is not ordered after. */
 static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
 {
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r =
-        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemsetD8((CUdeviceptr)p, 0, size));
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                        pool->drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, (CUstream)stream));
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8 (zero fill)");
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
 }
 
 static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_params *params,

@@ -31,7 +31,7 @@ typedef struct deferred_free {
     uintptr_t tag;          /* the stream it was freed on */
     uint64_t seq;
     size_t nev;
-    CUevent ev[DEFER_EVENTS + 1]; /* the recorded streams and one more (free or allocating) */
+    CUevent ev[DEFER_EVENTS + 2]; /* the recorded streams, the freeing and allocating ones */
 } deferred_free;
 
 typedef struct recorded {
@@ -158,6 +158,11 @@ uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag)
     uint64_t seq = r ? r->seq : UINT64_MAX; /* no record: stays pending until a full sync */
     pthread_mutex_unlock(&ss->lock);
     return seq;
+}
+
+uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag)
+{
+    return gp_stream_free_seq(owner, tag);
 }
 
 gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uintptr_t tag)
@@ -519,11 +524,18 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     int ok = rc && ss->ndef < ss->cap_def;
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    uintptr_t streams[DEFER_EVENTS + 1];
+    uintptr_t streams[DEFER_EVENTS + 2];
     size_t ns = 0;
     streams[ns++] = tag;
     for (size_t i = 0; rc && i < rc->n; i++)
         if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+    /* and the stream it was allocated on, as for device blocks: its queued copies may still
+     * read or write the block when it is freed on another stream */
+    uintptr_t atag = (uintptr_t)desc->stream;
+    int listed = 0;
+    for (size_t i = 0; i < ns; i++)
+        listed |= streams[i] == atag;
+    if (!listed) streams[ns++] = atag;
     for (size_t i = 0; ok && i < ns; i++) {
         CUevent ev;
         if (event_get(pool, &ev) != CUDA_SUCCESS) {

@@ -44,5 +44,6 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
 /* Arena hooks: gp_poll_fn and gp_sync_fn. */
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
+uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
 
 #endif

