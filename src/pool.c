@@ -119,6 +119,10 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     pool->id = atomic_fetch_add(&next_pool_id, 1);
     pool->default_tag = (uintptr_t)pool->cfg.default_stream;
+    /* A per-thread default stream is a different stream on each thread: blocks flushed from
+     * one thread's cache would reach another thread's stream early, so no thread caches (and
+     * no tag ever equals default_tag: small blocks are heap ranges of each thread's tag). */
+    if (pool->cfg.default_stream == CU_STREAM_PER_THREAD) pool->cfg.tcache_bytes = 0;
     if (st == GPOOL_OK) st = gp_trace_open(pool);
     if (st == GPOOL_OK && gp_pool_register(pool) != 0)
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory registering the pool");
@@ -227,7 +231,8 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     if (is_auto) kind = gp_policy_kind(params->usage, size);
     if (kind != GPOOL_MEM_DEVICE) {
         gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-        hp.stream = stream; /* hp.kind stays AUTO when it was, for the budget spill */
+        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag; hp.kind stays
+                                                             AUTO when it was (budget spill) */
         gp_stream_process(pool);
         st = gp_sysmem_alloc(pool, kind, size, &hp, out);
         if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) /* frees were waiting */
@@ -237,7 +242,8 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     }
     size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
     unsigned flags = params ? params->flags : 0;
-    uintptr_t tag = (uintptr_t)stream;
+    uintptr_t tag = gp_stream_tag(stream);
+    if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
     if (tag == pool->default_tag && align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
         size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out)) {
         if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
@@ -343,12 +349,12 @@ static int cross_stream_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t ta
     return gp_stream_defer_free(pool, ptr, tag, st);
 }
 
-static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
+static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (!ptr) return GPOOL_OK;
     gpool_status st = GPOOL_OK;
-    uintptr_t tag = (uintptr_t)stream;
+    uintptr_t tag = gp_stream_tag(stream);
     size_t traced = 0;
     if (pool->trace) {
         gpool_block_desc info;
@@ -394,6 +400,14 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return st;
 }
 
+static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
+{
+    gpool_status st = free_tagged(pool, ptr, stream);
+    if (st == GPOOL_OK && ptr && stream == CU_STREAM_PER_THREAD)
+        gp_stream_cover(pool, gp_stream_tag(stream));
+    return st;
+}
+
 gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
     /* the hot path: a small block back into this thread's cache */
@@ -410,14 +424,16 @@ gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return free_impl(pool, ptr, stream);
 }
 
+static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out);
+
 gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     gpool_block_desc info;
-    gpool_status st = gpool_block_info(pool, ptr, &info);
+    gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
     if (st != GPOOL_OK) return st;
     if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a block, not its start", ptr);
-    return gp_stream_record(pool, ptr, (uintptr_t)info.stream, (uintptr_t)stream);
+    return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
 }
 
 /* ---------- maintenance and introspection ---------- */
@@ -522,6 +538,15 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 }
 
 gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+{
+    gpool_status st = block_info_tagged(pool, ptr, out);
+    if (st == GPOOL_OK) out->stream = gp_tag_stream((uintptr_t)out->stream);
+    return st;
+}
+
+/* gpool_block_info with the block's stream tag in out->stream (per-thread default streams are
+ * told apart there). */
+static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL",

@@ -19,6 +19,9 @@ typedef struct stream_rec {
     CUevent ev;      /* created on first need */
     uint64_t ev_seq; /* frees with seq <= ev_seq are covered by ev */
     int ev_live;     /* ev recorded, not yet seen complete */
+    /* Another thread's per-thread default stream: another thread wanted its frees but cannot
+     * record an event on it, so its owner covers its frees with one from now on. */
+    int foreign_want;
 } stream_rec;
 
 #define DEFER_EVENTS 8
@@ -50,6 +53,37 @@ struct gp_streams {
     CUevent *spare; /* idle events */
     size_t nspare, cap_spare;
 };
+
+/* ---------- stream tags ---------- */
+
+#define PTDS_LOW 0xBu /* low bits of a per-thread tag: no aligned handle or CU_STREAM_* has them   \
+                       */
+
+static _Atomic uintptr_t ptds_serial = 1;
+static _Thread_local uintptr_t ptds_mine; /* this thread's per-thread tag, 0 until needed */
+
+static int tag_is_ptds(uintptr_t tag)
+{
+    return (tag & 0xF) == PTDS_LOW && tag > 0xF;
+}
+
+uintptr_t gp_stream_tag(gpool_stream_t s)
+{
+    if (s != CU_STREAM_PER_THREAD) return (uintptr_t)s;
+    if (!ptds_mine) /* serial numbers are never reused: a new thread is a new stream */
+        ptds_mine = (atomic_fetch_add(&ptds_serial, 1) << 4) | PTDS_LOW;
+    return ptds_mine;
+}
+
+gpool_stream_t gp_tag_stream(uintptr_t tag)
+{
+    return tag_is_ptds(tag) ? CU_STREAM_PER_THREAD : (gpool_stream_t)tag;
+}
+
+int gp_tag_mine(uintptr_t tag)
+{
+    return !tag_is_ptds(tag) || tag == ptds_mine;
+}
 
 /* ---------- helpers (lock held) ---------- */
 
@@ -103,11 +137,46 @@ static void event_put(gpool_t *pool, CUevent ev)
     ss->spare[ss->nspare++] = ev;
 }
 
-/* Record ev on stream tag; 0 on success. */
+/* Record ev on stream tag; 0 on success. Another thread's per-thread default stream cannot
+ * be named from here: that fails too. */
 static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
-    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventRecord(ev, (CUstream)tag)) !=
-           CUDA_SUCCESS;
+    if (!gp_tag_mine(tag)) return 1;
+    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
+                  pool->drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
+}
+
+/* Wait for the work queued on stream tag: cuStreamSynchronize, or for another thread's
+ * per-thread default stream (which cannot be named here) the whole context. */
+static CUresult sync_tag(gpool_t *pool, uintptr_t tag)
+{
+    if (!gp_tag_mine(tag))
+        return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+    return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                  pool->drv->cuStreamSynchronize((CUstream)gp_tag_stream(tag)));
+}
+
+void gp_stream_cover(gpool_t *pool, uintptr_t tag)
+{
+    if (!tag_is_ptds(tag) || tag != ptds_mine) return;
+    gp_streams *ss = pool->streams;
+    pthread_mutex_lock(&ss->lock);
+    stream_rec *r = NULL;
+    for (size_t i = 0; i < ss->nrecs && !r; i++)
+        if (ss->recs[i].tag == tag) r = &ss->recs[i];
+    if (r && r->foreign_want) {
+        int pushed;
+        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) r->ev = NULL;
+        /* Recording it again while live is fine: its completion then covers the earlier
+         * frees as well (stream order). */
+        if (r->ev && !record_on(pool, r->ev, tag)) {
+            r->ev_seq = r->seq++;
+            r->ev_live = 1;
+        }
+        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    }
+    pthread_mutex_unlock(&ss->lock);
 }
 
 /* ---------- lifetime ---------- */
@@ -202,8 +271,7 @@ gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag)
 {
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r =
-        GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize((CUstream)tag));
+    CUresult r = sync_tag(pool, tag);
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuStreamSynchronize");
 }
@@ -267,14 +335,12 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
         CUevent ev;
         if (event_get(pool, &ev) != CUDA_SUCCESS) {
             /* cannot track it: wait for that stream now instead */
-            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                   pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            sync_tag(pool, streams[i]);
             continue;
         }
         if (record_on(pool, ev, streams[i])) {
             event_put(pool, ev);
-            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                   pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            sync_tag(pool, streams[i]);
             continue;
         }
         d.ev[d.nev++] = ev;
@@ -413,7 +479,10 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
                 r->ev = NULL;
                 continue;
             }
-            if (record_on(pool, r->ev, r->tag)) continue; /* the OOM path will synchronize */
+            if (record_on(pool, r->ev, r->tag)) {              /* the OOM path will synchronize */
+                if (!gp_tag_mine(r->tag)) r->foreign_want = 1; /* its owner records it */
+                continue;
+            }
             r->ev_seq = r->seq++;
             r->ev_live = 1;
         }
@@ -423,7 +492,8 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
                    GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                          pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0)) == CUDA_SUCCESS) {
+                          pool->drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) ==
+                       CUDA_SUCCESS) {
             /* The requesting stream now runs after that work: its ranges become the
              * requester's (reusable by it at once, by others after the requester's next
              * event). Small blocks pending on that stream still wait for the real event. */
@@ -563,8 +633,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
         for (size_t e = 0; e < d.nev; e++)
             event_put(pool, d.ev[e]);
         for (size_t i = 0; i < ns && st == GPOOL_OK; i++) {
-            CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                                pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            CUresult r = sync_tag(pool, streams[i]);
             if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (host free)");
         }
         if (rc) {

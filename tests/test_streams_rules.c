@@ -185,3 +185,114 @@ Test(stream_rules, recorded_host_block_waits_for_every_stream)
     cr_assert_eq(gpool_free_async(pool, t, A), GPOOL_OK);
     sim->stream_release(B);
 }
+
+/* ---------- per-thread default streams ---------- */
+
+/* CU_STREAM_PER_THREAD names a different stream on each thread ("Stream synchronization
+ * behavior": the per-thread default stream is local to both the thread and the context), so a
+ * block thread A freed on it is not thread B's to reuse while A's work on it may be pending. */
+struct ptds_job {
+    size_t size;
+    void *freed; /* A: the block it freed */
+    void *got;   /* B: what it got */
+};
+
+static void *ptds_thread_b(void *arg)
+{
+    struct ptds_job *j = arg;
+    j->got = alloc_on(j->size, CU_STREAM_PER_THREAD, 0);
+    return NULL;
+}
+
+static void run_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, fn, arg), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
+/* Thread A is the test's thread, B a new thread each time. check_back: once A's work
+ * completed and A made another call, B gets the block back without a forced synchronize (for
+ * blocks that need fresh pages; small ones fit backed free space and need no poll). */
+static void ptds_case(size_t size, int check_back)
+{
+    struct ptds_job j = {.size = size};
+    void *p = alloc_on(size, CU_STREAM_PER_THREAD, 0);
+    sim->stream_hold(CU_STREAM_PER_THREAD);
+    cr_assert_eq(gpool_free_async(pool, p, CU_STREAM_PER_THREAD), GPOOL_OK);
+    void *again = alloc_on(size, CU_STREAM_PER_THREAD, 0);
+    cr_assert_eq(again, p, "thread A reuses its own per-thread stream's free at once");
+    cr_assert_eq(gpool_free_async(pool, again, CU_STREAM_PER_THREAD), GPOOL_OK);
+    j.freed = p;
+    run_thread(ptds_thread_b, &j);
+    cr_assert(!overlaps(j.freed, size, j.got, size),
+              "thread B's per-thread stream got a block thread A's pending work may use");
+    void *first = j.got;
+    sim->stream_release(CU_STREAM_PER_THREAD);
+    /* A goes on using its stream: its frees are now covered by events B can query */
+    void *x = alloc_on(256, CU_STREAM_PER_THREAD, 0);
+    cr_assert_eq(gpool_free_async(pool, x, CU_STREAM_PER_THREAD), GPOOL_OK);
+    unsigned long forced = sim->forced_syncs();
+    void *keep[16];
+    int n = 0, back = 0;
+    for (; n < 16 && !back && check_back; n++) {
+        run_thread(ptds_thread_b, &j);
+        keep[n] = j.got;
+        back = overlaps(j.freed, size, j.got, size);
+    }
+    cr_assert(back || !check_back,
+              "thread A's block is reusable by others once its work completed");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    cr_assert_eq(gpool_free_async(pool, first, CU_STREAM_PER_THREAD), GPOOL_OK);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], CU_STREAM_PER_THREAD), GPOOL_OK);
+}
+
+Test(stream_rules, per_thread_stream_blocks_stay_with_their_thread_until_done)
+{
+    ptds_case(4 * MiB, 1);
+}
+
+Test(stream_rules, per_thread_stream_small_blocks_stay_with_their_thread_until_done)
+{
+    ptds_case(4000, 0);
+}
+
+/* A pool whose default stream is CU_STREAM_PER_THREAD: gpool_alloc / gpool_free of small
+ * blocks (the thread-cache path) keep the threads' streams apart too. */
+static void *ptds_default_a(void *arg)
+{
+    struct ptds_job *j = arg;
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, j->size, NULL, &p), GPOOL_OK);
+    sim->stream_hold(CU_STREAM_PER_THREAD);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    j->freed = p;
+    return NULL;
+}
+
+static void *ptds_default_b(void *arg)
+{
+    struct ptds_job *j = arg;
+    cr_assert_eq(gpool_alloc(pool, j->size, NULL, &j->got), GPOOL_OK);
+    return NULL;
+}
+
+Test(stream_rules, per_thread_default_stream_pool_keeps_threads_apart)
+{
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    cfg.default_stream = CU_STREAM_PER_THREAD;
+    cr_assert_eq(gpool_create(&cfg, &pool), GPOOL_OK, "%s", gpool_last_error());
+    const size_t sizes[] = {300, 8000, 3 * MiB};
+    for (int k = 0; k < 3; k++) {
+        struct ptds_job j = {.size = sizes[k]};
+        run_thread(ptds_default_a, &j);
+        run_thread(ptds_default_b, &j);
+        cr_assert(!overlaps(j.freed, j.size, j.got, j.size),
+                  "%zu bytes: thread B got a block thread A's pending work may use", j.size);
+        sim->stream_release(CU_STREAM_PER_THREAD);
+        cr_assert_eq(gpool_free(pool, j.got), GPOOL_OK);
+    }
+}
