@@ -109,6 +109,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
             pool->arena[GPOOL_MEM_DEVICE]->seq_of = gp_stream_seq_hook;
+            pool->arena[GPOOL_MEM_DEVICE]->may_drive = gp_stream_may_drive;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
             if (st != GPOOL_OK) {
                 gp_vidmem_ops.fini(vctx, NULL);
@@ -230,6 +231,9 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     int is_auto = kind == GPOOL_MEM_AUTO;
     if (is_auto) kind = gp_policy_kind(params->usage, size);
     if (kind != GPOOL_MEM_DEVICE) {
+        /* host blocks during graph capture: not supported (their paths may call the driver) */
+        st = gp_stream_may_drive(pool, gp_stream_tag(stream));
+        if (st != GPOOL_OK) return st;
         gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
         hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag; hp.kind stays
                                                              AUTO when it was (budget spill) */

@@ -56,8 +56,9 @@ struct gp_streams {
 
 /* ---------- stream tags ---------- */
 
-#define PTDS_LOW 0xBu /* low bits of a per-thread tag: no aligned handle or CU_STREAM_* has them   \
-                       */
+#define PTDS_LOW                                                                                   \
+    0xBu /* low bits of a per-thread tag: no aligned handle or CU_STREAM_* has them                \
+          */
 
 static _Atomic uintptr_t ptds_serial = 1;
 static _Thread_local uintptr_t ptds_mine; /* this thread's per-thread tag, 0 until needed */
@@ -137,11 +138,34 @@ static void event_put(gpool_t *pool, CUevent ev)
     ss->spare[ss->nspare++] = ev;
 }
 
+int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
+{
+    /* cuStreamIsCapturing is legal during capture (its doc comment); a driver without it has no
+     * graph capture to worry about. Another thread's per-thread stream cannot be asked. */
+    if (!pool->drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                        pool->drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));
+    return r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
+{
+    gpool_t *pool = owner;
+    if (!gp_stream_capturing(pool, tag)) return GPOOL_OK;
+    return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                   "stream %p is capturing a CUDA graph: gpool serves allocations there only "
+                   "from memory already free for that stream, and this one would need driver "
+                   "calls the capture forbids (allocate before the capture begins)",
+                   (void *)gp_tag_stream(tag));
+}
+
 /* Record ev on stream tag; 0 on success. Another thread's per-thread default stream cannot
- * be named from here: that fails too. */
+ * be named from here, and an event recorded on a capturing stream becomes a node of the graph
+ * that may not be queried (cuStreamBeginCapture's doc comment): those fail too. */
 static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
-    if (!gp_tag_mine(tag)) return 1;
+    if (!gp_tag_mine(tag) || gp_stream_capturing(pool, tag)) return 1;
     return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
                   pool->drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
 }
@@ -150,6 +174,8 @@ static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
  * per-thread default stream (which cannot be named here) the whole context. */
 static CUresult sync_tag(gpool_t *pool, uintptr_t tag)
 {
+    if (gp_stream_capturing(pool, tag)) /* synchronizing captured work is prohibited */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (!gp_tag_mine(tag))
         return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
     return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,

@@ -63,4 +63,9 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
 uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
 
+/* 1 when stream tag is capturing a CUDA graph (cuStreamIsCapturing; 0 without that entry). */
+int gp_stream_capturing(gpool_t *pool, uintptr_t tag);
+/* gp_drive_fn: GPOOL_ERR_UNSUPPORTED (message naming capture) for a capturing stream. */
+gpool_status gp_stream_may_drive(void *owner, uintptr_t tag);
+
 #endif

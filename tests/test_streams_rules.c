@@ -296,3 +296,52 @@ Test(stream_rules, per_thread_default_stream_pool_keeps_threads_apart)
         cr_assert_eq(gpool_free(pool, j.got), GPOOL_OK);
     }
 }
+
+/* ---------- graph capture ---------- */
+
+/* While a stream captures a graph in global mode, querying or synchronizing captured work,
+ * stream/context synchronize and legacy allocation calls are prohibited and invalidate the
+ * capture (cuStreamBeginCapture's doc comment; CUDA Programming Guide, "Prohibited and
+ * Unhandled Operations"). An allocation on the capturing stream is served from memory already
+ * free for it, else refused with GPOOL_ERR_UNSUPPORTED naming capture; the capture survives. */
+Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_survives)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is)
+        cr_skip_test("the simulator has no graph capture yet (cuStreamBeginCapture, "
+                     "cuStreamEndCapture, cuStreamIsCapturing)");
+    void *p = alloc_on(4 * MiB, A, 0);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK); /* free for A */
+    void *other = alloc_on(MiB, B, 0);                    /* a second stream in play */
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, other, B), GPOOL_OK); /* pending on B */
+    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    sim->reset_counts();
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, NULL, A, &q), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(q, p, "the block free for A is served during the capture");
+    void *r = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 64 * MiB, NULL, A, &r), GPOOL_ERR_UNSUPPORTED);
+    cr_assert_null(r);
+    cr_assert(strstr(gpool_last_error(), "captur"), "%s", gpool_last_error());
+    gpool_alloc_params pin = {.kind = GPOOL_MEM_HOST_PINNED};
+    cr_assert_eq(gpool_alloc_async(pool, 4096, &pin, A, &r), GPOOL_ERR_UNSUPPORTED);
+    static const char *const prohibited[] = {
+        "cuMemCreate",         "cuMemMap",          "cuMemSetAccess", "cuMemAlloc",
+        "cuMemHostAlloc",      "cuMemHostRegister", "cuEventQuery",   "cuEventSynchronize",
+        "cuStreamSynchronize", "cuCtxSynchronize",  "cuStreamQuery",  "cuMemsetD8",
+    };
+    for (size_t i = 0; i < sizeof prohibited / sizeof *prohibited; i++)
+        cr_assert_eq(sim->call_count(prohibited[i]), 0, "%s during capture", prohibited[i]);
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
+    CUgraph g = NULL;
+    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    if (graph_destroy && g) graph_destroy(g);
+    sim->stream_release(B);
+}
