@@ -22,6 +22,11 @@ typedef struct stream_rec {
     /* Another thread's per-thread default stream: another thread wanted its frees but cannot
      * record an event on it, so its owner covers its frees with one from now on. */
     int foreign_want;
+    /* The stream's context (cuStreamGetCtx), once asked: events of the pool's context cannot
+     * be recorded on streams of another one (cuEventRecord's doc comment), so such a stream is
+     * polled with cuStreamQuery and waited for with cuStreamSynchronize instead. */
+    int ctx_known, other_ctx;
+    CUcontext ctx;
 } stream_rec;
 
 #define DEFER_EVENTS 8
@@ -138,6 +143,30 @@ static void event_put(gpool_t *pool, CUevent ev)
     ss->spare[ss->nspare++] = ev;
 }
 
+/* 1 when stream tag belongs to another context than the pool's, or its context cannot be
+ * told (completion is never assumed); lock held. The NULL, legacy and per-thread streams are
+ * named with the pool's context current, so they are its own. */
+static int other_ctx(gpool_t *pool, uintptr_t tag)
+{
+    if (!pool->drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
+        tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag))
+        return 0;
+    gp_streams *ss = pool->streams;
+    stream_rec *r = NULL;
+    for (size_t i = 0; i < ss->nrecs && !r; i++)
+        if (ss->recs[i].tag == tag) r = &ss->recs[i];
+    if (r && r->ctx_known) return r->other_ctx;
+    CUcontext c = NULL;
+    CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamGetCtx((CUstream)tag, &c));
+    int other = q != CUDA_SUCCESS || c != pool->ctx;
+    if (r) {
+        r->ctx_known = 1;
+        r->other_ctx = other;
+        r->ctx = q == CUDA_SUCCESS ? c : NULL;
+    }
+    return other;
+}
+
 int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
 {
     /* cuStreamIsCapturing is legal during capture (its doc comment); a driver without it has no
@@ -165,7 +194,7 @@ gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
  * that may not be queried (cuStreamBeginCapture's doc comment): those fail too. */
 static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
-    if (!gp_tag_mine(tag) || gp_stream_capturing(pool, tag)) return 1;
+    if (!gp_tag_mine(tag) || other_ctx(pool, tag) || gp_stream_capturing(pool, tag)) return 1;
     return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
                   pool->drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
 }
@@ -499,6 +528,15 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             r->ev_live = 0;
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         }
+        if (!r->ev_live && other_ctx(pool, r->tag)) {
+            /* another context's stream: no event of ours can be recorded there; ask the
+             * stream itself (not while it captures: querying captured work is prohibited) */
+            if (!gp_stream_capturing(pool, r->tag) &&
+                GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamQuery((CUstream)r->tag)) ==
+                    CUDA_SUCCESS)
+                gp_arena_clean_locked(a, r->tag, r->seq++);
+            continue;
+        }
         if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
         if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
             if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) {
@@ -535,6 +573,35 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     pthread_mutex_unlock(&ss->lock);
 }
 
+/* cuCtxSynchronize covers the pool's context only ("blocks until the device has completed
+ * all preceding requested tasks" of the current context): streams of other contexts that
+ * frees were tagged with are synchronized one by one. */
+static gpool_status sync_other_contexts(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    gpool_status st = GPOOL_OK;
+    pthread_mutex_lock(&ss->lock);
+    for (size_t i = 0; i < ss->nrecs && st == GPOOL_OK; i++) {
+        stream_rec *r = &ss->recs[i];
+        if (!other_ctx(pool, r->tag)) continue;
+        CUresult q =
+            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize((CUstream)r->tag));
+        if (q != CUDA_SUCCESS && r->ctx) { /* e.g. destroyed: wait for its whole context */
+            int pushed = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuCtxPushCurrent(r->ctx)) ==
+                         CUDA_SUCCESS;
+            if (pushed) {
+                q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+                CUcontext dummy;
+                GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuCtxPopCurrent(&dummy));
+            }
+        }
+        if (q != CUDA_SUCCESS)
+            st = gp_cu_fail(q, "cuStreamSynchronize (a stream of another context)");
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return st;
+}
+
 gpool_status gp_stream_sync(void *owner, gp_arena *a)
 {
     gpool_t *pool = owner;
@@ -548,6 +615,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
     gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
+    if (st == GPOOL_OK) st = sync_other_contexts(pool);
     if (st == GPOOL_OK) {
         pthread_mutex_lock(&ss->lock);
         for (size_t i = 0; i < ss->nrecs; i++) {

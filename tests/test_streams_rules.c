@@ -345,3 +345,66 @@ Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_
     if (graph_destroy && g) graph_destroy(g);
     sim->stream_release(B);
 }
+
+/* ---------- contexts ---------- */
+
+/* A stream of another context: cuEventRecord needs the event and the stream in one context
+ * (its doc comment: CUDA_ERROR_INVALID_HANDLE otherwise), and cuCtxSynchronize waits for the
+ * current context's work only. gpool polls such a stream with cuStreamQuery and waits with
+ * cuStreamSynchronize; completion is never assumed. */
+Test(stream_rules, streams_of_another_context_are_queried_and_synchronized_never_assumed)
+{
+    CUresult (*getctx)(CUstream, CUcontext *) = sim_driver_proc("cuStreamGetCtx");
+    CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice) =
+        sim_driver_proc("cuCtxCreate");
+    CUresult (*destroy_ctx)(CUcontext) = sim_driver_proc("cuCtxDestroy");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    if (!getctx || !create || !destroy_ctx)
+        cr_skip_test("the simulator has no stream contexts yet (cuStreamGetCtx, cuCtxCreate)");
+    CUcontext other;
+    cr_assert_eq(create(&other, NULL, 0, 0), CUDA_SUCCESS);
+    CUstream S;
+    cr_assert_eq(set(other), CUDA_SUCCESS);
+    cr_assert_eq(mk(&S, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    const size_t sz = 4 * MiB;
+    void *p = alloc_on(sz, S, 0);
+    void *b0 = alloc_on(MiB, B, 0);
+    sim->stream_hold(S);
+    cr_assert_eq(gpool_free_async(pool, p, S), GPOOL_OK);
+    unsigned long forced = sim->forced_syncs();
+    void *q = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, q, sz), "B got memory the other context's held work may use");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    sim->stream_release(S);
+    /* S completed: B gets the block back by querying S, without a synchronize */
+    void *keep[16];
+    int n = 0, back = 0;
+    for (; n < 16 && !back; n++) {
+        keep[n] = alloc_on(sz, B, 0);
+        back = overlaps(p, sz, keep[n], sz);
+    }
+    cr_assert(back, "the block is reusable once the other context's stream completed");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b0, B), GPOOL_OK);
+    /* memory pressure: the pool's context synchronize does not cover S, S itself is waited */
+    sim->set_capacity(0, 16 * MiB);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    void *r = alloc_on(10 * MiB, S, 0);
+    sim->stream_hold(S);
+    cr_assert_eq(gpool_free_async(pool, r, S), GPOOL_OK);
+    forced = sim->forced_syncs();
+    void *t = alloc_on(12 * MiB, B, 0);
+    cr_assert_gt(sim->forced_syncs(), forced, "the allocator waited for S's work");
+    cr_assert_eq(gpool_free_async(pool, t, B), GPOOL_OK);
+    sim->stream_release(S);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    destroy(S);
+    destroy_ctx(other);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+}
