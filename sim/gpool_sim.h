@@ -12,7 +12,14 @@
  *                            optionally followed by "B" or "iB" (default 8G)
  *   GPOOL_SIM_FAIL=e:N,...   the Nth call (from process start) of entry point e fails once
  *   GPOOL_SIM_STATS=FILE     write a JSON summary to FILE when the library is unloaded
- *                            (process exit or last dlclose)
+ *                            (process exit or last dlclose); "violations" is the count of
+ *                            happens-before violations (below)
+ *   GPOOL_SIM_STRICT=1       abort() at the first happens-before violation
+ *   GPOOL_SIM_VIOLATION_LOG=FILE  append one line per violation to FILE (O_APPEND, so the
+ *                            processes of a whole test run can share one file)
+ *   GPOOL_SIM_REUSE_STREAM_HANDLES=1  a new stream may get the handle value of a destroyed
+ *                            stream (as a real driver may); the destroyed stream's queued
+ *                            work still completes
  * A malformed value of any of these is fatal (message on stderr, abort()).
  *
  * At unload (process exit or last dlclose) the statistics are written first, then the driver
@@ -20,11 +27,22 @@
  * runs from an __attribute__((destructor)) after that point sees those errors and its frees are
  * not in the statistics; tear down before exit or from an atexit() handler instead.
  *
+ * Streams follow the driver's ordering rules: NULL and CU_STREAM_LEGACY are the current
+ * context's legacy stream, implicitly synchronizing with the context's blocking streams;
+ * CU_STREAM_PER_THREAD (and NULL in the _ptsz/_ptds entry points) is the calling thread's own
+ * per-thread default stream; streams and events belong to the context current when made.
+ *
+ * Happens-before checker: every access to device-visible memory (cuMemcpy*, cuMemsetD*,
+ * cuMemFreeAsync, gpoolsim_touch) is recorded with its stream and position; two overlapping
+ * accesses, one a write, with no order between them (events, stream/event/context
+ * synchronization the host observed, the legacy stream's implicit edges) are a violation, as is
+ * freeing, unmapping or unregistering memory with accesses the host does not know complete.
+ * Each violation is counted (gpoolsim_violations), described on stderr and logged as above.
+ *
  * Where the simulator differs from a GPU: device pointers are host addresses (tests may read
- * and write them); all devices share the host's memory; NULL, CU_STREAM_LEGACY and
- * CU_STREAM_PER_THREAD are one default stream with no implicit synchronization against other
- * streams; stream work (copies, memsets, stream-ordered alloc/free) takes effect at once, only
- * its *completion* (events, queries) is modelled; cuGetProcAddress answers CUDA_ERROR_NOT_FOUND
+ * and write them); all devices share the host's memory; stream work (copies, memsets,
+ * stream-ordered alloc/free) takes effect at once, only its *order* (the checker) and
+ * *completion* (events, queries) are modelled; captured work is recorded, never run; cuGetProcAddress answers CUDA_ERROR_NOT_FOUND
  * (and *symbolStatus) for unknown symbols and for versions older than the oldest simulated ABI.
  *
  * Injected failures have no side effects. They return CUDA_ERROR_OUT_OF_MEMORY for every entry
@@ -68,9 +86,10 @@ size_t gpoolsim_peak_bytes(int device);
 void gpoolsim_set_capacity(int device, size_t bytes);
 
 /* Held completion: work submitted to a held stream (event records, async copies, waits)
- * does not complete until the stream is released or someone synchronizes on it. NULL,
- * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the default stream. Return 0, or -1 for
- * an unknown stream. */
+ * does not complete until the stream is released or someone synchronizes on it. NULL and
+ * CU_STREAM_LEGACY name the current context's legacy stream (device 0's without a context),
+ * CU_STREAM_PER_THREAD the calling thread's per-thread stream. Return 0, or -1 for an
+ * unknown stream. */
 int gpoolsim_stream_hold(CUstream s);
 int gpoolsim_stream_release(CUstream s);
 /* Number of cuEventSynchronize/cuStreamSynchronize/cuCtxSynchronize calls that had to
@@ -89,6 +108,13 @@ struct gpoolsim_live {
 };
 /* Leak checks: all zero after a clean shutdown. */
 void gpoolsim_get_live(struct gpoolsim_live *out);
+
+/* A kernel on stream s reads (is_write == 0) or writes [p, p+bytes): an access for the
+ * happens-before checker. CUDA_ERROR_INVALID_HANDLE for an unknown stream,
+ * CUDA_ERROR_INVALID_VALUE for memory that is not allocated/mapped device-visible memory. */
+CUresult gpoolsim_touch(CUstream s, CUdeviceptr p, size_t bytes, int is_write);
+/* Happens-before violations found in this process so far. */
+unsigned long gpoolsim_violations(void);
 
 /* Every injectable entry point (base names), in a fixed order. */
 const char *const *gpoolsim_entry_names(size_t *count);

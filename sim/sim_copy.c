@@ -1,96 +1,134 @@
 /* sim_copy.c — memcpy and memset entry points: plain host copies, done at once. The async
- * forms add a unit of work to their stream. Touching memory that is not accessible faults,
- * as a GPU would. */
+ * forms are a unit of work on their stream; the synchronous forms are a unit of work on the
+ * legacy stream (the calling thread's per-thread stream for the _ptds forms), as documented in
+ * cuda.h ("\note_sync", "\note_null_stream") and the "API synchronization behavior" page.
+ * Every copy reads its source and writes its destination: both are accesses for the
+ * happens-before checker (sim_hb.c) when they lie in device-visible memory. Work submitted to
+ * a capturing stream is recorded, not executed (cuda.h, cuStreamBeginCapture). */
 #include <string.h>
 
 #include "sim_internal.h"
 
-static CUresult sim_copy(enum sim_entry entry, uintptr_t dst, uintptr_t src, size_t n,
-                         CUstream hstream, int async) {
+static int sim_host_range_is_pinned(uintptr_t p, size_t n) {
+    return sim_host_contains(p, n);
+}
+
+static int sim_device_visible(uintptr_t p, size_t n) {
+    return sim_hb_visible(p, n);
+}
+
+/* "API synchronization behavior", memcpy: a synchronous copy from pageable host memory first
+ * synchronizes the stream; one to pageable host memory (and any device-to-host copy) returns
+ * only once the copy has completed; device-to-device copies do not synchronize the host. */
+CUresult sim_copy_entry(enum sim_entry entry, uintptr_t dst, uintptr_t src, size_t n,
+                        CUstream hstream, int async, int per_thread) {
     struct CUstream_st *s = NULL;
     CUresult rc = sim_enter(entry);
-    if (rc == CUDA_SUCCESS && async) rc = sim_stream_lookup(hstream, &s);
-    if (rc == CUDA_SUCCESS && n > 0) {
-        if (!dst || !src)
-            rc = CUDA_ERROR_INVALID_VALUE;
-        else
-            memmove((void *)dst, (const void *)src, n);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    if (async)
+        rc = sim_stream_lookup_pt(hstream, per_thread, &s);
+    else if ((rc = sim_capture_unsafe_call()) == CUDA_SUCCESS)
+        rc = sim_stream_lookup_pt(NULL, per_thread, &s);
+    if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(s);
+    if (rc == CUDA_SUCCESS && n > 0 && (!dst || !src)) rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    int dst_dev = sim_device_visible(dst, n), src_dev = sim_device_visible(src, n);
+    if (!async && !src_dev) sim_stream_sync_host(s);
+    if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured */
+    if (n > 0) {
+        if (src_dev) sim_hb_access(s, src, n, SIM_READ, "copy source");
+        if (dst_dev) sim_hb_access(s, dst, n, SIM_WRITE, "copy destination");
+        memmove((void *)dst, (const void *)src, n);
     }
-    if (rc == CUDA_SUCCESS && s) sim_stream_submit(s);
-    return sim_leave(rc);
+    if (!async && (!dst_dev || sim_host_range_is_pinned(dst, n))) sim_stream_sync_host(s);
+    return sim_leave(CUDA_SUCCESS);
 }
 
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
-    return sim_copy(SIM_cuMemcpy, (uintptr_t)dst, (uintptr_t)src, ByteCount, NULL, 0);
+    return sim_copy_entry(SIM_cuMemcpy, (uintptr_t)dst, (uintptr_t)src, ByteCount, NULL, 0, 0);
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
-    return sim_copy(SIM_cuMemcpyAsync, (uintptr_t)dst, (uintptr_t)src, ByteCount, hStream, 1);
+    return sim_copy_entry(SIM_cuMemcpyAsync, (uintptr_t)dst, (uintptr_t)src, ByteCount, hStream, 1,
+                          0);
 }
 
 CUresult cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
-    return sim_copy(SIM_cuMemcpyHtoD, (uintptr_t)dstDevice, (uintptr_t)srcHost, ByteCount, NULL, 0);
+    return sim_copy_entry(SIM_cuMemcpyHtoD, (uintptr_t)dstDevice, (uintptr_t)srcHost, ByteCount,
+                          NULL, 0, 0);
 }
 
 CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-    return sim_copy(SIM_cuMemcpyDtoH, (uintptr_t)dstHost, (uintptr_t)srcDevice, ByteCount, NULL, 0);
+    return sim_copy_entry(SIM_cuMemcpyDtoH, (uintptr_t)dstHost, (uintptr_t)srcDevice, ByteCount,
+                          NULL, 0, 0);
 }
 
 CUresult cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-    return sim_copy(SIM_cuMemcpyDtoD, (uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount, NULL,
-                    0);
+    return sim_copy_entry(SIM_cuMemcpyDtoD, (uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount,
+                          NULL, 0, 0);
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                            CUstream hStream) {
-    return sim_copy(SIM_cuMemcpyHtoDAsync, (uintptr_t)dstDevice, (uintptr_t)srcHost, ByteCount,
-                    hStream, 1);
+    return sim_copy_entry(SIM_cuMemcpyHtoDAsync, (uintptr_t)dstDevice, (uintptr_t)srcHost,
+                          ByteCount, hStream, 1, 0);
 }
 
 CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                            CUstream hStream) {
-    return sim_copy(SIM_cuMemcpyDtoHAsync, (uintptr_t)dstHost, (uintptr_t)srcDevice, ByteCount,
-                    hStream, 1);
+    return sim_copy_entry(SIM_cuMemcpyDtoHAsync, (uintptr_t)dstHost, (uintptr_t)srcDevice,
+                          ByteCount, hStream, 1, 0);
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                            CUstream hStream) {
-    return sim_copy(SIM_cuMemcpyDtoDAsync, (uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount,
-                    hStream, 1);
+    return sim_copy_entry(SIM_cuMemcpyDtoDAsync, (uintptr_t)dstDevice, (uintptr_t)srcDevice,
+                          ByteCount, hStream, 1, 0);
 }
 
-static CUresult sim_set(enum sim_entry entry, uintptr_t dst, unsigned value, size_t width,
-                        size_t count, CUstream hstream, int async) {
+/* "API synchronization behavior", memset: synchronous memsets are asynchronous with respect
+ * to the host except when the target is pinned host memory. They are legacy-stream work. */
+CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size_t width,
+                       size_t count, CUstream hstream, int async, int per_thread) {
     struct CUstream_st *s = NULL;
     CUresult rc = sim_enter(entry);
-    if (rc == CUDA_SUCCESS && async) rc = sim_stream_lookup(hstream, &s);
-    if (rc == CUDA_SUCCESS && count > 0) {
-        if (!dst || !sim_is_aligned(dst, width))
-            rc = CUDA_ERROR_INVALID_VALUE;
-        else if (width == 1)
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    if (async)
+        rc = sim_stream_lookup_pt(hstream, per_thread, &s);
+    else if ((rc = sim_capture_unsafe_call()) == CUDA_SUCCESS)
+        rc = sim_stream_lookup_pt(NULL, per_thread, &s);
+    if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(s);
+    if (rc == CUDA_SUCCESS && count > 0 && (!dst || !sim_is_aligned(dst, width)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured */
+    if (count > 0) {
+        if (sim_device_visible(dst, width * count))
+            sim_hb_access(s, dst, width * count, SIM_WRITE, "memset");
+        if (width == 1)
             memset((void *)dst, (int)(value & 0xff), count);
         else {
             uint32_t v32 = value;
             for (size_t i = 0; i < count; i++)
                 memcpy((char *)dst + 4 * i, &v32, 4);
         }
+        if (!async && sim_host_range_is_pinned(dst, width * count)) sim_stream_sync_host(s);
     }
-    if (rc == CUDA_SUCCESS && s) sim_stream_submit(s);
-    return sim_leave(rc);
+    return sim_leave(CUDA_SUCCESS);
 }
 
 CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-    return sim_set(SIM_cuMemsetD8, (uintptr_t)dstDevice, uc, 1, N, NULL, 0);
+    return sim_set_entry(SIM_cuMemsetD8, (uintptr_t)dstDevice, uc, 1, N, NULL, 0, 0);
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
-    return sim_set(SIM_cuMemsetD8Async, (uintptr_t)dstDevice, uc, 1, N, hStream, 1);
+    return sim_set_entry(SIM_cuMemsetD8Async, (uintptr_t)dstDevice, uc, 1, N, hStream, 1, 0);
 }
 
 CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-    return sim_set(SIM_cuMemsetD32, (uintptr_t)dstDevice, ui, 4, N, NULL, 0);
+    return sim_set_entry(SIM_cuMemsetD32, (uintptr_t)dstDevice, ui, 4, N, NULL, 0, 0);
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
-    return sim_set(SIM_cuMemsetD32Async, (uintptr_t)dstDevice, ui, 4, N, hStream, 1);
+    return sim_set_entry(SIM_cuMemsetD32Async, (uintptr_t)dstDevice, ui, 4, N, hStream, 1, 0);
 }

@@ -39,6 +39,15 @@ CUresult sim_current_device(int *dev) {
     return CUDA_SUCCESS;
 }
 
+int sim_current_ctx_device(void) {
+    CUcontext ctx = sim_current();
+    return ctx && ctx->refs ? ctx->device : -1;
+}
+
+CUcontext sim_ctx_handle(int dev) {
+    return &sim_primary[dev];
+}
+
 CUresult cuInit(unsigned int flags) {
     CUresult rc = sim_enter(SIM_cuInit);
     if (rc == CUDA_SUCCESS) {
@@ -379,8 +388,10 @@ static CUresult sim_ctx_sync(CUcontext ctx) {
         if (!ctx) ctx = sim_current();
         if (!ctx)
             rc = CUDA_ERROR_INVALID_CONTEXT;
-        else if ((rc = sim_check_context(ctx)) == CUDA_SUCCESS && sim_streams_force_all())
-            sim_count_forced_sync();
+        else if ((rc = sim_check_context(ctx)) == CUDA_SUCCESS &&
+                 (rc = sim_capture_unsafe_call()) == CUDA_SUCCESS &&
+                 sim_ctx_streams_sync(ctx->device))
+            sim_count_forced_sync(); /* only this context's streams (see sim_stream.c) */
     }
     return sim_leave(rc);
 }

@@ -78,6 +78,7 @@ CUresult cuMemFreeHost(void *p) {
         struct sim_host_range *r = *pp;
         if (r->ptr != (uintptr_t)p) continue;
         *pp = r->next;
+        sim_hb_release(r->ptr, r->size, "cuMemFreeHost"); /* cuda.h: frees at once */
         munmap(p, r->mapped);
         free(r);
         sim_live_add(SIM_LIVE_HOST_ALLOCS, -1);
@@ -134,6 +135,7 @@ static CUresult sim_host_unregister(void *p) {
         struct sim_host_range *r = *pp;
         if (r->ptr != (uintptr_t)p) continue;
         *pp = r->next;
+        sim_hb_release(r->ptr, r->size, "cuMemHostUnregister");
         free(r);
         sim_live_add(SIM_LIVE_HOST_REGS, -1);
         return sim_leave(CUDA_SUCCESS);
@@ -185,4 +187,12 @@ static void sim_host_free_list(struct sim_host_range **list) {
 void sim_host_teardown(void) {
     sim_host_free_list(&sim_host_allocs);
     sim_host_free_list(&sim_host_regs);
+}
+
+/* For the happens-before checker (sim_copy.c, sim_hb.c): [p, p+n) lies in one pinned
+ * allocation or registration. Lock held. */
+int sim_host_contains(uintptr_t p, size_t n) {
+    struct sim_host_range *r = sim_host_containing(sim_host_allocs, p);
+    if (!r) r = sim_host_containing(sim_host_regs, p);
+    return r && n <= r->size - (p - r->ptr);
 }

@@ -89,7 +89,16 @@
     X(cuMemsetD32Async, SIM_INV)                                                                   \
     X(cuGetProcAddress, SIM_INV)                                                                   \
     X(cuGetErrorString, SIM_INV)                                                                   \
-    X(cuGetErrorName, SIM_INV)
+    X(cuGetErrorName, SIM_INV)                                                                     \
+    X(cuStreamGetCtx, SIM_INV)                                                                     \
+    X(cuStreamGetFlags, SIM_INV)                                                                   \
+    X(cuStreamGetId, SIM_INV)                                                                      \
+    X(cuStreamBeginCapture, SIM_INV)                                                               \
+    X(cuStreamEndCapture, SIM_INV)                                                                 \
+    X(cuStreamIsCapturing, SIM_INV)                                                                \
+    X(cuStreamGetCaptureInfo, SIM_INV)                                                             \
+    X(cuThreadExchangeStreamCaptureMode, SIM_INV)                                                  \
+    X(cuGraphDestroy, SIM_INV)
 
 enum sim_entry {
 #define SIM_ENUM_ENTRY(name, err) SIM_##name,
@@ -149,6 +158,114 @@ void sim_stream_submit(struct CUstream_st *s);
 /* Complete every stream's work, releasing holds; returns nonzero if anything was held. */
 int sim_streams_force_all(void);
 
+/* ---- streams, events, happens-before (sim_stream.c, sim_hb.c, sim_capture.c) ---- */
+
+/* Handles of created streams are opaque slot numbers, never struct addresses (so that the
+ * GPOOL_SIM_REUSE_STREAM_HANDLES mode can hand a destroyed stream's value to a new stream). */
+struct sim_wait {
+    uint64_t position;         /* where on the waiting stream the wait sits */
+    struct CUstream_st *fence; /* awaited stream ... */
+    uint64_t fence_position;   /* ... and position on it */
+};
+
+enum sim_stream_kind { SIM_STREAM_CREATED, SIM_STREAM_LEGACY_KIND, SIM_STREAM_PER_THREAD_KIND };
+
+struct CUstream_st {
+    struct CUstream_st *next;
+    unsigned flags;
+    int kind;   /* enum sim_stream_kind */
+    int device; /* context (primary context of this device) current when it was made */
+    int held;
+    int destroyed;
+    unsigned refs; /* 1 until destroyed, plus events and waits pointing at it */
+    uint32_t sid;  /* happens-before id, never reused */
+    size_t slot;   /* created streams: handle slot */
+    uint64_t submitted;
+    uint64_t completed;
+    struct sim_wait *waits; /* pending waits in position order */
+    size_t nwaits, cap_waits;
+    uint64_t *clock; /* vector clock of the next unit of work: clock[sid] == submitted */
+    size_t nclock;
+    uint64_t host_seen; /* host clock version last joined */
+    /* graph capture (sim_capture.c) */
+    int capture;        /* 0, or a CUstreamCaptureStatus while capturing */
+    int capture_mode;   /* CUstreamCaptureMode of the capture */
+    uint64_t capture_id;
+    pthread_t capture_thread;
+};
+
+/* Resolve a stream handle: NULL and CU_STREAM_LEGACY are the current context's legacy stream,
+ * CU_STREAM_PER_THREAD the calling thread's own stream (NULL too when per_thread is set: the
+ * _ptsz/_ptds entry points). Lock held. */
+CUresult sim_stream_lookup_pt(CUstream hstream, int per_thread, struct CUstream_st **out);
+/* Submit one unit of work to s: next position, clock joined with the host's knowledge and the
+ * legacy stream's implicit edges. Returns 0, or 1 when s is capturing (the work is recorded
+ * into the graph, not executed: no position, no access). Lock held. */
+int sim_stream_submit_work(struct CUstream_st *s);
+/* The host learns that the work whose clock is c has completed. Lock held. */
+void sim_host_learn(const uint64_t *c, size_t n);
+uint64_t sim_host_clock(uint32_t sid); /* lock held */
+/* Finish s up to now (forcing holds, counted) and let the host learn it. Lock held. */
+void sim_stream_sync_host(struct CUstream_st *s);
+/* Description of stream sid for messages ("stream 0x1010 (created)"). */
+const char *sim_stream_name(uint32_t sid, char *buf, size_t n);
+/* Current context's device, or -1. */
+int sim_current_ctx_device(void);
+CUcontext sim_ctx_handle(int dev);
+int sim_reuse_stream_handles(void); /* GPOOL_SIM_REUSE_STREAM_HANDLES=1 */
+
+/* Access kinds of the happens-before checker. */
+enum sim_access { SIM_READ, SIM_WRITE, SIM_FREE };
+/* Record an access by the unit of work just submitted to s (sim_stream_submit_work returned 0).
+ * Lock held. */
+void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access kind,
+                   const char *what);
+/* Memory [p, p+n) is released by the host (free, unmap, unregister): a violation when an
+ * access the host does not know complete remains; the shadow entries go. Lock held. */
+void sim_hb_release(uintptr_t p, size_t n, const char *what);
+/* Drop shadow entries of [p, p+n) without checking (fresh memory). Lock held. */
+void sim_hb_forget(uintptr_t p, size_t n);
+/* Is [p, p+n) inside memory freed by cuMemFreeAsync? *ordered tells whether the access on s
+ * comes after that free. Lock held. */
+int sim_hb_freed(struct CUstream_st *s, uintptr_t p, size_t n, int *ordered);
+void sim_hb_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+unsigned long sim_hb_count(void);
+/* [p, p+n) is device-visible memory: a cuMemAlloc block, a VMM mapping, pinned host memory. */
+int sim_hb_visible(uintptr_t p, size_t n);
+void sim_hb_teardown(void);
+/* Legacy allocations (sim_legacy.c): is [p, p+n) inside one? Lock held. */
+int sim_legacy_contains(uintptr_t p, size_t n);
+/* Pinned or registered host memory (sim_host.c): is [p, p+n) inside one range? Lock held. */
+int sim_host_contains(uintptr_t p, size_t n);
+
+/* Graph capture: calling thread prohibited from potentially unsafe calls (invalidates the
+ * captures concerned): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, else CUDA_SUCCESS. Lock held. */
+CUresult sim_capture_unsafe_call(void);
+/* s is capturing: operations that query or synchronize it fail and invalidate it. */
+CUresult sim_capture_check_sync(struct CUstream_st *s);
+/* Legacy-stream work while a blocking stream of its context captures (implicit sync). */
+CUresult sim_capture_check_legacy(struct CUstream_st *s);
+void sim_capture_teardown(void);
+void sim_capture_forget(struct CUstream_st *s);
+/* sim_ptsz.c: the per-thread form of an entry point, or NULL */
+void *sim_proc_per_thread(void *fn);
+void sim_capture_join(struct CUstream_st *s, const struct CUstream_st *from);
+/* Entry point bodies shared by the plain and the _ptsz forms (per_thread: NULL is the
+ * calling thread's stream). */
+CUresult sim_stream_synchronize(CUstream hStream, int per_thread);
+CUresult sim_stream_query(CUstream hStream, int per_thread);
+CUresult sim_stream_wait_event(CUstream hStream, CUevent hEvent, unsigned Flags, int per_thread);
+CUresult sim_event_record(CUevent hEvent, CUstream hStream, int per_thread);
+CUresult sim_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int per_thread);
+CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread);
+CUresult sim_copy_entry(enum sim_entry entry, uintptr_t dst, uintptr_t src, size_t n,
+                        CUstream hstream, int async, int per_thread);
+CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size_t width,
+                       size_t count, CUstream hstream, int async, int per_thread);
+/* Finish the streams of a device's context; the host learns it. Nonzero if a hold was
+ * released. Lock held. */
+int sim_ctx_streams_sync(int dev);
+
 /* ---- teardown at unload (lock held): free bookkeeping, leave memory mapped ---- */
 void sim_vmm_teardown(void);
 void sim_legacy_teardown(void);
@@ -156,6 +273,17 @@ void sim_host_teardown(void);
 void sim_stream_teardown(void);
 
 #pragma GCC visibility pop
+
+/* per-thread forms defined next to their plain forms */
+SIM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx);
+SIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags);
+SIM_EXPORT CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId);
+SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *status);
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                        CUgraph *graph, const CUgraphNode **deps,
+                                        const CUgraphEdgeData **edges, size_t *ndeps);
 
 /* ---- older ABIs, exported under their historical (unversioned) names ---- */
 CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");

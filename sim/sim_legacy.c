@@ -1,7 +1,14 @@
 /* sim_legacy.c — cuMemAlloc/cuMemFree, their stream-ordered forms and cuMemGetAddressRange.
  * Each allocation is its own anonymous mapping (page aligned, so 256-byte aligned) and counts
  * its requested size against the current context's device. The stream-ordered forms take
- * effect at once; they only add a unit of work to the stream. */
+ * effect at once; they add a unit of work to the stream, and cuMemFreeAsync is an access for
+ * the happens-before checker: earlier accesses not ordered before it, and later ones not
+ * ordered after it, are violations (cuda.h, cuMemFreeAsync: "the free operation ... is
+ * stream ordered"; accessing the memory after it is undefined behaviour). cuMemFree frees at
+ * once: cuda.h, cuMemFree "will not perform any implicit synchronization when the pointer was
+ * allocated with cuMemAllocAsync" and only "may" synchronize for others, so accesses the host
+ * does not know complete are violations. During a global-mode capture cuMemAlloc/cuMemFree
+ * are prohibited ("potentially unsafe", cuda.h cuThreadExchangeStreamCaptureMode). */
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,6 +47,7 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->ptr = (uintptr_t)p;
+    sim_hb_forget(a->ptr, a->mapped); /* fresh memory: older shadow entries are not its past */
     a->size = bytesize;
     a->device = dev;
     a->next = sim_legacy;
@@ -49,11 +57,19 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize) {
     return CUDA_SUCCESS;
 }
 
-static CUresult sim_free(CUdeviceptr dptr) {
+int sim_legacy_contains(uintptr_t p, size_t n) {
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
+        if (p >= a->ptr && p - a->ptr < a->size) return n <= a->size - (p - a->ptr);
+    return 0;
+}
+
+/* stream: the free is stream-ordered work on it (already submitted), else a host free. */
+static CUresult sim_free(CUdeviceptr dptr, struct CUstream_st *stream) {
     for (struct sim_legacy_alloc **pp = &sim_legacy; *pp; pp = &(*pp)->next) {
         struct sim_legacy_alloc *a = *pp;
         if (a->ptr != (uintptr_t)dptr) continue;
         *pp = a->next;
+        if (!stream) sim_hb_release(a->ptr, a->size, "cuMemFree");
         munmap((void *)a->ptr, a->mapped);
         sim_uncharge(a->device, a->size);
         free(a);
@@ -65,32 +81,50 @@ static CUresult sim_free(CUdeviceptr dptr) {
 
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
     CUresult rc = sim_enter(SIM_cuMemAlloc);
+    if (rc == CUDA_SUCCESS) rc = sim_capture_unsafe_call();
     if (rc == CUDA_SUCCESS) rc = sim_alloc(dptr, bytesize);
     return sim_leave(rc);
 }
 
 CUresult cuMemFree(CUdeviceptr dptr) {
     CUresult rc = sim_enter(SIM_cuMemFree);
-    if (rc == CUDA_SUCCESS) rc = sim_free(dptr);
+    if (rc == CUDA_SUCCESS) rc = sim_capture_unsafe_call();
+    if (rc == CUDA_SUCCESS) rc = sim_free(dptr, NULL);
     return sim_leave(rc);
+}
+
+CUresult sim_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream,
+                             int per_thread) {
+    struct CUstream_st *s;
+    CUresult rc = sim_enter(SIM_cuMemAllocAsync);
+    if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup_pt(hStream, per_thread, &s)) == CUDA_SUCCESS &&
+        (rc = sim_capture_check_legacy(s)) == CUDA_SUCCESS &&
+        (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS)
+        sim_stream_submit_work(s);
+    return sim_leave(rc);
+}
+
+CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread) {
+    struct CUstream_st *s;
+    CUresult rc = sim_enter(SIM_cuMemFreeAsync);
+    if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
+    if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(s);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    struct sim_legacy_alloc *a = sim_legacy;
+    while (a && a->ptr != (uintptr_t)dptr)
+        a = a->next;
+    if (!a) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured: freed at launch */
+    sim_hb_access(s, a->ptr, a->size, SIM_FREE, "cuMemFreeAsync");
+    return sim_leave(sim_free(dptr, s));
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    struct CUstream_st *s;
-    CUresult rc = sim_enter(SIM_cuMemAllocAsync);
-    if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup(hStream, &s)) == CUDA_SUCCESS &&
-        (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS)
-        sim_stream_submit(s);
-    return sim_leave(rc);
+    return sim_mem_alloc_async(dptr, bytesize, hStream, 0);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-    struct CUstream_st *s;
-    CUresult rc = sim_enter(SIM_cuMemFreeAsync);
-    if (rc == CUDA_SUCCESS && (rc = sim_stream_lookup(hStream, &s)) == CUDA_SUCCESS &&
-        (rc = sim_free(dptr)) == CUDA_SUCCESS)
-        sim_stream_submit(s);
-    return sim_leave(rc);
+    return sim_mem_free_async(dptr, hStream, 0);
 }
 
 CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {

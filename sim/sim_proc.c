@@ -4,7 +4,7 @@
  * lookup returns the newest ABI not newer than the requested version, as the real driver does
  * ("cuMemAlloc" at >= 3020 gives cuMemAlloc_v2). Old ABIs with 32-bit sizes (cuMemAlloc before
  * 3020 and the like) are not simulated: such requests report VERSION_NOT_SUFFICIENT. The
- * per-thread-default-stream variants are the same functions (one default stream). */
+ * per-thread-default-stream variants are the _ptsz/_ptds functions of sim_ptsz.c. */
 #include <string.h>
 
 #include "sim_internal.h"
@@ -97,6 +97,15 @@ static const struct sim_proc sim_procs[] = {
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
     P("cuGetErrorString", 6000, cuGetErrorString),
     P("cuGetErrorName", 6000, cuGetErrorName),
+    P("cuStreamGetCtx", 9020, cuStreamGetCtx),
+    P("cuStreamGetFlags", 5050, cuStreamGetFlags),
+    P("cuStreamGetId", 12000, cuStreamGetId),
+    P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    P("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    P("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
+    P("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),
+    P("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
+    P("cuGraphDestroy", 10000, cuGraphDestroy),
 };
 #undef P
 
@@ -116,6 +125,12 @@ static CUresult sim_proc_resolve(const char *symbol, void **pfn, int cuda_versio
             best = &sim_procs[i];
     }
     *pfn = best ? best->fn : NULL;
+    /* cuda.h, cuGetProcAddress: CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM returns the
+     * per-thread default stream version of the symbol where one exists. */
+    if (best && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
+        void *pt = sim_proc_per_thread(best->fn);
+        if (pt) *pfn = pt;
+    }
     if (best) st = CU_GET_PROC_ADDRESS_SUCCESS;
     if (status) *status = st;
     return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
@@ -158,6 +173,13 @@ SIM_EXPORT CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int 
     X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                                         \
     X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                         \
     X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")          \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing")  \
+    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                                       \
+      "operation failed due to a previous error during capture")                                   \
+    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                      \
+      "attempt to terminate a thread-local capture sequence from another thread")                  \
+    X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                          \
+      "operation would make the legacy stream depend on a capturing blocking stream")              \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 CUresult cuGetErrorString(CUresult error, const char **pStr) {

@@ -225,11 +225,12 @@ static void sim_write_stats(void) {
                 "},\"bytes_in_use\":%zu,\"peak_bytes\":%zu,\"live\":{\"handles\":%ld,"
                 "\"mappings\":%ld,\"reservations\":%ld,\"host_allocs\":%ld,"
                 "\"host_registrations\":%ld,\"streams\":%ld,\"events\":%ld,"
-                "\"legacy_allocs\":%ld}}\n",
+                "\"legacy_allocs\":%ld},\"violations\":%lu}\n",
                 sim_total_in_use, sim_total_peak, sim_live[SIM_LIVE_HANDLES],
                 sim_live[SIM_LIVE_MAPPINGS], sim_live[SIM_LIVE_RESERVATIONS],
                 sim_live[SIM_LIVE_HOST_ALLOCS], sim_live[SIM_LIVE_HOST_REGS],
-                sim_live[SIM_LIVE_STREAMS], sim_live[SIM_LIVE_EVENTS], sim_live[SIM_LIVE_LEGACY]);
+                sim_live[SIM_LIVE_STREAMS], sim_live[SIM_LIVE_EVENTS], sim_live[SIM_LIVE_LEGACY],
+                sim_hb_count());
         fclose(f);
     } else {
         fprintf(stderr, "gpool simulated driver: cannot write GPOOL_SIM_STATS=%s: %s\n",
@@ -247,7 +248,9 @@ __attribute__((destructor)) static void sim_unload(void) {
     sim_vmm_teardown();
     sim_legacy_teardown();
     sim_host_teardown();
+    sim_capture_teardown();
     sim_stream_teardown();
+    sim_hb_teardown();
     sim_unlock();
     free(sim_stats_path);
     sim_stats_path = NULL;

@@ -313,6 +313,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
             continue;
         }
         *pp = m->next;
+        sim_hb_release(m->addr, m->size, "cuMemUnmap"); /* cuda.h: unmapped at once */
         sim_map_none((void *)m->addr, m->size);
         m->handle->maps--;
         sim_handle_unref(m->handle);
