@@ -15,6 +15,8 @@
 #include "util_skip.h"
 
 static const struct sim_api *sim;
+static CUresult (*touch)(CUstream, CUdeviceptr, size_t, int); /* gpoolsim_touch: a kernel */
+static unsigned long (*violations)(void);                     /* gpoolsim_violations */
 static gpool_t *pool;
 static CUstream A, B;
 static CUcontext ctx;
@@ -31,6 +33,8 @@ static void setup(void)
     NEED_SIM();
     sim = sim_api();
     cr_assert_not_null(sim);
+    touch = (CUresult(*)(CUstream, CUdeviceptr, size_t, int))dlsym(sim->lib, "gpoolsim_touch");
+    violations = (unsigned long (*)(void))dlsym(sim->lib, "gpoolsim_violations");
     pool = make_pool(NULL);
     CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
     CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
@@ -55,6 +59,22 @@ static void teardown(void)
     destroy(B);
     release(0);
     cr_assert_eq(sim_live_total(), 0, "events, mappings and handles all returned");
+    if (violations) cr_assert_eq(violations(), 0, "happens-before violations (see stderr)");
+}
+
+/* A kernel on stream s writes [p, p+n) (the simulator's happens-before checker sees it). */
+static void kernel(CUstream s, void *p, size_t n)
+{
+    if (!touch) cr_skip_test("the simulator has no happens-before checker (gpoolsim_touch)");
+    /* one touch per mapping: gpool maps a block page by page */
+    uintptr_t a = (uintptr_t)p, end = a + n;
+    while (a < end) {
+        uintptr_t next = (a / GPOOL_SIM_GRANULARITY + 1) * GPOOL_SIM_GRANULARITY;
+        if (next > end) next = end;
+        CUresult rc = touch(s, (CUdeviceptr)a, next - a, 1);
+        cr_assert_eq(rc, CUDA_SUCCESS, "gpoolsim_touch: %d", (int)rc);
+        a = next;
+    }
 }
 
 TestSuite(stream_rules, .init = setup, .fini = teardown);
@@ -314,8 +334,8 @@ Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_
         cr_skip_test("the simulator has no graph capture yet (cuStreamBeginCapture, "
                      "cuStreamEndCapture, cuStreamIsCapturing)");
     void *p = alloc_on(4 * MiB, A, 0);
-    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK); /* free for A */
     void *other = alloc_on(MiB, B, 0);                    /* a second stream in play */
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK); /* free for A */
     sim->stream_hold(B);
     cr_assert_eq(gpool_free_async(pool, other, B), GPOOL_OK); /* pending on B */
     cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
@@ -352,27 +372,39 @@ Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_
  * (its doc comment: CUDA_ERROR_INVALID_HANDLE otherwise), and cuCtxSynchronize waits for the
  * current context's work only. gpool polls such a stream with cuStreamQuery and waits with
  * cuStreamSynchronize; completion is never assumed. */
-Test(stream_rules, streams_of_another_context_are_queried_and_synchronized_never_assumed)
+/* Two simulated devices, each with its own primary context (read when the simulator loads,
+ * so before the setup loads it). */
+static void setup_two_devices(void)
+{
+    setenv("GPOOL_SIM_DEVICES", "2", 1);
+    setup();
+}
+
+TestSuite(stream_ctx, .init = setup_two_devices, .fini = teardown);
+
+Test(stream_ctx, streams_of_another_context_are_queried_and_synchronized_never_assumed)
 {
     CUresult (*getctx)(CUstream, CUcontext *) = sim_driver_proc("cuStreamGetCtx");
-    CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice) =
-        sim_driver_proc("cuCtxCreate");
-    CUresult (*destroy_ctx)(CUcontext) = sim_driver_proc("cuCtxDestroy");
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
     CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
     CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
     CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
-    if (!getctx || !create || !destroy_ctx)
-        cr_skip_test("the simulator has no stream contexts yet (cuStreamGetCtx, cuCtxCreate)");
-    CUcontext other;
-    cr_assert_eq(create(&other, NULL, 0, 0), CUDA_SUCCESS);
+    if (!getctx) cr_skip_test("the simulator has no stream contexts yet (cuStreamGetCtx)");
+    CUcontext other = NULL, sctx = NULL;
+    cr_assert_eq(retain(&other, 1), CUDA_SUCCESS); /* device 1's primary context */
+    if (other == ctx) cr_skip_test("the simulator's devices share one context");
     CUstream S;
     cr_assert_eq(set(other), CUDA_SUCCESS);
     cr_assert_eq(mk(&S, 0), CUDA_SUCCESS);
     cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(getctx(S, &sctx), CUDA_SUCCESS);
+    cr_assert_eq(sctx, other);
     const size_t sz = 4 * MiB;
     void *p = alloc_on(sz, S, 0);
     void *b0 = alloc_on(MiB, B, 0);
     sim->stream_hold(S);
+    kernel(S, p, sz);
     cr_assert_eq(gpool_free_async(pool, p, S), GPOOL_OK);
     unsigned long forced = sim->forced_syncs();
     void *q = alloc_on(sz, B, 0);
@@ -397,6 +429,7 @@ Test(stream_rules, streams_of_another_context_are_queried_and_synchronized_never
     cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
     void *r = alloc_on(10 * MiB, S, 0);
     sim->stream_hold(S);
+    kernel(S, r, 10 * MiB);
     cr_assert_eq(gpool_free_async(pool, r, S), GPOOL_OK);
     forced = sim->forced_syncs();
     void *t = alloc_on(12 * MiB, B, 0);
@@ -405,6 +438,6 @@ Test(stream_rules, streams_of_another_context_are_queried_and_synchronized_never
     sim->stream_release(S);
     cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
     destroy(S);
-    destroy_ctx(other);
+    release(1);
     cr_assert_eq(set(ctx), CUDA_SUCCESS);
 }
