@@ -290,6 +290,11 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     }
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
         st = zero_fill(pool, *out, size, stream);
+        /* queued work now touches the block: its pages are not unmapped before a synchronize
+         * (even once it is freed through a thread cache, which counts no free) */
+        pthread_mutex_lock(&a->lock);
+        a->frees_since_sync++;
+        pthread_mutex_unlock(&a->lock);
         if (st != GPOOL_OK) {
             gp_arena_free(a, *out, tag, 0);
             *out = NULL;

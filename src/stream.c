@@ -151,10 +151,10 @@ static int other_ctx(gpool_t *pool, uintptr_t tag)
     if (!pool->drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
         tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag))
         return 0;
-    gp_streams *ss = pool->streams;
-    stream_rec *r = NULL;
-    for (size_t i = 0; i < ss->nrecs && !r; i++)
-        if (ss->recs[i].tag == tag) r = &ss->recs[i];
+    /* cached in the stream's record (made here if need be: callers hold no record pointer of
+     * another tag across this call), asked while the stream is alive: a destroyed stream's
+     * handle says nothing any more */
+    stream_rec *r = rec_get(pool->streams, tag);
     if (r && r->ctx_known) return r->other_ctx;
     CUcontext c = NULL;
     CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamGetCtx((CUstream)tag, &c));
@@ -279,7 +279,8 @@ uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag)
     gp_streams *ss = pool->streams;
     pthread_mutex_lock(&ss->lock);
     stream_rec *r = rec_get(ss, tag);
-    uint64_t seq = r ? r->seq : UINT64_MAX; /* no record: stays pending until a full sync */
+    uint64_t seq = r ? r->seq : UINT64_MAX;       /* no record: stays pending until a full sync */
+    if (r && !r->ctx_known) other_ctx(pool, tag); /* learn its context while it is alive */
     pthread_mutex_unlock(&ss->lock);
     return seq;
 }

@@ -117,6 +117,21 @@ Test(stream_rules, zero_fill_runs_on_the_blocks_stream)
     cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
 }
 
+/* A small zero-filled block of the default stream, freed into the thread cache: the queued
+ * memset still counts, so destroying the pool waits before unmapping its page (the teardown checks
+ * the simulator saw no unmap racing the memset). */
+Test(stream_rules, zero_fill_is_waited_for_before_its_pages_are_unmapped)
+{
+    gpool_alloc_params zero = {.flags = GPOOL_ALLOC_ZERO};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 5000, &zero, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    unsigned long syncs = sim->call_count("cuCtxSynchronize");
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_gt(sim->call_count("cuCtxSynchronize"), syncs, "unmapped without waiting");
+    pool = make_pool(NULL); /* for the teardown */
+}
+
 /* ---------- emptied slabs ---------- */
 
 /* A slab whose last block was freed while the slab's stream still has work queued goes back
