@@ -40,7 +40,8 @@ static _Thread_local CUstreamCaptureMode sim_thread_mode = CU_STREAM_CAPTURE_MOD
 static void sim_invalidate(uint64_t id);
 
 /* cuStreamDestroy of a capturing stream: it leaves the registry (it may be freed later). */
-void sim_capture_forget(struct CUstream_st *s) {
+void sim_capture_forget(struct CUstream_st *s)
+{
     if (s->capture) sim_invalidate(s->capture_id);
     s->capture = 0;
     size_t k = 0;
@@ -49,7 +50,8 @@ void sim_capture_forget(struct CUstream_st *s) {
     sim_ncap = k;
 }
 
-static int sim_cap_add(struct CUstream_st *s) {
+static int sim_cap_add(struct CUstream_st *s)
+{
     if (sim_ncap == sim_cap_cap) {
         size_t cap = sim_cap_cap ? 2 * sim_cap_cap : 8;
         struct CUstream_st **n = realloc(sim_cap, cap * sizeof *n);
@@ -61,14 +63,16 @@ static int sim_cap_add(struct CUstream_st *s) {
     return 0;
 }
 
-static void sim_invalidate(uint64_t id) {
+static void sim_invalidate(uint64_t id)
+{
     for (size_t i = 0; i < sim_ncap; i++)
         if (sim_cap[i]->capture_id == id && sim_cap[i]->capture)
             sim_cap[i]->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
 }
 
 /* drop registry entries whose stream no longer captures (ended or destroyed) */
-static void sim_cap_compact(void) {
+static void sim_cap_compact(void)
+{
     size_t k = 0;
     for (size_t i = 0; i < sim_ncap; i++) {
         struct CUstream_st *s = sim_cap[i];
@@ -77,7 +81,8 @@ static void sim_cap_compact(void) {
     sim_ncap = k;
 }
 
-CUresult sim_capture_unsafe_call(void) {
+CUresult sim_capture_unsafe_call(void)
+{
     sim_cap_compact();
     if (sim_ncap == 0 || sim_thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
     pthread_t self = pthread_self();
@@ -95,7 +100,8 @@ CUresult sim_capture_unsafe_call(void) {
     return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
-CUresult sim_capture_check_legacy(struct CUstream_st *s) {
+CUresult sim_capture_check_legacy(struct CUstream_st *s)
+{
     if (sim_ncap == 0 || s->kind != SIM_STREAM_LEGACY_KIND) return CUDA_SUCCESS;
     CUresult rc = CUDA_SUCCESS;
     for (size_t i = 0; i < sim_ncap; i++) {
@@ -109,7 +115,8 @@ CUresult sim_capture_check_legacy(struct CUstream_st *s) {
     return rc;
 }
 
-CUresult sim_capture_check_sync(struct CUstream_st *s) {
+CUresult sim_capture_check_sync(struct CUstream_st *s)
+{
     if (s->capture) {
         sim_invalidate(s->capture_id);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -118,7 +125,8 @@ CUresult sim_capture_check_sync(struct CUstream_st *s) {
 }
 
 /* cuda.h, cuStreamWaitEvent on an event recorded in a capture: the stream joins the capture. */
-void sim_capture_join(struct CUstream_st *s, const struct CUstream_st *from) {
+void sim_capture_join(struct CUstream_st *s, const struct CUstream_st *from)
+{
     if (s->capture || !from->capture || sim_cap_add(s) != 0) return;
     s->capture = from->capture;
     s->capture_mode = from->capture_mode;
@@ -126,7 +134,8 @@ void sim_capture_join(struct CUstream_st *s, const struct CUstream_st *from) {
     s->capture_thread = from->capture_thread;
 }
 
-static CUresult sim_begin(CUstream hStream, CUstreamCaptureMode mode, int per_thread) {
+static CUresult sim_begin(CUstream hStream, CUstreamCaptureMode mode, int per_thread)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuStreamBeginCapture);
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
@@ -144,14 +153,17 @@ static CUresult sim_begin(CUstream hStream, CUstreamCaptureMode mode, int per_th
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
+CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
+{
     return sim_begin(hStream, mode, 0);
 }
-SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
     return sim_begin(hStream, mode, 1);
 }
 
-static CUresult sim_end(CUstream hStream, CUgraph *phGraph, int per_thread) {
+static CUresult sim_end(CUstream hStream, CUgraph *phGraph, int per_thread)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuStreamEndCapture);
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
@@ -180,14 +192,17 @@ static CUresult sim_end(CUstream hStream, CUgraph *phGraph, int per_thread) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
     return sim_end(hStream, phGraph, 0);
 }
-SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
     return sim_end(hStream, phGraph, 1);
 }
 
-static CUresult sim_is_capturing(CUstream hStream, CUstreamCaptureStatus *status, int per_thread) {
+static CUresult sim_is_capturing(CUstream hStream, CUstreamCaptureStatus *status, int per_thread)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuStreamIsCapturing);
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
@@ -196,16 +211,19 @@ static CUresult sim_is_capturing(CUstream hStream, CUstreamCaptureStatus *status
     return sim_leave(rc);
 }
 
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
     return sim_is_capturing(hStream, captureStatus, 0);
 }
-SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *status) {
+SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *status)
+{
     return sim_is_capturing(hStream, status, 1);
 }
 
 static CUresult sim_capture_info(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id,
                                  CUgraph *graph, const CUgraphNode **deps,
-                                 const CUgraphEdgeData **edges, size_t *ndeps, int per_thread) {
+                                 const CUgraphEdgeData **edges, size_t *ndeps, int per_thread)
+{
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuStreamGetCaptureInfo);
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
@@ -224,19 +242,21 @@ static CUresult sim_capture_info(CUstream hStream, CUstreamCaptureStatus *status
 CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                 cuuint64_t *id_out, CUgraph *graph_out,
                                 const CUgraphNode **dependencies_out,
-                                const CUgraphEdgeData **edgeData_out,
-                                size_t *numDependencies_out) {
+                                const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
     return sim_capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
                             edgeData_out, numDependencies_out, 0);
 }
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *st,
                                                    cuuint64_t *id, CUgraph *graph,
                                                    const CUgraphNode **deps,
-                                                   const CUgraphEdgeData **edges, size_t *ndeps) {
+                                                   const CUgraphEdgeData **edges, size_t *ndeps)
+{
     return sim_capture_info(hStream, st, id, graph, deps, edges, ndeps, 1);
 }
 
-CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
     CUresult rc = sim_enter(SIM_cuThreadExchangeStreamCaptureMode);
     if (rc == CUDA_SUCCESS && (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
                                          *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
@@ -250,7 +270,8 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
     return sim_leave(rc);
 }
 
-CUresult cuGraphDestroy(CUgraph hGraph) {
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
     CUresult rc = sim_enter(SIM_cuGraphDestroy);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     for (struct CUgraph_st **pp = &sim_graphs; *pp; pp = &(*pp)->next) {
@@ -263,7 +284,8 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
 }
 
-void sim_capture_teardown(void) {
+void sim_capture_teardown(void)
+{
     free(sim_cap);
     sim_cap = NULL;
     sim_ncap = sim_cap_cap = 0;

@@ -9,11 +9,13 @@
 
 #include "sim_internal.h"
 
-static int sim_host_range_is_pinned(uintptr_t p, size_t n) {
+static int sim_host_range_is_pinned(uintptr_t p, size_t n)
+{
     return sim_host_contains(p, n);
 }
 
-static int sim_device_visible(uintptr_t p, size_t n) {
+static int sim_device_visible(uintptr_t p, size_t n)
+{
     return sim_hb_visible(p, n);
 }
 
@@ -21,7 +23,8 @@ static int sim_device_visible(uintptr_t p, size_t n) {
  * synchronizes the stream; one to pageable host memory (and any device-to-host copy) returns
  * only once the copy has completed; device-to-device copies do not synchronize the host. */
 CUresult sim_copy_entry(enum sim_entry entry, uintptr_t dst, uintptr_t src, size_t n,
-                        CUstream hstream, int async, int per_thread) {
+                        CUstream hstream, int async, int per_thread)
+{
     struct CUstream_st *s = NULL;
     CUresult rc = sim_enter(entry);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -44,44 +47,51 @@ CUresult sim_copy_entry(enum sim_entry entry, uintptr_t dst, uintptr_t src, size
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
     return sim_copy_entry(SIM_cuMemcpy, (uintptr_t)dst, (uintptr_t)src, ByteCount, NULL, 0, 0);
 }
 
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
     return sim_copy_entry(SIM_cuMemcpyAsync, (uintptr_t)dst, (uintptr_t)src, ByteCount, hStream, 1,
                           0);
 }
 
-CUresult cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+CUresult cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
     return sim_copy_entry(SIM_cuMemcpyHtoD, (uintptr_t)dstDevice, (uintptr_t)srcHost, ByteCount,
                           NULL, 0, 0);
 }
 
-CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoH, (uintptr_t)dstHost, (uintptr_t)srcDevice, ByteCount,
                           NULL, 0, 0);
 }
 
-CUresult cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+CUresult cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoD, (uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount,
                           NULL, 0, 0);
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
-                           CUstream hStream) {
+                           CUstream hStream)
+{
     return sim_copy_entry(SIM_cuMemcpyHtoDAsync, (uintptr_t)dstDevice, (uintptr_t)srcHost,
                           ByteCount, hStream, 1, 0);
 }
 
-CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
-                           CUstream hStream) {
+CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoHAsync, (uintptr_t)dstHost, (uintptr_t)srcDevice,
                           ByteCount, hStream, 1, 0);
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
-                           CUstream hStream) {
+                           CUstream hStream)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoDAsync, (uintptr_t)dstDevice, (uintptr_t)srcDevice,
                           ByteCount, hStream, 1, 0);
 }
@@ -89,7 +99,8 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t 
 /* "API synchronization behavior", memset: synchronous memsets are asynchronous with respect
  * to the host except when the target is pinned host memory. They are legacy-stream work. */
 CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size_t width,
-                       size_t count, CUstream hstream, int async, int per_thread) {
+                       size_t count, CUstream hstream, int async, int per_thread)
+{
     struct CUstream_st *s = NULL;
     CUresult rc = sim_enter(entry);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -117,18 +128,22 @@ CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
     return sim_set_entry(SIM_cuMemsetD8, (uintptr_t)dstDevice, uc, 1, N, NULL, 0, 0);
 }
 
-CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
     return sim_set_entry(SIM_cuMemsetD8Async, (uintptr_t)dstDevice, uc, 1, N, hStream, 1, 0);
 }
 
-CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
     return sim_set_entry(SIM_cuMemsetD32, (uintptr_t)dstDevice, ui, 4, N, NULL, 0, 0);
 }
 
-CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
     return sim_set_entry(SIM_cuMemsetD32Async, (uintptr_t)dstDevice, ui, 4, N, hStream, 1, 0);
 }

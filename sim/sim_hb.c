@@ -47,7 +47,8 @@ static unsigned long sim_violations;
 static int sim_strict = -1;
 static const char *sim_vlog;
 
-static void sim_hb_config(void) {
+static void sim_hb_config(void)
+{
     if (sim_strict >= 0) return;
     const char *v = getenv("GPOOL_SIM_STRICT");
     sim_strict = v && *v == '1';
@@ -55,14 +56,16 @@ static void sim_hb_config(void) {
     sim_vlog = v && *v ? v : NULL;
 }
 
-int sim_hb_visible(uintptr_t p, size_t n) {
+int sim_hb_visible(uintptr_t p, size_t n)
+{
     uintptr_t base;
     size_t size;
     if (sim_legacy_contains(p, n) || sim_host_contains(p, n)) return 1;
     return sim_vmm_range(p, &base, &size) && n <= size - (p - base);
 }
 
-void sim_hb_violation(const char *fmt, ...) {
+void sim_hb_violation(const char *fmt, ...)
+{
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
@@ -89,16 +92,19 @@ void sim_hb_violation(const char *fmt, ...) {
     }
 }
 
-unsigned long sim_hb_count(void) {
+unsigned long sim_hb_count(void)
+{
     return sim_violations;
 }
 
-static const char *sim_kind_name(int write, int freed) {
+static const char *sim_kind_name(int write, int freed)
+{
     return freed ? "free" : write ? "write" : "read";
 }
 
 /* first index whose range ends after p */
-static size_t sim_sh_lower(uintptr_t p) {
+static size_t sim_sh_lower(uintptr_t p)
+{
     size_t lo = 0, hi = sim_nsh;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -110,7 +116,8 @@ static size_t sim_sh_lower(uintptr_t p) {
     return lo;
 }
 
-static int sim_sh_insert(size_t at, const struct sim_shadow *v) {
+static int sim_sh_insert(size_t at, const struct sim_shadow *v)
+{
     if (sim_nsh == sim_cap_sh) {
         size_t cap = sim_cap_sh ? 2 * sim_cap_sh : 64;
         struct sim_shadow *n = realloc(sim_sh, cap * sizeof *n);
@@ -124,7 +131,9 @@ static int sim_sh_insert(size_t at, const struct sim_shadow *v) {
     return 0;
 }
 
-static void sim_sh_remove(size_t at, size_t count) {
+static void sim_sh_remove(size_t at, size_t count)
+{
+    if (count == 0) return;
     for (size_t i = at; i < at + count; i++)
         free(sim_sh[i].r);
     memmove(sim_sh + at, sim_sh + at + count, (sim_nsh - at - count) * sizeof *sim_sh);
@@ -132,7 +141,8 @@ static void sim_sh_remove(size_t at, size_t count) {
 }
 
 /* make x a range boundary */
-static int sim_sh_split(uintptr_t x) {
+static int sim_sh_split(uintptr_t x)
+{
     size_t i = sim_sh_lower(x);
     if (i == sim_nsh || sim_sh[i].lo >= x) return 0;
     struct sim_shadow right = sim_sh[i];
@@ -153,14 +163,16 @@ static int sim_sh_split(uintptr_t x) {
     return 0;
 }
 
-static int sim_ordered(const struct CUstream_st *s, const struct sim_acc *a) {
+static int sim_ordered(const struct CUstream_st *s, const struct sim_acc *a)
+{
     if (a->sid == s->sid) return 1;
     return (a->sid < s->nclock ? s->clock[a->sid] : 0) >= a->pos;
 }
 
 static void sim_report(const struct CUstream_st *s, uintptr_t lo, uintptr_t hi, int kind,
                        const char *what, const struct sim_acc *prior, int prior_write,
-                       int prior_freed) {
+                       int prior_freed)
+{
     char a[96], b[96];
     sim_stream_name(s->sid, a, sizeof a);
     sim_stream_name(prior->sid, b, sizeof b);
@@ -177,7 +189,8 @@ static void sim_report(const struct CUstream_st *s, uintptr_t lo, uintptr_t hi, 
 
 /* Check one shadow range against an access; returns 1 if a violation was reported. */
 static int sim_check(const struct CUstream_st *s, const struct sim_shadow *sh, int kind,
-                     const char *what) {
+                     const char *what)
+{
     if (sh->has_write && (sh->freed || !sim_ordered(s, &sh->w))) {
         sim_report(s, sh->lo, sh->hi, kind, what, &sh->w, 1, sh->freed);
         return 1;
@@ -193,7 +206,8 @@ static int sim_check(const struct CUstream_st *s, const struct sim_shadow *sh, i
 }
 
 static void sim_update(struct sim_shadow *sh, const struct CUstream_st *s, int kind,
-                       const char *what) {
+                       const char *what)
+{
     struct sim_acc acc = {s->sid, s->submitted, what};
     if (kind != SIM_READ) {
         sh->has_write = 1;
@@ -216,14 +230,16 @@ static void sim_update(struct sim_shadow *sh, const struct CUstream_st *s, int k
     sh->r[sh->nr++] = acc;
 }
 
-static int sim_same(const struct sim_shadow *a, const struct sim_shadow *b) {
+static int sim_same(const struct sim_shadow *a, const struct sim_shadow *b)
+{
     return a->hi == b->lo && a->nr == 0 && b->nr == 0 && a->has_write == b->has_write &&
            a->freed == b->freed && a->w.sid == b->w.sid && a->w.pos == b->w.pos &&
            a->w.what == b->w.what;
 }
 
 void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access kind,
-                   const char *what) {
+                   const char *what)
+{
     if (n == 0 || p + n < p) return;
     uintptr_t end = p + n;
     if (sim_sh_split(p) != 0 || sim_sh_split(end) != 0) return;
@@ -254,7 +270,8 @@ void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access
 }
 
 /* remove the shadow of [p, p+n); with what, first check the host knows every access done */
-static void sim_hb_drop(uintptr_t p, size_t n, const char *what) {
+static void sim_hb_drop(uintptr_t p, size_t n, const char *what)
+{
     if (n == 0 || sim_nsh == 0) return;
     uintptr_t end = p + n < p ? UINTPTR_MAX : p + n;
     if (sim_sh_split(p) != 0 || sim_sh_split(end) != 0) return;
@@ -285,15 +302,18 @@ static void sim_hb_drop(uintptr_t p, size_t n, const char *what) {
     sim_sh_remove(i, j - i);
 }
 
-void sim_hb_release(uintptr_t p, size_t n, const char *what) {
+void sim_hb_release(uintptr_t p, size_t n, const char *what)
+{
     sim_hb_drop(p, n, what);
 }
 
-void sim_hb_forget(uintptr_t p, size_t n) {
+void sim_hb_forget(uintptr_t p, size_t n)
+{
     sim_hb_drop(p, n, NULL);
 }
 
-int sim_hb_freed(struct CUstream_st *s, uintptr_t p, size_t n, int *ordered) {
+int sim_hb_freed(struct CUstream_st *s, uintptr_t p, size_t n, int *ordered)
+{
     int found = 0;
     *ordered = 1;
     for (size_t i = sim_sh_lower(p); i < sim_nsh && sim_sh[i].lo < p + n; i++) {
@@ -304,7 +324,8 @@ int sim_hb_freed(struct CUstream_st *s, uintptr_t p, size_t n, int *ordered) {
     return found;
 }
 
-void sim_hb_teardown(void) {
+void sim_hb_teardown(void)
+{
     sim_sh_remove(0, sim_nsh);
     free(sim_sh);
     sim_sh = NULL;
@@ -314,7 +335,8 @@ void sim_hb_teardown(void) {
 /* ---- control API ---- */
 
 /* A kernel on stream h reads (is_write 0) or writes the range. */
-SIM_EXPORT CUresult gpoolsim_touch(CUstream h, CUdeviceptr ptr, size_t bytes, int is_write) {
+SIM_EXPORT CUresult gpoolsim_touch(CUstream h, CUdeviceptr ptr, size_t bytes, int is_write)
+{
     struct CUstream_st *s;
     uintptr_t p = (uintptr_t)ptr;
     int ordered;
@@ -336,7 +358,8 @@ SIM_EXPORT CUresult gpoolsim_touch(CUstream h, CUdeviceptr ptr, size_t bytes, in
     return rc;
 }
 
-SIM_EXPORT unsigned long gpoolsim_violations(void) {
+SIM_EXPORT unsigned long gpoolsim_violations(void)
+{
     sim_lock();
     unsigned long n = sim_violations;
     sim_unlock();

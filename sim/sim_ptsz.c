@@ -26,63 +26,82 @@ PT CUresult cuEventRecord_ptsz(CUevent e, CUstream s);
 PT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s);
 PT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
 
-CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
     return sim_copy_entry(SIM_cuMemcpy, (uintptr_t)dst, (uintptr_t)src, n, NULL, 0, 1);
 }
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
     return sim_copy_entry(SIM_cuMemcpyAsync, (uintptr_t)dst, (uintptr_t)src, n, s, 1, 1);
 }
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) {
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
     return sim_copy_entry(SIM_cuMemcpyHtoD, (uintptr_t)dst, (uintptr_t)src, n, NULL, 0, 1);
 }
-CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
+CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoH, (uintptr_t)dst, (uintptr_t)src, n, NULL, 0, 1);
 }
-CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoD, (uintptr_t)dst, (uintptr_t)src, n, NULL, 0, 1);
 }
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
     return sim_copy_entry(SIM_cuMemcpyHtoDAsync, (uintptr_t)dst, (uintptr_t)src, n, s, 1, 1);
 }
-CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoHAsync, (uintptr_t)dst, (uintptr_t)src, n, s, 1, 1);
 }
-CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
     return sim_copy_entry(SIM_cuMemcpyDtoDAsync, (uintptr_t)dst, (uintptr_t)src, n, s, 1, 1);
 }
-CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n) {
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
+{
     return sim_set_entry(SIM_cuMemsetD8, (uintptr_t)dst, uc, 1, n, NULL, 0, 1);
 }
-CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n) {
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n)
+{
     return sim_set_entry(SIM_cuMemsetD32, (uintptr_t)dst, ui, 4, n, NULL, 0, 1);
 }
-CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s) {
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s)
+{
     return sim_set_entry(SIM_cuMemsetD8Async, (uintptr_t)dst, uc, 1, n, s, 1, 1);
 }
-CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s) {
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+{
     return sim_set_entry(SIM_cuMemsetD32Async, (uintptr_t)dst, ui, 4, n, s, 1, 1);
 }
-CUresult cuStreamSynchronize_ptsz(CUstream s) {
+CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
     return sim_stream_synchronize(s, 1);
 }
-CUresult cuStreamQuery_ptsz(CUstream s) {
+CUresult cuStreamQuery_ptsz(CUstream s)
+{
     return sim_stream_query(s, 1);
 }
-CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags) {
+CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags)
+{
     return sim_stream_wait_event(s, e, flags, 1);
 }
-CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
     return sim_event_record(e, s, 1);
 }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) {
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s)
+{
     return sim_mem_alloc_async(dptr, n, s, 1);
 }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
     return sim_mem_free_async(dptr, s, 1);
 }
 
 /* For cuGetProcAddress: the per-thread form of a plain entry point, or NULL. */
-void *sim_proc_per_thread(void *fn) {
+void *sim_proc_per_thread(void *fn)
+{
     static const struct {
         void *plain, *pt;
     } map[] = {

@@ -16,8 +16,9 @@
  *    cuStreamCreate, CU_STREAM_NON_BLOCKING): work on the legacy stream of a context waits for
  *    all prior work of the blocking streams of that context, and later work on a blocking
  *    stream waits for prior legacy work. Non-blocking streams have neither edge. Per-thread
- *    default streams are blocking streams toward the legacy stream ("per-thread default
- *    stream ... synchronizes with the legacy default stream"). The edges are inserted as
+ *    default streams are blocking streams toward the legacy stream (same page: the
+ *    per-thread default stream synchronizes with the legacy default stream like any blocking
+ *    stream, not with other streams). The edges are inserted as
  *    implicit waits too, so a held stream delays the legacy work after it.
  *  - The host learns completion through cuStreamSynchronize, cuEventSynchronize,
  *    cuCtxSynchronize (the current context's streams only: cuda.h, cuCtxSynchronize "blocks
@@ -26,20 +27,19 @@
  *    gpool's own locks order its threads.
  *
  * Contexts. Streams and events belong to the context current when they were made (cuda.h,
- * cuStreamCreate / cuEventCreate "in the current context"); each context has its own legacy
- * stream; cuEventRecord with an event and a stream of different contexts returns
- * CUDA_ERROR_INVALID_HANDLE (cuda.h, cuEventRecord: "hStream must be in the same context as
- * hEvent" style rule, documented "event and stream must be in the same context").
+ * cuStreamCreate / cuEventCreate: both return CUDA_ERROR_INVALID_CONTEXT without one); each
+ * context has its own legacy stream; cuEventRecord with an event and a stream of different
+ * contexts returns CUDA_ERROR_INVALID_HANDLE (cuda.h, cuEventRecord: the event and the stream
+ * must be from the same context); cuStreamWaitEvent may cross contexts (its doc comment).
  *
  * Per-thread default streams (cuda.h, CU_STREAM_PER_THREAD; "Stream synchronization
  * behavior", per-thread default stream): CU_STREAM_PER_THREAD, and NULL in the _ptsz/_ptds
  * entry points, is one stream per thread and context, made on first use, blocking toward the
  * legacy stream.
  *
- * Lifetime. A destroyed stream's queued work still completes (cuda.h, cuStreamDestroy: "in
- * case the device is still doing work in the stream hStream when cuStreamDestroy() is called,
- * the function will return immediately and the resources associated with hStream will be
- * released automatically once the device has completed all work in hStream"). Stream handles
+ * Lifetime. A destroyed stream's queued work still completes (cuda.h, cuStreamDestroy: the
+ * call returns at once while the device still works on the stream, and its resources go when
+ * that work is done). Stream handles
  * are slot numbers; with GPOOL_SIM_REUSE_STREAM_HANDLES=1 a destroyed stream's slot (so its
  * handle value) goes to the next stream created, as a real driver may do. */
 #include <stdio.h>
@@ -61,14 +61,13 @@ struct CUevent_st {
     struct timespec when;
 };
 
-
 static struct CUstream_st sim_legacy_streams[GPOOL_SIM_MAX_DEVICES];
 static struct CUstream_st *sim_streams; /* created and per-thread streams, destroyed ones in use */
 static struct CUevent_st *sim_events;
 
 /* handle slots of created streams */
-#define SIM_SLOT_BASE  ((uintptr_t)0x5100)
-#define SIM_SLOT_STEP  ((uintptr_t)16)
+#define SIM_SLOT_BASE ((uintptr_t)0x5100)
+#define SIM_SLOT_STEP ((uintptr_t)16)
 static struct CUstream_st **sim_slots;
 static size_t sim_nslots, sim_cap_slots;
 static size_t *sim_free_slots;
@@ -92,7 +91,8 @@ static uint64_t sim_hversion = 1;
 static _Thread_local struct CUstream_st *sim_pt_streams[GPOOL_SIM_MAX_DEVICES];
 
 static int sim_reuse_handles = -1;
-int sim_reuse_stream_handles(void) {
+int sim_reuse_stream_handles(void)
+{
     if (sim_reuse_handles < 0) {
         const char *v = getenv("GPOOL_SIM_REUSE_STREAM_HANDLES");
         sim_reuse_handles = v && *v == '1';
@@ -102,7 +102,8 @@ int sim_reuse_stream_handles(void) {
 
 /* ---- clocks ---- */
 
-static int sim_clock_grow(uint64_t **c, size_t *n, size_t want) {
+static int sim_clock_grow(uint64_t **c, size_t *n, size_t want)
+{
     if (want <= *n) return 0;
     size_t cap = want < 8 ? 8 : want + want / 2;
     uint64_t *nc = realloc(*c, cap * sizeof *nc);
@@ -114,7 +115,8 @@ static int sim_clock_grow(uint64_t **c, size_t *n, size_t want) {
 }
 
 /* dst = join(dst, src); returns nonzero if dst changed */
-static int sim_clock_join(uint64_t **dst, size_t *ndst, const uint64_t *src, size_t nsrc) {
+static int sim_clock_join(uint64_t **dst, size_t *ndst, const uint64_t *src, size_t nsrc)
+{
     int changed = 0;
     while (nsrc && src[nsrc - 1] == 0)
         nsrc--;
@@ -128,19 +130,23 @@ static int sim_clock_join(uint64_t **dst, size_t *ndst, const uint64_t *src, siz
     return changed;
 }
 
-static uint64_t sim_clock_at(const uint64_t *c, size_t n, uint32_t sid) {
+static uint64_t sim_clock_at(const uint64_t *c, size_t n, uint32_t sid)
+{
     return sid < n ? c[sid] : 0;
 }
 
-void sim_host_learn(const uint64_t *c, size_t n) {
+void sim_host_learn(const uint64_t *c, size_t n)
+{
     if (sim_clock_join(&sim_hclock, &sim_nhclock, c, n)) sim_hversion++;
 }
 
-uint64_t sim_host_clock(uint32_t sid) {
+uint64_t sim_host_clock(uint32_t sid)
+{
     return sim_clock_at(sim_hclock, sim_nhclock, sid);
 }
 
-static void sim_stream_init(struct CUstream_st *s, int kind, int device, unsigned flags) {
+static void sim_stream_init(struct CUstream_st *s, int kind, int device, unsigned flags)
+{
     s->kind = kind;
     s->device = device;
     s->flags = flags;
@@ -156,7 +162,8 @@ static void sim_stream_init(struct CUstream_st *s, int kind, int device, unsigne
     sim_sids[s->sid] = (struct sim_sid_info){0, kind, device, s};
 }
 
-const char *sim_stream_name(uint32_t sid, char *buf, size_t n) {
+const char *sim_stream_name(uint32_t sid, char *buf, size_t n)
+{
     if (sid >= sim_nsids) {
         snprintf(buf, n, "stream #%u", sid);
         return buf;
@@ -172,13 +179,15 @@ const char *sim_stream_name(uint32_t sid, char *buf, size_t n) {
     return buf;
 }
 
-static struct CUstream_st *sim_legacy_of(int dev) {
+static struct CUstream_st *sim_legacy_of(int dev)
+{
     struct CUstream_st *l = &sim_legacy_streams[dev];
     if (l->refs == 0) sim_stream_init(l, SIM_STREAM_LEGACY_KIND, dev, 0);
     return l;
 }
 
-static void sim_stream_unref(struct CUstream_st *s) {
+static void sim_stream_unref(struct CUstream_st *s)
+{
     if (--s->refs > 0 || s->kind == SIM_STREAM_LEGACY_KIND) return;
     for (struct CUstream_st **pp = &sim_streams; *pp; pp = &(*pp)->next) {
         if (*pp == s) {
@@ -196,14 +205,16 @@ static void sim_stream_unref(struct CUstream_st *s) {
     free(s);
 }
 
-static struct CUstream_st *sim_slot_stream(CUstream h) {
+static struct CUstream_st *sim_slot_stream(CUstream h)
+{
     uintptr_t v = (uintptr_t)h;
     if (v < SIM_SLOT_BASE || (v - SIM_SLOT_BASE) % SIM_SLOT_STEP) return NULL;
     size_t slot = (v - SIM_SLOT_BASE) / SIM_SLOT_STEP;
     return slot < sim_nslots ? sim_slots[slot] : NULL;
 }
 
-static struct CUstream_st *sim_per_thread(int dev) {
+static struct CUstream_st *sim_per_thread(int dev)
+{
     struct CUstream_st *s = sim_pt_streams[dev];
     if (s) return s;
     s = calloc(1, sizeof *s);
@@ -217,7 +228,8 @@ static struct CUstream_st *sim_per_thread(int dev) {
 
 /* include_destroyed: for the control API (a test may release a destroyed held stream). */
 static CUresult sim_stream_resolve(CUstream h, int per_thread, int include_destroyed,
-                                   struct CUstream_st **out) {
+                                   struct CUstream_st **out)
+{
     *out = NULL;
     if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
         int dev = sim_current_ctx_device();
@@ -236,17 +248,20 @@ static CUresult sim_stream_resolve(CUstream h, int per_thread, int include_destr
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult sim_stream_lookup_pt(CUstream hstream, int per_thread, struct CUstream_st **out) {
+CUresult sim_stream_lookup_pt(CUstream hstream, int per_thread, struct CUstream_st **out)
+{
     return sim_stream_resolve(hstream, per_thread, 0, out);
 }
 
-CUresult sim_stream_lookup(CUstream hstream, struct CUstream_st **out) {
+CUresult sim_stream_lookup(CUstream hstream, struct CUstream_st **out)
+{
     return sim_stream_resolve(hstream, 0, 0, out);
 }
 
 /* Is position p of s complete? With force, release holds on the way (forced sync) and
  * report whether any hold was released through *forced. */
-static int sim_complete(struct CUstream_st *s, uint64_t p, int force, int *forced) {
+static int sim_complete(struct CUstream_st *s, uint64_t p, int force, int *forced)
+{
     if (s->completed >= p) return 1;
     if (s->held) {
         if (!force) return 0;
@@ -267,26 +282,30 @@ static int sim_complete(struct CUstream_st *s, uint64_t p, int force, int *force
     return 1;
 }
 
-static int sim_stream_idle(struct CUstream_st *s) {
+static int sim_stream_idle(struct CUstream_st *s)
+{
     int forced = 0;
     return sim_complete(s, s->submitted, 0, &forced);
 }
 
 /* Finish all of s; returns nonzero if a hold had to be released. */
-static int sim_stream_force(struct CUstream_st *s) {
+static int sim_stream_force(struct CUstream_st *s)
+{
     int forced = 0;
     sim_complete(s, s->submitted, 1, &forced);
     return forced;
 }
 
-void sim_stream_sync_host(struct CUstream_st *s) {
+void sim_stream_sync_host(struct CUstream_st *s)
+{
     if (sim_stream_force(s)) sim_count_forced_sync();
     sim_host_learn(s->clock, s->nclock);
 }
 
 /* Finish every stream of a device's context (all of them with dev < 0); the host learns it.
  * Returns nonzero if a hold had to be released. */
-static int sim_streams_force_ctx(int dev) {
+static int sim_streams_force_ctx(int dev)
+{
     int forced = 0;
     for (int d = 0; d < GPOOL_SIM_MAX_DEVICES; d++) {
         struct CUstream_st *l = &sim_legacy_streams[d];
@@ -303,12 +322,14 @@ static int sim_streams_force_ctx(int dev) {
     return forced;
 }
 
-int sim_streams_force_all(void) {
+int sim_streams_force_all(void)
+{
     return sim_streams_force_ctx(-1);
 }
 
 static int sim_add_wait(struct CUstream_st *s, uint64_t position, struct CUstream_st *fence,
-                        uint64_t fence_position) {
+                        uint64_t fence_position)
+{
     if (s->nwaits == s->cap_waits) {
         size_t cap = s->cap_waits ? 2 * s->cap_waits : 4;
         struct sim_wait *w = realloc(s->waits, cap * sizeof *w);
@@ -323,18 +344,21 @@ static int sim_add_wait(struct CUstream_st *s, uint64_t position, struct CUstrea
 
 /* The implicit edge "s's next work comes after all prior work of t": clock join and, if t has
  * pending work, a wait at position pos of s. */
-static void sim_implicit_edge(struct CUstream_st *s, uint64_t pos, struct CUstream_st *t) {
+static void sim_implicit_edge(struct CUstream_st *s, uint64_t pos, struct CUstream_st *t)
+{
     if (t == s || t->submitted == 0 || sim_clock_at(s->clock, s->nclock, t->sid) >= t->submitted)
         return;
     sim_clock_join(&s->clock, &s->nclock, t->clock, t->nclock);
     if (!sim_stream_idle(t)) sim_add_wait(s, pos, t, t->submitted);
 }
 
-static int sim_is_blocking(const struct CUstream_st *s) {
+static int sim_is_blocking(const struct CUstream_st *s)
+{
     return s->kind != SIM_STREAM_LEGACY_KIND && !(s->flags & CU_STREAM_NON_BLOCKING);
 }
 
-int sim_stream_submit_work(struct CUstream_st *s) {
+int sim_stream_submit_work(struct CUstream_st *s)
+{
     if (s->capture) return 1;
     uint64_t pos = s->submitted + 1;
     if (s->host_seen != sim_hversion) {
@@ -354,13 +378,15 @@ int sim_stream_submit_work(struct CUstream_st *s) {
     return 0;
 }
 
-void sim_stream_submit(struct CUstream_st *s) {
+void sim_stream_submit(struct CUstream_st *s)
+{
     sim_stream_submit_work(s);
 }
 
 /* ---- streams ---- */
 
-static CUresult sim_slot_take(struct CUstream_st *s) {
+static CUresult sim_slot_take(struct CUstream_st *s)
+{
     if (sim_reuse_stream_handles() && sim_nfree_slots) {
         s->slot = sim_free_slots[--sim_nfree_slots];
     } else {
@@ -377,7 +403,8 @@ static CUresult sim_slot_take(struct CUstream_st *s) {
     return CUDA_SUCCESS;
 }
 
-CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
     CUresult rc = sim_enter(SIM_cuStreamCreate);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
@@ -406,7 +433,8 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 }
 
 /* The stream goes away for the user at once; its pending work still completes later. */
-static CUresult sim_stream_destroy(CUstream hStream) {
+static CUresult sim_stream_destroy(CUstream hStream)
+{
     CUresult rc = sim_enter(SIM_cuStreamDestroy);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s = sim_slot_stream(hStream);
@@ -432,14 +460,17 @@ static CUresult sim_stream_destroy(CUstream hStream) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamDestroy(CUstream hStream) {
+CUresult cuStreamDestroy(CUstream hStream)
+{
     return sim_stream_destroy(hStream);
 }
-SIM_EXPORT CUresult sim_cuStreamDestroy_v1(CUstream hStream) {
+SIM_EXPORT CUresult sim_cuStreamDestroy_v1(CUstream hStream)
+{
     return sim_stream_destroy(hStream);
 }
 
-CUresult sim_stream_synchronize(CUstream hStream, int per_thread) {
+CUresult sim_stream_synchronize(CUstream hStream, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuStreamSynchronize);
     struct CUstream_st *s;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -449,11 +480,13 @@ CUresult sim_stream_synchronize(CUstream hStream, int per_thread) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamSynchronize(CUstream hStream) {
+CUresult cuStreamSynchronize(CUstream hStream)
+{
     return sim_stream_synchronize(hStream, 0);
 }
 
-CUresult sim_stream_query(CUstream hStream, int per_thread) {
+CUresult sim_stream_query(CUstream hStream, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuStreamQuery);
     struct CUstream_st *s;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -464,25 +497,28 @@ CUresult sim_stream_query(CUstream hStream, int per_thread) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamQuery(CUstream hStream) {
+CUresult cuStreamQuery(CUstream hStream)
+{
     return sim_stream_query(hStream, 0);
 }
 
-static struct CUevent_st *sim_event_find(CUevent h) {
+static struct CUevent_st *sim_event_find(CUevent h)
+{
     for (struct CUevent_st *e = sim_events; e; e = e->next)
         if (e == h) return e;
     return NULL;
 }
 
-static int sim_event_done(struct CUevent_st *e, int force, int *forced) {
+static int sim_event_done(struct CUevent_st *e, int force, int *forced)
+{
     return !e->stream || sim_complete(e->stream, e->position, force, forced);
 }
 
 /* cuda.h, cuStreamWaitEvent: work submitted to hStream after this call waits for the work
  * captured by the event's most recent cuEventRecord; "hEvent may be from a different context
  * or device than hStream". An event recorded in a capture makes the stream join it. */
-CUresult sim_stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int Flags,
-                               int per_thread) {
+CUresult sim_stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int Flags, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuStreamWaitEvent);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s;
@@ -496,7 +532,7 @@ CUresult sim_stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int Fl
         return sim_leave(CUDA_SUCCESS);
     }
     if (s->capture) return sim_leave(CUDA_SUCCESS); /* a dependency of the graph */
-    if (!e->stream) return sim_leave(CUDA_SUCCESS);   /* never recorded: nothing to wait for */
+    if (!e->stream) return sim_leave(CUDA_SUCCESS); /* never recorded: nothing to wait for */
     sim_clock_join(&s->clock, &s->nclock, e->clock, e->nclock);
     if (sim_event_done(e, 0, &forced)) return sim_leave(CUDA_SUCCESS);
     if (sim_add_wait(s, s->submitted + 1, e->stream, e->position) != 0)
@@ -505,13 +541,15 @@ CUresult sim_stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int Fl
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
     return sim_stream_wait_event(hStream, hEvent, Flags, 0);
 }
 
 /* ---- events ---- */
 
-CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
     CUresult rc = sim_enter(SIM_cuEventCreate);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
@@ -532,9 +570,10 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-/* cuda.h, cuEventRecord: "hStream ... must be in the same context" as the event; otherwise
+/* cuda.h, cuEventRecord: event and stream must be from the same context, otherwise
  * CUDA_ERROR_INVALID_HANDLE. */
-CUresult sim_event_record(CUevent hEvent, CUstream hStream, int per_thread) {
+CUresult sim_event_record(CUevent hEvent, CUstream hStream, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuEventRecord);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUevent_st *e = sim_event_find(hEvent);
@@ -562,18 +601,21 @@ CUresult sim_event_record(CUevent hEvent, CUstream hStream, int per_thread) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
     return sim_event_record(hEvent, hStream, 0);
 }
 
 /* cuda.h, cuStreamBeginCapture: querying or synchronizing an event recorded in a capture is
  * illegal while the capture runs. */
-static CUresult sim_event_capture_check(struct CUevent_st *e) {
+static CUresult sim_event_capture_check(struct CUevent_st *e)
+{
     if (e->captured && e->stream && e->stream->capture) return sim_capture_check_sync(e->stream);
     return CUDA_SUCCESS;
 }
 
-CUresult cuEventQuery(CUevent hEvent) {
+CUresult cuEventQuery(CUevent hEvent)
+{
     CUresult rc = sim_enter(SIM_cuEventQuery);
     int forced = 0;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -585,7 +627,8 @@ CUresult cuEventQuery(CUevent hEvent) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuEventSynchronize(CUevent hEvent) {
+CUresult cuEventSynchronize(CUevent hEvent)
+{
     CUresult rc = sim_enter(SIM_cuEventSynchronize);
     int forced = 0;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -598,7 +641,8 @@ CUresult cuEventSynchronize(CUevent hEvent) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-static CUresult sim_event_destroy(CUevent hEvent) {
+static CUresult sim_event_destroy(CUevent hEvent)
+{
     CUresult rc = sim_enter(SIM_cuEventDestroy);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     for (struct CUevent_st **pp = &sim_events; *pp; pp = &(*pp)->next) {
@@ -614,14 +658,17 @@ static CUresult sim_event_destroy(CUevent hEvent) {
     return sim_leave(CUDA_ERROR_INVALID_HANDLE);
 }
 
-CUresult cuEventDestroy(CUevent hEvent) {
+CUresult cuEventDestroy(CUevent hEvent)
+{
     return sim_event_destroy(hEvent);
 }
-SIM_EXPORT CUresult sim_cuEventDestroy_v1(CUevent hEvent) {
+SIM_EXPORT CUresult sim_cuEventDestroy_v1(CUevent hEvent)
+{
     return sim_event_destroy(hEvent);
 }
 
-static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd) {
+static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd)
+{
     CUresult rc = sim_enter(SIM_cuEventElapsedTime);
     int forced = 0;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
@@ -638,10 +685,12 @@ static CUresult sim_elapsed(float *ms, CUevent hStart, CUevent hEnd) {
     return sim_leave(CUDA_SUCCESS);
 }
 
-CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
     return sim_elapsed(pMilliseconds, hStart, hEnd);
 }
-SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) {
+SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
+{
     return sim_elapsed(ms, a, b);
 }
 
@@ -649,13 +698,15 @@ SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) {
 
 /* cuda.h, cuCtxSynchronize: blocks until the *current* context has completed all preceding
  * requested tasks; other contexts' streams are not covered. Lock held. */
-int sim_ctx_streams_sync(int dev) {
+int sim_ctx_streams_sync(int dev)
+{
     return sim_streams_force_ctx(dev);
 }
 
 /* ---- stream properties ---- */
 
-static CUresult sim_stream_get_ctx(CUstream hStream, CUcontext *pctx, int per_thread) {
+static CUresult sim_stream_get_ctx(CUstream hStream, CUcontext *pctx, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuStreamGetCtx);
     struct CUstream_st *s;
     if (rc == CUDA_SUCCESS && !pctx) rc = CUDA_ERROR_INVALID_VALUE;
@@ -664,7 +715,8 @@ static CUresult sim_stream_get_ctx(CUstream hStream, CUcontext *pctx, int per_th
     return sim_leave(rc);
 }
 
-static CUresult sim_stream_get_flags(CUstream hStream, unsigned *flags, int per_thread) {
+static CUresult sim_stream_get_flags(CUstream hStream, unsigned *flags, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuStreamGetFlags);
     struct CUstream_st *s;
     if (rc == CUDA_SUCCESS && !flags) rc = CUDA_ERROR_INVALID_VALUE;
@@ -673,7 +725,8 @@ static CUresult sim_stream_get_flags(CUstream hStream, unsigned *flags, int per_
     return sim_leave(rc);
 }
 
-static CUresult sim_stream_get_id(CUstream hStream, unsigned long long *id, int per_thread) {
+static CUresult sim_stream_get_id(CUstream hStream, unsigned long long *id, int per_thread)
+{
     CUresult rc = sim_enter(SIM_cuStreamGetId);
     struct CUstream_st *s;
     if (rc == CUDA_SUCCESS && !id) rc = CUDA_ERROR_INVALID_VALUE;
@@ -682,26 +735,33 @@ static CUresult sim_stream_get_id(CUstream hStream, unsigned long long *id, int 
     return sim_leave(rc);
 }
 
-CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
     return sim_stream_get_ctx(hStream, pctx, 0);
 }
-CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
+CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
     return sim_stream_get_flags(hStream, flags, 0);
 }
-CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId) {
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
     return sim_stream_get_id(hStream, streamId, 0);
 }
-SIM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx) {
+SIM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
     return sim_stream_get_ctx(hStream, pctx, 1);
 }
-SIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags) {
+SIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
     return sim_stream_get_flags(hStream, flags, 1);
 }
-SIM_EXPORT CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId) {
+SIM_EXPORT CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
     return sim_stream_get_id(hStream, streamId, 1);
 }
 
-void sim_stream_teardown(void) {
+void sim_stream_teardown(void)
+{
     while (sim_events) {
         struct CUevent_st *e = sim_events;
         sim_events = e->next;
@@ -735,7 +795,8 @@ void sim_stream_teardown(void) {
 
 /* ---- control API ---- */
 
-SIM_EXPORT int gpoolsim_stream_hold(CUstream h) {
+SIM_EXPORT int gpoolsim_stream_hold(CUstream h)
+{
     struct CUstream_st *s;
     sim_lock();
     if (sim_stream_resolve(h, 0, 1, &s) == CUDA_SUCCESS) {
@@ -746,7 +807,8 @@ SIM_EXPORT int gpoolsim_stream_hold(CUstream h) {
     return s ? 0 : -1;
 }
 
-SIM_EXPORT int gpoolsim_stream_release(CUstream h) {
+SIM_EXPORT int gpoolsim_stream_release(CUstream h)
+{
     struct CUstream_st *s;
     sim_lock();
     if (sim_stream_resolve(h, 0, 1, &s) == CUDA_SUCCESS) s->held = 0;

@@ -704,3 +704,113 @@ Test(order, violation_log_gets_one_line_per_violation, .init = setup_log)
     unlink(log_path);
     cr_assert_eq(lines, 2);
 }
+
+static char stats_path[64];
+static void setup_stats(void)
+{
+    snprintf(stats_path, sizeof stats_path, "/tmp/gpoolsim-ostats-XXXXXX");
+    int fd = mkstemp(stats_path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("GPOOL_SIM_STATS", stats_path, 1);
+    load(1);
+}
+
+Test(order, statistics_json_counts_violations, .init = setup_stats)
+{
+    CUstream a = stream(CU_STREAM_NON_BLOCKING), b = stream(CU_STREAM_NON_BLOCKING);
+    CUdeviceptr p = dalloc(64);
+    touch(a, p, 64, 1);
+    touch(b, p, 64, 1);
+    touch(NULL, p, 64, 1);
+    cr_assert_eq(p_gpoolsim_violations(), 2);
+    cr_assert_eq(dlclose(lib), 0); /* last reference: the statistics are written */
+    FILE *f = fopen(stats_path, "r");
+    cr_assert_not_null(f);
+    char json[8192];
+    size_t n = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    unlink(stats_path);
+    json[n] = 0;
+    cr_assert_not_null(strstr(json, "\"violations\":2}"), "%s", json);
+}
+
+Test(order, freeing_or_unregistering_host_memory_with_pending_accesses_is_a_violation,
+     .init = setup1)
+{
+    CUresult (*host_alloc)(void **, size_t, unsigned) = sym("cuMemHostAlloc");
+    CUresult (*free_host)(void *) = sym("cuMemFreeHost");
+    CUresult (*reg)(void *, size_t, unsigned) = sym("cuMemHostRegister_v2");
+    CUresult (*unreg)(void *) = sym("cuMemHostUnregister");
+    CUstream s = stream(CU_STREAM_NON_BLOCKING);
+    void *h;
+    cr_assert_eq(host_alloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+    touch(s, (CUdeviceptr)(uintptr_t)h, 4096, 1);
+    cr_assert_eq(free_host(h), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_violations(), 1);
+    static char buf[8192] __attribute__((aligned(4096)));
+    cr_assert_eq(reg(buf, sizeof buf, 0), CUDA_SUCCESS);
+    touch(s, (CUdeviceptr)(uintptr_t)buf, 100, 0);
+    cr_assert_eq(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(unreg(buf), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_violations(), 1, "synchronized first: no violation");
+    cr_assert_eq(reg(buf, sizeof buf, 0), CUDA_SUCCESS);
+    touch(s, (CUdeviceptr)(uintptr_t)buf, 100, 0);
+    cr_assert_eq(unreg(buf), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_violations(), 2);
+}
+
+Test(order, synchronous_device_to_host_copy_completes_the_legacy_stream_for_the_host,
+     .init = setup1)
+{
+    CUstream s = stream(CU_STREAM_NON_BLOCKING);
+    CUdeviceptr p = dalloc(64), q = dalloc(64);
+    char host[64];
+    cr_assert_eq(p_cuMemsetD8(p, 1, 64), CUDA_SUCCESS);
+    cr_assert_eq(p_cuMemcpyDtoH(host, p, 64), CUDA_SUCCESS); /* returns once complete */
+    touch(s, p, 64, 1);
+    cr_assert_eq(p_gpoolsim_violations(), 0);
+    cr_assert_eq(p_cuMemsetD8(q, 1, 64), CUDA_SUCCESS); /* asynchronous to the host */
+    touch(s, q, 64, 1);
+    cr_assert_eq(p_gpoolsim_violations(), 1);
+}
+
+Test(order, ptsz_synchronize_of_null_is_the_calling_threads_stream, .init = setup1)
+{
+    CUresult (*sync_ptsz)(CUstream) = sym("cuStreamSynchronize_ptsz");
+    CUresult (*query_ptsz)(CUstream) = sym("cuStreamQuery_ptsz");
+    CUevent e = event();
+    cr_assert_eq(p_gpoolsim_stream_hold(CU_STREAM_PER_THREAD), 0);
+    cr_assert_eq(p_cuEventRecord(e, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamQuery(NULL), CUDA_SUCCESS, "the legacy stream has nothing queued");
+    cr_assert_eq(query_ptsz(NULL), CUDA_ERROR_NOT_READY);
+    cr_assert_eq(p_cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_forced_syncs(), 0);
+    cr_assert_eq(sync_ptsz(NULL), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_forced_syncs(), 1);
+    cr_assert_eq(p_cuEventQuery(e), CUDA_SUCCESS);
+}
+
+Test(order, waiting_on_an_event_recorded_in_a_capture_joins_the_capture, .init = setup1)
+{
+    CUresult (*info)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                     const CUgraphNode **, const CUgraphEdgeData **, size_t *) =
+        sym("cuStreamGetCaptureInfo_v3");
+    CUstream a = stream(CU_STREAM_NON_BLOCKING), b = stream(CU_STREAM_NON_BLOCKING);
+    CUevent e = event();
+    CUgraph g;
+    CUstreamCaptureStatus st;
+    cuuint64_t id_a = 0, id_b = 0;
+    cr_assert_eq(p_cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(p_cuEventRecord(e, a), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamWaitEvent(b, e, 0), CUDA_SUCCESS);
+    cr_assert_eq(info(a, &st, &id_a, NULL, NULL, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(info(b, &st, &id_b, NULL, NULL, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(id_a, id_b);
+    cr_assert_eq(p_cuStreamEndCapture(a, &g), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamIsCapturing(b, &st), CUDA_SUCCESS);
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE, "the capture ended for both");
+    cr_assert_eq(p_cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(p_cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+}
