@@ -178,6 +178,7 @@ static void host_free_waits_for_allocating_stream(gpool_mem_kind kind)
 {
     void *p = alloc_kind(3 * MiB, kind, A, 0);
     sim->stream_hold(A);
+    if (touch) kernel(A, p, 3 * MiB);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     for (int i = 0; i < 3; i++) {
         void *q = alloc_kind(3 * MiB, kind, B, 0);
@@ -236,6 +237,7 @@ static void *ptds_thread_b(void *arg)
 {
     struct ptds_job *j = arg;
     j->got = alloc_on(j->size, CU_STREAM_PER_THREAD, 0);
+    if (touch) kernel(CU_STREAM_PER_THREAD, j->got, j->size); /* B's kernel uses its block */
     return NULL;
 }
 
@@ -254,6 +256,7 @@ static void ptds_case(size_t size, int check_back)
     struct ptds_job j = {.size = size};
     void *p = alloc_on(size, CU_STREAM_PER_THREAD, 0);
     sim->stream_hold(CU_STREAM_PER_THREAD);
+    if (touch) kernel(CU_STREAM_PER_THREAD, p, size); /* A's held kernel uses the block */
     cr_assert_eq(gpool_free_async(pool, p, CU_STREAM_PER_THREAD), GPOOL_OK);
     void *again = alloc_on(size, CU_STREAM_PER_THREAD, 0);
     cr_assert_eq(again, p, "thread A reuses its own per-thread stream's free at once");
