@@ -91,6 +91,23 @@ int gp_tag_mine(uintptr_t tag)
     return !tag_is_ptds(tag) || tag == ptds_mine;
 }
 
+/* ss->lock, with a note of whether this thread holds it: the arena's seq hook runs under
+ * the arena lock, sometimes from code that holds ss->lock already (a deferred free that
+ * empties a slab), and must not take it again. */
+static _Thread_local int ss_held;
+
+static void ss_lock(gp_streams *ss)
+{
+    pthread_mutex_lock(&ss->lock);
+    ss_held++;
+}
+
+static void ss_unlock(gp_streams *ss)
+{
+    ss_held--;
+    pthread_mutex_unlock(&ss->lock);
+}
+
 /* ---------- helpers (lock held) ---------- */
 
 static stream_rec *rec_get(gp_streams *ss, uintptr_t tag)
@@ -215,7 +232,7 @@ void gp_stream_cover(gpool_t *pool, uintptr_t tag)
 {
     if (!tag_is_ptds(tag) || tag != ptds_mine) return;
     gp_streams *ss = pool->streams;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     stream_rec *r = NULL;
     for (size_t i = 0; i < ss->nrecs && !r; i++)
         if (ss->recs[i].tag == tag) r = &ss->recs[i];
@@ -231,7 +248,7 @@ void gp_stream_cover(gpool_t *pool, uintptr_t tag)
         }
         gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
 }
 
 /* ---------- lifetime ---------- */
@@ -277,17 +294,24 @@ void gp_streams_destroy(gpool_t *pool)
 uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag)
 {
     gp_streams *ss = pool->streams;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     stream_rec *r = rec_get(ss, tag);
     uint64_t seq = r ? r->seq : UINT64_MAX;       /* no record: stays pending until a full sync */
     if (r && !r->ctx_known) other_ctx(pool, tag); /* learn its context while it is alive */
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     return seq;
 }
 
 uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag)
 {
-    return gp_stream_free_seq(owner, tag);
+    gpool_t *pool = owner;
+    if (!ss_held) return gp_stream_free_seq(pool, tag);
+    /* ss->lock is ours already, and a caller up the stack may hold a record pointer: look,
+     * do not add (a stream without a record is at position 0, where its record starts) */
+    gp_streams *ss = pool->streams;
+    for (size_t i = 0; i < ss->nrecs; i++)
+        if (ss->recs[i].tag == tag) return ss->recs[i].seq;
+    return 0;
 }
 
 gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uintptr_t tag)
@@ -295,7 +319,7 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
     if (tag == alloc_tag) return GPOOL_OK;
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {
         rc = calloc(1, sizeof *rc);
@@ -319,7 +343,7 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
         else if (i == rc->n)
             rc->tags[rc->n++] = tag;
     }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     return st;
 }
 
@@ -346,14 +370,14 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
             GPOOL_OK ||
         base != (uintptr_t)ptr)
         return 0; /* not a live block: the plain path reports it */
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         return 0;
     }
     if (rc->deferred) {
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         *st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
         return 1;
     }
@@ -361,7 +385,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
         size_t cap = ss->cap_def ? ss->cap_def * 2 : 16;
         deferred_free *nd = realloc(ss->def, cap * sizeof *nd);
         if (!nd) {
-            pthread_mutex_unlock(&ss->lock);
+            ss_unlock(ss);
             *st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory deferring a free");
             return 1;
         }
@@ -404,7 +428,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     rc->deferred = 1; /* the entry stays until the free completes */
     ss->def[ss->ndef++] = d;
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     return 1;
 }
 
@@ -467,14 +491,14 @@ void gp_stream_process(gpool_t *pool)
     if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
     deferred_free done[64];
     size_t n = 0;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     if (ss->ndef) {
         int pushed;
         gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
         n = take_deferred(pool, 0, done, 64);
         gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
         free_done(pool, &done[i], 0);
 }
@@ -518,7 +542,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             j++;
         if (j == n) tags[n++] = a->pending[i].tag;
     }
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
     for (size_t i = 0; i < n; i++) {
@@ -571,7 +595,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
     prune_streams(pool, a);
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
 }
 
 /* cuCtxSynchronize covers the pool's context only ("blocks until the device has completed
@@ -581,7 +605,7 @@ static gpool_status sync_other_contexts(gpool_t *pool)
 {
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     for (size_t i = 0; i < ss->nrecs && st == GPOOL_OK; i++) {
         stream_rec *r = &ss->recs[i];
         if (!other_ctx(pool, r->tag)) continue;
@@ -599,7 +623,7 @@ static gpool_status sync_other_contexts(gpool_t *pool)
         if (q != CUDA_SUCCESS)
             st = gp_cu_fail(q, "cuStreamSynchronize (a stream of another context)");
     }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     return st;
 }
 
@@ -618,7 +642,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
     if (st == GPOOL_OK) st = sync_other_contexts(pool);
     if (st == GPOOL_OK) {
-        pthread_mutex_lock(&ss->lock);
+        ss_lock(ss);
         for (size_t i = 0; i < ss->nrecs; i++) {
             ss->recs[i].ev_live = 0;
             ss->recs[i].seq++; /* later frees are not covered by this synchronize */
@@ -627,7 +651,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
         gp_arena_clean_all_locked(a);
         a->frees_since_sync = 0;
         prune_streams(pool, a);
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return st;
@@ -639,14 +663,14 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
     gp_streams *ss = pool->streams;
     *count = *bytes = *requested = 0;
     if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     for (size_t i = 0; i < ss->ndef; i++)
         if (ss->def[i].kind == kind) {
             (*count)++;
             *bytes += ss->def[i].size;
             *requested += ss->def[i].requested;
         }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
 }
 
 /* Host blocks: the CPU may write a block the moment it is handed out again, so even the
@@ -657,10 +681,10 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
 {
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (rc && rc->deferred) {
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
     }
     if (!rc) {
@@ -737,7 +761,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
         }
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     if ((done || !ok) && st == GPOOL_OK) {
         int owned;
         st = gp_sysmem_free(pool, ptr, &owned);
@@ -752,14 +776,14 @@ size_t gp_stream_drain(gpool_t *pool)
     deferred_free done[64];
     size_t n, total = 0;
     do {
-        pthread_mutex_lock(&ss->lock);
+        ss_lock(ss);
         int pushed;
         gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
         int synced =
             GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize()) == CUDA_SUCCESS;
         n = take_deferred(pool, synced, done, 64);
         gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         for (size_t i = 0; i < n; i++)
             free_done(pool, &done[i], 0);
         total += n;
