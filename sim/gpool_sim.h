@@ -111,7 +111,9 @@ void gpoolsim_get_live(struct gpoolsim_live *out);
 
 /* A kernel on stream s reads (is_write == 0) or writes [p, p+bytes): an access for the
  * happens-before checker. CUDA_ERROR_INVALID_HANDLE for an unknown stream,
- * CUDA_ERROR_INVALID_VALUE for memory that is not allocated/mapped device-visible memory. */
+ * CUDA_ERROR_INVALID_CONTEXT for NULL/CU_STREAM_LEGACY/CU_STREAM_PER_THREAD without a current
+ * context, CUDA_ERROR_INVALID_VALUE for memory that is not allocated/mapped device-visible
+ * memory (or memory already freed by cuMemFreeAsync, ordered after the free). */
 CUresult gpoolsim_touch(CUstream s, CUdeviceptr p, size_t bytes, int is_write);
 /* Happens-before violations found in this process so far. */
 unsigned long gpoolsim_violations(void);

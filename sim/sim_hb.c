@@ -343,7 +343,6 @@ SIM_EXPORT CUresult gpoolsim_touch(CUstream h, CUdeviceptr ptr, size_t bytes, in
     sim_lock();
     CUresult rc = sim_is_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup(h, &s);
-    if (rc == CUDA_ERROR_INVALID_CONTEXT) rc = CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS && (bytes == 0 || p + bytes < p)) rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && sim_hb_freed(s, p, bytes, &ordered)) {
         if (ordered) rc = CUDA_ERROR_INVALID_VALUE; /* plainly unallocated now */

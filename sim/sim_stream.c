@@ -83,6 +83,14 @@ struct sim_sid_info {
 static struct sim_sid_info *sim_sids;
 static uint32_t sim_nsids, sim_cap_sids;
 
+/* ids of freed streams, reusable once the host knows their work (up to base) complete */
+struct sim_dead_sid {
+    uint32_t sid;
+    uint64_t base;
+};
+static struct sim_dead_sid *sim_dead;
+static size_t sim_ndead, sim_cap_dead;
+
 /* the host clock */
 static uint64_t *sim_hclock;
 static size_t sim_nhclock;
@@ -158,7 +166,21 @@ static void sim_stream_init(struct CUstream_st *s, int kind, int device, unsigne
         sim_sids = n;
         sim_cap_sids = cap;
     }
-    s->sid = sim_nsids++;
+    s->sid = sim_nsids;
+    /* Reuse the id of a freed stream whose work the host knows complete: its positions go on
+     * from where the old stream stopped, so old clock entries (all <= base) never order the
+     * new stream's work, and every old access is ordered before any new work (the new stream
+     * joins the host clock, which covers base). Keeps clocks as short as the number of
+     * streams alive, not ever created (fuzzers create streams per input). */
+    for (size_t i = 0; i < sim_ndead; i++) {
+        if (sim_host_clock(sim_dead[i].sid) >= sim_dead[i].base) {
+            s->sid = sim_dead[i].sid;
+            s->submitted = s->completed = sim_dead[i].base;
+            sim_dead[i] = sim_dead[--sim_ndead];
+            break;
+        }
+    }
+    if (s->sid == sim_nsids) sim_nsids++;
     sim_sids[s->sid] = (struct sim_sid_info){0, kind, device, s};
 }
 
@@ -198,6 +220,16 @@ static void sim_stream_unref(struct CUstream_st *s)
     if (s->kind == SIM_STREAM_CREATED && s->slot < sim_nslots && sim_slots[s->slot] == s)
         sim_slots[s->slot] = NULL;
     sim_sids[s->sid].stream = NULL;
+    if (sim_ndead == sim_cap_dead) {
+        size_t cap = sim_cap_dead ? 2 * sim_cap_dead : 16;
+        struct sim_dead_sid *n = realloc(sim_dead, cap * sizeof *n);
+        if (n) {
+            sim_dead = n;
+            sim_cap_dead = cap;
+        }
+    }
+    if (sim_ndead < sim_cap_dead)
+        sim_dead[sim_ndead++] = (struct sim_dead_sid){s->sid, s->submitted};
     for (size_t i = 0; i < s->nwaits; i++)
         sim_stream_unref(s->waits[i].fence);
     free(s->waits);
@@ -785,6 +817,9 @@ void sim_stream_teardown(void)
     free(sim_free_slots);
     free(sim_sids);
     free(sim_hclock);
+    free(sim_dead);
+    sim_dead = NULL;
+    sim_ndead = sim_cap_dead = 0;
     sim_slots = NULL;
     sim_free_slots = NULL;
     sim_sids = NULL;

@@ -263,6 +263,9 @@ Test(order, touch_rejects_unknown_streams_and_unallocated_memory, .init = setup1
     cr_assert_eq(p_gpoolsim_touch(NULL, (CUdeviceptr)(uintptr_t)local, 8, 1),
                  CUDA_ERROR_INVALID_VALUE, "pageable host memory is not device-visible");
     cr_assert_eq(p_gpoolsim_touch(NULL, p, 64, 1), CUDA_SUCCESS);
+    cr_assert_eq(p_cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_touch(CU_STREAM_PER_THREAD, p, 64, 1), CUDA_ERROR_INVALID_CONTEXT,
+                 "default streams need a current context");
 }
 
 /* ---- the legacy stream's implicit synchronization ---- */
@@ -813,4 +816,28 @@ Test(order, waiting_on_an_event_recorded_in_a_capture_joins_the_capture, .init =
     cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE, "the capture ended for both");
     cr_assert_eq(p_cuGraphDestroy(g), CUDA_SUCCESS);
     cr_assert_eq(p_cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+}
+
+Test(order, a_recycled_stream_id_keeps_races_visible, .init = setup1)
+{
+    CUdeviceptr p = dalloc(64);
+    CUstream c = stream(CU_STREAM_NON_BLOCKING);
+    for (int round = 0; round < 3; round++) {
+        CUstream a = stream(CU_STREAM_NON_BLOCKING);
+        CUevent e = event();
+        touch(a, p, 64, 1);
+        cr_assert_eq(p_cuEventRecord(e, a), CUDA_SUCCESS);
+        cr_assert_eq(p_cuStreamWaitEvent(c, e, 0), CUDA_SUCCESS); /* c knows a up to now */
+        touch(c, p, 64, 0);
+        cr_assert_eq(p_cuStreamSynchronize(c), CUDA_SUCCESS); /* the next round's write is safe */
+        cr_assert_eq(p_cuStreamSynchronize(a), CUDA_SUCCESS);
+        cr_assert_eq(p_cuEventDestroy(e), CUDA_SUCCESS);
+        cr_assert_eq(p_cuStreamDestroy(a), CUDA_SUCCESS); /* its id may go to the next stream */
+    }
+    CUstream b = stream(CU_STREAM_NON_BLOCKING);
+    cr_assert_eq(p_gpoolsim_violations(), 0);
+    touch(b, p, 64, 1); /* after the host-known past: fine */
+    cr_assert_eq(p_gpoolsim_violations(), 0);
+    touch(c, p, 64, 0); /* c knew the old streams, not b */
+    cr_assert_eq(p_gpoolsim_violations(), 1);
 }
