@@ -40,6 +40,8 @@ typedef struct deferred_free {
     uint64_t seq;
     size_t nev;
     CUevent ev[DEFER_EVENTS + 2]; /* the recorded streams, the freeing and allocating ones */
+    int need_sync; /* a stream could be neither tracked nor waited for (capturing): only a
+                      device-wide synchronize completes this free */
 } deferred_free;
 
 typedef struct recorded {
@@ -415,12 +417,12 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
         CUevent ev;
         if (event_get(pool, &ev) != CUDA_SUCCESS) {
             /* cannot track it: wait for that stream now instead */
-            sync_tag(pool, streams[i]);
+            if (sync_tag(pool, streams[i]) != CUDA_SUCCESS) d.need_sync = 1;
             continue;
         }
         if (record_on(pool, ev, streams[i])) {
             event_put(pool, ev);
-            sync_tag(pool, streams[i]);
+            if (sync_tag(pool, streams[i]) != CUDA_SUCCESS) d.need_sync = 1;
             continue;
         }
         d.ev[d.nev++] = ev;
@@ -445,7 +447,7 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
         for (size_t e = 0; e < d->nev && got < max; e++)
             done += force || GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
                                     pool->drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
-        if (got == max || done < d->nev) {
+        if (got == max || done < d->nev || (d->need_sync && !force)) {
             ss->def[k++] = *d;
             continue;
         }

@@ -459,3 +459,32 @@ Test(stream_ctx, streams_of_another_context_are_queried_and_synchronized_never_a
     release(1);
     cr_assert_eq(set(ctx), CUDA_SUCCESS);
 }
+
+/* A block recorded on a capturing stream and freed elsewhere: no event can be recorded on the
+ * capture (nor may it be synchronized), and the graph's work on the block runs whenever the
+ * graph is launched, so the block waits for a full synchronize instead of being freed as if
+ * that stream had nothing queued. */
+Test(stream_rules, block_recorded_on_a_capturing_stream_waits_for_a_synchronize)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is) cr_skip_test("the simulator has no graph capture yet");
+    const size_t sz = 4 * MiB;
+    void *p = alloc_on(sz, B, 0);
+    void *other = alloc_on(MiB, A, 0); /* two streams in play */
+    cr_assert_eq(gpool_record_stream(pool, p, A), GPOOL_OK);
+    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(gpool_free_async(pool, p, B), GPOOL_OK);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the free invalidated the capture");
+    CUgraph g = NULL;
+    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    void *q = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, q, sz), "the block was reused while the graph may still use it");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, other, A), GPOOL_OK);
+    if (graph_destroy && g) graph_destroy(g);
+}
