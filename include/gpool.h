@@ -384,8 +384,10 @@ GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
  * back them, the rest of the first and last chunk (a chunk goes back to the driver only
  * whole). Cached memory of any pool of the process never counts: it is given back first.
  * tests/util_model.c states this rule executably and tests/test_model.c checks it.
- * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver, or a
- *         device page_size gpool does not back blocks of this size with.
+ * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver; a
+ *         device page_size gpool does not back blocks of this size with; or the stream is
+ *         capturing a CUDA graph and the request would need driver calls (see
+ *         gpool_alloc_async()).
  * @retval GPOOL_ERR_DRIVER a driver call failed.
  * @return a gpool_status as listed. Thread-safe.
  */
@@ -398,6 +400,17 @@ GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc
  * The block may be one freed on this stream whose work has not finished yet (stream order
  * makes that safe), never one pending on another stream unless GPOOL_ALLOC_STREAM_WAIT is
  * set (the stream then waits on that block's event).
+ *
+ * CU_STREAM_PER_THREAD names the calling thread's per-thread default stream: a block freed on
+ * it by one thread is reused at once by that thread only, by others once its work completed.
+ *
+ * Graph capture: on a stream that is capturing (cuStreamIsCapturing), gpool makes none of the
+ * calls the capture prohibits. A device block is served only from memory already free for that
+ * stream (mapped, free, not pending on another stream's work; the stream's own frees count, so
+ * launch the graph on that stream or after it); a request that would need driver calls (fresh
+ * pages, polling other streams, waiting) fails with GPOOL_ERR_UNSUPPORTED and a message naming
+ * the capture, and the capture stays valid. Host kinds on a capturing stream always fail that
+ * way. GPOOL_ALLOC_ZERO is captured as a memset node (cuMemsetD8Async on the stream).
  *
  * @param pool   the pool.
  * @param size   bytes to allocate; 0 returns GPOOL_OK with *out = NULL.

@@ -181,15 +181,31 @@ static gp_range *take(gp_arena *a, size_t size, size_t align, uintptr_t tag, uns
                                  : gp_heap_take(&a->heap, size, align, tag, no_nodes);
 }
 
+/* Put back a range just taken for stream tag: it may have been tag's pending free, so it goes
+ * back pending at tag's current position (never earlier than the free it came from). */
+static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
+{
+    gp_heap_give(&a->heap, r, free_tag(a, tag), a->seq_of ? a->seq_of(a->owner, tag) : 0);
+}
+
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                unsigned flags, gp_range **out)
 {
     int no_nodes = 0;
     gp_range *r = take(a, size, align, tag, flags, &no_nodes);
-    if (a->poll && (!r || (flags & GP_ARENA_SLAB) || needs_backing(a, r)) &&
-        others_pending(a, tag)) {
+    int polls =
+        a->poll && (!r || (flags & GP_ARENA_SLAB) || needs_backing(a, r)) && others_pending(a, tag);
+    if (a->may_drive && (polls || !r || needs_backing(a, r))) {
+        /* driver calls ahead: the owner may forbid them for this stream (graph capture) */
+        gpool_status st = a->may_drive(a->owner, tag);
+        if (st != GPOOL_OK) {
+            if (r) give_back(a, r, tag);
+            return st;
+        }
+    }
+    if (polls) {
         /* Before mapping fresh pages, see whether other streams' freed ranges are done. */
-        if (r) gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
+        if (r) give_back(a, r, tag);
         a->poll(a->owner, a, tag, flags);
         r = take(a, size, align, tag, flags, &no_nodes);
     }
@@ -202,7 +218,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     gpool_status st = back_range(a, r);
     note_held(a);
     if (st != GPOOL_OK) {
-        gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
+        give_back(a, r, tag);
         return st;
     }
     note_held(a);
@@ -458,7 +474,10 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
 static void slab_destroy(gp_arena *a, gp_slab *s)
 {
     granules_set(a, s->base, s->range->size, NULL);
-    gp_heap_give(&a->heap, s->range, free_tag(a, s->tag), 0);
+    /* Its slots may still be used by work queued on the slab's stream before their frees:
+     * the range is pending on that stream at the position a free gets now. */
+    uint64_t seq = a->seq_of ? a->seq_of(a->owner, s->tag) : 0;
+    gp_heap_give(&a->heap, s->range, free_tag(a, s->tag), seq);
     free(s);
 }
 

@@ -83,6 +83,16 @@ typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
  * requesting stream wait on pending events instead). */
 typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 
+/* Called under the arena lock: the sequence number a free on stream tag gets now (an emptied
+ * slab goes back to the free space at that position of its stream, so only an event recorded
+ * after its last free makes it clean). */
+typedef uint64_t (*gp_seq_fn)(void *owner, uintptr_t tag);
+
+/* Called under the arena lock before a request on stream tag makes driver calls (polling
+ * other streams' events, mapping pages, growing, synchronizing): GPOOL_OK, or the error that
+ * request fails with (a stream capturing a CUDA graph may only get memory already free). */
+typedef gpool_status (*gp_drive_fn)(void *owner, uintptr_t tag);
+
 /* A small block freed on a stream other than its slab's: back to the slab once that
  * stream's work up to seq is done. */
 typedef struct gp_pending_slot {
@@ -122,7 +132,9 @@ struct gp_arena {
     gp_arena_stream *streams;
     size_t nstreams, cap_streams;
     gp_sync_fn sync;
-    gp_poll_fn poll; /* optional; set after gp_arena_init */
+    gp_poll_fn poll;       /* optional; set after gp_arena_init */
+    gp_seq_fn seq_of;      /* optional; set after gp_arena_init (without it: position 0) */
+    gp_drive_fn may_drive; /* optional; set after gp_arena_init */
     void *owner;
     gp_pending_slot *pending;
     size_t npending, cap_pending;

@@ -53,13 +53,15 @@
     X(cuStreamSynchronize, v2000, 1)                                                               \
     X(cuStreamWaitEvent, v3020, 1)                                                                 \
     X(cuStreamQuery, v2000, 1)                                                                     \
+    X(cuStreamIsCapturing, v10000, 0)                                                              \
+    X(cuStreamGetCtx, v9020, 0)                                                                    \
     X(cuEventCreate, v2000, 1)                                                                     \
     X(cuEventRecord, v2000, 1)                                                                     \
     X(cuEventQuery, v2000, 1)                                                                      \
     X(cuEventSynchronize, v2000, 1)                                                                \
     X(cuEventDestroy, v4000, 1)                                                                    \
     X(cuMemsetD8, v3020, 1)                                                                        \
-    X(cuMemsetD8Async, v3020, 0)                                                                   \
+    X(cuMemsetD8Async, v3020, 1)                                                                   \
     X(cuMemcpy, v4000, 0)                                                                          \
     X(cuMemcpyAsync, v4000, 0)                                                                     \
     X(cuGetErrorString, v6000, 1)                                                                  \

@@ -111,6 +111,8 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
                 gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
                               pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
             pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
+            pool->arena[GPOOL_MEM_DEVICE]->seq_of = gp_stream_seq_hook;
+            pool->arena[GPOOL_MEM_DEVICE]->may_drive = gp_stream_may_drive;
             pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
             pool->arena[GPOOL_MEM_DEVICE]->device_total = total;
             if (st == GPOOL_OK) {
@@ -138,6 +140,10 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     pool->id = atomic_fetch_add(&next_pool_id, 1);
     pool->default_tag = (uintptr_t)pool->cfg.default_stream;
+    /* A per-thread default stream is a different stream on each thread: blocks flushed from
+     * one thread's cache would reach another thread's stream early, so no thread caches (and
+     * no tag ever equals default_tag: small blocks are heap ranges of each thread's tag). */
+    if (pool->cfg.default_stream == CU_STREAM_PER_THREAD) pool->cfg.tcache_bytes = 0;
     if (st == GPOOL_OK) st = gp_trace_open(pool);
     if (st == GPOOL_OK && gp_pool_register(pool) != 0)
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory registering the pool");
@@ -220,14 +226,16 @@ static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, siz
     return GPOOL_OK;
 }
 
+/* The fill is queued on the block's stream: synchronous cuMemsetD8 runs on the legacy stream
+ * ("API synchronization behavior"), which a non-blocking stream is not ordered after. */
 static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
 {
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r =
-        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemsetD8((CUdeviceptr)p, 0, size));
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                        pool->drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, (CUstream)stream));
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8 (zero fill)");
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
 }
 
 static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_params *params,
@@ -243,8 +251,12 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     int is_auto = kind == GPOOL_MEM_AUTO;
     if (is_auto) kind = gp_policy_kind(params->usage, size);
     if (kind != GPOOL_MEM_DEVICE) {
+        /* host blocks during graph capture: not supported (their paths may call the driver) */
+        st = gp_stream_may_drive(pool, gp_stream_tag(stream));
+        if (st != GPOOL_OK) return st;
         gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-        hp.stream = stream; /* hp.kind stays AUTO when it was, for the budget spill */
+        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag; hp.kind stays
+                                                             AUTO when it was (budget spill) */
         gp_stream_process(pool);
         st = gp_sysmem_alloc(pool, kind, size, &hp, out);
         if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) /* frees were waiting */
@@ -263,7 +275,8 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
                        gp_device_chunk_size(size, pool->granularity));
     size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
     unsigned flags = params ? params->flags : 0;
-    uintptr_t tag = (uintptr_t)stream;
+    uintptr_t tag = gp_stream_tag(stream);
+    if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
     if (tag == pool->default_tag && align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
         size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out)) {
         if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
@@ -328,6 +341,11 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     }
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
         st = zero_fill(pool, *out, size, stream);
+        /* queued work now touches the block: its pages are not unmapped before a synchronize
+         * (even once it is freed through a thread cache, which counts no free) */
+        pthread_mutex_lock(&a->lock);
+        a->frees_since_sync++;
+        pthread_mutex_unlock(&a->lock);
         if (st != GPOOL_OK) {
             gp_arena_free(a, *out, tag, 0);
             *out = NULL;
@@ -391,12 +409,12 @@ static int cross_stream_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t ta
     return gp_stream_defer_free(pool, ptr, tag, st);
 }
 
-static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
+static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (!ptr) return GPOOL_OK;
     gpool_status st = GPOOL_OK;
-    uintptr_t tag = (uintptr_t)stream;
+    uintptr_t tag = gp_stream_tag(stream);
     size_t traced = 0;
     if (pool->trace) {
         gpool_block_desc info;
@@ -452,6 +470,14 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return st;
 }
 
+static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
+{
+    gpool_status st = free_tagged(pool, ptr, stream);
+    if (st == GPOOL_OK && ptr && stream == CU_STREAM_PER_THREAD)
+        gp_stream_cover(pool, gp_stream_tag(stream));
+    return st;
+}
+
 gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
     /* the hot path: a small block back into this thread's cache */
@@ -468,14 +494,16 @@ gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return free_impl(pool, ptr, stream);
 }
 
+static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out);
+
 gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     gpool_block_desc info;
-    gpool_status st = gpool_block_info(pool, ptr, &info);
+    gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
     if (st != GPOOL_OK) return st;
     if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a block, not its start", ptr);
-    return gp_stream_record(pool, ptr, (uintptr_t)info.stream, (uintptr_t)stream);
+    return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
 }
 
 /* ---------- maintenance and introspection ---------- */
@@ -617,6 +645,15 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 }
 
 gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+{
+    gpool_status st = block_info_tagged(pool, ptr, out);
+    if (st == GPOOL_OK) out->stream = gp_tag_stream((uintptr_t)out->stream);
+    return st;
+}
+
+/* gpool_block_info with the block's stream tag in out->stream (per-thread default streams are
+ * told apart there). */
+static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL",

@@ -19,6 +19,14 @@ typedef struct stream_rec {
     CUevent ev;      /* created on first need */
     uint64_t ev_seq; /* frees with seq <= ev_seq are covered by ev */
     int ev_live;     /* ev recorded, not yet seen complete */
+    /* Another thread's per-thread default stream: another thread wanted its frees but cannot
+     * record an event on it, so its owner covers its frees with one from now on. */
+    int foreign_want;
+    /* The stream's context (cuStreamGetCtx), once asked: events of the pool's context cannot
+     * be recorded on streams of another one (cuEventRecord's doc comment), so such a stream is
+     * polled with cuStreamQuery and waited for with cuStreamSynchronize instead. */
+    int ctx_known, other_ctx;
+    CUcontext ctx;
 } stream_rec;
 
 #define DEFER_EVENTS 8
@@ -31,7 +39,9 @@ typedef struct deferred_free {
     uintptr_t tag;          /* the stream it was freed on */
     uint64_t seq;
     size_t nev;
-    CUevent ev[DEFER_EVENTS + 1]; /* the recorded streams and one more (free or allocating) */
+    CUevent ev[DEFER_EVENTS + 2]; /* the recorded streams, the freeing and allocating ones */
+    int need_sync; /* a stream could be neither tracked nor waited for (capturing): only a
+                      device-wide synchronize completes this free */
 } deferred_free;
 
 typedef struct recorded {
@@ -50,6 +60,55 @@ struct gp_streams {
     CUevent *spare; /* idle events */
     size_t nspare, cap_spare;
 };
+
+/* ---------- stream tags ---------- */
+
+#define PTDS_LOW                                                                                   \
+    0xBu /* low bits of a per-thread tag: no aligned handle or CU_STREAM_* has them                \
+          */
+
+static _Atomic uintptr_t ptds_serial = 1;
+static _Thread_local uintptr_t ptds_mine; /* this thread's per-thread tag, 0 until needed */
+
+static int tag_is_ptds(uintptr_t tag)
+{
+    return (tag & 0xF) == PTDS_LOW && tag > 0xF;
+}
+
+uintptr_t gp_stream_tag(gpool_stream_t s)
+{
+    if (s != CU_STREAM_PER_THREAD) return (uintptr_t)s;
+    if (!ptds_mine) /* serial numbers are never reused: a new thread is a new stream */
+        ptds_mine = (atomic_fetch_add(&ptds_serial, 1) << 4) | PTDS_LOW;
+    return ptds_mine;
+}
+
+gpool_stream_t gp_tag_stream(uintptr_t tag)
+{
+    return tag_is_ptds(tag) ? CU_STREAM_PER_THREAD : (gpool_stream_t)tag;
+}
+
+int gp_tag_mine(uintptr_t tag)
+{
+    return !tag_is_ptds(tag) || tag == ptds_mine;
+}
+
+/* ss->lock, with a note of whether this thread holds it: the arena's seq hook runs under
+ * the arena lock, sometimes from code that holds ss->lock already (a deferred free that
+ * empties a slab), and must not take it again. */
+static _Thread_local int ss_held;
+
+static void ss_lock(gp_streams *ss)
+{
+    pthread_mutex_lock(&ss->lock);
+    ss_held++;
+}
+
+static void ss_unlock(gp_streams *ss)
+{
+    ss_held--;
+    pthread_mutex_unlock(&ss->lock);
+}
 
 /* ---------- helpers (lock held) ---------- */
 
@@ -103,11 +162,95 @@ static void event_put(gpool_t *pool, CUevent ev)
     ss->spare[ss->nspare++] = ev;
 }
 
-/* Record ev on stream tag; 0 on success. */
+/* 1 when stream tag belongs to another context than the pool's, or its context cannot be
+ * told (completion is never assumed); lock held. The NULL, legacy and per-thread streams are
+ * named with the pool's context current, so they are its own. */
+static int other_ctx(gpool_t *pool, uintptr_t tag)
+{
+    if (!pool->drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
+        tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag))
+        return 0;
+    /* cached in the stream's record (made here if need be: callers hold no record pointer of
+     * another tag across this call), asked while the stream is alive: a destroyed stream's
+     * handle says nothing any more */
+    stream_rec *r = rec_get(pool->streams, tag);
+    if (r && r->ctx_known) return r->other_ctx;
+    CUcontext c = NULL;
+    CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamGetCtx((CUstream)tag, &c));
+    int other = q != CUDA_SUCCESS || c != pool->ctx;
+    if (r) {
+        r->ctx_known = 1;
+        r->other_ctx = other;
+        r->ctx = q == CUDA_SUCCESS ? c : NULL;
+    }
+    return other;
+}
+
+int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
+{
+    /* cuStreamIsCapturing is legal during capture (its doc comment); a driver without it has no
+     * graph capture to worry about. Another thread's per-thread stream cannot be asked. */
+    if (!pool->drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                        pool->drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));
+    return r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
+{
+    gpool_t *pool = owner;
+    if (!gp_stream_capturing(pool, tag)) return GPOOL_OK;
+    return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                   "stream %p is capturing a CUDA graph: gpool serves allocations there only "
+                   "from memory already free for that stream, and this one would need driver "
+                   "calls the capture forbids (allocate before the capture begins)",
+                   (void *)gp_tag_stream(tag));
+}
+
+/* Record ev on stream tag; 0 on success. Another thread's per-thread default stream cannot
+ * be named from here, and an event recorded on a capturing stream becomes a node of the graph
+ * that may not be queried (cuStreamBeginCapture's doc comment): those fail too. */
 static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
-    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventRecord(ev, (CUstream)tag)) !=
-           CUDA_SUCCESS;
+    if (!gp_tag_mine(tag) || other_ctx(pool, tag) || gp_stream_capturing(pool, tag)) return 1;
+    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
+                  pool->drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
+}
+
+/* Wait for the work queued on stream tag: cuStreamSynchronize, or for another thread's
+ * per-thread default stream (which cannot be named here) the whole context. */
+static CUresult sync_tag(gpool_t *pool, uintptr_t tag)
+{
+    if (gp_stream_capturing(pool, tag)) /* synchronizing captured work is prohibited */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!gp_tag_mine(tag))
+        return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+    return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
+                  pool->drv->cuStreamSynchronize((CUstream)gp_tag_stream(tag)));
+}
+
+void gp_stream_cover(gpool_t *pool, uintptr_t tag)
+{
+    if (!tag_is_ptds(tag) || tag != ptds_mine) return;
+    gp_streams *ss = pool->streams;
+    ss_lock(ss);
+    stream_rec *r = NULL;
+    for (size_t i = 0; i < ss->nrecs && !r; i++)
+        if (ss->recs[i].tag == tag) r = &ss->recs[i];
+    if (r && r->foreign_want) {
+        int pushed;
+        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) r->ev = NULL;
+        /* Recording it again while live is fine: its completion then covers the earlier
+         * frees as well (stream order). */
+        if (r->ev && !record_on(pool, r->ev, tag)) {
+            r->ev_seq = r->seq++;
+            r->ev_live = 1;
+        }
+        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    }
+    ss_unlock(ss);
 }
 
 /* ---------- lifetime ---------- */
@@ -153,11 +296,24 @@ void gp_streams_destroy(gpool_t *pool)
 uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag)
 {
     gp_streams *ss = pool->streams;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     stream_rec *r = rec_get(ss, tag);
-    uint64_t seq = r ? r->seq : UINT64_MAX; /* no record: stays pending until a full sync */
-    pthread_mutex_unlock(&ss->lock);
+    uint64_t seq = r ? r->seq : UINT64_MAX;       /* no record: stays pending until a full sync */
+    if (r && !r->ctx_known) other_ctx(pool, tag); /* learn its context while it is alive */
+    ss_unlock(ss);
     return seq;
+}
+
+uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag)
+{
+    gpool_t *pool = owner;
+    if (!ss_held) return gp_stream_free_seq(pool, tag);
+    /* ss->lock is ours already, and a caller up the stack may hold a record pointer: look,
+     * do not add (a stream without a record is at position 0, where its record starts) */
+    gp_streams *ss = pool->streams;
+    for (size_t i = 0; i < ss->nrecs; i++)
+        if (ss->recs[i].tag == tag) return ss->recs[i].seq;
+    return 0;
 }
 
 gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uintptr_t tag)
@@ -165,7 +321,7 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
     if (tag == alloc_tag) return GPOOL_OK;
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {
         rc = calloc(1, sizeof *rc);
@@ -189,7 +345,7 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
         else if (i == rc->n)
             rc->tags[rc->n++] = tag;
     }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     return st;
 }
 
@@ -197,8 +353,7 @@ gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag)
 {
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r =
-        GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize((CUstream)tag));
+    CUresult r = sync_tag(pool, tag);
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuStreamSynchronize");
 }
@@ -217,14 +372,14 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
             GPOOL_OK ||
         base != (uintptr_t)ptr)
         return 0; /* not a live block: the plain path reports it */
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         return 0;
     }
     if (rc->deferred) {
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         *st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
         return 1;
     }
@@ -232,7 +387,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
         size_t cap = ss->cap_def ? ss->cap_def * 2 : 16;
         deferred_free *nd = realloc(ss->def, cap * sizeof *nd);
         if (!nd) {
-            pthread_mutex_unlock(&ss->lock);
+            ss_unlock(ss);
             *st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory deferring a free");
             return 1;
         }
@@ -262,14 +417,12 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
         CUevent ev;
         if (event_get(pool, &ev) != CUDA_SUCCESS) {
             /* cannot track it: wait for that stream now instead */
-            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                   pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            if (sync_tag(pool, streams[i]) != CUDA_SUCCESS) d.need_sync = 1;
             continue;
         }
         if (record_on(pool, ev, streams[i])) {
             event_put(pool, ev);
-            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                   pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            if (sync_tag(pool, streams[i]) != CUDA_SUCCESS) d.need_sync = 1;
             continue;
         }
         d.ev[d.nev++] = ev;
@@ -277,7 +430,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     rc->deferred = 1; /* the entry stays until the free completes */
     ss->def[ss->ndef++] = d;
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     return 1;
 }
 
@@ -294,7 +447,7 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
         for (size_t e = 0; e < d->nev && got < max; e++)
             done += force || GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
                                     pool->drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
-        if (got == max || done < d->nev) {
+        if (got == max || done < d->nev || (d->need_sync && !force)) {
             ss->def[k++] = *d;
             continue;
         }
@@ -340,14 +493,14 @@ void gp_stream_process(gpool_t *pool)
     if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
     deferred_free done[64];
     size_t n = 0;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     if (ss->ndef) {
         int pushed;
         gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
         n = take_deferred(pool, 0, done, 64);
         gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
         free_done(pool, &done[i], 0);
 }
@@ -391,7 +544,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             j++;
         if (j == n) tags[n++] = a->pending[i].tag;
     }
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
     for (size_t i = 0; i < n; i++) {
@@ -402,13 +555,25 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             r->ev_live = 0;
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         }
+        if (!r->ev_live && other_ctx(pool, r->tag)) {
+            /* another context's stream: no event of ours can be recorded there; ask the
+             * stream itself (not while it captures: querying captured work is prohibited) */
+            if (!gp_stream_capturing(pool, r->tag) &&
+                GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamQuery((CUstream)r->tag)) ==
+                    CUDA_SUCCESS)
+                gp_arena_clean_locked(a, r->tag, r->seq++);
+            continue;
+        }
         if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
         if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
             if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) {
                 r->ev = NULL;
                 continue;
             }
-            if (record_on(pool, r->ev, r->tag)) continue; /* the OOM path will synchronize */
+            if (record_on(pool, r->ev, r->tag)) {              /* the OOM path will synchronize */
+                if (!gp_tag_mine(r->tag)) r->foreign_want = 1; /* its owner records it */
+                continue;
+            }
             r->ev_seq = r->seq++;
             r->ev_live = 1;
         }
@@ -418,7 +583,8 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
                    GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                          pool->drv->cuStreamWaitEvent((CUstream)tag, r->ev, 0)) == CUDA_SUCCESS) {
+                          pool->drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) ==
+                       CUDA_SUCCESS) {
             /* The requesting stream now runs after that work: its ranges become the
              * requester's (reusable by it at once, by others after the requester's next
              * event). Small blocks pending on that stream still wait for the real event. */
@@ -431,7 +597,36 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
     prune_streams(pool, a);
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
+}
+
+/* cuCtxSynchronize covers the pool's context only ("blocks until the device has completed
+ * all preceding requested tasks" of the current context): streams of other contexts that
+ * frees were tagged with are synchronized one by one. */
+static gpool_status sync_other_contexts(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    gpool_status st = GPOOL_OK;
+    ss_lock(ss);
+    for (size_t i = 0; i < ss->nrecs && st == GPOOL_OK; i++) {
+        stream_rec *r = &ss->recs[i];
+        if (!other_ctx(pool, r->tag)) continue;
+        CUresult q =
+            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize((CUstream)r->tag));
+        if (q != CUDA_SUCCESS && r->ctx) { /* e.g. destroyed: wait for its whole context */
+            int pushed = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuCtxPushCurrent(r->ctx)) ==
+                         CUDA_SUCCESS;
+            if (pushed) {
+                q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+                CUcontext dummy;
+                GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuCtxPopCurrent(&dummy));
+            }
+        }
+        if (q != CUDA_SUCCESS)
+            st = gp_cu_fail(q, "cuStreamSynchronize (a stream of another context)");
+    }
+    ss_unlock(ss);
+    return st;
 }
 
 gpool_status gp_stream_sync(void *owner, gp_arena *a)
@@ -447,8 +642,9 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
     gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
+    if (st == GPOOL_OK) st = sync_other_contexts(pool);
     if (st == GPOOL_OK) {
-        pthread_mutex_lock(&ss->lock);
+        ss_lock(ss);
         for (size_t i = 0; i < ss->nrecs; i++) {
             ss->recs[i].ev_live = 0;
             ss->recs[i].seq++; /* later frees are not covered by this synchronize */
@@ -457,7 +653,7 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
         gp_arena_clean_all_locked(a);
         a->frees_since_sync = 0;
         prune_streams(pool, a);
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return st;
@@ -469,14 +665,14 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
     gp_streams *ss = pool->streams;
     *count = *bytes = *requested = 0;
     if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     for (size_t i = 0; i < ss->ndef; i++)
         if (ss->def[i].kind == kind) {
             (*count)++;
             *bytes += ss->def[i].size;
             *requested += ss->def[i].requested;
         }
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
 }
 
 /* Host blocks: the CPU may write a block the moment it is handed out again, so even the
@@ -487,10 +683,10 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
 {
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&ss->lock);
+    ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (rc && rc->deferred) {
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
     }
     if (!rc) {
@@ -519,11 +715,18 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     int ok = rc && ss->ndef < ss->cap_def;
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    uintptr_t streams[DEFER_EVENTS + 1];
+    uintptr_t streams[DEFER_EVENTS + 2];
     size_t ns = 0;
     streams[ns++] = tag;
     for (size_t i = 0; rc && i < rc->n; i++)
         if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+    /* and the stream it was allocated on, as for device blocks: its queued copies may still
+     * read or write the block when it is freed on another stream */
+    uintptr_t atag = (uintptr_t)desc->stream;
+    int listed = 0;
+    for (size_t i = 0; i < ns; i++)
+        listed |= streams[i] == atag;
+    if (!listed) streams[ns++] = atag;
     for (size_t i = 0; ok && i < ns; i++) {
         CUevent ev;
         if (event_get(pool, &ev) != CUDA_SUCCESS) {
@@ -551,8 +754,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
         for (size_t e = 0; e < d.nev; e++)
             event_put(pool, d.ev[e]);
         for (size_t i = 0; i < ns && st == GPOOL_OK; i++) {
-            CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                                pool->drv->cuStreamSynchronize((CUstream)streams[i]));
+            CUresult r = sync_tag(pool, streams[i]);
             if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (host free)");
         }
         if (rc) {
@@ -561,7 +763,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
         }
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    pthread_mutex_unlock(&ss->lock);
+    ss_unlock(ss);
     if ((done || !ok) && st == GPOOL_OK) {
         int owned;
         st = gp_sysmem_free(pool, ptr, &owned);
@@ -576,14 +778,14 @@ size_t gp_stream_drain(gpool_t *pool)
     deferred_free done[64];
     size_t n, total = 0;
     do {
-        pthread_mutex_lock(&ss->lock);
+        ss_lock(ss);
         int pushed;
         gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
         int synced =
             GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize()) == CUDA_SUCCESS;
         n = take_deferred(pool, synced, done, 64);
         gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-        pthread_mutex_unlock(&ss->lock);
+        ss_unlock(ss);
         for (size_t i = 0; i < n; i++)
             free_done(pool, &done[i], 0);
         total += n;

@@ -8,6 +8,23 @@
 
 typedef struct gp_streams gp_streams;
 
+/* Stream tags. A tag names one stream for the reuse rules; it is the CUstream handle except
+ * for CU_STREAM_PER_THREAD, which names a different stream on each thread ("Stream
+ * synchronization behavior": the per-thread default stream is local to its thread), so it is
+ * tagged per thread with a value no stream handle has (handles are aligned pointers or the
+ * small constants). Work can be queued on a per-thread tag only from its own thread. */
+uintptr_t gp_stream_tag(gpool_stream_t s);
+/* The handle to pass to the driver for tag (CU_STREAM_PER_THREAD for per-thread tags). */
+gpool_stream_t gp_tag_stream(uintptr_t tag);
+/* 1 when the calling thread can queue work on tag (every tag but other threads' per-thread
+ * default streams). */
+int gp_tag_mine(uintptr_t tag);
+
+/* Per-thread default streams: on the caller's own per-thread tag, once another thread has
+ * wanted its frees (it cannot record an event on that stream), cover every free so far with
+ * an event now. Called at each alloc and free on CU_STREAM_PER_THREAD. */
+void gp_stream_cover(gpool_t *pool, uintptr_t tag);
+
 gpool_status gp_streams_create(gpool_t *pool);
 /* Destroys events; deferred blocks are left to the arenas' teardown. */
 void gp_streams_destroy(gpool_t *pool);
@@ -44,5 +61,11 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
 /* Arena hooks: gp_poll_fn and gp_sync_fn. */
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
+uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
+
+/* 1 when stream tag is capturing a CUDA graph (cuStreamIsCapturing; 0 without that entry). */
+int gp_stream_capturing(gpool_t *pool, uintptr_t tag);
+/* gp_drive_fn: GPOOL_ERR_UNSUPPORTED (message naming capture) for a capturing stream. */
+gpool_status gp_stream_may_drive(void *owner, uintptr_t tag);
 
 #endif

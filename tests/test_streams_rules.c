@@ -1,0 +1,490 @@
+/* gpool under the real driver's stream rules (issue 12): zero fill on the block's stream, an
+ * emptied slab's stream position, host blocks and their allocating stream, per-thread default
+ * streams, events in their stream's context, graph capture. Each test failed before its fix.
+ * All of them use the simulator's held completion (work on a held stream does not complete),
+ * so on a real GPU the suite skips. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpool.h"
+#include "util_pool.h"
+#include "util_sim.h"
+#include "util_skip.h"
+
+static const struct sim_api *sim;
+static CUresult (*touch)(CUstream, CUdeviceptr, size_t, int); /* gpoolsim_touch: a kernel */
+static unsigned long (*violations)(void);                     /* gpoolsim_violations */
+static gpool_t *pool;
+static CUstream A, B;
+static CUcontext ctx;
+
+static gpool_t *make_pool(const char *conf)
+{
+    gpool_t *p = test_pool(conf);
+    cr_assert_not_null(p);
+    return p;
+}
+
+static void setup(void)
+{
+    NEED_SIM();
+    sim = sim_api();
+    cr_assert_not_null(sim);
+    touch = (CUresult(*)(CUstream, CUdeviceptr, size_t, int))dlsym(sim->lib, "gpoolsim_touch");
+    violations = (unsigned long (*)(void))dlsym(sim->lib, "gpoolsim_violations");
+    pool = make_pool(NULL);
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(mk(&A, 0), CUDA_SUCCESS);
+    cr_assert_eq(mk(&B, 0), CUDA_SUCCESS);
+}
+
+static void teardown(void)
+{
+    if (!sim) return;
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
+    sim->stream_release(A);
+    sim->stream_release(B);
+    sim->stream_release(NULL);
+    sim->stream_release(CU_STREAM_PER_THREAD);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    destroy(A);
+    destroy(B);
+    release(0);
+    cr_assert_eq(sim_live_total(), 0, "events, mappings and handles all returned");
+    if (violations) cr_assert_eq(violations(), 0, "happens-before violations (see stderr)");
+}
+
+/* A kernel on stream s writes [p, p+n) (the simulator's happens-before checker sees it). */
+static void kernel(CUstream s, void *p, size_t n)
+{
+    if (!touch) cr_skip_test("the simulator has no happens-before checker (gpoolsim_touch)");
+    /* one touch per mapping: gpool maps a block page by page */
+    uintptr_t a = (uintptr_t)p, end = a + n;
+    while (a < end) {
+        uintptr_t next = (a / GPOOL_SIM_GRANULARITY + 1) * GPOOL_SIM_GRANULARITY;
+        if (next > end) next = end;
+        CUresult rc = touch(s, (CUdeviceptr)a, next - a, 1);
+        cr_assert_eq(rc, CUDA_SUCCESS, "gpoolsim_touch: %d", (int)rc);
+        a = next;
+    }
+}
+
+TestSuite(stream_rules, .init = setup, .fini = teardown);
+
+static void *alloc_kind(size_t size, gpool_mem_kind kind, CUstream s, unsigned flags)
+{
+    gpool_alloc_params prm = {.kind = kind, .flags = flags};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, size, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
+    return p;
+}
+
+static void *alloc_on(size_t size, CUstream s, unsigned flags)
+{
+    return alloc_kind(size, GPOOL_MEM_DEVICE, s, flags);
+}
+
+static int overlaps(const void *a, size_t na, const void *b, size_t nb)
+{
+    return (const char *)a < (const char *)b + nb && (const char *)b < (const char *)a + na;
+}
+
+/* ---------- zero fill ---------- */
+
+/* cuMemsetD8 is synchronous and runs on the legacy stream ("API synchronization behavior":
+ * memset to device memory is asynchronous w.r.t. the host but ordered on the NULL stream), so
+ * a non-blocking stream using the block is not ordered after it: the fill must be queued on
+ * the block's own stream. */
+Test(stream_rules, zero_fill_runs_on_the_blocks_stream)
+{
+    sim->reset_counts();
+    void *p = alloc_on(3 * MiB, A, GPOOL_ALLOC_ZERO);
+    void *q = alloc_on(1000, B, GPOOL_ALLOC_ZERO);
+    cr_assert_eq(sim->call_count("cuMemsetD8"), 0, "zero fill used the legacy stream");
+    cr_assert_eq(sim->call_count("cuMemsetD8Async"), 2);
+    const unsigned char *b = p;
+    for (size_t i = 0; i < 3 * MiB; i += 4093)
+        cr_assert_eq(b[i], 0);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+}
+
+/* A small zero-filled block of the default stream, freed into the thread cache: the queued
+ * memset still counts, so destroying the pool waits before unmapping its page (the teardown checks
+ * the simulator saw no unmap racing the memset). */
+Test(stream_rules, zero_fill_is_waited_for_before_its_pages_are_unmapped)
+{
+    gpool_alloc_params zero = {.flags = GPOOL_ALLOC_ZERO};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 5000, &zero, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    unsigned long syncs = sim->call_count("cuCtxSynchronize");
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_gt(sim->call_count("cuCtxSynchronize"), syncs, "unmapped without waiting");
+    pool = make_pool(NULL); /* for the teardown */
+}
+
+/* ---------- emptied slabs ---------- */
+
+/* A slab whose last block was freed while the slab's stream still has work queued goes back
+ * to the free space pending on that stream at the position of that free; an event the pool
+ * recorded on the stream before those frees must not make it look finished. */
+Test(stream_rules, emptied_slab_keeps_the_stream_position_of_its_last_free)
+{
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    pool = make_pool("tcache_bytes=0,va_reserve=64M");
+    enum { N = 12 };
+    const size_t small = 16 * 1024, slab = 64 * 1024; /* four to a slab: three slabs */
+    void *s[N];
+    for (int i = 0; i < N; i++)
+        s[i] = alloc_on(small, NULL, 0); /* slabs at the top of the first 64 MiB region */
+    void *filler = alloc_on(64 * MiB - 3 * slab, NULL, 0); /* the rest of that region */
+    void *b0 = alloc_on(MiB, B, 0); /* a second stream: per-stream tags from now on */
+    /* an event on the default stream, recorded while it is held, then left to complete */
+    sim->stream_hold(NULL);
+    cr_assert_eq(gpool_free_async(pool, filler, NULL), GPOOL_OK);
+    void *b1 = alloc_on(2 * MiB, B, 0); /* B needs fresh pages: the pool polls NULL */
+    sim->stream_release(NULL);
+    sim->stream_hold(NULL);
+    /* queued work on the default stream uses the small blocks, which are freed: the first
+     * slab emptied stays as the spare, the other two go back to the free space */
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(gpool_free_async(pool, s[i], NULL), GPOOL_OK);
+    /* only the whole first region (less the spare slab) fits this */
+    unsigned long forced = sim->forced_syncs();
+    void *big = alloc_on(64 * MiB - slab, B, 0);
+    for (int i = 0; i < N; i++)
+        cr_assert(!overlaps(big, 64 * MiB - slab, s[i], small),
+                  "stream B got slab memory the default stream's held work may use");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    cr_assert_eq(gpool_free_async(pool, big, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b0, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b1, B), GPOOL_OK);
+}
+
+/* ---------- host blocks ---------- */
+
+/* A host block allocated on A and freed on the default stream (gpool_free) while A's copies
+ * may still read it: not reused until A is done too. */
+static void host_free_waits_for_allocating_stream(gpool_mem_kind kind)
+{
+    void *p = alloc_kind(3 * MiB, kind, A, 0);
+    sim->stream_hold(A);
+    if (touch) kernel(A, p, 3 * MiB);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    for (int i = 0; i < 3; i++) {
+        void *q = alloc_kind(3 * MiB, kind, B, 0);
+        cr_assert(!overlaps(p, 3 * MiB, q, 3 * MiB),
+                  "host block reused while its allocating stream's work may use it");
+        cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    }
+    sim->stream_release(A);
+}
+
+Test(stream_rules, pinned_block_freed_elsewhere_waits_for_its_allocating_stream)
+{
+    host_free_waits_for_allocating_stream(GPOOL_MEM_HOST_PINNED);
+}
+
+Test(stream_rules, mapped_block_freed_elsewhere_waits_for_its_allocating_stream)
+{
+    host_free_waits_for_allocating_stream(GPOOL_MEM_HOST_MAPPED);
+}
+
+/* gpool_record_stream on a host block, then a free on the recorded stream: the allocating
+ * stream's work is waited for as well. */
+Test(stream_rules, recorded_host_block_waits_for_every_stream)
+{
+    void *p = alloc_kind(3 * MiB, GPOOL_MEM_HOST_PINNED, A, 0);
+    cr_assert_eq(gpool_record_stream(pool, p, B), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, B), GPOOL_OK);
+    void *q = alloc_kind(3 * MiB, GPOOL_MEM_HOST_PINNED, B, 0);
+    cr_assert(!overlaps(p, 3 * MiB, q, 3 * MiB), "reused while A's work may use it");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    sim->stream_release(A);
+    /* and a block recorded on a held stream, freed on its allocating stream */
+    void *r = alloc_kind(3 * MiB, GPOOL_MEM_HOST_MAPPED, A, 0);
+    cr_assert_eq(gpool_record_stream(pool, r, B), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, r, A), GPOOL_OK);
+    void *t = alloc_kind(3 * MiB, GPOOL_MEM_HOST_MAPPED, A, 0);
+    cr_assert(!overlaps(r, 3 * MiB, t, 3 * MiB), "reused while B's work may use it");
+    cr_assert_eq(gpool_free_async(pool, t, A), GPOOL_OK);
+    sim->stream_release(B);
+}
+
+/* ---------- per-thread default streams ---------- */
+
+/* CU_STREAM_PER_THREAD names a different stream on each thread ("Stream synchronization
+ * behavior": the per-thread default stream is local to both the thread and the context), so a
+ * block thread A freed on it is not thread B's to reuse while A's work on it may be pending. */
+struct ptds_job {
+    size_t size;
+    void *freed; /* A: the block it freed */
+    void *got;   /* B: what it got */
+};
+
+static void *ptds_thread_b(void *arg)
+{
+    struct ptds_job *j = arg;
+    j->got = alloc_on(j->size, CU_STREAM_PER_THREAD, 0);
+    if (touch) kernel(CU_STREAM_PER_THREAD, j->got, j->size); /* B's kernel uses its block */
+    return NULL;
+}
+
+static void run_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, fn, arg), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
+/* Thread A is the test's thread, B a new thread each time. check_back: once A's work
+ * completed and A made another call, B gets the block back without a forced synchronize (for
+ * blocks that need fresh pages; small ones fit backed free space and need no poll). */
+static void ptds_case(size_t size, int check_back)
+{
+    struct ptds_job j = {.size = size};
+    void *p = alloc_on(size, CU_STREAM_PER_THREAD, 0);
+    sim->stream_hold(CU_STREAM_PER_THREAD);
+    if (touch) kernel(CU_STREAM_PER_THREAD, p, size); /* A's held kernel uses the block */
+    cr_assert_eq(gpool_free_async(pool, p, CU_STREAM_PER_THREAD), GPOOL_OK);
+    void *again = alloc_on(size, CU_STREAM_PER_THREAD, 0);
+    cr_assert_eq(again, p, "thread A reuses its own per-thread stream's free at once");
+    cr_assert_eq(gpool_free_async(pool, again, CU_STREAM_PER_THREAD), GPOOL_OK);
+    j.freed = p;
+    run_thread(ptds_thread_b, &j);
+    cr_assert(!overlaps(j.freed, size, j.got, size),
+              "thread B's per-thread stream got a block thread A's pending work may use");
+    void *first = j.got;
+    sim->stream_release(CU_STREAM_PER_THREAD);
+    /* A goes on using its stream: its frees are now covered by events B can query */
+    void *x = alloc_on(256, CU_STREAM_PER_THREAD, 0);
+    cr_assert_eq(gpool_free_async(pool, x, CU_STREAM_PER_THREAD), GPOOL_OK);
+    unsigned long forced = sim->forced_syncs();
+    void *keep[16];
+    int n = 0, back = 0;
+    for (; n < 16 && !back && check_back; n++) {
+        run_thread(ptds_thread_b, &j);
+        keep[n] = j.got;
+        back = overlaps(j.freed, size, j.got, size);
+    }
+    cr_assert(back || !check_back,
+              "thread A's block is reusable by others once its work completed");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    cr_assert_eq(gpool_free_async(pool, first, CU_STREAM_PER_THREAD), GPOOL_OK);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], CU_STREAM_PER_THREAD), GPOOL_OK);
+}
+
+Test(stream_rules, per_thread_stream_blocks_stay_with_their_thread_until_done)
+{
+    ptds_case(4 * MiB, 1);
+}
+
+Test(stream_rules, per_thread_stream_small_blocks_stay_with_their_thread_until_done)
+{
+    ptds_case(4000, 0);
+}
+
+/* A pool whose default stream is CU_STREAM_PER_THREAD: gpool_alloc / gpool_free of small
+ * blocks (the thread-cache path) keep the threads' streams apart too. */
+static void *ptds_default_a(void *arg)
+{
+    struct ptds_job *j = arg;
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, j->size, NULL, &p), GPOOL_OK);
+    sim->stream_hold(CU_STREAM_PER_THREAD);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    j->freed = p;
+    return NULL;
+}
+
+static void *ptds_default_b(void *arg)
+{
+    struct ptds_job *j = arg;
+    cr_assert_eq(gpool_alloc(pool, j->size, NULL, &j->got), GPOOL_OK);
+    return NULL;
+}
+
+Test(stream_rules, per_thread_default_stream_pool_keeps_threads_apart)
+{
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    gpool_config cfg;
+    gpool_config_default(&cfg);
+    cfg.default_stream = CU_STREAM_PER_THREAD;
+    cr_assert_eq(gpool_create(&cfg, &pool), GPOOL_OK, "%s", gpool_last_error());
+    const size_t sizes[] = {300, 8000, 3 * MiB};
+    for (int k = 0; k < 3; k++) {
+        struct ptds_job j = {.size = sizes[k]};
+        run_thread(ptds_default_a, &j);
+        run_thread(ptds_default_b, &j);
+        cr_assert(!overlaps(j.freed, j.size, j.got, j.size),
+                  "%zu bytes: thread B got a block thread A's pending work may use", j.size);
+        sim->stream_release(CU_STREAM_PER_THREAD);
+        cr_assert_eq(gpool_free(pool, j.got), GPOOL_OK);
+    }
+}
+
+/* ---------- graph capture ---------- */
+
+/* While a stream captures a graph in global mode, querying or synchronizing captured work,
+ * stream/context synchronize and legacy allocation calls are prohibited and invalidate the
+ * capture (cuStreamBeginCapture's doc comment; CUDA Programming Guide, "Prohibited and
+ * Unhandled Operations"). An allocation on the capturing stream is served from memory already
+ * free for it, else refused with GPOOL_ERR_UNSUPPORTED naming capture; the capture survives. */
+Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_survives)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is)
+        cr_skip_test("the simulator has no graph capture yet (cuStreamBeginCapture, "
+                     "cuStreamEndCapture, cuStreamIsCapturing)");
+    void *p = alloc_on(4 * MiB, A, 0);
+    void *other = alloc_on(MiB, B, 0);                    /* a second stream in play */
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK); /* free for A */
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, other, B), GPOOL_OK); /* pending on B */
+    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    sim->reset_counts();
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, NULL, A, &q), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(q, p, "the block free for A is served during the capture");
+    void *r = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 64 * MiB, NULL, A, &r), GPOOL_ERR_UNSUPPORTED);
+    cr_assert_null(r);
+    cr_assert(strstr(gpool_last_error(), "captur"), "%s", gpool_last_error());
+    gpool_alloc_params pin = {.kind = GPOOL_MEM_HOST_PINNED};
+    cr_assert_eq(gpool_alloc_async(pool, 4096, &pin, A, &r), GPOOL_ERR_UNSUPPORTED);
+    static const char *const prohibited[] = {
+        "cuMemCreate",         "cuMemMap",          "cuMemSetAccess", "cuMemAlloc",
+        "cuMemHostAlloc",      "cuMemHostRegister", "cuEventQuery",   "cuEventSynchronize",
+        "cuStreamSynchronize", "cuCtxSynchronize",  "cuStreamQuery",  "cuMemsetD8",
+    };
+    for (size_t i = 0; i < sizeof prohibited / sizeof *prohibited; i++)
+        cr_assert_eq(sim->call_count(prohibited[i]), 0, "%s during capture", prohibited[i]);
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
+    CUgraph g = NULL;
+    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    if (graph_destroy && g) graph_destroy(g);
+    sim->stream_release(B);
+}
+
+/* ---------- contexts ---------- */
+
+/* A stream of another context: cuEventRecord needs the event and the stream in one context
+ * (its doc comment: CUDA_ERROR_INVALID_HANDLE otherwise), and cuCtxSynchronize waits for the
+ * current context's work only. gpool polls such a stream with cuStreamQuery and waits with
+ * cuStreamSynchronize; completion is never assumed. */
+/* Two simulated devices, each with its own primary context (read when the simulator loads,
+ * so before the setup loads it). */
+static void setup_two_devices(void)
+{
+    setenv("GPOOL_SIM_DEVICES", "2", 1);
+    setup();
+}
+
+TestSuite(stream_ctx, .init = setup_two_devices, .fini = teardown);
+
+Test(stream_ctx, streams_of_another_context_are_queried_and_synchronized_never_assumed)
+{
+    CUresult (*getctx)(CUstream, CUcontext *) = sim_driver_proc("cuStreamGetCtx");
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    if (!getctx) cr_skip_test("the simulator has no stream contexts yet (cuStreamGetCtx)");
+    CUcontext other = NULL, sctx = NULL;
+    cr_assert_eq(retain(&other, 1), CUDA_SUCCESS); /* device 1's primary context */
+    if (other == ctx) cr_skip_test("the simulator's devices share one context");
+    CUstream S;
+    cr_assert_eq(set(other), CUDA_SUCCESS);
+    cr_assert_eq(mk(&S, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(getctx(S, &sctx), CUDA_SUCCESS);
+    cr_assert_eq(sctx, other);
+    const size_t sz = 4 * MiB;
+    void *p = alloc_on(sz, S, 0);
+    void *b0 = alloc_on(MiB, B, 0);
+    sim->stream_hold(S);
+    kernel(S, p, sz);
+    cr_assert_eq(gpool_free_async(pool, p, S), GPOOL_OK);
+    unsigned long forced = sim->forced_syncs();
+    void *q = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, q, sz), "B got memory the other context's held work may use");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    sim->stream_release(S);
+    /* S completed: B gets the block back by querying S, without a synchronize */
+    void *keep[16];
+    int n = 0, back = 0;
+    for (; n < 16 && !back; n++) {
+        keep[n] = alloc_on(sz, B, 0);
+        back = overlaps(p, sz, keep[n], sz);
+    }
+    cr_assert(back, "the block is reusable once the other context's stream completed");
+    cr_assert_eq(sim->forced_syncs(), forced);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b0, B), GPOOL_OK);
+    /* memory pressure: the pool's context synchronize does not cover S, S itself is waited */
+    sim->set_capacity(0, 16 * MiB);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    void *r = alloc_on(10 * MiB, S, 0);
+    sim->stream_hold(S);
+    kernel(S, r, 10 * MiB);
+    cr_assert_eq(gpool_free_async(pool, r, S), GPOOL_OK);
+    forced = sim->forced_syncs();
+    void *t = alloc_on(12 * MiB, B, 0);
+    cr_assert_gt(sim->forced_syncs(), forced, "the allocator waited for S's work");
+    cr_assert_eq(gpool_free_async(pool, t, B), GPOOL_OK);
+    sim->stream_release(S);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK);
+    destroy(S);
+    release(1);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+}
+
+/* A block recorded on a capturing stream and freed elsewhere: no event can be recorded on the
+ * capture (nor may it be synchronized), and the graph's work on the block runs whenever the
+ * graph is launched, so the block waits for a full synchronize instead of being freed as if
+ * that stream had nothing queued. */
+Test(stream_rules, block_recorded_on_a_capturing_stream_waits_for_a_synchronize)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is) cr_skip_test("the simulator has no graph capture yet");
+    const size_t sz = 4 * MiB;
+    void *p = alloc_on(sz, B, 0);
+    void *other = alloc_on(MiB, A, 0); /* two streams in play */
+    cr_assert_eq(gpool_record_stream(pool, p, A), GPOOL_OK);
+    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(gpool_free_async(pool, p, B), GPOOL_OK);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the free invalidated the capture");
+    CUgraph g = NULL;
+    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    void *q = alloc_on(sz, B, 0);
+    cr_assert(!overlaps(p, sz, q, sz), "the block was reused while the graph may still use it");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, other, A), GPOOL_OK);
+    if (graph_destroy && g) graph_destroy(g);
+}
