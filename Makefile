@@ -73,6 +73,11 @@ $(STRESS_BIN): $(BUILD)/obj/tests/stress_threads.o $(TESTUTIL_OBJ) $(BUILD)/libg
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS)
 
+# The simulated driver is a strict referee for everything run from here (tests, examples,
+# benchmarks, fuzzers): the first stream-ordering violation aborts (sim/gpool_sim.h).
+# `make GPOOL_SIM_STRICT=0 ...` counts violations instead.
+export GPOOL_SIM_STRICT ?= 1
+
 # Every test binary runs against the simulated driver.
 TEST_ENV := GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_TEST_BUILD=$(abspath $(BUILD))
 TEST_JOBS ?= 2
