@@ -1,6 +1,7 @@
 /* gpool-bench — compare allocation strategies on traces and synthetic workloads.
  * See bench/README.md for the commands and output formats. */
 #include "bench.h"
+#include "cli_help.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -27,6 +28,7 @@ typedef struct cli {
     unsigned streams;    /* 1 (as recorded), 2, 4 or BENCH_STREAMS_SIDE */
     unsigned lag;        /* lagged completion in operations (0: at once) */
     uint64_t max_blocks; /* scale: largest heap, in live large blocks */
+    int help, version;   /* --help, --version */
 } cli;
 
 static void usage(FILE *f)
@@ -63,9 +65,8 @@ static void usage(FILE *f)
             "         completes only every N operations (simulated held completion)\n"
             "common: --device auto|sim|N (default auto: a real GPU if present, else the "
             "simulated driver)\n"
-            "strategies: %s\n"
-            "sizes take K/M/G/T suffixes (binary)\n",
-            bench_strategy_names());
+            "sizes take K/M/G/T suffixes (binary); --version; 'gpool-bench COMMAND --help' "
+            "shows a command's options\n");
 }
 
 static int parse_count(const char *opt, const char *s, uint64_t *out)
@@ -110,7 +111,8 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_REQUIRE_GOAL,
         O_STREAMS,
         O_LAG,
-        O_MAX_BLOCKS
+        O_MAX_BLOCKS,
+        O_VERSION
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -139,6 +141,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"lag", required_argument, NULL, O_LAG},
                                          {"max-blocks", required_argument, NULL, O_MAX_BLOCKS},
                                          {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
     int ch;
     uint64_t v;
@@ -156,11 +159,19 @@ static int parse_cli(int argc, char **argv, cli *c)
             c->json = 1;
             break;
         case 'h':
-            usage(stdout);
-            exit(0);
+            c->help = 1;
+            break;
+        case O_VERSION:
+            c->version = 1;
+            break;
         case O_CAP:
             if (bench_parse_size(optarg, &c->capacity) != 0 || !c->capacity) {
                 fprintf(stderr, "gpool-bench: --capacity: bad size \"%s\"\n", optarg);
+                return -1;
+            }
+            if (c->capacity < 4096) { /* not even one page: nothing could be allocated */
+                fprintf(stderr, "gpool-bench: --capacity: at least one page (4K), not \"%s\"\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -254,9 +265,17 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_PAIRS:
             if (parse_count("--pairs", optarg, &c->pairs)) return -1;
+            if (c->pairs == 0) {
+                fprintf(stderr, "gpool-bench: --pairs: at least 1\n");
+                return -1;
+            }
             break;
         case O_ROUNDS:
-            if (parse_count("--rounds", optarg, &v) || v == 0) return -1;
+            if (parse_count("--rounds", optarg, &v)) return -1;
+            if (v == 0 || v > 1000000) {
+                fprintf(stderr, "gpool-bench: --rounds: 1 to 1000000\n");
+                return -1;
+            }
             c->rounds = (unsigned)v;
             break;
         default:
@@ -265,6 +284,7 @@ static int parse_cli(int argc, char **argv, cli *c)
         }
     }
     if (optind >= argc) {
+        if (c->help || c->version) return 0; /* gpool-bench --help / --version */
         fprintf(stderr, "gpool-bench: missing command\n");
         return -1;
     }
@@ -952,24 +972,70 @@ static int cmd_info(cli *c, const bench_device *dev)
     return 0;
 }
 
+static const char *commands[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view"};
+
+static int is_command(const char *s)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(s, commands[i])) return 1;
+    return 0;
+}
+
+/* After a usage error: one line pointing at the help of the command being run (the first
+ * argument that names one), not the whole usage. */
+static int usage_error(int argc, char **argv)
+{
+    const char *cmd = NULL;
+    for (int i = 1; i < argc && !cmd; i++)
+        if (is_command(argv[i])) cmd = argv[i];
+    if (cmd)
+        fprintf(stderr, "see 'gpool-bench %s --help'\n", cmd);
+    else
+        fprintf(stderr, "see 'gpool-bench --help'\n");
+    return 2;
+}
+
+/* Every output file is checked before the run: a run never ends in an unwritable path. */
+static int check_outputs(const cli *c)
+{
+    const struct {
+        const char *opt, *path;
+    } outs[] = {{"--csv", c->csv},           {"--plot", c->plot}, {"--png", c->png},
+                {"--snapshot", c->snapshot}, {"--save-trace", c->save_trace}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        char err[600];
+        if (outs[i].path && bench_check_output(outs[i].opt, outs[i].path, err, sizeof err)) {
+            fprintf(stderr, "gpool-bench: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli c;
-    if (parse_cli(argc, argv, &c) != 0) {
-        usage(stderr);
-        return 2;
+    if (parse_cli(argc, argv, &c) != 0) return usage_error(argc, argv);
+    if (c.version) {
+        printf("gpool-bench (gpool %s)\n", gpool_version());
+        return 0;
     }
-    static const char *commands[] = {"replay", "fit",  "compare", "hotpath",
-                                     "scale",  "info", "view"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        known |= !strcmp(c.command, commands[i]);
-    if (!known) {
-        fprintf(stderr, "gpool-bench: unknown command \"%s\"\n", c.command);
-        usage(stderr);
-        return 2;
+    if (c.help) {
+        if (!c.command || bench_cli_help(stdout, c.command) != 0) {
+            usage(stdout);
+            bench_cli_strategies(stdout);
+        }
+        return 0;
+    }
+    if (!is_command(c.command)) {
+        fprintf(stderr, "gpool-bench: unknown command \"%s\" (%s", c.command, commands[0]);
+        for (size_t i = 1; i < sizeof commands / sizeof commands[0]; i++)
+            fprintf(stderr, ", %s", commands[i]);
+        fprintf(stderr, ")\n");
+        return usage_error(argc, argv);
     }
     if (check_strategies(&c) != 0) return 2;
+    if (check_outputs(&c) != 0) return 2;
     if (!strcmp(c.command, "view")) return cmd_view(&c); /* a file: no device needed */
     bench_device dev;
     char err[600];
