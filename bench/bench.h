@@ -60,6 +60,9 @@ void bench_size_text(char *buf, size_t len, uint64_t bytes);
 /* Write s as a JSON string literal (with quotes) to f. */
 void bench_json_string(FILE *f, const char *s);
 
+/* Write ,"key":v with prec decimals to f; null when v is not finite (JSON has no inf/nan). */
+void bench_json_number(FILE *f, const char *key, int prec, double v);
+
 /* ---- trace.c: an allocation trace parsed once into an op array ------------------------- */
 
 enum { BENCH_OP_ALLOC = 0, BENCH_OP_FREE = 1 };

@@ -705,13 +705,16 @@ static int cmd_hotpath(cli *c, const bench_device *dev)
     if (c->json) {
         printf("{\"command\":\"hotpath\",\"device\":");
         bench_json_string(stdout, dev->name);
-        printf(",\"pairs\":%llu,\"rounds\":%u,\"gpool_ns_per_pair\":%.2f,"
-               "\"jemalloc_ns_per_pair\":%.2f,\"ratio\":%.3f,\"goal\":1.5,\"goal_met\":%s,"
-               "\"gpool_ns_per_pair_2t\":%.2f,\"jemalloc_ns_per_pair_2t\":%.2f,"
-               "\"gpool_scaling_2t\":%.3f,\"jemalloc_scaling_2t\":%.3f}\n",
-               (unsigned long long)h.pairs, h.rounds, h.gpool_ns, h.jemalloc_ns, h.ratio,
-               h.ratio <= 1.5 ? "true" : "false", h.gpool_ns_2t, h.jemalloc_ns_2t, h.gpool_scaling,
-               h.jemalloc_scaling);
+        printf(",\"pairs\":%llu,\"rounds\":%u", (unsigned long long)h.pairs, h.rounds);
+        bench_json_number(stdout, "gpool_ns_per_pair", 2, h.gpool_ns);
+        bench_json_number(stdout, "jemalloc_ns_per_pair", 2, h.jemalloc_ns);
+        bench_json_number(stdout, "ratio", 3, h.ratio);
+        printf(",\"goal\":1.5,\"goal_met\":%s", h.ratio <= 1.5 ? "true" : "false");
+        bench_json_number(stdout, "gpool_ns_per_pair_2t", 2, h.gpool_ns_2t);
+        bench_json_number(stdout, "jemalloc_ns_per_pair_2t", 2, h.jemalloc_ns_2t);
+        bench_json_number(stdout, "gpool_scaling_2t", 3, h.gpool_scaling);
+        bench_json_number(stdout, "jemalloc_scaling_2t", 3, h.jemalloc_scaling);
+        printf("}\n");
         return 0;
     }
     printf("hotpath (device: %s): alloc+free pair of a cached small block, %s, %llu pairs per "
@@ -1000,8 +1003,11 @@ static int check_outputs(const cli *c)
 {
     const struct {
         const char *opt, *path;
-    } outs[] = {{"--csv", c->csv},           {"--plot", c->plot}, {"--png", c->png},
-                {"--snapshot", c->snapshot}, {"--save-trace", c->save_trace}};
+    } outs[] = {{"--csv", c->csv},
+                {"--plot", c->plot},
+                {"--png", c->png},
+                {"--snapshot", c->snapshot},
+                {"--save-trace", c->save_trace}};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
         char err[600];
         if (outs[i].path && bench_check_output(outs[i].opt, outs[i].path, err, sizeof err)) {

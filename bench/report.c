@@ -99,13 +99,16 @@ void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace
                 "\"peak_reserved_bytes\":%llu,\"passes\":%u,\"driver_calls\":%llu,"
                 "\"driver_calls_first_pass\":%llu,\"driver_calls_last_pass\":%llu,"
                 "\"sim_driver_calls\":%llu,"
-                "\"sim_bytes_leaked\":%llu,\"p50_ns\":%.0f,\"p99_ns\":%.0f,\"wall_s\":%.3f",
+                "\"sim_bytes_leaked\":%llu",
                 (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
                 (unsigned long long)x->frees, (unsigned long long)x->peak_live,
                 (unsigned long long)x->peak_reserved, x->passes,
                 (unsigned long long)x->driver_calls, (unsigned long long)x->driver_calls_first_pass,
                 (unsigned long long)x->driver_calls_last_pass, (unsigned long long)x->sim_calls,
-                (unsigned long long)x->sim_leaked, x->p50_ns, x->p99_ns, x->wall_s);
+                (unsigned long long)x->sim_leaked);
+        bench_json_number(f, "p50_ns", 0, x->p50_ns);
+        bench_json_number(f, "p99_ns", 0, x->p99_ns);
+        bench_json_number(f, "wall_s", 3, x->wall_s);
         if (x->snapshot) {
             fprintf(f, ",\"snapshot\":");
             if (x->snapshot > 0)
@@ -216,11 +219,12 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
                 : x->min_capacity ? "ok"
                                   : "no_fit");
         bench_json_string(f, x->note);
+        fprintf(f, ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu",
+                (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live);
+        bench_json_number(f, "ratio", 4, x->ratio);
         fprintf(f,
-                ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu,\"ratio\":%.4f,"
-                "\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
+                ",\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
                 "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s}\n",
-                (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live, x->ratio,
                 1.05 * (double)x->peak_live + 4.0 * BENCH_MIB, x->goal_met ? "true" : "false",
                 (unsigned long long)x->driver_calls, (unsigned long long)x->peak_reserved,
                 x->replays, x->leak_warned ? "true" : "false");

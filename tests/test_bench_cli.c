@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../bench/bench.h"
+#include "gpool.h"
 #include "util_skip.h"
 
 static char out_path[64], err_path[64];
@@ -307,4 +309,122 @@ Test(bench_cli, snapshot_and_view)
     cr_assert_eq(bench("view %s", snap), 1);
     cr_assert(strstr(slurp(err_path), "cannot open"), "%s", slurp(err_path));
     cr_assert_eq(bench("view"), 2);
+}
+
+/* Lines in a file (0 for an empty one). */
+static int count_lines(const char *path)
+{
+    int n = 0;
+    for (const char *p = slurp(path); *p; p++)
+        n += *p == '\n';
+    return n;
+}
+
+/* A usage error is one line, then a pointer to that command's help — not the whole usage. */
+Test(bench_cli, usage_error_is_one_line_and_a_pointer)
+{
+    cr_assert_eq(bench("replay --bogus bench/traces/test/rmm-time.csv"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "\"--bogus\"\nsee 'gpool-bench replay --help'\n"), "%s",
+              slurp(err_path));
+    cr_assert_eq(bench("frobnicate"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "see 'gpool-bench --help'"), "%s", slurp(err_path));
+    cr_assert_eq(bench("hotpath --pairs x"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "see 'gpool-bench hotpath --help'"), "%s", slurp(err_path));
+}
+
+/* gpool-bench CMD --help: that command's options only, what bfc is, that cuda-async needs a
+ * GPU; gpool-bench --help: every command. */
+Test(bench_cli, command_help)
+{
+    cr_assert_eq(bench("replay --help"), 0);
+    const char *o = slurp(out_path);
+    cr_assert(strstr(o, "usage: gpool-bench replay TRACE"), "%s", o);
+    cr_assert(strstr(o, "--stop-at-failure") && strstr(o, "--snapshot FILE.json"), "%s", o);
+    cr_assert(strstr(o, "bfc           a model of PyTorch's caching allocator, built from its "
+                        "published design"),
+              "%s", o);
+    cr_assert(strstr(o, "cuda-async") && strstr(o, "needs a GPU"), "%s", o);
+    cr_assert(!strstr(o, "--max-blocks"), "replay's help shows scale's options:\n%s", o);
+    cr_assert_eq(bench("hotpath --help"), 0);
+    o = slurp(out_path);
+    cr_assert(strstr(o, "--pairs N") && !strstr(o, "--stop-at-failure"), "%s", o);
+    cr_assert_eq(bench("view --help"), 0);
+    cr_assert(strstr(slurp(out_path), "--png FILE.png"), "%s", slurp(out_path));
+    cr_assert_eq(bench("--help"), 0);
+    o = slurp(out_path);
+    const char *cmds[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        cr_assert(strstr(o, cmds[i]), "%s missing from --help:\n%s", cmds[i], o);
+    cr_assert(strstr(o, "PyTorch's caching allocator"), "%s", o);
+    cr_assert_eq(count_lines(err_path), 0, "%s", slurp(err_path));
+}
+
+Test(bench_cli, version)
+{
+    cr_assert_eq(bench("--version"), 0);
+    char want[64];
+    snprintf(want, sizeof want, "(gpool %s)\n", gpool_version());
+    cr_assert(strstr(slurp(out_path), want), "%s", slurp(out_path));
+    cr_assert_eq(count_lines(out_path), 1);
+}
+
+/* Every output path is checked before the run: one line naming the option, exit status 2,
+ * nothing run (stdout empty), no gnuplot error. */
+Test(bench_cli, output_paths_checked_before_the_run)
+{
+    const char *cases[] = {
+        "replay bench/traces/test/rmm-time.csv --plot /nonexistent-dir/p.png",
+        "replay bench/traces/test/rmm-time.csv --csv /nonexistent-dir/r.csv",
+        "replay bench/traces/test/rmm-time.csv --snapshot /nonexistent-dir/s.json",
+        "replay bench/traces/test/rmm-time.csv --save-trace /nonexistent-dir/t.csv",
+        "replay bench/traces/test/rmm-time.csv --csv /tmp",
+        "view bench/traces/test/rmm-time.csv --png /nonexistent-dir/v.png",
+    };
+    const char *opts[] = {"--plot", "--csv", "--snapshot", "--save-trace", "--csv", "--png"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(bench("%s", cases[i]), 2, "%s: %s", cases[i], slurp(err_path));
+        cr_assert_eq(count_lines(err_path), 1, "%s:\n%s", cases[i], slurp(err_path));
+        cr_assert(strstr(slurp(err_path), opts[i]), "%s: %s", cases[i], slurp(err_path));
+        cr_assert(!strstr(slurp(err_path), "gnuplot"), "%s: %s", cases[i], slurp(err_path));
+        cr_assert_eq(slurp(out_path)[0], 0, "%s ran: %s", cases[i], slurp(out_path));
+    }
+}
+
+/* Values that mean nothing are refused with one line naming the option. */
+Test(bench_cli, meaningless_values_refused)
+{
+    const char *cases[] = {"hotpath --pairs 0", "hotpath --rounds 0",
+                           "replay bench/traces/test/rmm-time.csv --capacity 1",
+                           "replay bench/traces/test/rmm-time.csv --capacity 4095"};
+    const char *opts[] = {"--pairs", "--rounds", "--capacity", "--capacity"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(bench("%s", cases[i]), 2, "%s", cases[i]);
+        cr_assert_eq(count_lines(err_path), 2, "%s:\n%s", cases[i], slurp(err_path));
+        cr_assert(strstr(slurp(err_path), opts[i]), "%s: %s", cases[i], slurp(err_path));
+    }
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --capacity 4K --json"), 0, "%s",
+                 slurp(err_path));
+    json_check("d['strategies'][0]['failed_allocs'] > 0");
+}
+
+/* JSON numbers that are not finite are written as null: JSON has no inf or nan. */
+Test(bench_cli, json_number_never_inf_or_nan)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    bench_json_number(f, "a", 2, 1.0 / 0.0);
+    bench_json_number(f, "b", 3, 0.0 / 0.0);
+    bench_json_number(f, "c", 1, -1.0 / 0.0);
+    bench_json_number(f, "d", 2, 1.5);
+    fclose(f);
+    cr_assert_str_eq(buf, ",\"a\":null,\"b\":null,\"c\":null,\"d\":1.50");
+    free(buf);
+    /* and every number of a tiny hotpath run is JSON */
+    cr_assert_eq(bench("hotpath --pairs 1 --rounds 1 --json"), 0, "%s", slurp(err_path));
+    json_check("all(v is None or isinstance(v, (int, float, str, bool)) for v in d.values())");
 }
