@@ -428,3 +428,30 @@ Test(bench_cli, json_number_never_inf_or_nan)
     cr_assert_eq(bench("hotpath --pairs 1 --rounds 1 --json"), 0, "%s", slurp(err_path));
     json_check("all(v is None or isinstance(v, (int, float, str, bool)) for v in d.values())");
 }
+
+/* The README says what make bench runs, what bfc is, that cuda-async needs a GPU, that the
+ * example's stream belongs to the current context, that GPOOL_SIM_STATS is a path — and
+ * compare (what make bench runs, without --strategy) really runs bfc and gpool. */
+Test(bench_cli, readme_claims)
+{
+    char *readme = strdup(slurp("README.md"));
+    cr_assert(readme[0], "run from the repository root");
+    const char *mb = strstr(readme, "make bench    #");
+    cr_assert(mb, "README has no make bench line");
+    const char *eol = strchr(mb, '\n');
+    cr_assert(strstr(mb, "with bfc and gpool") && strstr(mb, "with bfc and gpool") < eol, "%.*s",
+              (int)(eol - mb), mb);
+    cr_assert(strstr(readme, "`bfc` is a model of PyTorch's caching allocator, built from its\n"
+                             "published design"));
+    cr_assert(strstr(readme, "`cuda-async`") && strstr(readme, "needs a GPU"));
+    cr_assert(strstr(readme, "CUDA context that must\n"));
+    cr_assert(strstr(readme, "`GPOOL_SIM_STATS=PATH`"));
+    free(readme);
+    const char *mk = slurp("bench/bench.mk"), *rule = strstr(mk, "\nbench:");
+    cr_assert(rule, "bench.mk has no bench rule");
+    const char *end = strstr(rule, "\n\n");
+    const char *pick = strstr(rule, "--strategy");
+    cr_assert(!pick || (end && pick > end), "make bench picks its own strategies");
+    cr_assert_eq(bench("compare bench/traces/test/rmm-time.csv --json"), 0, "%s", slurp(err_path));
+    json_check("[r['strategy'] for r in d['results']] == ['bfc', 'gpool']");
+}
