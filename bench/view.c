@@ -7,14 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const state_names[BENCH_RANGE_STATES] = {"in_use", "cached", "pending", "slab",
-                                                            "other"};
+static const char *const state_names[BENCH_RANGE_STATES] = {"in_use", "cached",   "pending",
+                                                            "slab",   "reserved", "other"};
 /* two shades per state: neighbouring ranges of one state alternate, so blocks stay apart */
-static const char *const state_colours[BENCH_RANGE_STATES][2] = {{"#d62728", "#f08080"},
-                                                                 {"#2ca02c", "#98df8a"},
-                                                                 {"#ff7f0e", "#ffbb78"},
-                                                                 {"#1f77b4", "#aec7e8"},
-                                                                 {"#9467bd", "#c5b0d5"}};
+static const char *const state_colours[BENCH_RANGE_STATES][2] = {
+    {"#d62728", "#f08080"}, {"#2ca02c", "#98df8a"}, {"#ff7f0e", "#ffbb78"},
+    {"#1f77b4", "#aec7e8"}, {"#d9d9d9", "#e8e8e8"}, {"#9467bd", "#c5b0d5"}};
 
 const char *bench_range_state_name(int state)
 {
@@ -79,12 +77,12 @@ static int add_region(bench_snapshot *s, const char *kind, const bench_json *g, 
         for (int k = 0; k < BENCH_RANGE_OTHER; k++)
             if (!strcmp(st->str, state_names[k])) y->state = k;
     }
-    /* the drawn extent */
+    if (bench_snap_split_reserved(r) != 0) goto oom;
+    /* the drawn extent: up to the last range with memory behind it */
     uint64_t ext = r->backed_pages * r->page;
     for (size_t i = 0; i < r->n_ranges; i++) {
         const bench_snap_range *y = &r->ranges[i];
-        int free_tail = i + 1 == r->n_ranges && y->state == BENCH_RANGE_CACHED;
-        if (y->addr < r->base || free_tail) continue;
+        if (y->addr < r->base || y->state == BENCH_RANGE_RESERVED) continue;
         uint64_t end = y->addr - r->base + y->size;
         if (end > ext) ext = end;
     }

@@ -455,3 +455,42 @@ Test(bench_cli, readme_claims)
     cr_assert_eq(bench("compare bench/traces/test/rmm-time.csv --json"), 0, "%s", slurp(err_path));
     json_check("[r['strategy'] for r in d['results']] == ['bfc', 'gpool']");
 }
+
+/* view: address space never backed is "reserved", not "cached". A 16-page region with 3 pages
+ * backed: page 0 (in use), page 15 (slab) and one more, the free page next to page 0; the other
+ * 26 MiB of the free range were never backed. */
+Test(bench_cli, view_unbacked_space_is_reserved)
+{
+    const char *json =
+        "{\"version\":\"0.1.0\",\"arenas\":{\"device\":[{\"base\":0,\"size\":33554432,"
+        "\"page\":2097152,\"backed_pages\":3,\"ranges\":["
+        "{\"addr\":0,\"size\":1048576,\"state\":\"in_use\"},"
+        "{\"addr\":1048576,\"size\":30408704,\"state\":\"cached\"},"
+        "{\"addr\":31457280,\"size\":2097152,\"state\":\"slab\"}]}]}}";
+    bench_snapshot s;
+    char err[300];
+    cr_assert_eq(bench_snapshot_parse("t", json, strlen(json), &s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_IN_USE], 1u << 20);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_CACHED], 3u << 20);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_RESERVED], 26u << 20);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_SLAB], 2u << 20);
+    cr_assert_str_eq(bench_range_state_name(BENCH_RANGE_RESERVED), "reserved");
+    cr_assert_eq(s.regions[0].n_ranges, 4);
+    cr_assert_eq(s.regions[0].ranges[2].addr, 4u << 20);
+    cr_assert_eq(s.regions[0].ranges[2].state, BENCH_RANGE_RESERVED);
+    bench_snapshot_free(&s);
+    /* a real snapshot: what is drawn as in use, cached, pending or slab is what is backed */
+    cr_assert_eq(
+        bench("replay bench/traces/batch-decode.csv --strategy gpool --snapshot %s.snap", out_path),
+        0, "%s", slurp(err_path));
+    char path[128];
+    snprintf(path, sizeof path, "%s.snap", out_path);
+    cr_assert_eq(bench_snapshot_load(path, &s, err, sizeof err), 0, "%s", err);
+    unlink(path);
+    uint64_t drawn = s.state_bytes[BENCH_RANGE_IN_USE] + s.state_bytes[BENCH_RANGE_CACHED] +
+                     s.state_bytes[BENCH_RANGE_PENDING] + s.state_bytes[BENCH_RANGE_SLAB];
+    cr_assert_leq(drawn, s.backed, "backed %llu, drawn as backed %llu",
+                  (unsigned long long)s.backed, (unsigned long long)drawn);
+    cr_assert_gt(s.state_bytes[BENCH_RANGE_RESERVED], 0);
+    bench_snapshot_free(&s);
+}
