@@ -494,3 +494,56 @@ Test(bench_cli, view_unbacked_space_is_reserved)
     cr_assert_gt(s.state_bytes[BENCH_RANGE_RESERVED], 0);
     bench_snapshot_free(&s);
 }
+
+/* docs/snapshot-json.md documents gpool_dump_json's schema: every key a real snapshot (device
+ * and host kinds, slabs, blocks in use) holds is named there. */
+Test(bench_cli, dump_json_schema_documented)
+{
+    char snap[96], py[96], cmd[512];
+    snprintf(snap, sizeof snap, "%s.snap", out_path);
+    cr_assert_eq(bench("replay bench/traces/batch-decode.csv --strategy gpool --snapshot %s", snap),
+                 0, "%s", slurp(err_path));
+    snprintf(py, sizeof py, "/tmp/test-bench-cli-%d-keys.py", (int)getpid());
+    FILE *f = fopen(py, "w");
+    cr_assert(f);
+    fputs("import json, sys\n"
+          "doc = open('docs/snapshot-json.md').read()\n"
+          "keys = set()\n"
+          "def walk(v):\n"
+          "    if isinstance(v, dict):\n"
+          "        for k, x in v.items():\n"
+          "            keys.add(k); walk(x)\n"
+          "    elif isinstance(v, list):\n"
+          "        for x in v: walk(x)\n"
+          "walk(json.load(open(sys.argv[1])))\n"
+          "calls = json.load(open(sys.argv[1]))['stats']['driver_calls'].keys()\n"
+          "missing = sorted(k for k in keys - set(calls) if '\"%s\"' % k not in doc)\n"
+          "print(' '.join(missing)); sys.exit(1 if missing else 0)\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s %s >%s 2>&1", py, snap, out_path);
+    int st = system(cmd);
+    unlink(py);
+    unlink(snap);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "keys not in docs/snapshot-json.md: %s",
+              slurp(out_path));
+}
+
+/* The Doxygen main page introduces the library (skips without doxygen). */
+Test(bench_cli, doxygen_main_page)
+{
+    if (system("command -v doxygen >/dev/null 2>&1") != 0)
+        cr_skip_test("doxygen is not installed (apt-get install doxygen)");
+    char dir[64], cmd[256];
+    snprintf(dir, sizeof dir, "/tmp/test-bench-cli-%d-docs", (int)getpid());
+    snprintf(cmd, sizeof cmd, "make -s docs BUILD=%s >/dev/null 2>&1", dir);
+    cr_assert_eq(system(cmd), 0, "make docs failed");
+    char index[128];
+    snprintf(index, sizeof index, "%s/docs/html/index.html", dir);
+    const char *html = slurp(index);
+    int ok = strstr(html, "caching memory-pool allocator for NVIDIA GPUs") &&
+             strstr(html, "Start here") && strstr(html, "gpool_create");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert(ok, "the main page does not introduce the library");
+}
