@@ -190,13 +190,21 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
                 "else { set terminal png size 1200,700 noenhanced }\n");
     fprintf(gp, "set output '%s'\n", png);
     fprintf(gp, "set title '%s: reserved vs live bytes (device: %s)'\n", t->name, dev->name);
-    fprintf(gp, "set xlabel 'operation'\nset ylabel 'MiB'\nset key top left\nset grid\n");
-    fprintf(gp, "plot '%s' index 0 using 1:2 with lines lw 2 lc rgb 'black' title 'live'", data);
+    /* the legend outside the data, right of the plot; live bytes a wide pale band under the
+     * curves, each strategy its own colour and dash pattern drawn thin over it, so curves that
+     * coincide (cuda's reserved is its live bytes) all stay visible */
+    fprintf(gp, "set xlabel 'operation'\nset ylabel 'MiB'\nset key outside right top\nset grid\n"
+                "set offsets 0, 0, graph 0.05, 0\n");
+    static const char *const colours[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
+                                          "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+    fprintf(gp, "plot '%s' index 0 using 1:2 with lines lw 6 lc rgb '#c8c8c8' title 'live'", data);
     size_t idx = 0;
     for (size_t i = 0; i < n; i++) {
         if (r[i].skipped || r[i].error || !r[i].n_samples) continue;
-        fprintf(gp, ", '%s' index %zu using 1:3 with lines lw 1.5 title 'reserved: %s'", data, idx,
-                r[i].strategy);
+        fprintf(gp,
+                ", '%s' index %zu using 1:3 with lines lw 1.5 dt %zu lc rgb '%s' "
+                "title 'reserved: %s'",
+                data, idx, idx % 5 + 1, colours[idx % 8], r[i].strategy);
         idx++;
     }
     fprintf(gp, "\n");

@@ -547,3 +547,38 @@ Test(bench_cli, doxygen_main_page)
     cr_assert_eq(system(cmd), 0);
     cr_assert(ok, "the main page does not introduce the library");
 }
+
+/* replay --plot: the legend sits outside the data, and every curve stays visible — live is a
+ * wide pale band drawn first, each strategy's reserved curve its own colour and dash pattern
+ * (gnuplot's script is captured through GPOOL_BENCH_GNUPLOT; gnuplot itself is not needed). */
+Test(bench_cli, replay_plot_keeps_curves_and_legend_apart)
+{
+    char gp[96];
+    snprintf(gp, sizeof gp, "%s.gp", out_path);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "cat > %s", gp);
+    setenv("GPOOL_BENCH_GNUPLOT", cmd, 1);
+    int rc = bench("replay bench/traces/test/rmm-time.csv --plot %s.png", out_path);
+    unsetenv("GPOOL_BENCH_GNUPLOT");
+    cr_assert_eq(rc, 0, "%s", slurp(err_path));
+    char *script = strdup(slurp(gp));
+    unlink(gp);
+    cr_assert(strstr(script, "set key outside"), "%s", script);
+    cr_assert(!strstr(script, "set key top left"), "%s", script);
+    const char *plot = strstr(script, "plot '");
+    cr_assert(plot, "%s", script);
+    cr_assert(strstr(plot, "title 'live'") < strstr(plot, "reserved: cuda"), "%s", plot);
+    char seen[3][48];
+    int n = 0;
+    for (const char *p = strstr(plot, " dt "); p && n < 3; p = strstr(p + 1, " dt ")) {
+        cr_assert_eq(sscanf(p, " dt %*d lc rgb '%47[^']'", seen[n]), 1, "%s", p);
+        for (int k = 0; k < n; k++)
+            cr_assert_str_neq(seen[k], seen[n], "two curves share a colour:\n%s", plot);
+        n++;
+    }
+    cr_assert_eq(n, 3, "cuda, bfc and gpool each need their own curve:\n%s", plot);
+    free(script);
+    char png[96];
+    snprintf(png, sizeof png, "%s.png", out_path);
+    unlink(png);
+}
