@@ -582,3 +582,38 @@ Test(bench_cli, replay_plot_keeps_curves_and_legend_apart)
     snprintf(png, sizeof png, "%s.png", out_path);
     unlink(png);
 }
+
+/* view --png: the map is scaled to what is backed (16 GiB reserved, 46 MiB backed: rows of a
+ * few MiB, the never-backed gap cut out and said so), and every row label is one line. */
+Test(bench_cli, view_map_scaled_to_backed_memory)
+{
+    char snap[96], gp[96], cmd[160];
+    snprintf(snap, sizeof snap, "%s.snap", out_path);
+    snprintf(gp, sizeof gp, "%s.gp", out_path);
+    cr_assert_eq(bench("replay bench/traces/batch-decode.csv --strategy gpool --snapshot %s", snap),
+                 0, "%s", slurp(err_path));
+    snprintf(cmd, sizeof cmd, "cat > %s", gp);
+    setenv("GPOOL_BENCH_GNUPLOT", cmd, 1);
+    int rc = bench("view %s --png %s.png", snap, out_path);
+    unsetenv("GPOOL_BENCH_GNUPLOT");
+    unlink(snap);
+    cr_assert_eq(rc, 0, "%s", slurp(err_path));
+    char *script = strdup(slurp(gp));
+    unlink(gp);
+    const char *row = strstr(script, "each row is ");
+    cr_assert(row, "%s", script);
+    double mib_per_row = 0;
+    char unit[8] = "";
+    cr_assert_eq(sscanf(row, "each row is %lf %7s", &mib_per_row, unit), 2, "%s", row);
+    cr_assert(!strncmp(unit, "MiB", 3) && mib_per_row <= 8,
+              "rows of %g %s: not scaled to the "
+              "46 MiB backed",
+              mib_per_row, unit);
+    cr_assert(strstr(script, "never backed, not drawn"), "%s", script);
+    const char *tics = strstr(script, "set ytics (");
+    cr_assert(tics, "%s", script);
+    const char *end = strchr(tics, '\n');
+    cr_assert(end && !memmem(tics, (size_t)(end - tics), "\\n", 2), "a row label spans lines: %.*s",
+              (int)(end - tics), tics);
+    free(script);
+}
