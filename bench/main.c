@@ -1042,7 +1042,10 @@ int main(int argc, char **argv)
     }
     if (check_strategies(&c) != 0) return 2;
     if (check_outputs(&c) != 0) return 2;
-    if (!strcmp(c.command, "view")) return cmd_view(&c); /* a file: no device needed */
+    if (!strcmp(c.command, "view")) { /* a file: no device needed */
+        int vrc = cmd_view(&c);
+        return vrc == 2 ? usage_error(argc, argv) : vrc;
+    }
     bench_device dev;
     char err[600];
     if (bench_device_open(c.device, &dev, err, sizeof err) != 0) {
@@ -1067,5 +1070,5 @@ int main(int argc, char **argv)
     else
         rc = cmd_info(&c, &dev);
     bench_device_close(&dev);
-    return rc;
+    return rc == 2 ? usage_error(argc, argv) : rc; /* 2: a usage error, already one line */
 }

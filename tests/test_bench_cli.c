@@ -330,6 +330,17 @@ Test(bench_cli, usage_error_is_one_line_and_a_pointer)
     cr_assert_eq(bench("frobnicate"), 2);
     cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
     cr_assert(strstr(slurp(err_path), "see 'gpool-bench --help'"), "%s", slurp(err_path));
+    const char *cmd_errors[][2] = {{"replay", "replay"},
+                                   {"fit bench/traces/test/rmm-time.csv", "fit"},
+                                   {"compare", "compare"},
+                                   {"view", "view"}};
+    for (size_t i = 0; i < sizeof cmd_errors / sizeof cmd_errors[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "\nsee 'gpool-bench %s --help'\n", cmd_errors[i][1]);
+        cr_assert_eq(bench("%s", cmd_errors[i][0]), 2, "%s", cmd_errors[i][0]);
+        cr_assert_eq(count_lines(err_path), 2, "%s:\n%s", cmd_errors[i][0], slurp(err_path));
+        cr_assert(strstr(slurp(err_path), want), "%s:\n%s", cmd_errors[i][0], slurp(err_path));
+    }
     cr_assert_eq(bench("hotpath --pairs x"), 2);
     cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
     cr_assert(strstr(slurp(err_path), "see 'gpool-bench hotpath --help'"), "%s", slurp(err_path));
