@@ -60,6 +60,9 @@ void bench_size_text(char *buf, size_t len, uint64_t bytes);
 /* Write s as a JSON string literal (with quotes) to f. */
 void bench_json_string(FILE *f, const char *s);
 
+/* Write ,"key":v with prec decimals to f; null when v is not finite (JSON has no inf/nan). */
+void bench_json_number(FILE *f, const char *key, int prec, double v);
+
 /* ---- trace.c: an allocation trace parsed once into an op array ------------------------- */
 
 enum { BENCH_OP_ALLOC = 0, BENCH_OP_FREE = 1 };
@@ -364,6 +367,7 @@ enum {
     BENCH_RANGE_CACHED,
     BENCH_RANGE_PENDING,
     BENCH_RANGE_SLAB,
+    BENCH_RANGE_RESERVED, /* address space with no memory behind it (view's own label) */
     BENCH_RANGE_OTHER,
     BENCH_RANGE_STATES
 };
@@ -401,6 +405,11 @@ int bench_snapshot_load(const char *path, bench_snapshot *s, char *err, size_t e
 int bench_snapshot_parse(const char *name, const char *text, size_t len, bench_snapshot *s,
                          char *err, size_t errlen);
 void bench_snapshot_free(bench_snapshot *s);
+/* view_backing.c: split the "cached" ranges of r into the pages that have memory behind them
+ * (still cached) and address space never backed ("reserved"). The snapshot gives how many pages
+ * are backed, not which: pages shared with a range in use, pending or slab are backed; the
+ * rest of the count goes to the cached pages nearest them. 0, or -1 when out of memory. */
+int bench_snap_split_reserved(bench_snap_region *r);
 const char *bench_range_state_name(int state);
 /* Draw the memory map with gnuplot. 0, or -1 with err. */
 int bench_view(const bench_snapshot *s, const char *title, const char *png, char *err,

@@ -1,6 +1,7 @@
 /* gpool-bench — compare allocation strategies on traces and synthetic workloads.
  * See bench/README.md for the commands and output formats. */
 #include "bench.h"
+#include "cli_help.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -29,51 +30,50 @@ typedef struct cli {
     uint64_t max_blocks;       /* scale: largest heap, in live large blocks */
     int dropin;                /* hotpath --dropin */
     int pairs_set, rounds_set; /* given on the command line */
+    int help, version;         /* --help, --version */
 } cli;
 
 static void usage(FILE *f)
 {
     fprintf(
-        f,
-        "usage: gpool-bench COMMAND [options]\n"
-        "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
-        "[--plot FILE.png]\n"
-        "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
-        "         [--passes N] (replay N times in one instance; drv calls of the last pass "
-        "shown)\n"
-        "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
-        "peak;\n"
-        "          with --stop-at-failure, at the failed allocation instead)\n"
-        "  fit TRACE --strategy S [--json]\n"
-        "  compare TRACE... [--strategy S]... [--json]\n"
-        "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
-        "trace)\n"
-        "  hotpath [--pairs N] [--rounds N] [--json]\n"
-        "         [--dropin] (the pair through libgpool_preload.so, cudaMalloc and cuMemAlloc,\n"
-        "          at 10..100,000 live blocks of 512 B, 4 KiB, 1 MiB, next to gpool's own;\n"
-        "          defaults --pairs 50000 --rounds 20)\n"
-        "  scale [--max-blocks N] [--json] (cost per operation at 10^2..N live blocks in a "
-        "fragmented heap,\n"
-        "         against jemalloc in the same run; default N 10^5 large, 10x that small)\n"
-        "  info [--json]\n"
-        "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
-        "  import SNAPSHOT.pickle -o TRACE.csv [--device N] (a PyTorch memory snapshot "
-        "to replay CSV)\n"
-        "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
-        "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
-        "--max-live SIZE\n"
-        "  train: --seed N --steps N --layers N      frame: --seed N --frames N\n"
-        "  --save-trace FILE writes the (generated) trace as CSV\n"
-        "  --streams 1|2|4|side  replay a multi-stream variant of each trace (bursts on 2 or 4 "
-        "streams,\n"
-        "         or inputs on a side stream freed on the main one); --lag N: work on each "
-        "stream\n"
-        "         completes only every N operations (simulated held completion)\n"
-        "common: --device auto|sim|N (default auto: a real GPU if present, else the "
-        "simulated driver)\n"
-        "strategies: %s\n"
-        "sizes take K/M/G/T suffixes (binary)\n",
-        bench_strategy_names());
+        f, "usage: gpool-bench COMMAND [options]\n"
+           "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
+           "[--plot FILE.png]\n"
+           "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
+           "         [--passes N] (replay N times in one instance; drv calls of the last pass "
+           "shown)\n"
+           "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
+           "peak;\n"
+           "          with --stop-at-failure, at the failed allocation instead)\n"
+           "  fit TRACE --strategy S [--json]\n"
+           "  compare TRACE... [--strategy S]... [--json]\n"
+           "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
+           "trace)\n"
+           "  hotpath [--pairs N] [--rounds N] [--json]\n"
+           "         [--dropin] (the pair through libgpool_preload.so, cudaMalloc and cuMemAlloc,\n"
+           "          at 10..100,000 live blocks of 512 B, 4 KiB, 1 MiB, next to gpool's own;\n"
+           "          defaults --pairs 50000 --rounds 20)\n"
+           "  scale [--max-blocks N] [--json] (cost per operation at 10^2..N live blocks in a "
+           "fragmented heap,\n"
+           "         against jemalloc in the same run; default N 10^5 large, 10x that small)\n"
+           "  info [--json]\n"
+           "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
+           "  import SNAPSHOT.pickle -o TRACE.csv [--device N] (a PyTorch memory snapshot "
+           "to replay CSV)\n"
+           "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
+           "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
+           "--max-live SIZE\n"
+           "  train: --seed N --steps N --layers N      frame: --seed N --frames N\n"
+           "  --save-trace FILE writes the (generated) trace as CSV\n"
+           "  --streams 1|2|4|side  replay a multi-stream variant of each trace (bursts on 2 or 4 "
+           "streams,\n"
+           "         or inputs on a side stream freed on the main one); --lag N: work on each "
+           "stream\n"
+           "         completes only every N operations (simulated held completion)\n"
+           "common: --device auto|sim|N (default auto: a real GPU if present, else the "
+           "simulated driver)\n"
+           "sizes take K/M/G/T suffixes (binary); --version; 'gpool-bench COMMAND --help' "
+           "shows a command's options\n");
 }
 
 static int parse_count(const char *opt, const char *s, uint64_t *out)
@@ -119,7 +119,8 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_STREAMS,
         O_LAG,
         O_MAX_BLOCKS,
-        O_DROPIN
+        O_DROPIN,
+        O_VERSION
     };
     static const struct option opts[] = {{"strategy", required_argument, NULL, 's'},
                                          {"capacity", required_argument, NULL, O_CAP},
@@ -149,6 +150,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"max-blocks", required_argument, NULL, O_MAX_BLOCKS},
                                          {"dropin", no_argument, NULL, O_DROPIN},
                                          {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
     int ch;
     uint64_t v;
@@ -166,11 +168,19 @@ static int parse_cli(int argc, char **argv, cli *c)
             c->json = 1;
             break;
         case 'h':
-            usage(stdout);
-            exit(0);
+            c->help = 1;
+            break;
+        case O_VERSION:
+            c->version = 1;
+            break;
         case O_CAP:
             if (bench_parse_size(optarg, &c->capacity) != 0 || !c->capacity) {
                 fprintf(stderr, "gpool-bench: --capacity: bad size \"%s\"\n", optarg);
+                return -1;
+            }
+            if (c->capacity < 4096) { /* not even one page: nothing could be allocated */
+                fprintf(stderr, "gpool-bench: --capacity: at least one page (4K), not \"%s\"\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -264,10 +274,18 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_PAIRS:
             if (parse_count("--pairs", optarg, &c->pairs)) return -1;
+            if (c->pairs == 0) {
+                fprintf(stderr, "gpool-bench: --pairs: at least 1\n");
+                return -1;
+            }
             c->pairs_set = 1;
             break;
         case O_ROUNDS:
-            if (parse_count("--rounds", optarg, &v) || v == 0) return -1;
+            if (parse_count("--rounds", optarg, &v)) return -1;
+            if (v == 0 || v > 1000000) {
+                fprintf(stderr, "gpool-bench: --rounds: 1 to 1000000\n");
+                return -1;
+            }
             c->rounds = (unsigned)v;
             c->rounds_set = 1;
             break;
@@ -280,6 +298,7 @@ static int parse_cli(int argc, char **argv, cli *c)
         }
     }
     if (optind >= argc) {
+        if (c->help || c->version) return 0; /* gpool-bench --help / --version */
         fprintf(stderr, "gpool-bench: missing command\n");
         return -1;
     }
@@ -779,13 +798,16 @@ static int cmd_hotpath(cli *c, const bench_device *dev)
     if (c->json) {
         printf("{\"command\":\"hotpath\",\"device\":");
         bench_json_string(stdout, dev->name);
-        printf(",\"pairs\":%llu,\"rounds\":%u,\"gpool_ns_per_pair\":%.2f,"
-               "\"jemalloc_ns_per_pair\":%.2f,\"ratio\":%.3f,\"goal\":1.5,\"goal_met\":%s,"
-               "\"gpool_ns_per_pair_2t\":%.2f,\"jemalloc_ns_per_pair_2t\":%.2f,"
-               "\"gpool_scaling_2t\":%.3f,\"jemalloc_scaling_2t\":%.3f}\n",
-               (unsigned long long)h.pairs, h.rounds, h.gpool_ns, h.jemalloc_ns, h.ratio,
-               h.ratio <= 1.5 ? "true" : "false", h.gpool_ns_2t, h.jemalloc_ns_2t, h.gpool_scaling,
-               h.jemalloc_scaling);
+        printf(",\"pairs\":%llu,\"rounds\":%u", (unsigned long long)h.pairs, h.rounds);
+        bench_json_number(stdout, "gpool_ns_per_pair", 2, h.gpool_ns);
+        bench_json_number(stdout, "jemalloc_ns_per_pair", 2, h.jemalloc_ns);
+        bench_json_number(stdout, "ratio", 3, h.ratio);
+        printf(",\"goal\":1.5,\"goal_met\":%s", h.ratio <= 1.5 ? "true" : "false");
+        bench_json_number(stdout, "gpool_ns_per_pair_2t", 2, h.gpool_ns_2t);
+        bench_json_number(stdout, "jemalloc_ns_per_pair_2t", 2, h.jemalloc_ns_2t);
+        bench_json_number(stdout, "gpool_scaling_2t", 3, h.gpool_scaling);
+        bench_json_number(stdout, "jemalloc_scaling_2t", 3, h.jemalloc_scaling);
+        printf("}\n");
         return 0;
     }
     printf("hotpath (device: %s): alloc+free pair of a cached small block, %s, %llu pairs per "
@@ -1046,26 +1068,78 @@ static int cmd_info(cli *c, const bench_device *dev)
     return 0;
 }
 
+static const char *commands[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view"};
+
+static int is_command(const char *s)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(s, commands[i])) return 1;
+    return 0;
+}
+
+/* After a usage error: one line pointing at the help of the command being run (the first
+ * argument that names one), not the whole usage. */
+static int usage_error(int argc, char **argv)
+{
+    const char *cmd = NULL;
+    for (int i = 1; i < argc && !cmd; i++)
+        if (is_command(argv[i])) cmd = argv[i];
+    if (cmd)
+        fprintf(stderr, "see 'gpool-bench %s --help'\n", cmd);
+    else
+        fprintf(stderr, "see 'gpool-bench --help'\n");
+    return 2;
+}
+
+/* Every output file is checked before the run: a run never ends in an unwritable path. */
+static int check_outputs(const cli *c)
+{
+    const struct {
+        const char *opt, *path;
+    } outs[] = {{"--csv", c->csv},
+                {"--plot", c->plot},
+                {"--png", c->png},
+                {"--snapshot", c->snapshot},
+                {"--save-trace", c->save_trace}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        char err[600];
+        if (outs[i].path && bench_check_output(outs[i].opt, outs[i].path, err, sizeof err)) {
+            fprintf(stderr, "gpool-bench: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli c;
     if (argc > 1 && !strcmp(argv[1], "import")) return bench_import_main(argc - 2, argv + 2);
-    if (parse_cli(argc, argv, &c) != 0) {
-        usage(stderr);
-        return 2;
+    if (parse_cli(argc, argv, &c) != 0) return usage_error(argc, argv);
+    if (c.version) {
+        printf("gpool-bench (gpool %s)\n", gpool_version());
+        return 0;
     }
-    static const char *commands[] = {"replay", "fit",  "compare", "hotpath",
-                                     "scale",  "info", "view"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        known |= !strcmp(c.command, commands[i]);
-    if (!known) {
-        fprintf(stderr, "gpool-bench: unknown command \"%s\"\n", c.command);
-        usage(stderr);
-        return 2;
+    if (c.help) {
+        if (!c.command || bench_cli_help(stdout, c.command) != 0) {
+            usage(stdout);
+            bench_cli_strategies(stdout);
+        }
+        return 0;
+    }
+    if (!is_command(c.command)) {
+        fprintf(stderr, "gpool-bench: unknown command \"%s\" (%s", c.command, commands[0]);
+        for (size_t i = 1; i < sizeof commands / sizeof commands[0]; i++)
+            fprintf(stderr, ", %s", commands[i]);
+        fprintf(stderr, ")\n");
+        return usage_error(argc, argv);
     }
     if (check_strategies(&c) != 0) return 2;
-    if (!strcmp(c.command, "view")) return cmd_view(&c); /* a file: no device needed */
+    if (check_outputs(&c) != 0) return 2;
+    if (!strcmp(c.command, "view")) { /* a file: no device needed */
+        int vrc = cmd_view(&c);
+        return vrc == 2 ? usage_error(argc, argv) : vrc;
+    }
     bench_device dev;
     char err[600];
     if (bench_device_open(c.device, &dev, err, sizeof err) != 0) {
@@ -1090,5 +1164,5 @@ int main(int argc, char **argv)
     else
         rc = cmd_info(&c, &dev);
     bench_device_close(&dev);
-    return rc;
+    return rc == 2 ? usage_error(argc, argv) : rc; /* 2: a usage error, already one line */
 }

@@ -101,13 +101,16 @@ void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace
                 "\"peak_reserved_bytes\":%llu,\"passes\":%u,\"driver_calls\":%llu,"
                 "\"driver_calls_first_pass\":%llu,\"driver_calls_last_pass\":%llu,"
                 "\"sim_driver_calls\":%llu,"
-                "\"sim_bytes_leaked\":%llu,\"p50_ns\":%.0f,\"p99_ns\":%.0f,\"wall_s\":%.3f",
+                "\"sim_bytes_leaked\":%llu",
                 (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
                 (unsigned long long)x->frees, (unsigned long long)x->peak_live,
                 (unsigned long long)x->peak_reserved, x->passes,
                 (unsigned long long)x->driver_calls, (unsigned long long)x->driver_calls_first_pass,
                 (unsigned long long)x->driver_calls_last_pass, (unsigned long long)x->sim_calls,
-                (unsigned long long)x->sim_leaked, x->p50_ns, x->p99_ns, x->wall_s);
+                (unsigned long long)x->sim_leaked);
+        bench_json_number(f, "p50_ns", 0, x->p50_ns);
+        bench_json_number(f, "p99_ns", 0, x->p99_ns);
+        bench_json_number(f, "wall_s", 3, x->wall_s);
         if (x->snapshot) {
             fprintf(f, ",\"snapshot\":");
             if (x->snapshot > 0)
@@ -189,13 +192,21 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
                 "else { set terminal png size 1200,700 noenhanced }\n");
     fprintf(gp, "set output '%s'\n", png);
     fprintf(gp, "set title '%s: reserved vs live bytes (device: %s)'\n", t->name, dev->name);
-    fprintf(gp, "set xlabel 'operation'\nset ylabel 'MiB'\nset key top left\nset grid\n");
-    fprintf(gp, "plot '%s' index 0 using 1:2 with lines lw 2 lc rgb 'black' title 'live'", data);
+    /* the legend outside the data, right of the plot; live bytes a wide pale band under the
+     * curves, each strategy its own colour and dash pattern drawn thin over it, so curves that
+     * coincide (cuda's reserved is its live bytes) all stay visible */
+    fprintf(gp, "set xlabel 'operation'\nset ylabel 'MiB'\nset key outside right top\nset grid\n"
+                "set offsets 0, 0, graph 0.05, 0\n");
+    static const char *const colours[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
+                                          "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+    fprintf(gp, "plot '%s' index 0 using 1:2 with lines lw 6 lc rgb '#c8c8c8' title 'live'", data);
     size_t idx = 0;
     for (size_t i = 0; i < n; i++) {
         if (r[i].skipped || r[i].error || !r[i].n_samples) continue;
-        fprintf(gp, ", '%s' index %zu using 1:3 with lines lw 1.5 title 'reserved: %s'", data, idx,
-                r[i].strategy);
+        fprintf(gp,
+                ", '%s' index %zu using 1:3 with lines lw 1.5 dt %zu lc rgb '%s' "
+                "title 'reserved: %s'",
+                data, idx, idx % 5 + 1, colours[idx % 8], r[i].strategy);
         idx++;
     }
     fprintf(gp, "\n");
@@ -218,11 +229,12 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
                 : x->min_capacity ? "ok"
                                   : "no_fit");
         bench_json_string(f, x->note);
+        fprintf(f, ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu",
+                (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live);
+        bench_json_number(f, "ratio", 4, x->ratio);
         fprintf(f,
-                ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu,\"ratio\":%.4f,"
-                "\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
+                ",\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
                 "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s}\n",
-                (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live, x->ratio,
                 1.05 * (double)x->peak_live + 4.0 * BENCH_MIB, x->goal_met ? "true" : "false",
                 (unsigned long long)x->driver_calls, (unsigned long long)x->peak_reserved,
                 x->replays, x->leak_warned ? "true" : "false");

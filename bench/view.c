@@ -7,14 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const state_names[BENCH_RANGE_STATES] = {"in_use", "cached", "pending", "slab",
-                                                            "other"};
+static const char *const state_names[BENCH_RANGE_STATES] = {"in_use", "cached",   "pending",
+                                                            "slab",   "reserved", "other"};
 /* two shades per state: neighbouring ranges of one state alternate, so blocks stay apart */
-static const char *const state_colours[BENCH_RANGE_STATES][2] = {{"#d62728", "#f08080"},
-                                                                 {"#2ca02c", "#98df8a"},
-                                                                 {"#ff7f0e", "#ffbb78"},
-                                                                 {"#1f77b4", "#aec7e8"},
-                                                                 {"#9467bd", "#c5b0d5"}};
+static const char *const state_colours[BENCH_RANGE_STATES][2] = {
+    {"#d62728", "#f08080"}, {"#2ca02c", "#98df8a"}, {"#ff7f0e", "#ffbb78"},
+    {"#1f77b4", "#aec7e8"}, {"#d9d9d9", "#e8e8e8"}, {"#9467bd", "#c5b0d5"}};
 
 const char *bench_range_state_name(int state)
 {
@@ -79,12 +77,12 @@ static int add_region(bench_snapshot *s, const char *kind, const bench_json *g, 
         for (int k = 0; k < BENCH_RANGE_OTHER; k++)
             if (!strcmp(st->str, state_names[k])) y->state = k;
     }
-    /* the drawn extent */
+    if (bench_snap_split_reserved(r) != 0) goto oom;
+    /* the drawn extent: up to the last range with memory behind it */
     uint64_t ext = r->backed_pages * r->page;
     for (size_t i = 0; i < r->n_ranges; i++) {
         const bench_snap_range *y = &r->ranges[i];
-        int free_tail = i + 1 == r->n_ranges && y->state == BENCH_RANGE_CACHED;
-        if (y->addr < r->base || free_tail) continue;
+        if (y->addr < r->base || y->state == BENCH_RANGE_RESERVED) continue;
         uint64_t end = y->addr - r->base + y->size;
         if (end > ext) ext = end;
     }
@@ -226,8 +224,92 @@ static void put_span(FILE *f, uint64_t w, uint64_t row0, uint64_t off, uint64_t 
     }
 }
 
-int bench_view(const bench_snapshot *s, const char *title, const char *png, char *err,
+/* The map is scaled to the memory that is backed: a region is drawn as pieces, cut where a run
+ * of reserved (never backed) address space of at least VIEW_GAP_PAGES pages lies inside its
+ * extent. Each piece is drawn like a region of its own; labels[i] names it. */
+#define VIEW_GAP_PAGES 8
+
+typedef struct view_pieces view_pieces;
+static int view_draw(const bench_snapshot *s, const bench_snapshot *full, const view_pieces *v,
+                     const char *title, const char *png, char *err, size_t errlen);
+
+struct view_pieces {
+    bench_snap_region *r;
+    char (*labels)[160];
+    size_t n;
+    uint64_t skipped; /* reserved bytes cut out */
+};
+
+static int add_piece(view_pieces *v, const bench_snap_region *r, uint64_t from, uint64_t to)
+{
+    bench_snap_region *nr = realloc(v->r, (v->n + 1) * sizeof *nr);
+    if (!nr) return -1;
+    v->r = nr;
+    char(*nl)[160] = realloc(v->labels, (v->n + 1) * sizeof *nl);
+    if (!nl) return -1;
+    v->labels = nl;
+    bench_snap_region *p = &v->r[v->n];
+    *p = *r;
+    p->base = r->base + from;
+    p->size = p->extent = to - from;
+    char sz[32], pg[32], len[32], off[32];
+    bench_size_text(sz, sizeof sz, r->size);
+    bench_size_text(pg, sizeof pg, r->page);
+    bench_size_text(len, sizeof len, to - from);
+    bench_size_text(off, sizeof off, from);
+    if (from == 0)
+        snprintf(v->labels[v->n], sizeof v->labels[v->n], "%s 0x%llx, %s, %s pages, %llu backed",
+                 r->kind, (unsigned long long)r->base, sz, pg, (unsigned long long)r->backed_pages);
+    else
+        snprintf(v->labels[v->n], sizeof v->labels[v->n], "  ... +%s (%s)", off, len);
+    v->n++;
+    return 0;
+}
+
+static int view_cut(const bench_snapshot *s, view_pieces *v)
+{
+    memset(v, 0, sizeof *v);
+    for (size_t i = 0; i < s->n_regions; i++) {
+        const bench_snap_region *r = &s->regions[i];
+        uint64_t start = 0, gap_min = r->page ? VIEW_GAP_PAGES * r->page : UINT64_MAX;
+        for (size_t j = 0; j < r->n_ranges; j++) {
+            const bench_snap_range *x = &r->ranges[j];
+            if (x->addr < r->base || x->addr - r->base >= r->extent) continue;
+            uint64_t off = x->addr - r->base;
+            uint64_t end = off + x->size < r->extent ? off + x->size : r->extent;
+            if (x->state != BENCH_RANGE_RESERVED || end - off < gap_min) continue;
+            if (off > start && add_piece(v, r, start, off) != 0) return -1;
+            v->skipped += end - off;
+            start = end;
+        }
+        if (start < r->extent || (start == 0 && r->extent == 0))
+            if (add_piece(v, r, start, r->extent) != 0) return -1;
+    }
+    return 0;
+}
+
+int bench_view(const bench_snapshot *full, const char *title, const char *png, char *err,
                size_t errlen)
+{
+    view_pieces v;
+    if (view_cut(full, &v) != 0) {
+        free(v.r);
+        free(v.labels);
+        snprintf(err, errlen, "out of host memory");
+        return -1;
+    }
+    bench_snapshot piece_snap = *full;
+    piece_snap.regions = v.r;
+    piece_snap.n_regions = v.n;
+    const bench_snapshot *s = &piece_snap;
+    int rc = view_draw(s, full, &v, title, png, err, errlen);
+    free(v.r);
+    free(v.labels);
+    return rc;
+}
+
+static int view_draw(const bench_snapshot *s, const bench_snapshot *full, const view_pieces *v,
+                     const char *title, const char *png, char *err, size_t errlen)
 {
     bench_gnuplot g;
     if (bench_gnuplot_open(&g, "view", "picture", "gpool-bench-view", "map", err, errlen) != 0)
@@ -326,19 +408,24 @@ int bench_view(const bench_snapshot *s, const char *title, const char *png, char
     fprintf(gp, "set output '%s'\n", png);
     char wtext[32], reserved[32], backed[32], undrawn[32];
     bench_size_text(wtext, sizeof wtext, w);
-    bench_size_text(undrawn, sizeof undrawn, s->undrawn);
+    bench_size_text(undrawn, sizeof undrawn, s->undrawn + v->skipped);
     bench_size_text(reserved, sizeof reserved, s->reserved);
     bench_size_text(backed, sizeof backed, s->backed);
     fprintf(gp,
             "set title \"gpool memory map: %s (gpool %s)\\n%zu region%s, %s of address space "
-            "(%s unbacked tail not drawn), %s backed\\nshown: in use %.1f MiB, cached %.1f MiB, "
-            "pending %.1f MiB, slab %.1f MiB\\npool stats: requested %.1f MiB, in use %.1f MiB, "
+            "(%s never backed, not drawn), %s backed\\nshown: in use %.1f MiB, cached %.1f MiB, "
+            "pending %.1f MiB, slab %.1f MiB, reserved %.1f MiB\\npool stats: requested %.1f MiB, "
+            "in use %.1f MiB, "
             "reserved %.1f MiB, cached %.1f MiB; %llu driver calls\"\n",
-            title, *s->version ? s->version : "?", s->n_regions, s->n_regions == 1 ? "" : "s",
+            title, *s->version ? s->version : "?", full->n_regions, full->n_regions == 1 ? "" : "s",
             reserved, undrawn, backed, mib(s->state_bytes[BENCH_RANGE_IN_USE]),
             mib(s->state_bytes[BENCH_RANGE_CACHED]), mib(s->state_bytes[BENCH_RANGE_PENDING]),
-            mib(s->state_bytes[BENCH_RANGE_SLAB]), mib(s->stats_requested), mib(s->stats_in_use),
-            mib(s->stats_reserved), mib(s->stats_cached), (unsigned long long)s->driver_calls);
+            mib(s->state_bytes[BENCH_RANGE_SLAB]),
+            mib(s->state_bytes[BENCH_RANGE_RESERVED] > v->skipped
+                    ? s->state_bytes[BENCH_RANGE_RESERVED] - v->skipped
+                    : 0),
+            mib(s->stats_requested), mib(s->stats_in_use), mib(s->stats_reserved),
+            mib(s->stats_cached), (unsigned long long)s->driver_calls);
     fprintf(gp, "set xlabel 'offset in the row (MiB); each row is %s'\n", wtext);
     fprintf(gp, "set xrange [0:%.6f]\nset yrange [%.2f:-0.6]\n", mib(w),
             (double)(nrows ? nrows : 1) - 0.4);
@@ -349,14 +436,8 @@ int bench_view(const bench_snapshot *s, const char *title, const char *png, char
     row0 = 0;
     for (size_t i = 0; i < s->n_regions; i++) {
         const bench_snap_region *r = &s->regions[i];
-        char sz[32], pg[32], ex[32], shown[64] = "";
-        bench_size_text(sz, sizeof sz, r->size);
-        bench_size_text(pg, sizeof pg, r->page);
-        bench_size_text(ex, sizeof ex, r->extent);
-        if (r->extent < r->size) snprintf(shown, sizeof shown, " (first %s shown)", ex);
-        fprintf(gp, "%s\"%s 0x%llx\\n%s%s\\n%s pages, %llu backed\" %llu", i ? ", " : "", r->kind,
-                (unsigned long long)r->base, sz, shown, pg, (unsigned long long)r->backed_pages,
-                (unsigned long long)row0);
+        /* one line per label and row: labels never overlap */
+        fprintf(gp, "%s\"%s\" %llu", i ? ", " : "", v->labels[i], (unsigned long long)row0);
         uint64_t rows = r->extent ? (r->extent + w - 1) / w : 1;
         uint64_t every = rows > 16 ? 8 : 4; /* offset labels on continuation rows */
         for (uint64_t k = every; k < rows; k += every) {

@@ -8,8 +8,12 @@
  *                              into it asynchronously, the CPU reads them once the frame is done
  * FRAMES_IN_FLIGHT frames are queued at once, each on its own stream; before the CPU reuses a
  * frame slot it waits for that slot's stream. Transient per-frame buffers are allocated and
- * freed on the frame's stream, so gpool hands the same memory back frame after frame without
- * asking the driver. Pool statistics are printed every STATS_EVERY frames.
+ * freed on the frame's stream, so gpool hands the same memory back frame after frame with no
+ * memory call to the driver (cuMemCreate/cuMemMap/cuMemHostAlloc ...); what it does ask the
+ * driver every frame is event calls (record and query on the frames' streams, to know when a
+ * frame's memory is free for another stream). Every STATS_EVERY frames it prints memory in use
+ * and reserved per kind, the memory calls so far (flat after the first frames) and the event
+ * calls per frame since the last print.
  *
  * Build and run:  make examples && make run-examples   (on the simulated driver without a GPU)
  */
@@ -44,7 +48,15 @@ static void print_stats(gpool_t *pool, int frame)
     for (int k = GPOOL_MEM_DEVICE; k < GPOOL_MEM_KIND_COUNT; k++)
         printf("  %s %.1f/%.1f MiB", kind_name[k], s.kind[k].in_use_bytes / (double)MiB,
                s.kind[k].reserved_bytes / (double)MiB);
-    printf("  (in use/reserved), driver calls %llu\n", (unsigned long long)s.driver_calls_total);
+    static uint64_t last_events;
+    static int last_frame;
+    uint64_t events = s.driver_calls[GPOOL_DRV_EVENT];
+    uint64_t memory = s.driver_calls_total - events - s.driver_calls[GPOOL_DRV_STREAM] -
+                      s.driver_calls[GPOOL_DRV_OTHER];
+    printf("  (in use/reserved), memory calls %llu, event calls per frame %.1f\n",
+           (unsigned long long)memory, (double)(events - last_events) / (frame - last_frame));
+    last_events = events;
+    last_frame = frame;
 }
 
 int main(void)

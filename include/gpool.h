@@ -34,6 +34,39 @@
  * GPOOL_VERSION_MAJOR/MINOR/PATCH describe the header a program was compiled with, while
  * gpool_version() returns the version of the library it runs with.
  */
+/**
+ * @mainpage gpool: a caching memory-pool allocator for NVIDIA GPUs
+ *
+ * gpool serves device memory, pinned host memory and mapped (zero-copy) host memory from
+ * pools that cache what is freed, so a program that allocates the same shapes again and again
+ * (a training step, a render frame, a serving batch) stops calling the CUDA driver after the
+ * first iterations, and a fragmented heap gives pages back and remaps them instead of failing.
+ * It is a C11 library over the CUDA driver API, loaded at run time: nothing to link but
+ * libgpool.
+ *
+ * @par Start here
+ * - gpool_create() makes a pool for a device (configuration: gpool_config, or GPOOL_CONF);
+ * - gpool_alloc() / gpool_alloc_async() hand out blocks, with a memory kind or a usage hint
+ *   (gpool_alloc_params) that lets the policy pick device, pinned or mapped memory;
+ * - gpool_free() / gpool_free_async() give them back; a block freed on a stream is reusable
+ *   on that stream at once and elsewhere once the stream's work is done. The stream passed
+ *   must belong to the CUDA context current on the calling thread;
+ * - gpool_get_stats(), gpool_dump_json() (schema: docs/snapshot-json.md) and gpool_trim()
+ *   show and manage what the pool holds; gpool_last_error() says why a call failed.
+ *
+ * @code
+ * gpool_t *pool;
+ * if (gpool_create(NULL, &pool) != GPOOL_OK) fprintf(stderr, "%s\n", gpool_last_error());
+ * void *buf;
+ * gpool_alloc(pool, 64 << 20, NULL, &buf);   // 64 MiB of device memory
+ * gpool_free_async(pool, buf, stream);       // reusable on `stream` at once
+ * gpool_destroy(pool);
+ * @endcode
+ *
+ * Without changing a program: LD_PRELOAD=libgpool_preload.so serves cudaMalloc/cuMemAlloc
+ * from a pool (see the README). The file reference for gpool.h lists every function, its
+ * errors and its thread-safety.
+ */
 #ifndef GPOOL_H
 #define GPOOL_H
 

@@ -1,7 +1,8 @@
 # pkg.mk — install, pkg-config and the API reference. Included by the main Makefile.
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]   headers, libgpool.so.X.Y.Z + links,
 #                      libgpool.a, libgpool_preload.so (when built), gpool-bench, gpool.pc
-#   make uninstall     the same variables; removes exactly what install put there
+#   make uninstall     the same variables; removes exactly what install put there, and the
+#                      folders it made when they are left empty
 #   make docs          build/docs/html from include/gpool.h (Doxygen; a warning is an error)
 #   make docs-check    fails when a public symbol, parameter or return value is undocumented
 
@@ -64,6 +65,10 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,$(PKG_SHARED) $(GPOOL_SONAME) libgpool.so libgpool.a \
 	  libgpool_preload.so)
 	rm -f $(DESTDIR)$(BINDIR)/gpool-bench $(DESTDIR)$(PKGCONFIGDIR)/gpool.pc
+	@# the folders install made, when nothing else is in them (pkgconfig before lib)
+	@for d in $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) \
+	  $(DESTDIR)$(BINDIR); do \
+	  if [ -d "$$d" ] && [ -z "$$(ls -A "$$d")" ]; then rmdir "$$d"; fi; done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	  ldconfig; fi
 

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../bench/bench.h"
+#include "gpool.h"
 #include "util_skip.h"
 
 static char out_path[64], err_path[64];
@@ -307,4 +309,322 @@ Test(bench_cli, snapshot_and_view)
     cr_assert_eq(bench("view %s", snap), 1);
     cr_assert(strstr(slurp(err_path), "cannot open"), "%s", slurp(err_path));
     cr_assert_eq(bench("view"), 2);
+}
+
+/* Lines in a file (0 for an empty one). */
+static int count_lines(const char *path)
+{
+    int n = 0;
+    for (const char *p = slurp(path); *p; p++)
+        n += *p == '\n';
+    return n;
+}
+
+/* A usage error is one line, then a pointer to that command's help — not the whole usage. */
+Test(bench_cli, usage_error_is_one_line_and_a_pointer)
+{
+    cr_assert_eq(bench("replay --bogus bench/traces/test/rmm-time.csv"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "\"--bogus\"\nsee 'gpool-bench replay --help'\n"), "%s",
+              slurp(err_path));
+    cr_assert_eq(bench("frobnicate"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "see 'gpool-bench --help'"), "%s", slurp(err_path));
+    const char *cmd_errors[][2] = {{"replay", "replay"},
+                                   {"fit bench/traces/test/rmm-time.csv", "fit"},
+                                   {"compare", "compare"},
+                                   {"view", "view"}};
+    for (size_t i = 0; i < sizeof cmd_errors / sizeof cmd_errors[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "\nsee 'gpool-bench %s --help'\n", cmd_errors[i][1]);
+        cr_assert_eq(bench("%s", cmd_errors[i][0]), 2, "%s", cmd_errors[i][0]);
+        cr_assert_eq(count_lines(err_path), 2, "%s:\n%s", cmd_errors[i][0], slurp(err_path));
+        cr_assert(strstr(slurp(err_path), want), "%s:\n%s", cmd_errors[i][0], slurp(err_path));
+    }
+    cr_assert_eq(bench("hotpath --pairs x"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "see 'gpool-bench hotpath --help'"), "%s", slurp(err_path));
+}
+
+/* gpool-bench CMD --help: that command's options only, what bfc is, that cuda-async needs a
+ * GPU; gpool-bench --help: every command. */
+Test(bench_cli, command_help)
+{
+    cr_assert_eq(bench("replay --help"), 0);
+    const char *o = slurp(out_path);
+    cr_assert(strstr(o, "usage: gpool-bench replay TRACE"), "%s", o);
+    cr_assert(strstr(o, "--stop-at-failure") && strstr(o, "--snapshot FILE.json"), "%s", o);
+    cr_assert(strstr(o, "bfc           a model of PyTorch's caching allocator, built from its "
+                        "published design"),
+              "%s", o);
+    cr_assert(strstr(o, "cuda-async") && strstr(o, "needs a GPU"), "%s", o);
+    cr_assert(!strstr(o, "--max-blocks"), "replay's help shows scale's options:\n%s", o);
+    cr_assert_eq(bench("hotpath --help"), 0);
+    o = slurp(out_path);
+    cr_assert(strstr(o, "--pairs N") && !strstr(o, "--stop-at-failure"), "%s", o);
+    cr_assert_eq(bench("view --help"), 0);
+    cr_assert(strstr(slurp(out_path), "--png FILE.png"), "%s", slurp(out_path));
+    cr_assert_eq(bench("--help"), 0);
+    o = slurp(out_path);
+    const char *cmds[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        cr_assert(strstr(o, cmds[i]), "%s missing from --help:\n%s", cmds[i], o);
+    cr_assert(strstr(o, "PyTorch's caching allocator"), "%s", o);
+    cr_assert_eq(count_lines(err_path), 0, "%s", slurp(err_path));
+}
+
+Test(bench_cli, version)
+{
+    cr_assert_eq(bench("--version"), 0);
+    char want[64];
+    snprintf(want, sizeof want, "(gpool %s)\n", gpool_version());
+    cr_assert(strstr(slurp(out_path), want), "%s", slurp(out_path));
+    cr_assert_eq(count_lines(out_path), 1);
+}
+
+/* Every output path is checked before the run: one line naming the option, exit status 2,
+ * nothing run (stdout empty), no gnuplot error. */
+Test(bench_cli, output_paths_checked_before_the_run)
+{
+    const char *cases[] = {
+        "replay bench/traces/test/rmm-time.csv --plot /nonexistent-dir/p.png",
+        "replay bench/traces/test/rmm-time.csv --csv /nonexistent-dir/r.csv",
+        "replay bench/traces/test/rmm-time.csv --snapshot /nonexistent-dir/s.json",
+        "replay bench/traces/test/rmm-time.csv --save-trace /nonexistent-dir/t.csv",
+        "replay bench/traces/test/rmm-time.csv --csv /tmp",
+        "view bench/traces/test/rmm-time.csv --png /nonexistent-dir/v.png",
+    };
+    const char *opts[] = {"--plot", "--csv", "--snapshot", "--save-trace", "--csv", "--png"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(bench("%s", cases[i]), 2, "%s: %s", cases[i], slurp(err_path));
+        cr_assert_eq(count_lines(err_path), 1, "%s:\n%s", cases[i], slurp(err_path));
+        cr_assert(strstr(slurp(err_path), opts[i]), "%s: %s", cases[i], slurp(err_path));
+        cr_assert(!strstr(slurp(err_path), "gnuplot"), "%s: %s", cases[i], slurp(err_path));
+        cr_assert_eq(slurp(out_path)[0], 0, "%s ran: %s", cases[i], slurp(out_path));
+    }
+}
+
+/* Values that mean nothing are refused with one line naming the option. */
+Test(bench_cli, meaningless_values_refused)
+{
+    const char *cases[] = {"hotpath --pairs 0", "hotpath --rounds 0",
+                           "replay bench/traces/test/rmm-time.csv --capacity 1",
+                           "replay bench/traces/test/rmm-time.csv --capacity 4095"};
+    const char *opts[] = {"--pairs", "--rounds", "--capacity", "--capacity"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(bench("%s", cases[i]), 2, "%s", cases[i]);
+        cr_assert_eq(count_lines(err_path), 2, "%s:\n%s", cases[i], slurp(err_path));
+        cr_assert(strstr(slurp(err_path), opts[i]), "%s: %s", cases[i], slurp(err_path));
+    }
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --capacity 4K --json"), 0, "%s",
+                 slurp(err_path));
+    json_check("d['strategies'][0]['failed_allocs'] > 0");
+}
+
+/* JSON numbers that are not finite are written as null: JSON has no inf or nan. */
+Test(bench_cli, json_number_never_inf_or_nan)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    bench_json_number(f, "a", 2, 1.0 / 0.0);
+    bench_json_number(f, "b", 3, 0.0 / 0.0);
+    bench_json_number(f, "c", 1, -1.0 / 0.0);
+    bench_json_number(f, "d", 2, 1.5);
+    fclose(f);
+    cr_assert_str_eq(buf, ",\"a\":null,\"b\":null,\"c\":null,\"d\":1.50");
+    free(buf);
+    /* and every number of a tiny hotpath run is JSON */
+    cr_assert_eq(bench("hotpath --pairs 1 --rounds 1 --json"), 0, "%s", slurp(err_path));
+    json_check("all(v is None or isinstance(v, (int, float, str, bool)) for v in d.values())");
+}
+
+/* The README says what make bench runs, what bfc is, that cuda-async needs a GPU, that the
+ * example's stream belongs to the current context, that GPOOL_SIM_STATS is a path — and
+ * compare (what make bench runs, without --strategy) really runs bfc and gpool. */
+Test(bench_cli, readme_claims)
+{
+    char *readme = strdup(slurp("README.md"));
+    cr_assert(readme[0], "run from the repository root");
+    const char *mb = strstr(readme, "make bench    #");
+    cr_assert(mb, "README has no make bench line");
+    const char *eol = strchr(mb, '\n');
+    cr_assert(strstr(mb, "with bfc and gpool") && strstr(mb, "with bfc and gpool") < eol, "%.*s",
+              (int)(eol - mb), mb);
+    cr_assert(strstr(readme, "`bfc` is a model of PyTorch's caching allocator, built from its\n"
+                             "published design"));
+    cr_assert(strstr(readme, "`cuda-async`") && strstr(readme, "needs a GPU"));
+    cr_assert(strstr(readme, "CUDA context that must\n"));
+    cr_assert(strstr(readme, "`GPOOL_SIM_STATS=PATH`"));
+    free(readme);
+    const char *mk = slurp("bench/bench.mk"), *rule = strstr(mk, "\nbench:");
+    cr_assert(rule, "bench.mk has no bench rule");
+    const char *end = strstr(rule, "\n\n");
+    const char *pick = strstr(rule, "--strategy");
+    cr_assert(!pick || (end && pick > end), "make bench picks its own strategies");
+    cr_assert_eq(bench("compare bench/traces/test/rmm-time.csv --json"), 0, "%s", slurp(err_path));
+    json_check("[r['strategy'] for r in d['results']] == ['bfc', 'gpool']");
+}
+
+/* view: address space never backed is "reserved", not "cached". A 16-page region with 3 pages
+ * backed: page 0 (in use), page 15 (slab) and one more, the free page next to page 0; the other
+ * 26 MiB of the free range were never backed. */
+Test(bench_cli, view_unbacked_space_is_reserved)
+{
+    const char *json =
+        "{\"version\":\"0.1.0\",\"arenas\":{\"device\":[{\"base\":0,\"size\":33554432,"
+        "\"page\":2097152,\"backed_pages\":3,\"ranges\":["
+        "{\"addr\":0,\"size\":1048576,\"state\":\"in_use\"},"
+        "{\"addr\":1048576,\"size\":30408704,\"state\":\"cached\"},"
+        "{\"addr\":31457280,\"size\":2097152,\"state\":\"slab\"}]}]}}";
+    bench_snapshot s;
+    char err[300];
+    cr_assert_eq(bench_snapshot_parse("t", json, strlen(json), &s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_IN_USE], 1u << 20);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_CACHED], 3u << 20);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_RESERVED], 26u << 20);
+    cr_assert_eq(s.state_bytes[BENCH_RANGE_SLAB], 2u << 20);
+    cr_assert_str_eq(bench_range_state_name(BENCH_RANGE_RESERVED), "reserved");
+    cr_assert_eq(s.regions[0].n_ranges, 4);
+    cr_assert_eq(s.regions[0].ranges[2].addr, 4u << 20);
+    cr_assert_eq(s.regions[0].ranges[2].state, BENCH_RANGE_RESERVED);
+    bench_snapshot_free(&s);
+    /* a real snapshot: what is drawn as in use, cached, pending or slab is what is backed */
+    cr_assert_eq(
+        bench("replay bench/traces/batch-decode.csv --strategy gpool --snapshot %s.snap", out_path),
+        0, "%s", slurp(err_path));
+    char path[128];
+    snprintf(path, sizeof path, "%s.snap", out_path);
+    cr_assert_eq(bench_snapshot_load(path, &s, err, sizeof err), 0, "%s", err);
+    unlink(path);
+    uint64_t drawn = s.state_bytes[BENCH_RANGE_IN_USE] + s.state_bytes[BENCH_RANGE_CACHED] +
+                     s.state_bytes[BENCH_RANGE_PENDING] + s.state_bytes[BENCH_RANGE_SLAB];
+    cr_assert_leq(drawn, s.backed, "backed %llu, drawn as backed %llu",
+                  (unsigned long long)s.backed, (unsigned long long)drawn);
+    cr_assert_gt(s.state_bytes[BENCH_RANGE_RESERVED], 0);
+    bench_snapshot_free(&s);
+}
+
+/* docs/snapshot-json.md documents gpool_dump_json's schema: every key a real snapshot (device
+ * and host kinds, slabs, blocks in use) holds is named there. */
+Test(bench_cli, dump_json_schema_documented)
+{
+    char snap[96], py[96], cmd[512];
+    snprintf(snap, sizeof snap, "%s.snap", out_path);
+    cr_assert_eq(bench("replay bench/traces/batch-decode.csv --strategy gpool --snapshot %s", snap),
+                 0, "%s", slurp(err_path));
+    snprintf(py, sizeof py, "/tmp/test-bench-cli-%d-keys.py", (int)getpid());
+    FILE *f = fopen(py, "w");
+    cr_assert(f);
+    fputs("import json, sys\n"
+          "doc = open('docs/snapshot-json.md').read()\n"
+          "keys = set()\n"
+          "def walk(v):\n"
+          "    if isinstance(v, dict):\n"
+          "        for k, x in v.items():\n"
+          "            keys.add(k); walk(x)\n"
+          "    elif isinstance(v, list):\n"
+          "        for x in v: walk(x)\n"
+          "walk(json.load(open(sys.argv[1])))\n"
+          "calls = json.load(open(sys.argv[1]))['stats']['driver_calls'].keys()\n"
+          "missing = sorted(k for k in keys - set(calls) if '\"%s\"' % k not in doc)\n"
+          "print(' '.join(missing)); sys.exit(1 if missing else 0)\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s %s >%s 2>&1", py, snap, out_path);
+    int st = system(cmd);
+    unlink(py);
+    unlink(snap);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "keys not in docs/snapshot-json.md: %s",
+              slurp(out_path));
+}
+
+/* The Doxygen main page introduces the library (skips without doxygen). */
+Test(bench_cli, doxygen_main_page)
+{
+    if (system("command -v doxygen >/dev/null 2>&1") != 0)
+        cr_skip_test("doxygen is not installed (apt-get install doxygen)");
+    char dir[64], cmd[256];
+    snprintf(dir, sizeof dir, "/tmp/test-bench-cli-%d-docs", (int)getpid());
+    snprintf(cmd, sizeof cmd, "make -s docs BUILD=%s >/dev/null 2>&1", dir);
+    cr_assert_eq(system(cmd), 0, "make docs failed");
+    char index[128];
+    snprintf(index, sizeof index, "%s/docs/html/index.html", dir);
+    const char *html = slurp(index);
+    int ok = strstr(html, "caching memory-pool allocator for NVIDIA GPUs") &&
+             strstr(html, "Start here") && strstr(html, "gpool_create");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert(ok, "the main page does not introduce the library");
+}
+
+/* replay --plot: the legend sits outside the data, and every curve stays visible — live is a
+ * wide pale band drawn first, each strategy's reserved curve its own colour and dash pattern
+ * (gnuplot's script is captured through GPOOL_BENCH_GNUPLOT; gnuplot itself is not needed). */
+Test(bench_cli, replay_plot_keeps_curves_and_legend_apart)
+{
+    char gp[96];
+    snprintf(gp, sizeof gp, "%s.gp", out_path);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "cat > %s", gp);
+    setenv("GPOOL_BENCH_GNUPLOT", cmd, 1);
+    int rc = bench("replay bench/traces/test/rmm-time.csv --plot %s.png", out_path);
+    unsetenv("GPOOL_BENCH_GNUPLOT");
+    cr_assert_eq(rc, 0, "%s", slurp(err_path));
+    char *script = strdup(slurp(gp));
+    unlink(gp);
+    cr_assert(strstr(script, "set key outside"), "%s", script);
+    cr_assert(!strstr(script, "set key top left"), "%s", script);
+    const char *plot = strstr(script, "plot '");
+    cr_assert(plot, "%s", script);
+    cr_assert(strstr(plot, "title 'live'") < strstr(plot, "reserved: cuda"), "%s", plot);
+    char seen[3][48];
+    int n = 0;
+    for (const char *p = strstr(plot, " dt "); p && n < 3; p = strstr(p + 1, " dt ")) {
+        cr_assert_eq(sscanf(p, " dt %*d lc rgb '%47[^']'", seen[n]), 1, "%s", p);
+        for (int k = 0; k < n; k++)
+            cr_assert_str_neq(seen[k], seen[n], "two curves share a colour:\n%s", plot);
+        n++;
+    }
+    cr_assert_eq(n, 3, "cuda, bfc and gpool each need their own curve:\n%s", plot);
+    free(script);
+    char png[96];
+    snprintf(png, sizeof png, "%s.png", out_path);
+    unlink(png);
+}
+
+/* view --png: the map is scaled to what is backed (16 GiB reserved, 46 MiB backed: rows of a
+ * few MiB, the never-backed gap cut out and said so), and every row label is one line. */
+Test(bench_cli, view_map_scaled_to_backed_memory)
+{
+    char snap[96], gp[96], cmd[160];
+    snprintf(snap, sizeof snap, "%s.snap", out_path);
+    snprintf(gp, sizeof gp, "%s.gp", out_path);
+    cr_assert_eq(bench("replay bench/traces/batch-decode.csv --strategy gpool --snapshot %s", snap),
+                 0, "%s", slurp(err_path));
+    snprintf(cmd, sizeof cmd, "cat > %s", gp);
+    setenv("GPOOL_BENCH_GNUPLOT", cmd, 1);
+    int rc = bench("view %s --png %s.png", snap, out_path);
+    unsetenv("GPOOL_BENCH_GNUPLOT");
+    unlink(snap);
+    cr_assert_eq(rc, 0, "%s", slurp(err_path));
+    char *script = strdup(slurp(gp));
+    unlink(gp);
+    const char *row = strstr(script, "each row is ");
+    cr_assert(row, "%s", script);
+    double mib_per_row = 0;
+    char unit[8] = "";
+    cr_assert_eq(sscanf(row, "each row is %lf %7s", &mib_per_row, unit), 2, "%s", row);
+    cr_assert(!strncmp(unit, "MiB", 3) && mib_per_row <= 8,
+              "rows of %g %s: not scaled to the "
+              "46 MiB backed",
+              mib_per_row, unit);
+    cr_assert(strstr(script, "never backed, not drawn"), "%s", script);
+    const char *tics = strstr(script, "set ytics (");
+    cr_assert(tics, "%s", script);
+    const char *end = strchr(tics, '\n');
+    cr_assert(end && !memmem(tics, (size_t)(end - tics), "\\n", 2), "a row label spans lines: %.*s",
+              (int)(end - tics), tics);
+    free(script);
 }

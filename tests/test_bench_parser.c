@@ -406,11 +406,13 @@ Test(bench_parser, snapshot_regions_states_and_extent)
     cr_assert_eq(d->size, 1ull << 30);
     cr_assert_eq(d->page, 2u << 20);
     cr_assert_eq(d->backed_pages, 3);
-    cr_assert_eq(d->n_ranges, 5);
+    cr_assert_eq(d->n_ranges, 6); /* the free tail split: its backed page, then reserved */
     cr_assert_eq(d->ranges[0].state, BENCH_RANGE_SLAB);
     cr_assert_eq(d->ranges[1].state, BENCH_RANGE_IN_USE);
     cr_assert_eq(d->ranges[3].state, BENCH_RANGE_PENDING);
     cr_assert_eq(d->ranges[4].state, BENCH_RANGE_CACHED);
+    cr_assert_eq(d->ranges[5].state, BENCH_RANGE_RESERVED);
+    cr_assert_eq(d->ranges[5].addr, SNAP_BASE + (6u << 20));
     /* the free tail is not drawn: the extent is the 3 backed pages (the pending range ends at
      * 4 MiB, inside them) */
     cr_assert_eq(d->extent, 6u << 20);

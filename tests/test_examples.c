@@ -110,6 +110,17 @@ Test(examples, renderer_frame_verifies_every_readback)
     /* statistics every 30 frames, with every memory kind in use */
     cr_assert_not_null(strstr(r->output, "frame 120:"), "%s", r->output);
     cr_assert_not_null(strstr(r->output, "pinned"), "%s", r->output);
+    /* what its comment claims: memory calls flat from frame 30 to 120, event calls counted */
+    const char *f30 = strstr(r->output, "frame  30:"), *f120 = strstr(r->output, "frame 120:");
+    cr_assert(f30 && f120, "%s", r->output);
+    unsigned long long m30, m120;
+    double e120;
+    cr_assert_eq(sscanf(strstr(f30, "memory calls "), "memory calls %llu", &m30), 1);
+    cr_assert_eq(sscanf(strstr(f120, "memory calls "),
+                        "memory calls %llu, event calls per frame %lf", &m120, &e120),
+                 2, "%s", r->output);
+    cr_assert_eq(m30, m120, "memory calls grew from frame 30 to 120:\n%s", r->output);
+    cr_assert_gt(e120, 0.0, "%s", r->output);
 }
 
 Test(examples, multi_gpu_shares_a_block_across_two_devices)

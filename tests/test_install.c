@@ -1,7 +1,8 @@
 /* make install into a temporary prefix, then build and run an outside program the way a user
  * would: `pkg-config --cflags --libs gpool` against the staged tree (PKG_CONFIG_PATH and
  * PKG_CONFIG_SYSROOT_DIR point into it), shared and static, on the simulated driver
- * ($GPOOL_LIBCUDA, set by make test). Then make uninstall leaves no file behind.
+ * ($GPOOL_LIBCUDA, set by make test). Then make uninstall leaves no file behind, removes the
+ * folders install made once they are empty, and keeps a folder holding a file not its own.
  * The install re-runs make with this test run's build directory, compiler and flags
  * ($GPOOL_TEST_BUILD, $GPOOL_TEST_CC, $GPOOL_TEST_SAN, $GPOOL_TEST_OPT, exported by make test);
  * the current directory must be the repository root. On a real GPU (GPOOL_TEST_REAL_GPU=1) it
@@ -72,10 +73,19 @@ static const char script[] =
     "  echo 'static probe still needs libgpool.so'; exit 1; fi\n"
     "\"$work/probe-static\"\n"
     "echo '== make uninstall'\n"
+    "touch \"$stage/usr/bin/not-ours\"\n"
     "make -s -C \"$root\" uninstall DESTDIR=\"$stage\" PREFIX=/usr BUILD=\"$BUILD\" CC=\"$CC\" "
     "SAN=\"$SAN\" OPT=\"$OPT\"\n"
+    "[ -f \"$stage/usr/bin/not-ours\" ] || { echo 'uninstall removed a file not its own'; exit 1; "
+    "}\n"
+    "rm \"$stage/usr/bin/not-ours\"\n"
     "left=$(find \"$stage\" ! -type d)\n"
     "if [ -n \"$left\" ]; then echo \"left behind: $left\"; exit 1; fi\n"
+    "for d in include lib/pkgconfig lib; do\n"
+    "  if [ -d \"$stage/usr/$d\" ]; then echo \"empty folder left behind: usr/$d\"; exit 1; fi\n"
+    "done\n"
+    "[ -d \"$stage/usr/bin\" ] || { echo 'uninstall removed a folder that was not empty'; exit 1; "
+    "}\n"
     "echo '== done'\n";
 
 static int running_under_valgrind(void)
