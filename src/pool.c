@@ -169,10 +169,13 @@ gpool_status gpool_destroy(gpool_t *pool)
     pthread_mutex_lock(&pool->lock);
     gp_tcache_pool_gone(pool);
     pthread_mutex_unlock(&pool->lock);
-    /* frees still waiting on other streams are done by the user: finish them first */
+    /* every page goes back to the driver: the work queued so far on any stream must be done
+     * first (blocks freed on their only stream are reusable at once, so nothing is pending
+     * for them, yet a kernel may still use them); frees still waiting on other streams are
+     * done by the user: finish them too */
     gp_arena *dev = pool->arena[GPOOL_MEM_DEVICE];
     pthread_mutex_lock(&dev->lock);
-    gp_stream_sync(pool, dev);
+    gp_stream_sync_all(pool, dev);
     pthread_mutex_unlock(&dev->lock);
     uint64_t live = 0, bytes = 0;
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {

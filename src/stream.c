@@ -629,13 +629,13 @@ static gpool_status sync_other_contexts(gpool_t *pool)
     return st;
 }
 
-gpool_status gp_stream_sync(void *owner, gp_arena *a)
+static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
 {
-    gpool_t *pool = owner;
     gp_streams *ss = pool->streams;
     gp_tcache_flush_all(pool);
     uintptr_t tags[1];
-    int pending = gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync ||
+    int pending = force || gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending ||
+                  a->frees_since_sync ||
                   atomic_load_explicit(&pool->stream_busy, memory_order_relaxed);
     if (!pending) return GPOOL_OK;
     int pushed;
@@ -657,6 +657,16 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a)
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     return st;
+}
+
+gpool_status gp_stream_sync(void *owner, gp_arena *a)
+{
+    return stream_sync(owner, a, 0);
+}
+
+gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a)
+{
+    return stream_sync(pool, a, 1);
 }
 
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,

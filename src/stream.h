@@ -61,6 +61,10 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
 /* Arena hooks: gp_poll_fn and gp_sync_fn. */
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
+/* As gp_stream_sync, but always: the pool is about to give every page back (gpool_destroy), and
+ * blocks freed on their only stream may still be used by work queued there (a free on a single
+ * stream is reusable at once, so nothing is marked pending for it). Lock of a held. */
+gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a);
 uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
 
 /* 1 when stream tag is capturing a CUDA graph (cuStreamIsCapturing; 0 without that entry). */

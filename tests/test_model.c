@@ -108,6 +108,9 @@ static int run_seed(uint32_t seed, unsigned long nops, char *why, size_t cap)
 static void run_part(unsigned long part)
 {
     NEED_SIM();
+    /* The runner fails a seed at the referee's first stream-ordering violation and names the
+     * seed (util_modelrun.c); an abort inside the simulator (GPOOL_SIM_STRICT=1) would not. */
+    setenv("GPOOL_SIM_STRICT", "0", 1);
     unsigned long seeds = env_count("GPOOL_MODEL_SEEDS", under_valgrind() ? 6 : 160);
     unsigned long ops = env_count("GPOOL_MODEL_OPS", under_valgrind() ? 60 : 200);
     unsigned long one = env_count("GPOOL_MODEL_SEED", 0);

@@ -213,3 +213,35 @@ Test(race_oracle, threads_streams_kinds_held_completion_trim_and_pressure_make_n
                  "(the client is correct by construction: each is gpool's)",
                  violations());
 }
+
+/* One stream only, the simplest program: a kernel writes a block, the block is freed on that
+ * stream, and the pool is trimmed or destroyed while the kernel may still run. Giving the
+ * memory back to the driver (unmap, unregister) must wait for that work. */
+static void one_stream_then(int destroy, gpool_mem_kind kind, size_t size, CUstream s,
+                            const char *conf)
+{
+    gpool_t *p2 = test_pool(conf);
+    cr_assert_not_null(p2, "%s", gpool_last_error());
+    gpool_alloc_params prm = {.kind = kind};
+    void *b = NULL;
+    cr_assert_eq(gpool_alloc_async(p2, size, &prm, s, &b), GPOOL_OK, "%s", gpool_last_error());
+    use_on(s, b, size, 1);
+    cr_assert_eq(gpool_free_async(p2, b, s), GPOOL_OK, "%s", gpool_last_error());
+    if (!destroy) cr_assert_eq(gpool_trim(p2, 0), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_destroy(p2), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(violations(), 0, "%s of a %zu-byte kind-%d block freed on its only stream %s",
+                 destroy ? "destroy" : "trim", size, (int)kind, conf ? conf : "");
+}
+
+Test(race_oracle, trim_and_destroy_wait_for_the_only_streams_work)
+{
+    static const size_t sizes[] = {256, 64 << 10, 4 << 20};
+    static const gpool_mem_kind kinds[] = {GPOOL_MEM_DEVICE, GPOOL_MEM_HOST_PINNED,
+                                           GPOOL_MEM_HOST_MAPPED};
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 3; k++)
+            for (int z = 0; z < 3; z++) {
+                one_stream_then(d, kinds[k], sizes[z], NULL, NULL);
+                one_stream_then(d, kinds[k], sizes[z], created[0], "tcache_bytes=0");
+            }
+}

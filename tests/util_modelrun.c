@@ -230,6 +230,11 @@ int model_run_finish(model_run *r)
         gpool_status st = gpool_destroy(r->pools[p]);
         if (st != GPOOL_OK && ok) ok = violation(r, "gpool_destroy: %s", gpool_last_error());
     }
+    if (ok && sim->violations() != r->violations)
+        ok = violation(r,
+                       "the happens-before referee saw %lu stream-ordering violations by the end "
+                       "(final frees and gpool_destroy)",
+                       sim->violations() - r->violations);
     struct gpoolsim_live live;
     sim->get_live(&live);
     if (ok &&
