@@ -322,7 +322,8 @@ static void expect_one_notice(const char *env, const char *needle)
 
 Test(preload, unwritable_trace_path_says_so_once)
 {
-    expect_one_notice("GPOOL_CONF=trace=/nonexistent-gpool-dir/t.csv", "/nonexistent-gpool-dir/t.csv");
+    expect_one_notice("GPOOL_CONF=trace=/nonexistent-gpool-dir/t.csv",
+                      "/nonexistent-gpool-dir/t.csv");
 }
 
 Test(preload, unwritable_gpool_trace_says_so_once)

@@ -137,8 +137,8 @@ static int capture_once(const char *name, CUstreamCaptureMode mode)
         if (rt_alloc == 0) rt_fr = rt_free(rt_p);
     }
     CUresult end = cuStreamEndCapture(s, &g);
-    printf("%s: cuMemAlloc=%d cuMemFree=%d cudaMalloc=%d cudaFree=%d cuStreamEndCapture=%d\n",
-           name, (int)alloc, (int)fr, rt_alloc, rt_fr, (int)end);
+    printf("%s: cuMemAlloc=%d cuMemFree=%d cudaMalloc=%d cudaFree=%d cuStreamEndCapture=%d\n", name,
+           (int)alloc, (int)fr, rt_alloc, rt_fr, (int)end);
     if (g) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
     if (alloc == CUDA_SUCCESS) CHECK(cuMemFree(during) == CUDA_SUCCESS);
     if (fr != CUDA_SUCCESS) CHECK(cuMemFree(before) == CUDA_SUCCESS); /* still allocated */
