@@ -341,6 +341,31 @@ Test(preload, unloadable_driver_says_so_once)
     expect_one_notice("GPOOL_LIBCUDA=/nonexistent-gpool-dir/libcuda.so.1", "cannot load");
 }
 
+/* GPOOL_LIBCUDA names another copy of the driver than the one the program is linked with:
+ * gpool's pools live in that copy, so the program's direct calls go to its own. */
+Test(preload, linked_driver_other_than_gpools_says_so_once)
+{
+    char dir[] = "/tmp/gpool-linked-XXXXXX", cmd[4400], env[4400];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "cp '%s/sim/libcuda.so.1' '%s/libcuda.so.1'", build_dir(), dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(env, sizeof env, "GPOOL_LIBCUDA='%s/libcuda.so.1'", dir);
+    expect_one_notice(env, "not the driver gpool loads");
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(preload, untrackable_streams_with_flush_event_say_so_once)
+{
+    static struct run ev, dflt;
+    run_expect(&ev, "direct_prog", "streams", 1, "GPOOL_CONF=cudafree_flush=event", 0);
+    cr_assert_eq(count_lines_with(ev.out, "gpool preload:"), 1, "%s", ev.out);
+    cr_assert(strstr(ev.out, "cudafree_flush=event"), "%s", ev.out);
+    /* the default flush synchronizes anyway: nothing to say */
+    run_expect(&dflt, "direct_prog", "streams", 1, NULL, 0);
+    cr_assert_null(strstr(dflt.out, "gpool preload"), "%s", dflt.out);
+}
+
 /* ---------------- stream capture ---------------- */
 
 /* cuMemAlloc/cuMemFree/cudaMalloc/cudaFree during a capture answer what CUDA answers: in

@@ -4,7 +4,8 @@
  * Usage: direct_prog MODE; prints key=value lines, exits 0 when the mode's checks hold.
  *   serve    device, stream-ordered (legacy and per-thread), host allocations and cuMemGetInfo
  *   capture  cuMemAlloc/cuMemFree (and cudaMalloc/cudaFree under the interposer) during stream
- *            capture in each capture mode: the driver's answers, printed for comparison */
+ *            capture in each capture mode: the driver's answers, printed for comparison
+ *   streams  300 live non-blocking streams */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdint.h>
@@ -162,6 +163,22 @@ static int capture(void)
     return 0;
 }
 
+/* 300 live non-blocking streams: more than cudafree_flush=event tracks. */
+static int streams(void)
+{
+    enum { N = 300 };
+    static CUstream s[N];
+    for (int i = 0; i < N; i++)
+        CHECK(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CUdeviceptr p;
+    for (int i = 0; i < 10; i++)
+        CHECK(cuMemAlloc(&p, 1 << 20) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS);
+    for (int i = 0; i < N; i++)
+        CHECK(cuStreamDestroy(s[i]) == CUDA_SUCCESS);
+    printf("streams=%d\n", N);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "serve";
@@ -169,6 +186,7 @@ int main(int argc, char **argv)
     if (setup() != 0) return 1;
     if (!strcmp(mode, "serve")) return serve();
     if (!strcmp(mode, "capture")) return capture();
+    if (!strcmp(mode, "streams")) return streams();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 64;
 }
