@@ -10,6 +10,8 @@
  *     interpose dlsym (returning our cuGetProcAddress, or our cuMemAlloc_v2 & co. when those are
  *     asked for by their exported names) and answer cuGetProcAddress with our versions of the
  *     eight memory functions, the real entry point (at the requested ABI version) otherwise.
+ *   - Programs linked with -lcuda call the driver's versioned names (cuMemAlloc_v2, ...): this
+ *     library exports those too (preload_direct.c), running the same hooks.
  *
  * gpool itself (linked into this library) loads the same driver with dlopen + dlsym +
  * cuGetProcAddress. Its dlsym calls come from inside this library: those, and every lookup that

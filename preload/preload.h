@@ -1,6 +1,6 @@
 /* preload.h — shared state of libgpool_preload.so, the LD_PRELOAD interposer that serves
  * cudaMalloc & co. (runtime API) and cuMemAlloc & co. (driver API, reached through dlsym and
- * cuGetProcAddress) from gpool pools. Not installed; only the preload sources include it.
+ * cuGetProcAddress, or called by name from programs linked with -lcuda) from gpool pools. Not installed; only the preload sources include it.
  *
  * The interposer is built on gpool's public API (include/gpool.h) plus a table of the real
  * driver entry points it needs itself (resolved with the real cuGetProcAddress of the same

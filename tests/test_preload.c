@@ -379,8 +379,8 @@ Test(preload, allocations_during_capture_answer_what_cuda_answers)
     run_expect(&pre, "direct_prog", "capture", 1, NULL, 0);
     static const char *const lines[] = {
         "global: cuMemAlloc=900 cuMemFree=900 cudaMalloc=900 cudaFree=-1 cuStreamEndCapture=901",
-        "thread_local: cuMemAlloc=900 cuMemFree=900 cudaMalloc=900 cudaFree=-1 "
-        "cuStreamEndCapture=901",
+        ("thread_local: cuMemAlloc=900 cuMemFree=900 cudaMalloc=900 cudaFree=-1 "
+         "cuStreamEndCapture=901"),
         "relaxed: cuMemAlloc=0 cuMemFree=0 cudaMalloc=0 cudaFree=0 cuStreamEndCapture=0"};
     for (size_t i = 0; i < 3; i++) {
         char drv[200];
