@@ -472,7 +472,7 @@ const gpp_real_driver *gpp_driver(void)
  * cuGetProcAddress_v2 after this library) is that same driver. */
 static atomic_int direct_state = -1;
 
-int gpp_direct_resolve(void)
+static int direct_resolve(void)
 {
     int ok = 0;
     const gpp_real_driver *d = gpp_driver();
@@ -495,7 +495,7 @@ int gpp_direct_resolve(void)
 int gpp_direct_ok(void)
 {
     int s = atomic_load_explicit(&direct_state, memory_order_relaxed);
-    return __builtin_expect(s >= 0, 1) ? s : gpp_direct_resolve();
+    return __builtin_expect(s >= 0, 1) ? s : direct_resolve();
 }
 
 /* ---------------------------------------------------------------- pools ------------------- */

@@ -1,6 +1,7 @@
 /* preload.h — shared state of libgpool_preload.so, the LD_PRELOAD interposer that serves
  * cudaMalloc & co. (runtime API) and cuMemAlloc & co. (driver API, reached through dlsym and
- * cuGetProcAddress, or called by name from programs linked with -lcuda) from gpool pools. Not installed; only the preload sources include it.
+ * cuGetProcAddress, or called by name from programs linked with -lcuda) from gpool pools. Not
+ * installed; only the preload sources include it.
  *
  * The interposer is built on gpool's public API (include/gpool.h) plus a table of the real
  * driver entry points it needs itself (resolved with the real cuGetProcAddress of the same
@@ -103,7 +104,6 @@ gpool_status gpp_mem_get_info(size_t *free_bytes, size_t *total_bytes);
  * (preload_direct.c) are served by the hooks: the driver loaded, and the program's linked
  * libcuda, if any, is that driver. 0: they go to the next definition (the linked libcuda). */
 int gpp_direct_ok(void);
-int gpp_direct_resolve(void);
 
 /* The real dlsym (glibc's), for lookups of our own. */
 void *gpp_real_dlsym(void *handle, const char *name);
