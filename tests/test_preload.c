@@ -390,6 +390,14 @@ Test(preload, allocations_during_capture_answer_what_cuda_answers)
         cr_assert(strstr(plain.out, drv), "the simulator: no \"%s\" in\n%s", drv, plain.out);
         cr_assert(strstr(pre.out, lines[i]), "no \"%s\" in\n%s", lines[i], pre.out);
     }
+    /* a capture on another thread: thread-local mode allows the call, global mode does not */
+    static const char *const other[] = {"other_thread_local: cuMemAlloc=0 cuStreamEndCapture=0",
+                                        "other_global: cuMemAlloc=900 cuStreamEndCapture=901"};
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert(strstr(plain.out, other[i]), "the simulator: no \"%s\" in\n%s", other[i],
+                  plain.out);
+        cr_assert(strstr(pre.out, other[i]), "no \"%s\" in\n%s", other[i], pre.out);
+    }
     /* no capture left: the cached pairs make no driver call; relaxed mode's were gpool's */
     cr_assert_eq(field(&pre, "after_cuMemAlloc"), 0, "%s", pre.out);
     cr_assert_geq(field(&pre, "pool_device_allocs"), 105, "%s", pre.out);

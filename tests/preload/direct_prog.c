@@ -8,6 +8,7 @@
  *   streams  300 live non-blocking streams */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,8 +148,55 @@ static int capture_once(const char *name, CUstreamCaptureMode mode)
     return 0;
 }
 
+/* A capture on another thread: in thread-local mode the calling thread may allocate, in
+ * global mode it may not (cuda.h, cuThreadExchangeStreamCaptureMode). */
+struct other_capture {
+    CUstreamCaptureMode mode;
+    CUcontext ctx;
+    pthread_barrier_t began, done;
+    CUresult end;
+};
+
+static void *capture_thread(void *arg)
+{
+    struct other_capture *o = arg;
+    CUstream s;
+    CUgraph g = NULL;
+    int ok = cuCtxSetCurrent(o->ctx) == CUDA_SUCCESS &&
+             cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+             cuStreamBeginCapture(s, o->mode) == CUDA_SUCCESS;
+    pthread_barrier_wait(&o->began);
+    pthread_barrier_wait(&o->done);
+    o->end = ok ? cuStreamEndCapture(s, &g) : CUDA_ERROR_UNKNOWN;
+    if (g) cuGraphDestroy(g);
+    if (ok) cuStreamDestroy(s);
+    return NULL;
+}
+
+static int capture_other_thread(const char *name, CUstreamCaptureMode mode)
+{
+    struct other_capture o = {.mode = mode};
+    pthread_t t;
+    CHECK(cuCtxGetCurrent(&o.ctx) == CUDA_SUCCESS);
+    pthread_barrier_init(&o.began, NULL, 2);
+    pthread_barrier_init(&o.done, NULL, 2);
+    CHECK(pthread_create(&t, NULL, capture_thread, &o) == 0);
+    pthread_barrier_wait(&o.began);
+    CUdeviceptr p = 0;
+    CUresult alloc = cuMemAlloc(&p, 1 << 20);
+    if (alloc == CUDA_SUCCESS) cuMemFree(p);
+    pthread_barrier_wait(&o.done);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&o.began);
+    pthread_barrier_destroy(&o.done);
+    printf("%s: cuMemAlloc=%d cuStreamEndCapture=%d\n", name, (int)alloc, (int)o.end);
+    return 0;
+}
+
 static int capture(void)
 {
+    CHECK(capture_other_thread("other_thread_local", CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == 0);
+    CHECK(capture_other_thread("other_global", CU_STREAM_CAPTURE_MODE_GLOBAL) == 0);
     CHECK(capture_once("global", CU_STREAM_CAPTURE_MODE_GLOBAL) == 0);
     CHECK(capture_once("thread_local", CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == 0);
     CHECK(capture_once("relaxed", CU_STREAM_CAPTURE_MODE_RELAXED) == 0);
