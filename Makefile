@@ -55,9 +55,11 @@ $(BUILD)/libgpool.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# -Bsymbolic-functions: like the real libcuda, the simulator's own references to its entry
+# points (cuGetProcAddress's table) stay its own when LD_PRELOAD defines the same names.
 $(SIMLIB): $(SIM_OBJ)
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libcuda.so.1 -o $@ $^ $(LDFLAGS) -ldl -lrt
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions -o $@ $^ $(LDFLAGS) -ldl -lrt
 	@ln -sf libcuda.so.1 $(@D)/libcuda.so
 
 $(BUILD)/gpool-bench: $(BENCH_OBJ) $(BUILD)/libgpool.a

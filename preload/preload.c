@@ -10,6 +10,8 @@
  *     interpose dlsym (returning our cuGetProcAddress, or our cuMemAlloc_v2 & co. when those are
  *     asked for by their exported names) and answer cuGetProcAddress with our versions of the
  *     eight memory functions, the real entry point (at the requested ABI version) otherwise.
+ *   - Programs linked with -lcuda call the driver's versioned names (cuMemAlloc_v2, ...): this
+ *     library exports those too (preload_direct.c), running the same hooks.
  *
  * gpool itself (linked into this library) loads the same driver with dlopen + dlsym +
  * cuGetProcAddress. Its dlsym calls come from inside this library: those, and every lookup that
@@ -387,12 +389,22 @@ static const gpp_real_driver *driver_ok;
         *(void **)&d->field = fn_;                                                                 \
     } while (0)
 
+static char driver_error[600]; /* why load_driver failed, for the notice */
+static const char *driver_path;
+
 static void load_driver(void)
 {
     gpp_real_driver *d = &driver;
     const char *env = getenv("GPOOL_LIBCUDA");
-    d->lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!d->lib) return;
+    driver_path = env && *env ? env : "libcuda.so.1";
+    d->lib = dlopen(driver_path, RTLD_NOW | RTLD_LOCAL);
+    if (!d->lib) {
+        const char *why = dlerror();
+        snprintf(driver_error, sizeof driver_error, "%s", why ? why : "dlopen failed");
+        return;
+    }
+    snprintf(driver_error, sizeof driver_error, "%.500s lacks an entry point gpool needs",
+             driver_path);
     dlsym_fn real = gpp_dlsym_resolve();
     *(void **)&d->cuGetProcAddress_v2 = real(d->lib, "cuGetProcAddress_v2");
     *(void **)&d->cuGetProcAddress_v1 = real(d->lib, "cuGetProcAddress");
@@ -428,6 +440,11 @@ static void load_driver(void)
     GPP_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, dflt);
     GPP_RESOLVE(cuEventCreate, "cuEventCreate", 12000, dflt);
     GPP_RESOLVE(cuEventRecord, "cuEventRecord", 12000, dflt);
+    const cuuint64_t legacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    GPP_RESOLVE(cuStreamBeginCapture, "cuStreamBeginCapture", 12000, legacy);
+    GPP_RESOLVE(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 12000, ptsz);
+    GPP_RESOLVE(cuStreamEndCapture, "cuStreamEndCapture", 12000, legacy);
+    GPP_RESOLVE(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 12000, ptsz);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
         d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
         d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)
@@ -442,8 +459,43 @@ const gpp_real_driver *gpp_driver(void)
     const gpp_real_driver *d = atomic_load_explicit(&driver_loaded, memory_order_acquire);
     if (__builtin_expect(d != NULL, 1)) return d;
     pthread_once(&driver_once, load_driver);
-    if (driver_ok) atomic_store_explicit(&driver_loaded, driver_ok, memory_order_release);
+    if (driver_ok)
+        atomic_store_explicit(&driver_loaded, driver_ok, memory_order_release);
+    else if (gpp_enabled())
+        gpp_notice_once(GPP_NOTICE_DRIVER,
+                        "cannot load the CUDA driver (%s); CUDA calls pass through", driver_error);
     return driver_ok;
+}
+
+/* -1 until known; 1 when the driver symbols this library exports (preload_direct.c) can be
+ * served: the driver loads, and a libcuda the program is linked with (the next definition of
+ * cuGetProcAddress_v2 after this library) is that same driver. */
+static atomic_int direct_state = -1;
+
+static int direct_resolve(void)
+{
+    int ok = 0;
+    const gpp_real_driver *d = gpp_driver();
+    if (d) {
+        void *linked = gpp_real_dlsym(RTLD_NEXT, "cuGetProcAddress_v2");
+        ok = !linked || object_base(linked) == d->lib_base;
+        if (!ok) {
+            Dl_info info;
+            const char *name = dladdr(linked, &info) && info.dli_fname ? info.dli_fname : "?";
+            gpp_notice_once(GPP_NOTICE_LINKED,
+                            "the program is linked with %s, not the driver gpool loads (%s): its "
+                            "direct driver calls pass through",
+                            name, driver_path);
+        }
+    }
+    atomic_store_explicit(&direct_state, ok, memory_order_relaxed);
+    return ok;
+}
+
+int gpp_direct_ok(void)
+{
+    int s = atomic_load_explicit(&direct_state, memory_order_relaxed);
+    return __builtin_expect(s >= 0, 1) ? s : direct_resolve();
 }
 
 /* ---------------------------------------------------------------- pools ------------------- */
@@ -514,13 +566,24 @@ gpool_t *gpp_pool(int dev)
         } else {
             pool = NULL;
             atomic_store(&g->failed, 1);
-            if (conf_pool.verbose)
+            if (conf_pool.verbose) /* every device; otherwise the first one, once */
                 fprintf(stderr, "gpool preload: device %d passes through to CUDA: %s\n", dev,
                         gpool_last_error());
+            else
+                gpp_notice_once(GPP_NOTICE_POOL,
+                                "cannot serve device %d (%s); its CUDA allocations pass through",
+                                dev, gpool_last_error());
         }
     }
     pthread_mutex_unlock(&pool_lock);
     return pool;
+}
+
+__attribute__((visibility("default"))) gpool_status gpool_preload_stats_get(int device,
+                                                                            gpool_stats *out)
+{
+    gpool_t *pool = gpp_pool_peek(device);
+    return pool ? gpool_get_stats(pool, out) : GPOOL_ERR_NO_DEVICE;
 }
 
 CUstream gpp_stream(CUstream s, int per_thread)
@@ -719,6 +782,10 @@ static const struct {
     {"cuStreamCreate", (void *)gpp_cuStreamCreate},
     {"cuStreamCreateWithPriority", (void *)gpp_cuStreamCreateWithPriority},
     {"cuStreamDestroy_v2", (void *)gpp_cuStreamDestroy_v2},
+    {"cuStreamBeginCapture_v2", (void *)gpp_cuStreamBeginCapture_v2},
+    {"cuStreamBeginCapture_v2_ptsz", (void *)gpp_cuStreamBeginCapture_v2_ptsz},
+    {"cuStreamEndCapture", (void *)gpp_cuStreamEndCapture},
+    {"cuStreamEndCapture_ptsz", (void *)gpp_cuStreamEndCapture_ptsz},
 };
 
 void *gpp_hook_for_symbol(const char *name)
@@ -749,6 +816,10 @@ static const struct {
     {"cuStreamCreate", 2000, (void *)gpp_cuStreamCreate, NULL},
     {"cuStreamCreateWithPriority", 5050, (void *)gpp_cuStreamCreateWithPriority, NULL},
     {"cuStreamDestroy", 4000, (void *)gpp_cuStreamDestroy_v2, NULL},
+    {"cuStreamBeginCapture", 10010, (void *)gpp_cuStreamBeginCapture_v2,
+     (void *)gpp_cuStreamBeginCapture_v2_ptsz},
+    {"cuStreamEndCapture", 10000, (void *)gpp_cuStreamEndCapture,
+     (void *)gpp_cuStreamEndCapture_ptsz},
     {"cuGetProcAddress", 12000, (void *)gpp_cuGetProcAddress_v2, NULL},
     {"cuGetProcAddress", 11030, (void *)gpp_cuGetProcAddress_v1, NULL},
 };
@@ -763,7 +834,9 @@ static void *proc_substitute(const gpp_real_driver *d, const char *symbol, int v
             continue;
         int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ||
                    (real_fn == d->sym_cuMemAllocAsync_ptsz && real_fn) ||
-                   (real_fn == d->sym_cuMemFreeAsync_ptsz && real_fn);
+                   (real_fn == d->sym_cuMemFreeAsync_ptsz && real_fn) ||
+                   real_fn == (void *)d->cuStreamBeginCapture_ptsz ||
+                   real_fn == (void *)d->cuStreamEndCapture_ptsz;
         if (flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM) ptsz = 0;
         return ptsz && proc_hooks[i].hook_ptsz ? proc_hooks[i].hook_ptsz : proc_hooks[i].hook;
     }

@@ -1,6 +1,7 @@
 /* preload.h — shared state of libgpool_preload.so, the LD_PRELOAD interposer that serves
  * cudaMalloc & co. (runtime API) and cuMemAlloc & co. (driver API, reached through dlsym and
- * cuGetProcAddress) from gpool pools. Not installed; only the preload sources include it.
+ * cuGetProcAddress, or called by name from programs linked with -lcuda) from gpool pools. Not
+ * installed; only the preload sources include it.
  *
  * The interposer is built on gpool's public API (include/gpool.h) plus a table of the real
  * driver entry points it needs itself (resolved with the real cuGetProcAddress of the same
@@ -50,6 +51,8 @@ typedef struct gpp_real_driver {
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
     PFN_cuEventCreate_v2000 cuEventCreate;
     PFN_cuEventRecord_v2000 cuEventRecord;
+    PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture, cuStreamBeginCapture_ptsz;
+    PFN_cuStreamEndCapture_v10000 cuStreamEndCapture, cuStreamEndCapture_ptsz;
     /* the addresses the driver exports for the per-thread-stream variants (may be NULL) */
     void *sym_cuMemAllocAsync_ptsz, *sym_cuMemFreeAsync_ptsz;
 } gpp_real_driver;
@@ -96,6 +99,11 @@ gpp_free_result gpp_free_host(void *p);
 int gpp_host_device_pointer(void *p, void **dev);
 /* Free/total memory of the current device counting gpool's cache as free; gpool status. */
 gpool_status gpp_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+
+/* 1 when the driver symbols this library exports for programs linked with -lcuda
+ * (preload_direct.c) are served by the hooks: the driver loaded, and the program's linked
+ * libcuda, if any, is that driver. 0: they go to the next definition (the linked libcuda). */
+int gpp_direct_ok(void);
 
 /* The real dlsym (glibc's), for lookups of our own. */
 void *gpp_real_dlsym(void *handle, const char *name);
@@ -157,10 +165,45 @@ size_t gpp_batch_limit(int dev);
 /* Free through gpool after an exact synchronize (the batch's fallback when it cannot queue). */
 gpp_free_result gpp_free_now(void *p, int dev);
 
+/* Stream capture (preload_capture.c). gpp_captures counts the captures begun through the
+ * hooks and not yet ended: while it is not 0, gpp_capture_check() asks the driver whether a
+ * potentially unsafe call (cuMemAlloc, cuMemFree) is allowed now, and returns the driver's
+ * CUDA_ERROR_STREAM_CAPTURE_* refusal (the capture then invalidated, as CUDA does) or
+ * CUDA_SUCCESS. */
+extern atomic_int gpp_captures;
+CUresult gpp_capture_probe(void);
+static inline CUresult gpp_capture_check(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&gpp_captures, memory_order_relaxed) == 0, 1))
+        return CUDA_SUCCESS;
+    return gpp_capture_probe();
+}
+/* A stream destroyed: its capture, if any, has ended. */
+void gpp_capture_forget(CUstream s);
+CUresult gpp_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode);
+CUresult gpp_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode);
+CUresult gpp_cuStreamEndCapture(CUstream s, CUgraph *g);
+CUresult gpp_cuStreamEndCapture_ptsz(CUstream s, CUgraph *g);
+
+/* One line on stderr, "gpool preload: <message>", at most once per process and kind
+ * (preload_notice.c): the interposer turned itself off, or cannot do what GPOOL_CONF asks. */
+typedef enum {
+    GPP_NOTICE_DRIVER,      /* the driver cannot be loaded: every call passes through */
+    GPP_NOTICE_POOL,        /* a device's pool cannot be created: its calls pass through */
+    GPP_NOTICE_LINKED,      /* the program's linked libcuda is not the one gpool loaded */
+    GPP_NOTICE_FLUSH_EVENT, /* cudafree_flush=event cannot track a stream: flushes synchronize */
+    GPP_NOTICE_COUNT
+} gpp_notice;
+void gpp_notice_once(gpp_notice kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #pragma GCC visibility pop
 
 /* Bytes of dev's blocks waiting in the cudaFree batches of all threads (cudafree=batch). */
 size_t gpp_pending_bytes(int dev);
+
+/* The counters of the interposer's pool of device (GPOOL_ERR_NO_DEVICE before it exists). */
+__attribute__((visibility("default"))) gpool_status gpool_preload_stats_get(int device,
+                                                                            gpool_stats *out);
 
 /* The batch's counters since start (all threads), exported for the benchmarks. */
 typedef struct gpool_preload_batch_stats {

@@ -10,7 +10,7 @@ PRELOAD_LIB   := $(BUILD)/libgpool_preload.so
 PRELOAD_TDIR  := $(BUILD)/tests/preload
 PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
-	$(PRELOAD_TDIR)/next_prog
+	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -40,6 +40,10 @@ $(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOA
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LDFLAGS) -ldl
+# Linked with -lcuda (the simulator, found through its rpath): calls the driver by its names.
+$(PRELOAD_TDIR)/direct_prog: $(BUILD)/obj/tests/preload/direct_prog.o $(SIMLIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
 # dlsym(RTLD_NEXT) through the interposed dlsym: libnext_wrap's next_value() wraps libnext_base's.
 $(PRELOAD_TDIR)/libnext_base.so: $(BUILD)/obj/tests/preload/next_base.o
 	@mkdir -p $(@D)

@@ -5,14 +5,14 @@
  * (cuCtxSetCurrent, cuCtxPushCurrent, cuCtxPopCurrent; cudart's cudaSetDevice makes the
  * device's primary context current through the table it gets from cuGetProcAddress). The
  * interposer hands out its own versions of those three (the dlsym and cuGetProcAddress
- * substitution of preload.c): each calls the real entry point and then drops the thread's
+ * substitution of preload.c, and the exported names of preload_direct.c for programs linked
+ * with -lcuda): each calls the real entry point and then drops the thread's
  * cached device, which the next allocation reads again (cuCtxGetCurrent + cuCtxGetDevice).
  * cudaSetDevice is exported too and does the same, for runtimes that switch contexts without
  * those entry points. A thread with no current context is not cached (gpool makes the primary
  * context current in such a thread itself, with calls we do not see), so it asks each time.
  *
- * Not seen: context switches made by code that calls the driver by its linked symbol names
- * (not through dlsym or cuGetProcAddress), the 2.0-ABI cuCtxPushCurrent/PopCurrent, and
+ * Not seen: context switches through the 2.0-ABI cuCtxPushCurrent/PopCurrent, and
  * cuCtxCreate/cuCtxDestroy (absent from the simulated driver; a program that creates contexts
  * itself should call cuCtxSetCurrent after, as the driver API guide's samples do). */
 #include <cuda_runtime_api.h>

@@ -36,8 +36,10 @@ CUresult gpp_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     if (dptr && bytesize && gpp_enabled()) {
+        CUresult r = gpp_capture_check(); /* what the driver says during a stream capture */
+        if (__builtin_expect(r != CUDA_SUCCESS, 0)) return r;
         int served;
-        CUresult r = alloc_device(dptr, bytesize, NULL, &served);
+        r = alloc_device(dptr, bytesize, NULL, &served);
         if (served) return r;
     }
     return d->cuMemAlloc(dptr, bytesize);
@@ -48,6 +50,8 @@ CUresult gpp_cuMemFree_v2(CUdeviceptr dptr)
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     if (dptr && (gpp_enabled() || gpp_exiting())) {
+        CUresult c = gpp_capture_check(); /* the driver's cuMemFree would refuse too */
+        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return c;
         gpp_free_result r = gpp_free_device((void *)(uintptr_t)dptr, NULL, 1);
         if (r != GPP_NOT_OURS) return free_code(r);
     }

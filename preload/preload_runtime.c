@@ -59,12 +59,31 @@ static cudaError_t free_code(gpp_free_result r)
     return r == GPP_FREED ? cudaSuccess : cudaErrorUnknown;
 }
 
+/* The runtime's code for a driver's refusal during stream capture (preload_capture.c). */
+static cudaError_t capture_code(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+        return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+        return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+        return cudaErrorStreamCaptureImplicit;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+        return cudaErrorStreamCaptureWrongThread;
+    default:
+        return cudaErrorUnknown;
+    }
+}
+
 GPP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     if (gpp_enabled()) {
         if (!devPtr) return cudaErrorInvalidValue;
         *devPtr = NULL;
         if (!size) return cudaSuccess;
+        CUresult c = gpp_capture_check(); /* during stream capture: what the driver says */
+        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return capture_code(c);
         cudaError_t code;
         if (serve_alloc(devPtr, size, NULL, 0, &code)) return code;
     }
@@ -76,6 +95,8 @@ GPP_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     if (!devPtr) return cudaSuccess;
     if (gpp_enabled() || gpp_exiting()) {
+        CUresult c = gpp_capture_check();
+        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return capture_code(c);
         gpp_free_result r = gpp_free_device(devPtr, NULL, 1);
         if (r != GPP_NOT_OURS) return free_code(r);
     }

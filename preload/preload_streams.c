@@ -79,23 +79,33 @@ static int record_in(const gpp_real_driver *d, CUcontext ctx, CUstream s, CUeven
     return rc;
 }
 
+/* A stream or an event cannot be tracked: flushes synchronize from now on (said once when
+ * cudafree_flush=event asked for events). */
+static void lose_track(const char *why)
+{
+    untracked = 1;
+    if (gpp_flush_with_events())
+        gpp_notice_once(GPP_NOTICE_FLUSH_EVENT,
+                        "cudafree_flush=event: %s; cudaFree batches synchronize the device instead",
+                        why);
+}
+
 static void track(CUstream s)
 {
     const gpp_real_driver *d = gpp_driver();
     CUcontext ctx = NULL;
     if (!d || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
-        untracked = 1;
+        lose_track("a non-blocking stream was created with no current context");
         return;
     }
     pthread_mutex_lock(&nb_lock);
     size_t i = 0;
     while (i < n_nb && nb[i].s != s) /* cudart's stream came through cuStreamCreate already */
         i++;
-    if (i == n_nb && n_nb < GPP_MAX_NB_STREAMS)
-        nb[n_nb++] = (nb_stream){s, ctx, gpp_current_device()};
-    else if (i == n_nb)
-        untracked = 1;
+    int lost = i == n_nb && n_nb == GPP_MAX_NB_STREAMS;
+    if (i == n_nb && !lost) nb[n_nb++] = (nb_stream){s, ctx, gpp_current_device()};
     pthread_mutex_unlock(&nb_lock);
+    if (lost) lose_track("more than 256 live non-blocking streams");
 }
 
 CUresult gpp_cuStreamDestroy_v2(CUstream s)
@@ -114,7 +124,9 @@ CUresult gpp_cuStreamDestroy_v2(CUstream s)
         break;
     }
     pthread_mutex_unlock(&nb_lock);
-    return d->cuStreamDestroy(s);
+    CUresult r = d->cuStreamDestroy(s);
+    if (r == CUDA_SUCCESS) gpp_capture_forget(s); /* its capture ended with it */
+    return r;
 }
 
 size_t gpp_record_flush_events(int dev, CUevent *out, size_t max)

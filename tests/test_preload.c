@@ -272,6 +272,137 @@ Test(preload, runtime_frees_at_exit_are_safe)
     run_expect(&pre, "runtime_prog", "exit", 1, NULL, 0);
 }
 
+/* ---------------- programs linked with -lcuda: the driver's versioned symbols ------------- */
+
+Test(preload, direct_driver_calls_are_served_by_gpool)
+{
+    static struct run plain, pre;
+    run_expect(&plain, "direct_prog", "serve", 0, NULL, 0);
+    cr_assert_eq(field(&plain, "cuMemAlloc"), field(&plain, "allocs"), "%s", plain.out);
+    cr_assert(strstr(plain.out, "pool=none"), "%s", plain.out);
+
+    run_expect(&pre, "direct_prog", "serve", 1, NULL, 0);
+    static const char *const none[] = {"cuMemAlloc",     "cuMemFree",      "cuMemAllocAsync",
+                                       "cuMemFreeAsync", "cuMemHostAlloc", "cuMemAllocHost",
+                                       "cuMemFreeHost"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        cr_assert_eq(field(&pre, none[i]), 0, "%s reached the driver:\n%s", none[i], pre.out);
+    /* the pool served them all: 2000 cuMemAlloc + 300 cuMemAllocAsync (legacy, stream,
+     * per-thread), 150 host blocks, all freed */
+    cr_assert_eq(field(&pre, "pool_device_allocs"), 2300, "%s", pre.out);
+    cr_assert_eq(field(&pre, "pool_device_frees"), 2300, "%s", pre.out);
+    cr_assert_eq(field(&pre, "pool_host_allocs"), 150, "%s", pre.out);
+    cr_assert_eq(field(&pre, "pool_host_frees"), 150, "%s", pre.out);
+    cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
+    /* cuMemGetInfo is gpool's: its cache counts as free */
+    cr_assert_eq(field(&pre, "info_free_above_driver"), 1, "%s", pre.out);
+    cr_assert_eq(field(&pre, "violations"), 0, "%s", pre.out);
+    cr_assert_null(strstr(pre.out, "gpool preload"), "%s", pre.out);
+}
+
+Test(preload, direct_driver_calls_pass_through_when_disabled)
+{
+    static struct run pre;
+    run_expect(&pre, "direct_prog", "serve", 1, "GPOOL_CONF=disable=1", 0);
+    cr_assert_eq(field(&pre, "cuMemAlloc"), field(&pre, "allocs"), "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuMemHostAlloc"), 100, "%s", pre.out);
+}
+
+/* ---------------- one line on stderr when the interposer cannot serve ---------------- */
+
+/* The program still runs (every call reaches the driver) and stderr says why, once. */
+static void expect_one_notice(const char *env, const char *needle)
+{
+    static struct run pre;
+    run_expect(&pre, "direct_prog", "serve", 1, env, 0);
+    cr_assert_eq(field(&pre, "cuMemAlloc"), field(&pre, "allocs"), "%s", pre.out);
+    cr_assert_eq(count_lines_with(pre.out, "gpool preload:"), 1, "%s", pre.out);
+    cr_assert(strstr(pre.out, needle), "no \"%s\" in:\n%s", needle, pre.out);
+}
+
+Test(preload, unwritable_trace_path_says_so_once)
+{
+    expect_one_notice("GPOOL_CONF=trace=/nonexistent-gpool-dir/t.csv",
+                      "/nonexistent-gpool-dir/t.csv");
+}
+
+Test(preload, unwritable_gpool_trace_says_so_once)
+{
+    expect_one_notice("GPOOL_TRACE=/nonexistent-gpool-dir/t.csv", "GPOOL_TRACE");
+}
+
+Test(preload, failed_reservation_says_so_once)
+{
+    expect_one_notice("GPOOL_SIM_FAIL=cuMemAddressReserve:1", "va_reserve");
+}
+
+Test(preload, unloadable_driver_says_so_once)
+{
+    expect_one_notice("GPOOL_LIBCUDA=/nonexistent-gpool-dir/libcuda.so.1", "cannot load");
+}
+
+/* GPOOL_LIBCUDA names another copy of the driver than the one the program is linked with:
+ * gpool's pools live in that copy, so the program's direct calls go to its own. */
+Test(preload, linked_driver_other_than_gpools_says_so_once)
+{
+    char dir[] = "/tmp/gpool-linked-XXXXXX", cmd[4400], env[4400];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "cp '%s/sim/libcuda.so.1' '%s/libcuda.so.1'", build_dir(), dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(env, sizeof env, "GPOOL_LIBCUDA='%s/libcuda.so.1'", dir);
+    expect_one_notice(env, "not the driver gpool loads");
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(preload, untrackable_streams_with_flush_event_say_so_once)
+{
+    static struct run ev, dflt;
+    run_expect(&ev, "direct_prog", "streams", 1, "GPOOL_CONF=cudafree_flush=event", 0);
+    cr_assert_eq(count_lines_with(ev.out, "gpool preload:"), 1, "%s", ev.out);
+    cr_assert(strstr(ev.out, "cudafree_flush=event"), "%s", ev.out);
+    /* the default flush synchronizes anyway: nothing to say */
+    run_expect(&dflt, "direct_prog", "streams", 1, NULL, 0);
+    cr_assert_null(strstr(dflt.out, "gpool preload"), "%s", dflt.out);
+}
+
+/* ---------------- stream capture ---------------- */
+
+/* cuMemAlloc/cuMemFree/cudaMalloc/cudaFree during a capture answer what CUDA answers: in
+ * global and thread-local mode (capture on the calling thread) CUDA_ERROR_STREAM_CAPTURE_
+ * UNSUPPORTED / cudaErrorStreamCaptureUnsupported (900), the capture then invalidated
+ * (cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901); relaxed mode allows them. */
+Test(preload, allocations_during_capture_answer_what_cuda_answers)
+{
+    static struct run plain, pre;
+    run_expect(&plain, "direct_prog", "capture", 0, NULL, 0);
+    run_expect(&pre, "direct_prog", "capture", 1, NULL, 0);
+    static const char *const lines[] = {
+        "global: cuMemAlloc=900 cuMemFree=900 cudaMalloc=900 cudaFree=-1 cuStreamEndCapture=901",
+        ("thread_local: cuMemAlloc=900 cuMemFree=900 cudaMalloc=900 cudaFree=-1 "
+         "cuStreamEndCapture=901"),
+        "relaxed: cuMemAlloc=0 cuMemFree=0 cudaMalloc=0 cudaFree=0 cuStreamEndCapture=0"};
+    for (size_t i = 0; i < 3; i++) {
+        char drv[200];
+        snprintf(drv, sizeof drv, "%.*s cudaMalloc=-1 cudaFree=-1 %s",
+                 (int)(strstr(lines[i], " cudaMalloc") - lines[i]), lines[i],
+                 strstr(lines[i], "cuStreamEndCapture"));
+        cr_assert(strstr(plain.out, drv), "the simulator: no \"%s\" in\n%s", drv, plain.out);
+        cr_assert(strstr(pre.out, lines[i]), "no \"%s\" in\n%s", lines[i], pre.out);
+    }
+    /* a capture on another thread: thread-local mode allows the call, global mode does not */
+    static const char *const other[] = {"other_thread_local: cuMemAlloc=0 cuStreamEndCapture=0",
+                                        "other_global: cuMemAlloc=900 cuStreamEndCapture=901"};
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert(strstr(plain.out, other[i]), "the simulator: no \"%s\" in\n%s", other[i],
+                  plain.out);
+        cr_assert(strstr(pre.out, other[i]), "no \"%s\" in\n%s", other[i], pre.out);
+    }
+    /* no capture left: the cached pairs make no driver call; relaxed mode's were gpool's */
+    cr_assert_eq(field(&pre, "after_cuMemAlloc"), 0, "%s", pre.out);
+    cr_assert_geq(field(&pre, "pool_device_allocs"), 105, "%s", pre.out);
+}
+
 /* ---------------- configuration ---------------- */
 
 Test(preload, disable_passes_everything_through)

@@ -1,0 +1,139 @@
+/* preload_capture.c — cudaMalloc/cudaFree/cuMemAlloc/cuMemFree during stream capture answer what
+ * CUDA answers.
+ *
+ * cuda.h, cuThreadExchangeStreamCaptureMode: while a thread has an ongoing capture that is not
+ * relaxed, or (in CU_STREAM_CAPTURE_MODE_GLOBAL) any thread has a global-mode capture, it is
+ * prohibited from "potentially unsafe API calls" — cuMemAlloc and cuMemFree among them (cudaMalloc
+ * "may not be called" during global capture; cudaErrorStreamCaptureUnsupported) — and such a call
+ * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture
+ * (cuStreamEndCapture then answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). gpool's cache would
+ * serve those calls without the driver noticing, so while a capture may be running the
+ * interposer asks the driver first: one real cuMemAlloc of one byte (and its cuMemFree). The
+ * driver applies its own rule to that call — refusing it, and invalidating the capture, exactly
+ * when it would refuse the caller's — and the interposer returns the driver's refusal, or frees
+ * the probe and serves the call from the pool. A probe that fails otherwise (out of memory, no
+ * context) decides nothing: the call goes on as usual.
+ *
+ * "A capture may be running" is the count of captures begun through the interposer's
+ * cuStreamBeginCapture (dlsym, cuGetProcAddress, or the exported symbol) and not yet ended by
+ * its cuStreamEndCapture or cuStreamDestroy; the cached path reads it with one relaxed load. A
+ * capture begun with the 10.0 ABI cuStreamBeginCapture (no mode argument) is not seen. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "preload.h"
+
+atomic_int gpp_captures;
+
+#define GPP_MAX_CAPTURES 256
+typedef struct capture_entry {
+    CUstream s;      /* CU_STREAM_PER_THREAD for a per-thread stream */
+    pthread_t owner; /* the thread whose per-thread stream it is */
+} capture_entry;
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static capture_entry caps[GPP_MAX_CAPTURES];
+static size_t n_caps;
+
+/* The registry's key of stream s as passed to a (per_thread: _ptsz) entry point. */
+static capture_entry key_of(CUstream s, int per_thread)
+{
+    capture_entry k = {s, (pthread_t)0};
+    if ((per_thread && !s) || s == CU_STREAM_PER_THREAD) {
+        k.s = CU_STREAM_PER_THREAD;
+        k.owner = pthread_self();
+    }
+    return k;
+}
+
+static int same(const capture_entry *a, const capture_entry *b)
+{
+    return a->s == b->s && (a->s != CU_STREAM_PER_THREAD || pthread_equal(a->owner, b->owner));
+}
+
+static void remember(CUstream s, int per_thread)
+{
+    capture_entry k = key_of(s, per_thread);
+    pthread_mutex_lock(&cap_lock);
+    if (n_caps < GPP_MAX_CAPTURES) caps[n_caps++] = k;
+    /* past the registry's size the count stays raised for good: more probes, never fewer */
+    atomic_fetch_add(&gpp_captures, 1);
+    pthread_mutex_unlock(&cap_lock);
+}
+
+static void forget(CUstream s, int per_thread)
+{
+    capture_entry k = key_of(s, per_thread);
+    pthread_mutex_lock(&cap_lock);
+    for (size_t i = 0; i < n_caps; i++) {
+        if (!same(&caps[i], &k)) continue;
+        caps[i] = caps[--n_caps];
+        atomic_fetch_sub(&gpp_captures, 1);
+        break;
+    }
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void gpp_capture_forget(CUstream s)
+{
+    if (atomic_load_explicit(&gpp_captures, memory_order_relaxed)) forget(s, 0);
+}
+
+CUresult gpp_capture_probe(void)
+{
+    const gpp_real_driver *d = gpp_driver();
+    CUdeviceptr p = 0;
+    if (!d) return CUDA_SUCCESS;
+    CUresult r = d->cuMemAlloc(&p, 1);
+    if (r == CUDA_SUCCESS) {
+        d->cuMemFree(p); /* allowed too: the same rule decides it */
+        return CUDA_SUCCESS;
+    }
+    return r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+                   r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+                   r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+               ? r
+               : CUDA_SUCCESS;
+}
+
+static CUresult begin(CUstream s, CUstreamCaptureMode mode, int per_thread)
+{
+    const gpp_real_driver *d = gpp_driver();
+    PFN_cuStreamBeginCapture_v10010 real =
+        d ? (per_thread ? d->cuStreamBeginCapture_ptsz : d->cuStreamBeginCapture) : NULL;
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(s, mode);
+    if (r == CUDA_SUCCESS) remember(s, per_thread);
+    return r;
+}
+
+static CUresult end(CUstream s, CUgraph *g, int per_thread)
+{
+    const gpp_real_driver *d = gpp_driver();
+    PFN_cuStreamEndCapture_v10000 real =
+        d ? (per_thread ? d->cuStreamEndCapture_ptsz : d->cuStreamEndCapture) : NULL;
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(s, g);
+    /* ended, with a graph or invalidated (cuda.h, cuStreamEndCapture) */
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) forget(s, per_thread);
+    return r;
+}
+
+CUresult gpp_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    return begin(s, mode, 0);
+}
+
+CUresult gpp_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    return begin(s, mode, 1);
+}
+
+CUresult gpp_cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+    return end(s, g, 0);
+}
+
+CUresult gpp_cuStreamEndCapture_ptsz(CUstream s, CUgraph *g)
+{
+    return end(s, g, 1);
+}
