@@ -12,6 +12,10 @@
 int bench_snap_split_reserved(bench_snap_region *r)
 {
     if (!r->page || !r->size || !r->n_ranges) return 0;
+    /* snapshots that label never-backed space "reserved" themselves (gpool_dump_json does now)
+     * are exact: nothing to estimate */
+    for (size_t i = 0; i < r->n_ranges; i++)
+        if (r->ranges[i].state == BENCH_RANGE_RESERVED) return 0;
     uint64_t npages = (r->size + r->page - 1) / r->page;
     unsigned char *backed = calloc(npages, 1);        /* 1: backed, 2: free page, 0: untouched */
     uint64_t *queue = malloc(npages * sizeof *queue); /* breadth-first from backed pages */

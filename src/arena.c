@@ -837,6 +837,28 @@ gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_
     return st;
 }
 
+/* A clean free range of region g as JSON ranges, split where pages change from backed to
+ * unbacked: "cached" (memory behind it, reusable at once) or "reserved" (address space only). */
+static void dump_free_range(FILE *f, const gp_region *g, uintptr_t addr, size_t size, int *first)
+{
+    uintptr_t a = addr, end = addr + size;
+    while (a < end) {
+        size_t p = (a - g->base) >> g->page_shift;
+        int backed = g->page_phys[p] != 0;
+        uintptr_t b = a;
+        while (b < end) {
+            size_t q = (b - g->base) >> g->page_shift;
+            if ((g->page_phys[q] != 0) != backed) break;
+            uintptr_t next = g->base + ((uintptr_t)(q + 1) << g->page_shift);
+            b = next < end ? next : end;
+        }
+        fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"}", *first ? "" : ",", a,
+                (size_t)(b - a), backed ? "cached" : "reserved");
+        *first = 0;
+        a = b;
+    }
+}
+
 void gp_arena_dump_json(gp_arena *a, FILE *f)
 {
     pthread_mutex_lock(&a->lock);
@@ -853,8 +875,13 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
         int first = 1;
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
-            const char *state = r->is_free ? (r->tag == GP_TAG_CLEAN ? "cached" : "pending")
-                                           : (r->aux ? "slab" : "in_use");
+            if (r->is_free && r->tag == GP_TAG_CLEAN) {
+                /* free and reusable: "cached" where pages have memory behind them, "reserved"
+                 * where the address space was never backed (or was given back) */
+                dump_free_range(f, g, r->addr, r->size, &first);
+                continue;
+            }
+            const char *state = r->is_free ? "pending" : (r->aux ? "slab" : "in_use");
             fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"", first ? "" : ",",
                     r->addr, r->size, state);
             if (!r->is_free && !r->aux)
