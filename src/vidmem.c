@@ -10,6 +10,7 @@
 typedef struct vm_handle {
     CUmemGenericAllocationHandle h;
     size_t npages;     /* handle size in pages */
+    int grown;         /* a multi-page handle made by growth (counted in grow_pages) */
     uintptr_t addr;    /* where it is mapped, 0 when not */
     gp_region *region; /* region it is mapped in */
 } vm_handle;
@@ -34,6 +35,12 @@ typedef struct gp_vidmem {
     uint32_t *limbo;
     size_t nlimbo, cap_limbo;
     size_t held_pages, idle_pages;
+    /* Growth (cold start): a run of single pages is backed by one handle of several pages,
+     * extended over the unbacked pages after it, while the pages held in such handles stay
+     * within grow_budget (1/GP_VIDMEM_GROW_SHARE of the device, 0 when its size is unknown).
+     * A multi-page handle goes back to the driver only whole, so this bounds what growth
+     * can pin (include/gpool.h, "When it must succeed"). */
+    size_t grow_pages, grow_budget;
     uint64_t remaps;
 } gp_vidmem;
 
@@ -188,6 +195,9 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
                    ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
                    : gp_fail(GPOOL_ERR_UNSUPPORTED, "device granularity is not a power of two");
     }
+    size_t fr = 0, total = 0;
+    if (GP_DRV(cnt, GPOOL_DRV_OTHER, drv->cuMemGetInfo(&fr, &total)) == CUDA_SUCCESS)
+        v->grow_budget = total / v->gran / GP_VIDMEM_GROW_SHARE;
     *out = v;
     return GPOOL_OK;
 }
@@ -288,6 +298,7 @@ static int handle_destroy(gp_vidmem *v, uint32_t id)
         return -1;
     }
     v->held_pages -= hd->npages;
+    if (hd->grown) v->grow_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
     return 0;
@@ -354,6 +365,25 @@ static int limbo_retry(gp_vidmem *v, gp_region *g, size_t first, size_t n)
     return blocked;
 }
 
+/* Pages to back in one handle for a run of n single pages at first: n extended over the
+ * unbacked pages after it to the growth step (the pages held so far, between
+ * GP_VIDMEM_GROW_MIN and GP_VIDMEM_GROW_MAX: larger steps while the pool is young), within
+ * the growth budget; 1 (single pages) when cached pages can serve the run or the budget is
+ * spent (pressure). */
+static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
+{
+    if ((n == 1 && v->nidle) || v->nlimbo) return 1;
+    size_t step = v->held_pages;
+    if (step < GP_VIDMEM_GROW_MIN) step = GP_VIDMEM_GROW_MIN;
+    if (step > GP_VIDMEM_GROW_MAX) step = GP_VIDMEM_GROW_MAX;
+    if (step < n) step = n;
+    size_t k = n;
+    while (k < step && first + k < g->npages && !g->page_phys[first + k])
+        k++;
+    if (k < 2 || v->grow_pages + k > v->grow_budget) return 1;
+    return k;
+}
+
 static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
                                    size_t block_bytes)
 {
@@ -361,6 +391,16 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
                                          "without access; they cannot be mapped again yet");
     size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
+    int grow = 0;
+    size_t orig_n = n;
+    {
+        size_t k = grow_pages_for(v, g, first, n);
+        if (k > 1) {
+            orig_n = n;
+            chunk_pages = n = k;
+            grow = 1;
+        }
+    }
     gpool_status st = GPOOL_OK;
     size_t done = 0;
     while (done < n) {
@@ -375,9 +415,17 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
             if (id < 0 && want > 1 && st == GPOOL_ERR_OUT_OF_MEMORY) {
                 chunk_pages = 1; /* cached single pages or the driver's last ones may do */
                 st = GPOOL_OK;   /* the chunk's failure is not this call's */
+                if (grow) {      /* the pages after the run were never asked for */
+                    n = orig_n;
+                    grow = 0;
+                }
                 continue;
             }
             if (id < 0) break;
+            if (grow) {
+                v->handles[id].grown = 1;
+                v->grow_pages += want;
+            }
         }
         uintptr_t addr = g->base + ((first + done) << g->page_shift);
         CUresult r =
