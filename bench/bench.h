@@ -214,10 +214,10 @@ typedef enum bench_drv {
 } bench_drv;
 
 typedef struct bench_strategy_stats {
-    uint64_t reserved;                /* bytes held from the driver now */
-    uint64_t peak_reserved;           /* max of reserved */
-    uint64_t driver_calls;            /* allocation-related driver calls made */
-    uint64_t by_entry[BENCH_DRV_N];   /* the same calls by entry point (sum: driver_calls) */
+    uint64_t reserved;              /* bytes held from the driver now */
+    uint64_t peak_reserved;         /* max of reserved */
+    uint64_t driver_calls;          /* allocation-related driver calls made */
+    uint64_t by_entry[BENCH_DRV_N]; /* the same calls by entry point (sum: driver_calls) */
 } bench_strategy_stats;
 
 /* Estimated cost of one call of entry point e, in microseconds (bench/drvcost.c: a table of
@@ -310,14 +310,14 @@ typedef struct bench_result {
     int error;   /* 1: the run failed for another reason; message in `note` */
     char note[512];
     uint64_t allocs, failed_allocs, frees;
-    uint64_t peak_live;               /* of the blocks actually allocated */
-    uint64_t peak_reserved;           /* strategy's own count */
-    uint64_t driver_calls;            /* all passes */
-    uint64_t driver_calls_first_pass; /* in the first pass (with its end-of-pass frees) */
-    uint64_t driver_calls_last_pass;  /* in the last pass: 0 is steady state */
+    uint64_t peak_live;                        /* of the blocks actually allocated */
+    uint64_t peak_reserved;                    /* strategy's own count */
+    uint64_t driver_calls;                     /* all passes */
+    uint64_t driver_calls_first_pass;          /* in the first pass (with its end-of-pass frees) */
+    uint64_t driver_calls_last_pass;           /* in the last pass: 0 is steady state */
     uint64_t first_pass_by_entry[BENCH_DRV_N]; /* first-pass calls by entry point */
-    unsigned passes;                  /* passes run (fewer than asked after an error) */
-    int snapshot;                     /* 1 written, -1 failed (snapshot_err), 0 not asked */
+    unsigned passes;                           /* passes run (fewer than asked after an error) */
+    int snapshot; /* 1 written, -1 failed (snapshot_err), 0 not asked */
     char snapshot_err[256];
     uint64_t snapshot_op;   /* op index + 1 after which the snapshot was taken */
     int snapshot_failed_op; /* 1: that op was a failed allocation (stop_on_failure) */

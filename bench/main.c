@@ -487,8 +487,7 @@ static void steady_run(const bench_device *dev, const char *spec, const bench_tr
 
 static void steady_json(const steady *st)
 {
-    if (st->ran && st->ok)
-    {
+    if (st->ran && st->ok) {
         printf(",\"driver_calls_first_pass\":%llu,\"driver_calls_last_pass\":%llu",
                (unsigned long long)st->first, (unsigned long long)st->last);
         printf(",\"first_pass_driver_us_est\":%.1f,\"first_pass_by_entry\":{", st->first_est_us);

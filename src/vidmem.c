@@ -35,12 +35,13 @@ typedef struct gp_vidmem {
     uint32_t *limbo;
     size_t nlimbo, cap_limbo;
     size_t held_pages, idle_pages;
-    /* Growth (cold start): a run of single pages is backed by one handle of several pages,
-     * extended over the unbacked pages after it, while the pages held in such handles stay
-     * within grow_budget (1/GP_VIDMEM_GROW_SHARE of the device, 0 when its size is unknown).
-     * A multi-page handle goes back to the driver only whole, so this bounds what growth
-     * can pin (include/gpool.h, "When it must succeed"). */
+    /* Growth (cold start, see grow_pages_for): pages held in handles made by growth, and
+     * their limit, 1/GP_VIDMEM_GROW_SHARE of the device's pages (0 when cuMemGetInfo fails).
+     * A handle goes back to the driver only whole (cuda.h, cuMemUnmap: no sub-range of a
+     * mapping; cuMemMap: offset must be zero), so the limit bounds what growth can pin
+     * (include/gpool.h, "When it must succeed"). */
     size_t grow_pages, grow_budget;
+    int pressed; /* memory was wanted back (unback_unused): no more growth */
     uint64_t remaps;
 } gp_vidmem;
 
@@ -195,8 +196,11 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
                    ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
                    : gp_fail(GPOOL_ERR_UNSUPPORTED, "device granularity is not a power of two");
     }
-    size_t fr = 0, total = 0;
-    if (GP_DRV(cnt, GPOOL_DRV_OTHER, drv->cuMemGetInfo(&fr, &total)) == CUDA_SUCCESS)
+    /* the device's memory, for the growth budget (cuda.h, cuDeviceTotalMem: needs no
+     * context); unknown: no growth */
+    size_t total = 0;
+    if (drv->cuDeviceTotalMem &&
+        GP_DRV(cnt, GPOOL_DRV_OTHER, drv->cuDeviceTotalMem(&total, dev)) == CUDA_SUCCESS)
         v->grow_budget = total / v->gran / GP_VIDMEM_GROW_SHARE;
     *out = v;
     return GPOOL_OK;
@@ -365,19 +369,20 @@ static int limbo_retry(gp_vidmem *v, gp_region *g, size_t first, size_t n)
     return blocked;
 }
 
-/* Pages to back in one handle for a run of n single pages at first: n extended over the
- * unbacked pages after it to the growth step (the pages held so far, between
- * GP_VIDMEM_GROW_MIN and GP_VIDMEM_GROW_MAX: larger steps while the pool is young), within
- * the growth budget; 1 (single pages) when cached pages can serve the run or the budget is
- * spent (pressure). */
+/* Cold start: the handle size (in pages) for growth when backing the run of n pages at
+ * first, or 1 for none. The step is the pages the pool holds, clamped to
+ * GP_VIDMEM_GROW_MIN..GP_VIDMEM_GROW_MAX (larger steps while the pool is young); a run shorter
+ * than the step is extended over the unbacked pages after it (they are free: live blocks are
+ * always backed), a longer one is backed by handles of the step. No growth while cached
+ * single pages can serve the run, after the pool was asked to give memory back (pressure),
+ * or when the handle would take the growth budget past its limit. */
 static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
 {
-    if ((n == 1 && v->nidle) || v->nlimbo) return 1;
+    if (v->nidle || v->nlimbo || v->pressed) return 1;
     size_t step = v->held_pages;
     if (step < GP_VIDMEM_GROW_MIN) step = GP_VIDMEM_GROW_MIN;
     if (step > GP_VIDMEM_GROW_MAX) step = GP_VIDMEM_GROW_MAX;
-    if (step < n) step = n;
-    size_t k = n;
+    size_t k = n < step ? n : step;
     while (k < step && first + k < g->npages && !g->page_phys[first + k])
         k++;
     if (k < 2 || v->grow_pages + k > v->grow_budget) return 1;
@@ -391,20 +396,23 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
                                          "without access; they cannot be mapped again yet");
     size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
-    int grow = 0;
-    size_t orig_n = n;
-    {
-        size_t k = grow_pages_for(v, g, first, n);
-        if (k > 1) {
-            orig_n = n;
-            chunk_pages = n = k;
-            grow = 1;
-        }
-    }
+    size_t grow = grow_pages_for(v, g, first, n), orig_n = n;
+    if (grow < 2)
+        grow = 0;
+    else if (grow > n)
+        n = grow; /* one handle, extended over the unbacked pages after the run */
     gpool_status st = GPOOL_OK;
     size_t done = 0;
     while (done < n) {
         size_t want = n - done >= chunk_pages ? chunk_pages : 1;
+        int grown = 0;
+        if (grow) {
+            size_t w = n - done < grow ? n - done : grow;
+            if (w > 1 && v->grow_pages + w <= v->grow_budget) {
+                want = w;
+                grown = 1;
+            }
+        }
         long id = -1;
         if (want == 1 && v->nidle) {
             id = v->idle[--v->nidle];
@@ -413,16 +421,15 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         } else {
             id = handle_create(v, want, &st);
             if (id < 0 && want > 1 && st == GPOOL_ERR_OUT_OF_MEMORY) {
-                chunk_pages = 1; /* cached single pages or the driver's last ones may do */
-                st = GPOOL_OK;   /* the chunk's failure is not this call's */
-                if (grow) {      /* the pages after the run were never asked for */
-                    n = orig_n;
-                    grow = 0;
-                }
+                /* under pressure: cached single pages or the driver's last ones may do */
+                chunk_pages = 1;
+                grow = 0;
+                n = done < orig_n ? orig_n : done; /* pages after the run: never asked for */
+                st = GPOOL_OK;                     /* the chunk's failure is not this call's */
                 continue;
             }
             if (id < 0) break;
-            if (grow) {
+            if (grown) {
                 v->handles[id].grown = 1;
                 v->grow_pages += want;
             }
@@ -480,6 +487,7 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
     gp_vidmem *v = ctx;
     size_t freed = 0;
     int pushed = 0, entered = 0;
+    v->pressed = 1;
     if (v->nlimbo) {
         gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
         entered = 1;

@@ -13,9 +13,9 @@ extern const gp_backend_ops gp_vidmem_ops;
  * such handles hold at most 1/GP_VIDMEM_GROW_SHARE of the device's pages; each has
  * GP_VIDMEM_GROW_MIN..GP_VIDMEM_GROW_MAX pages (the pages the pool holds, clamped), or the
  * run's length when that is more. */
-#define GP_VIDMEM_GROW_SHARE 5
-#define GP_VIDMEM_GROW_MIN 4
-#define GP_VIDMEM_GROW_MAX 32
+#define GP_VIDMEM_GROW_SHARE 6
+#define GP_VIDMEM_GROW_MIN   4
+#define GP_VIDMEM_GROW_MAX   32
 
 /* Create the backend's context for device ordinal `device` (granularity queried here).
  * peer_access (gpool_peer_access) decides which devices each mapping is made accessible to.
