@@ -36,12 +36,14 @@ typedef struct gp_vidmem {
     size_t nlimbo, cap_limbo;
     size_t held_pages, idle_pages;
     /* Growth (cold start, see grow_pages_for): pages held in handles made by growth, and
-     * their limit, 1/GP_VIDMEM_GROW_SHARE of the device's pages (0 when cuMemGetInfo fails).
+     * their limit, 1/GP_VIDMEM_GROW_SHARE of the device's pages (0 on a device smaller than
+     * GP_VIDMEM_GROW_MIN_DEVICE or of unknown size).
      * A handle goes back to the driver only whole (cuda.h, cuMemUnmap: no sub-range of a
      * mapping; cuMemMap: offset must be zero), so the limit bounds what growth can pin
      * (include/gpool.h, "When it must succeed"). */
     size_t grow_pages, grow_budget;
-    int pressed; /* memory was wanted back (unback_unused): no more growth */
+    int pressed;   /* memory was wanted back (unback_unused): no more growth */
+    int no_growth; /* gp_vidmem_set_growth(ctx, 0) */
     uint64_t remaps;
 } gp_vidmem;
 
@@ -200,7 +202,8 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
      * context); unknown: no growth */
     size_t total = 0;
     if (drv->cuDeviceTotalMem &&
-        GP_DRV(cnt, GPOOL_DRV_OTHER, drv->cuDeviceTotalMem(&total, dev)) == CUDA_SUCCESS)
+        GP_DRV(cnt, GPOOL_DRV_OTHER, drv->cuDeviceTotalMem(&total, dev)) == CUDA_SUCCESS &&
+        total >= GP_VIDMEM_GROW_MIN_DEVICE)
         v->grow_budget = total / v->gran / GP_VIDMEM_GROW_SHARE;
     *out = v;
     return GPOOL_OK;
@@ -210,6 +213,11 @@ size_t gp_vidmem_granularity(void *ctx)
 {
     return ((gp_vidmem *)ctx)->gran;
 }
+void gp_vidmem_set_growth(void *ctx, int on)
+{
+    ((gp_vidmem *)ctx)->no_growth = !on;
+}
+
 uint64_t gp_vidmem_remaps(void *ctx)
 {
     return ((gp_vidmem *)ctx)->remaps;
@@ -378,7 +386,7 @@ static int limbo_retry(gp_vidmem *v, gp_region *g, size_t first, size_t n)
  * or when the handle would take the growth budget past its limit. */
 static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
 {
-    if (v->nidle || v->nlimbo || v->pressed) return 1;
+    if (v->nidle || v->nlimbo || v->pressed || v->no_growth) return 1;
     size_t step = v->held_pages;
     if (step < GP_VIDMEM_GROW_MIN) step = GP_VIDMEM_GROW_MIN;
     if (step > GP_VIDMEM_GROW_MAX) step = GP_VIDMEM_GROW_MAX;
