@@ -69,7 +69,8 @@ static void load(void)
         for (int e = 0; e < BENCH_DRV_N; e++) {
             if (strcmp(table[e].name, name) != 0 || us < 0) continue;
             table[e].us = us;
-            table[e].source = "measured on this machine's GPU (GPOOL_BENCH_DRV_COSTS)";
+            table[e].source =
+                "measured: the GPOOL_BENCH_DRV_COSTS file (gpu-drvcost, make gpu-check)";
             measured = 1;
         }
     }

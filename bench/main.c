@@ -507,9 +507,12 @@ static void compare_first_pass(const cli *c, char (*names)[128], const steady *s
     printf("\nfirst-pass driver calls by entry point, and estimated first-pass driver time "
            "(ms; %s cost per call below)\n",
            bench_drvcost_measured() ? "measured" : "estimated");
+    static const char *col[BENCH_DRV_N] = {"Alloc",    "Free", "AllocAs", "FreeAs", "Create",
+                                           "Release",  "Map",  "Unmap",   "SetAcc", "AddrRes",
+                                           "AddrFree", "Host", "Event",   "Stream", "Other"};
     printf("%-20s %-20s", "trace", "strategy");
     for (int e = 0; e < BENCH_DRV_N; e++)
-        printf(" %*.*s", e < 2 ? 10 : 8, e < 2 ? 10 : 8, bench_drvcost_name((bench_drv)e) + 2);
+        printf(" %8s", col[e]);
     printf(" %9s\n", "est. ms");
     for (int k = 0; k < c->n_args; k++)
         for (int i = 0; i < ns; i++) {
@@ -517,10 +520,12 @@ static void compare_first_pass(const cli *c, char (*names)[128], const steady *s
             if (!st->ran || !st->ok) continue;
             printf("%-20s %-20.20s", names[k], c->strategies[i]);
             for (int e = 0; e < BENCH_DRV_N; e++)
-                printf(" %*llu", e < 2 ? 10 : 8, (unsigned long long)st->first_by_entry[e]);
+                printf(" %8llu", (unsigned long long)st->first_by_entry[e]);
             printf(" %9.2f\n", st->first_est_us / 1000);
         }
-    printf("cost per call (us) and its source:\n");
+    printf("columns: cuMem* entry points (Alloc = cuMemAlloc, AllocAs = cuMemAllocAsync, SetAcc = "
+           "cuMemSetAccess, AddrRes = cuMemAddressReserve, Host = pinned host calls, Other = "
+           "context and device queries); cost per call (us) and its source:\n");
     for (int e = 0; e < BENCH_DRV_N; e++)
         printf("  %-20s %7.2f  %s\n", bench_drvcost_name((bench_drv)e),
                bench_drvcost_us((bench_drv)e), bench_drvcost_source((bench_drv)e));
