@@ -196,11 +196,44 @@ uint64_t bench_sim_live_objects(void);
 
 /* ---- strategies ------------------------------------------------------------------------- */
 
+/* Driver entry points counted per strategy (bench/drvcost.c prices each). */
+typedef enum bench_drv {
+    BENCH_DRV_MEM_ALLOC = 0,   /* cuMemAlloc */
+    BENCH_DRV_MEM_FREE,        /* cuMemFree */
+    BENCH_DRV_MEM_ALLOC_ASYNC, /* cuMemAllocAsync */
+    BENCH_DRV_MEM_FREE_ASYNC,  /* cuMemFreeAsync */
+    BENCH_DRV_MEM_CREATE,      /* cuMemCreate */
+    BENCH_DRV_MEM_RELEASE,     /* cuMemRelease */
+    BENCH_DRV_MEM_MAP,         /* cuMemMap */
+    BENCH_DRV_MEM_UNMAP,       /* cuMemUnmap */
+    BENCH_DRV_MEM_SET_ACCESS,  /* cuMemSetAccess */
+    BENCH_DRV_ADDRESS_RESERVE, /* cuMemAddressReserve */
+    BENCH_DRV_ADDRESS_FREE,    /* cuMemAddressFree */
+    BENCH_DRV_HOST,            /* cuMemHostAlloc/FreeHost/HostRegister/HostUnregister */
+    BENCH_DRV_EVENT,           /* event create/record/query/synchronize/destroy */
+    BENCH_DRV_STREAM,          /* stream wait/synchronize */
+    BENCH_DRV_OTHER,           /* context and device queries, memsets */
+    BENCH_DRV_N
+} bench_drv;
+
 typedef struct bench_strategy_stats {
-    uint64_t reserved;      /* bytes held from the driver now */
-    uint64_t peak_reserved; /* max of reserved */
-    uint64_t driver_calls;  /* allocation-related driver calls made */
+    uint64_t reserved;              /* bytes held from the driver now */
+    uint64_t peak_reserved;         /* max of reserved */
+    uint64_t driver_calls;          /* allocation-related driver calls made */
+    uint64_t by_entry[BENCH_DRV_N]; /* the same calls by entry point (sum: driver_calls) */
 } bench_strategy_stats;
+
+/* Estimated cost of one call of entry point e, in microseconds (bench/drvcost.c: a table of
+ * documented estimates, replaced entry by entry by measured numbers when the file named by
+ * GPOOL_BENCH_DRV_COSTS exists: lines "NAME MICROSECONDS", as gpu/latency.c --costs writes). */
+double bench_drvcost_us(bench_drv e);
+/* The entry point's name ("cuMemCreate") and where its number comes from. */
+const char *bench_drvcost_name(bench_drv e);
+const char *bench_drvcost_source(bench_drv e);
+/* 1 when at least one number came from a measured cost file (see above). */
+int bench_drvcost_measured(void);
+/* Sum over entry points of calls[e] * bench_drvcost_us(e). */
+double bench_drvcost_total_us(const uint64_t calls[BENCH_DRV_N]);
 
 enum {
     BENCH_OK = 0,
@@ -280,13 +313,14 @@ typedef struct bench_result {
     int error;   /* 1: the run failed for another reason; message in `note` */
     char note[512];
     uint64_t allocs, failed_allocs, frees;
-    uint64_t peak_live;               /* of the blocks actually allocated */
-    uint64_t peak_reserved;           /* strategy's own count */
-    uint64_t driver_calls;            /* all passes */
-    uint64_t driver_calls_first_pass; /* in the first pass (with its end-of-pass frees) */
-    uint64_t driver_calls_last_pass;  /* in the last pass: 0 is steady state */
-    unsigned passes;                  /* passes run (fewer than asked after an error) */
-    int snapshot;                     /* 1 written, -1 failed (snapshot_err), 0 not asked */
+    uint64_t peak_live;                        /* of the blocks actually allocated */
+    uint64_t peak_reserved;                    /* strategy's own count */
+    uint64_t driver_calls;                     /* all passes */
+    uint64_t driver_calls_first_pass;          /* in the first pass (with its end-of-pass frees) */
+    uint64_t driver_calls_last_pass;           /* in the last pass: 0 is steady state */
+    uint64_t first_pass_by_entry[BENCH_DRV_N]; /* first-pass calls by entry point */
+    unsigned passes;                           /* passes run (fewer than asked after an error) */
+    int snapshot; /* 1 written, -1 failed (snapshot_err), 0 not asked */
     char snapshot_err[256];
     uint64_t snapshot_op;   /* op index + 1 after which the snapshot was taken */
     int snapshot_failed_op; /* 1: that op was a failed allocation (stop_on_failure) */

@@ -480,6 +480,8 @@ typedef struct steady {
     int ran; /* 1: replayed (see the fields), 0: not run (the fit was skipped or failed) */
     int ok;  /* replayed with no error and no failed allocation */
     uint64_t first, last;
+    uint64_t first_by_entry[BENCH_DRV_N]; /* first-pass calls per entry point */
+    double first_est_us;                  /* their estimated time (bench/drvcost.c) */
     char note[200];
 } steady;
 
@@ -491,6 +493,8 @@ static void steady_run(const bench_device *dev, const char *spec, const bench_tr
     out->ran = 1;
     out->first = r.driver_calls_first_pass;
     out->last = r.driver_calls_last_pass;
+    memcpy(out->first_by_entry, r.first_pass_by_entry, sizeof out->first_by_entry);
+    out->first_est_us = bench_drvcost_total_us(out->first_by_entry);
     out->ok = !r.error && !r.skipped && !r.failed_allocs && r.passes == STEADY_PASSES;
     if (r.error || r.skipped)
         snprintf(out->note, sizeof out->note, "%.190s", r.note);
@@ -502,11 +506,48 @@ static void steady_run(const bench_device *dev, const char *spec, const bench_tr
 
 static void steady_json(const steady *st)
 {
-    if (st->ran && st->ok)
+    if (st->ran && st->ok) {
         printf(",\"driver_calls_first_pass\":%llu,\"driver_calls_last_pass\":%llu",
                (unsigned long long)st->first, (unsigned long long)st->last);
-    else
+        printf(",\"first_pass_driver_us_est\":%.1f,\"first_pass_by_entry\":{", st->first_est_us);
+        for (int e = 0, n = 0; e < BENCH_DRV_N; e++)
+            if (st->first_by_entry[e])
+                printf("%s\"%s\":%llu", n++ ? "," : "", bench_drvcost_name((bench_drv)e),
+                       (unsigned long long)st->first_by_entry[e]);
+        printf("}");
+    } else
         printf(",\"driver_calls_first_pass\":null,\"driver_calls_last_pass\":null");
+}
+
+/* The first-pass driver calls per entry point of every trace and strategy, and the cost
+ * table that prices them (its numbers and sources). */
+static void compare_first_pass(const cli *c, char (*names)[128], const steady *steadies, int ns)
+{
+    printf("\nfirst-pass driver calls by entry point, and estimated first-pass driver time "
+           "(ms; %s cost per call below)\n",
+           bench_drvcost_measured() ? "measured" : "estimated");
+    static const char *col[BENCH_DRV_N] = {"Alloc",    "Free", "AllocAs", "FreeAs", "Create",
+                                           "Release",  "Map",  "Unmap",   "SetAcc", "AddrRes",
+                                           "AddrFree", "Host", "Event",   "Stream", "Other"};
+    printf("%-20s %-20s", "trace", "strategy");
+    for (int e = 0; e < BENCH_DRV_N; e++)
+        printf(" %8s", col[e]);
+    printf(" %9s\n", "est. ms");
+    for (int k = 0; k < c->n_args; k++)
+        for (int i = 0; i < ns; i++) {
+            const steady *st = &steadies[k * ns + i];
+            if (!st->ran || !st->ok) continue;
+            printf("%-20s %-20.20s", names[k], c->strategies[i]);
+            for (int e = 0; e < BENCH_DRV_N; e++)
+                printf(" %8llu", (unsigned long long)st->first_by_entry[e]);
+            printf(" %9.2f\n", st->first_est_us / 1000);
+        }
+    printf("columns: cuMem* entry points (Alloc = cuMemAlloc, AllocAs = cuMemAllocAsync, SetAcc = "
+           "cuMemSetAccess, AddrRes = cuMemAddressReserve, Host = pinned host calls, Other = "
+           "context and device queries); cost per call (us) and its source:\n");
+    for (int e = 0; e < BENCH_DRV_N; e++)
+        printf("  %-20s %7.2f  %s\n", bench_drvcost_name((bench_drv)e),
+               bench_drvcost_us((bench_drv)e), bench_drvcost_source((bench_drv)e));
 }
 
 /* Index of the first strategy named `name` or starting with "name:", else -1. */
@@ -620,9 +661,9 @@ static int cmd_compare(cli *c, const bench_device *dev)
            "first / last pass: driver calls in each of %d passes over the trace in one instance "
            "at the full simulated capacity (goal for gpool: 0 in the last pass)\n\n",
            STEADY_PASSES);
-    printf("%-20s %-20s %13s %12s %9s %5s %12s %10s %21s\n", "trace", "strategy", "peak live MiB",
-           "min cap MiB", "fit ratio", "goal", "driver calls", "first pass",
-           "drv calls (last pass)");
+    printf("%-20s %-20s %13s %12s %9s %5s %12s %10s %21s %14s\n", "trace", "strategy",
+           "peak live MiB", "min cap MiB", "fit ratio", "goal", "driver calls", "first pass",
+           "drv calls (last pass)", "1st pass drv ms");
     for (int k = 0; k < c->n_args; k++)
         for (int i = 0; i < ns; i++) {
             const bench_fit *f = &fits[k * ns + i];
@@ -640,11 +681,12 @@ static int cmd_compare(cli *c, const bench_device *dev)
                    (double)peaks[k] / BENCH_MIB, (double)f->min_capacity / BENCH_MIB, f->ratio,
                    f->goal_met ? "met" : "no", (unsigned long long)f->driver_calls);
             if (st->ran && st->ok)
-                printf(" %10llu %21llu\n", (unsigned long long)st->first,
-                       (unsigned long long)st->last);
+                printf(" %10llu %21llu %14.2f\n", (unsigned long long)st->first,
+                       (unsigned long long)st->last, st->first_est_us / 1000);
             else
                 printf("  steady-state replay: %s\n", st->note);
         }
+    compare_first_pass(c, names, steadies, ns);
     printf("\nfit ratio (min capacity / peak live), device: %s\n%-20s", dev->name, "trace");
     for (int i = 0; i < ns; i++)
         printf(" %14.14s", c->strategies[i]);

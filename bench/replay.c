@@ -130,12 +130,14 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
     char what[300];
     snprintf(what, sizeof what, "%s on %s", spec, t->name);
     uint64_t start = bench_now_ns(), last = start, live = 0, calls_at_pass = 0;
+    uint64_t by_entry_at_pass[BENCH_DRV_N] = {0};
     bench_strategy_stats st;
     int stop = 0;
     bench_lag_begin(t, streams);
     for (unsigned pass = 0; pass < passes && !stop; pass++) {
         s.ops->stats(&s, &st);
         calls_at_pass = st.driver_calls;
+        memcpy(by_entry_at_pass, st.by_entry, sizeof by_entry_at_pass);
         for (size_t i = 0; i < t->n_ops; i++) {
             const bench_op *op = &t->ops[i];
             size_t gi = (size_t)pass * t->n_ops + i; /* op index over all passes */
@@ -215,6 +217,8 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
         live = 0;
         s.ops->stats(&s, &st);
         if (pass == 0) r->driver_calls_first_pass = st.driver_calls - calls_at_pass;
+        for (int e = 0; pass == 0 && e < BENCH_DRV_N; e++)
+            r->first_pass_by_entry[e] = st.by_entry[e] - by_entry_at_pass[e];
         r->driver_calls_last_pass = st.driver_calls - calls_at_pass;
         r->passes = pass + 1;
         if (step)

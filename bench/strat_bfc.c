@@ -150,6 +150,7 @@ static bfc_block *tree_best_fit(bfc_block *t, uintptr_t stream, uint64_t size)
 static int segment_alloc(bench_strategy *s, bfc_state *st, uint64_t size, CUdeviceptr *p)
 {
     st->st.driver_calls++;
+    st->st.by_entry[BENCH_DRV_MEM_ALLOC]++;
     CUresult r = s->dev->drv->cuMemAlloc(p, size);
     if (r == CUDA_SUCCESS) return BENCH_OK;
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return BENCH_OOM;
@@ -160,6 +161,7 @@ static int segment_alloc(bench_strategy *s, bfc_state *st, uint64_t size, CUdevi
 static void segment_release(bench_strategy *s, bfc_state *st, bfc_segment *seg)
 {
     st->st.driver_calls++;
+    st->st.by_entry[BENCH_DRV_MEM_FREE]++;
     s->dev->drv->cuMemFree((CUdeviceptr)seg->base);
     st->st.reserved -= seg->size;
     if (seg->prev)

@@ -58,6 +58,7 @@ static int cuda_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **
     cuda_state *c = s->state;
     CUdeviceptr p = 0;
     c->st.driver_calls++;
+    c->st.by_entry[BENCH_DRV_MEM_ALLOC]++;
     int rc = cu_result(s, s->dev->drv->cuMemAlloc(&p, size), "cuMemAlloc");
     if (rc != BENCH_OK) return rc;
     count_alloc(s, size);
@@ -69,6 +70,7 @@ static int cuda_free(bench_strategy *s, void *ptr, uint64_t size, CUstream strea
 {
     cuda_state *c = s->state;
     c->st.driver_calls++;
+    c->st.by_entry[BENCH_DRV_MEM_FREE]++;
     int rc = cu_result(s, s->dev->drv->cuMemFree((CUdeviceptr)(uintptr_t)ptr), "cuMemFree");
     if (rc == BENCH_OK) c->st.reserved -= size;
     return rc;
@@ -106,6 +108,7 @@ static int cuda_async_alloc(bench_strategy *s, uint64_t size, CUstream stream, v
     cuda_state *c = s->state;
     CUdeviceptr p = 0;
     c->st.driver_calls++;
+    c->st.by_entry[BENCH_DRV_MEM_ALLOC_ASYNC]++;
     int rc = cu_result(s, s->dev->drv->cuMemAllocAsync(&p, size, stream), "cuMemAllocAsync");
     if (rc != BENCH_OK) return rc;
     count_alloc(s, size);
@@ -117,6 +120,7 @@ static int cuda_async_free(bench_strategy *s, void *ptr, uint64_t size, CUstream
 {
     cuda_state *c = s->state;
     c->st.driver_calls++;
+    c->st.by_entry[BENCH_DRV_MEM_FREE_ASYNC]++;
     int rc = cu_result(s, s->dev->drv->cuMemFreeAsync((CUdeviceptr)(uintptr_t)ptr, stream),
                        "cuMemFreeAsync");
     if (rc == BENCH_OK) c->st.reserved -= size;
@@ -153,6 +157,7 @@ static int cuda_host_alloc(bench_strategy *s, uint64_t size, CUstream stream, vo
     cuda_state *c = s->state;
     void *p = NULL;
     c->st.driver_calls++;
+    c->st.by_entry[BENCH_DRV_HOST]++;
     int rc = cu_result(s, s->dev->drv->cuMemHostAlloc(&p, size, 0), "cuMemHostAlloc");
     if (rc != BENCH_OK) return rc;
     count_alloc(s, size);
@@ -164,6 +169,7 @@ static int cuda_host_free(bench_strategy *s, void *ptr, uint64_t size, CUstream 
 {
     cuda_state *c = s->state;
     c->st.driver_calls++;
+    c->st.by_entry[BENCH_DRV_HOST]++;
     int rc = cu_result(s, s->dev->drv->cuMemFreeHost(ptr), "cuMemFreeHost");
     if (rc == BENCH_OK) c->st.reserved -= size;
     return rc;

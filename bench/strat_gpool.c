@@ -104,6 +104,27 @@ static void gp_stats(bench_strategy *s, bench_strategy_stats *out)
     out->reserved = st.kind[GPOOL_MEM_AUTO].reserved_bytes;
     out->peak_reserved = st.kind[GPOOL_MEM_AUTO].peak_reserved_bytes;
     out->driver_calls = st.driver_calls_total;
+    static const struct {
+        gpool_driver_call from;
+        bench_drv to;
+    } map[] = {
+        {GPOOL_DRV_MEM_CREATE, BENCH_DRV_MEM_CREATE},
+        {GPOOL_DRV_MEM_RELEASE, BENCH_DRV_MEM_RELEASE},
+        {GPOOL_DRV_MEM_MAP, BENCH_DRV_MEM_MAP},
+        {GPOOL_DRV_MEM_UNMAP, BENCH_DRV_MEM_UNMAP},
+        {GPOOL_DRV_MEM_SET_ACCESS, BENCH_DRV_MEM_SET_ACCESS},
+        {GPOOL_DRV_ADDRESS_RESERVE, BENCH_DRV_ADDRESS_RESERVE},
+        {GPOOL_DRV_ADDRESS_FREE, BENCH_DRV_ADDRESS_FREE},
+        {GPOOL_DRV_HOST_ALLOC, BENCH_DRV_HOST},
+        {GPOOL_DRV_HOST_FREE, BENCH_DRV_HOST},
+        {GPOOL_DRV_HOST_REGISTER, BENCH_DRV_HOST},
+        {GPOOL_DRV_HOST_UNREGISTER, BENCH_DRV_HOST},
+        {GPOOL_DRV_EVENT, BENCH_DRV_EVENT},
+        {GPOOL_DRV_STREAM, BENCH_DRV_STREAM},
+        {GPOOL_DRV_OTHER, BENCH_DRV_OTHER},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        out->by_entry[map[i].to] += st.driver_calls[map[i].from];
 }
 
 static int gp_snapshot(bench_strategy *s, FILE *f)

@@ -20,7 +20,7 @@
 # from CUDA_HOME; build on a machine that has them and copy the tree if the GPU host has none.
 
 GPU_BUILD     := $(BUILD)/gpu
-GPU_TOOLS     := $(GPU_BUILD)/gpu-latency $(GPU_BUILD)/gpu-datapath
+GPU_TOOLS     := $(GPU_BUILD)/gpu-latency $(GPU_BUILD)/gpu-datapath $(GPU_BUILD)/gpu-drvcost
 GPU_CHECK_OUT ?= build/gpu-check.md
 
 ifneq ($(DEPS_PREFIX),)
@@ -43,6 +43,7 @@ gpu-tools: $(GPU_TOOLS)
 gpu-sim-smoke: $(GPU_TOOLS) $(SIMLIB)
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(GPU_BUILD)/gpu-latency --iters 50
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(GPU_BUILD)/gpu-datapath
+	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(GPU_BUILD)/gpu-drvcost --iters 20
 	@if command -v ptxas >/dev/null 2>&1 || test -x $(CUDA_HOME)/bin/ptxas; then \
 	  PTXAS=$$(command -v ptxas || echo $(CUDA_HOME)/bin/ptxas); \
 	  $(GPU_BUILD)/gpu-datapath --print-ptx > $(GPU_BUILD)/fill.ptx && \
@@ -55,4 +56,5 @@ gpu-check:
 	  MAKE="$(MAKE)" scripts/gpu-check.sh
 
 # keep the tool objects (intermediate files of the pattern rule above)
-.SECONDARY: $(BUILD)/obj/gpu/latency.o $(BUILD)/obj/gpu/datapath.o $(BUILD)/obj/gpu/cudrv.o
+.SECONDARY: $(BUILD)/obj/gpu/latency.o $(BUILD)/obj/gpu/datapath.o $(BUILD)/obj/gpu/cudrv.o \
+            $(BUILD)/obj/gpu/drvcost.o

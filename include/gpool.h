@@ -412,10 +412,14 @@ GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
  *     capacity/P - (pages other users of the device hold)
  *       - sum over live device blocks of all pools of the process on the device of
  *           (ceil(size/P) + 1 + 2 (C - 1))
+ *       - (pools of the process on the device) x G
  *     >= ceil(S/P) + 1.
  * Each live block pins the pages it touches (ceil(size/P) + 1 at most) and, where chunks
  * back them, the rest of the first and last chunk (a chunk goes back to the driver only
- * whole). Cached memory of any pool of the process never counts: it is given back first.
+ * whole). G is what a pool's cold-start growth may pin: on a device of 4 GiB or more, a pool
+ * without a release threshold backs its first allocations with handles of up to 32 pages,
+ * holding at most capacity/(4P) pages in them (0 on a smaller device; see src/vidmem.h).
+ * Cached memory of any pool of the process never counts: it is given back first.
  * tests/util_model.c states this rule executably and tests/test_model.c checks it.
  * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver; a
  *         device page_size gpool does not back blocks of this size with; or the stream is

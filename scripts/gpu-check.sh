@@ -171,6 +171,24 @@ else
   fail "gpu-latency (log $LOG/latency.log)"
   md '```'; tail -20 "$LOG/latency.log" >>"$OUT"; md '```'
 fi
+# cold start: the measured cost of each driver entry point replaces bench/drvcost.c's estimates
+# in compare's estimated first-pass driver time (GPOOL_BENCH_DRV_COSTS). compare fits
+# capacities, so it runs on the simulated driver: simulated call counts, measured costs.
+if run_step drvcost "$LOG/drvcost.log" "$BUILD/gpu/gpu-drvcost" --iters 200 --out "$LOG/drvcost.txt"; then
+  cat "$LOG/drvcost.log" >>"$OUT"
+  if GPOOL_BENCH_DRV_COSTS="$LOG/drvcost.txt" GPOOL_LIBCUDA="$BUILD/sim/libcuda.so.1" \
+       run_step "compare first pass" "$LOG/compare-first.log" \
+       "$BUILD/gpool-bench" compare $traces --strategy gpool --strategy bfc; then
+    md "### first-pass driver calls (simulated) and time (costs measured on this GPU)"; md '```'
+    sed -n '/first-pass driver calls by entry point/,/^fit ratio/p' "$LOG/compare-first.log" >>"$OUT"
+    md '```'
+  else
+    fail "gpool-bench compare with measured costs (log $LOG/compare-first.log)"
+  fi
+else
+  fail "gpu-drvcost (log $LOG/drvcost.log)"
+  md '```'; tail -20 "$LOG/drvcost.log" >>"$OUT"; md '```'
+fi
 md ""
 
 # ---- 3. data path -----------------------------------------------------------------------------

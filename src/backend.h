@@ -17,8 +17,10 @@ typedef struct gp_backend_ops {
     gpool_status (*reserve)(void *ctx, size_t size, uintptr_t *base, size_t *got);
     /* Give a whole reservation back (nothing mapped in it any more). */
     gpool_status (*unreserve)(void *ctx, uintptr_t base, size_t size);
-    /* Back pages [first, first+n) of g, all unbacked now, for a block of block_bytes.
-     * All-or-nothing: on failure no page of the run stays backed. */
+    /* Back pages [first, first+n) of g, all unbacked now, for a block of block_bytes. A
+     * backend may back unbacked pages right after the run too (vidmem's cold-start growth:
+     * those pages are free, as live blocks are always backed). All-or-nothing: on failure
+     * no page of the run (or beyond it) stays backed. */
     gpool_status (*back)(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes);
     /* Drop the backing of the pages in [first, first+n) whose physical memory holds no
      * allocated byte (page_used == 0 for every page it covers), keeping that memory cached

@@ -96,6 +96,8 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         }
     }
     if (st == GPOOL_OK) {
+        /* memory above the threshold is to go back: growth would pin some (vidmem.h) */
+        if (pool->cfg.release_threshold) gp_vidmem_set_growth(vctx, 0);
         pool->granularity = gp_vidmem_granularity(vctx);
         pool->device_total = total;
         /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps

@@ -10,6 +10,7 @@
 typedef struct vm_handle {
     CUmemGenericAllocationHandle h;
     size_t npages;     /* handle size in pages */
+    int grown;         /* a multi-page handle made by growth (counted in grow_pages) */
     uintptr_t addr;    /* where it is mapped, 0 when not */
     gp_region *region; /* region it is mapped in */
 } vm_handle;
@@ -34,6 +35,15 @@ typedef struct gp_vidmem {
     uint32_t *limbo;
     size_t nlimbo, cap_limbo;
     size_t held_pages, idle_pages;
+    /* Growth (cold start, see grow_pages_for): pages held in handles made by growth, and
+     * their limit, 1/GP_VIDMEM_GROW_SHARE of the device's pages (0 on a device smaller than
+     * GP_VIDMEM_GROW_MIN_DEVICE or of unknown size).
+     * A handle goes back to the driver only whole (cuda.h, cuMemUnmap: no sub-range of a
+     * mapping; cuMemMap: offset must be zero), so the limit bounds what growth can pin
+     * (include/gpool.h, "When it must succeed"). */
+    size_t grow_pages, grow_budget;
+    int pressed;   /* memory was wanted back (unback_unused): no more growth */
+    int no_growth; /* gp_vidmem_set_growth(ctx, 0) */
     uint64_t remaps;
 } gp_vidmem;
 
@@ -188,6 +198,13 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
                    ? gp_cu_fail(r, "cuMemGetAllocationGranularity")
                    : gp_fail(GPOOL_ERR_UNSUPPORTED, "device granularity is not a power of two");
     }
+    /* the device's memory, for the growth budget (cuda.h, cuDeviceTotalMem: needs no
+     * context); unknown: no growth */
+    size_t total = 0;
+    if (drv->cuDeviceTotalMem &&
+        GP_DRV(cnt, GPOOL_DRV_OTHER, drv->cuDeviceTotalMem(&total, dev)) == CUDA_SUCCESS &&
+        total >= GP_VIDMEM_GROW_MIN_DEVICE)
+        v->grow_budget = total / v->gran / GP_VIDMEM_GROW_SHARE;
     *out = v;
     return GPOOL_OK;
 }
@@ -196,6 +213,11 @@ size_t gp_vidmem_granularity(void *ctx)
 {
     return ((gp_vidmem *)ctx)->gran;
 }
+void gp_vidmem_set_growth(void *ctx, int on)
+{
+    ((gp_vidmem *)ctx)->no_growth = !on;
+}
+
 uint64_t gp_vidmem_remaps(void *ctx)
 {
     return ((gp_vidmem *)ctx)->remaps;
@@ -288,6 +310,7 @@ static int handle_destroy(gp_vidmem *v, uint32_t id)
         return -1;
     }
     v->held_pages -= hd->npages;
+    if (hd->grown) v->grow_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
     return 0;
@@ -354,6 +377,26 @@ static int limbo_retry(gp_vidmem *v, gp_region *g, size_t first, size_t n)
     return blocked;
 }
 
+/* Cold start: the handle size (in pages) for growth when backing the run of n pages at
+ * first, or 1 for none. The step is the pages the pool holds, clamped to
+ * GP_VIDMEM_GROW_MIN..GP_VIDMEM_GROW_MAX (larger steps while the pool is young); a run shorter
+ * than the step is extended over the unbacked pages after it (they are free: live blocks are
+ * always backed), a longer one is backed by handles of the step. No growth while cached
+ * single pages can serve the run, after the pool was asked to give memory back (pressure),
+ * or when the handle would take the growth budget past its limit. */
+static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
+{
+    if (v->nidle || v->nlimbo || v->pressed || v->no_growth) return 1;
+    size_t step = v->held_pages;
+    if (step < GP_VIDMEM_GROW_MIN) step = GP_VIDMEM_GROW_MIN;
+    if (step > GP_VIDMEM_GROW_MAX) step = GP_VIDMEM_GROW_MAX;
+    size_t k = n < step ? n : step;
+    while (k < step && first + k < g->npages && !g->page_phys[first + k])
+        k++;
+    if (k < 2 || v->grow_pages + k > v->grow_budget) return 1;
+    return k;
+}
+
 static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
                                    size_t block_bytes)
 {
@@ -361,10 +404,23 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
                                          "without access; they cannot be mapped again yet");
     size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
+    size_t grow = grow_pages_for(v, g, first, n), orig_n = n;
+    if (grow < 2)
+        grow = 0;
+    else if (grow > n)
+        n = grow; /* one handle, extended over the unbacked pages after the run */
     gpool_status st = GPOOL_OK;
     size_t done = 0;
     while (done < n) {
         size_t want = n - done >= chunk_pages ? chunk_pages : 1;
+        int grown = 0;
+        if (grow) {
+            size_t w = n - done < grow ? n - done : grow;
+            if (w > 1 && v->grow_pages + w <= v->grow_budget) {
+                want = w;
+                grown = 1;
+            }
+        }
         long id = -1;
         if (want == 1 && v->nidle) {
             id = v->idle[--v->nidle];
@@ -373,11 +429,18 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         } else {
             id = handle_create(v, want, &st);
             if (id < 0 && want > 1 && st == GPOOL_ERR_OUT_OF_MEMORY) {
-                chunk_pages = 1; /* cached single pages or the driver's last ones may do */
-                st = GPOOL_OK;   /* the chunk's failure is not this call's */
+                /* under pressure: cached single pages or the driver's last ones may do */
+                chunk_pages = 1;
+                grow = 0;
+                n = done < orig_n ? orig_n : done; /* pages after the run: never asked for */
+                st = GPOOL_OK;                     /* the chunk's failure is not this call's */
                 continue;
             }
             if (id < 0) break;
+            if (grown) {
+                v->handles[id].grown = 1;
+                v->grow_pages += want;
+            }
         }
         uintptr_t addr = g->base + ((first + done) << g->page_shift);
         CUresult r =
@@ -432,6 +495,7 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
     gp_vidmem *v = ctx;
     size_t freed = 0;
     int pushed = 0, entered = 0;
+    v->pressed = 1;
     if (v->nlimbo) {
         gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
         entered = 1;

@@ -9,6 +9,18 @@
 
 extern const gp_backend_ops gp_vidmem_ops;
 
+/* Growth (cold start): while the pool holds no cached single pages and was never asked to
+ * give memory back, a run of pages is backed by handles of several pages (the pages the pool
+ * holds, clamped to GP_VIDMEM_GROW_MIN..GP_VIDMEM_GROW_MAX), a short run extended over the
+ * unbacked pages after it, as long as such handles hold at most 1/GP_VIDMEM_GROW_SHARE of
+ * the device's pages. A handle goes back only whole, so growth can pin up to that many
+ * pages; on a device smaller than GP_VIDMEM_GROW_MIN_DEVICE there is no growth (a small
+ * device is where pinned pages would cost the most). */
+#define GP_VIDMEM_GROW_SHARE      4
+#define GP_VIDMEM_GROW_MIN        4
+#define GP_VIDMEM_GROW_MAX        32
+#define GP_VIDMEM_GROW_MIN_DEVICE ((size_t)4 << 30)
+
 /* Create the backend's context for device ordinal `device` (granularity queried here).
  * peer_access (gpool_peer_access) decides which devices each mapping is made accessible to.
  * Errors: GPOOL_ERR_UNSUPPORTED (no VMM, or peer_access=all and a device cannot reach this
@@ -22,6 +34,9 @@ gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access);
 /* Devices each mapping is made accessible to (the pool's own first). */
 size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max);
 size_t gp_vidmem_granularity(void *ctx);
+/* Turn growth (above) off (on = 0) or back on; a pool with a release threshold turns it off,
+ * since memory it pins could not go back. */
+void gp_vidmem_set_growth(void *ctx, int on);
 uint64_t gp_vidmem_remaps(void *ctx);
 
 #endif

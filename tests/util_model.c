@@ -13,6 +13,8 @@ void model_init(model *m, size_t capacity, size_t page, int npools, gpool_t *con
     m->capacity = capacity;
     m->page = page;
     m->chunk_max = 1;
+    /* gpool.h, "When it must succeed": G, the device's pages / 4 on a device of 4 GiB or more */
+    m->grow_max = capacity >= ((size_t)4 << 30) ? capacity / page / 4 : 0;
     m->npools = npools;
     for (int i = 0; i < npools; i++) {
         m->pools[i] = pools[i];
@@ -41,6 +43,7 @@ int model_must_fit(const model *m, int pool, gpool_mem_kind kind, size_t size, s
 {
     if (kind != GPOOL_MEM_DEVICE) return size <= ((size_t)256 << 20); /* host: plenty here */
     size_t have = m->capacity / m->page, used = pages_of(m, other_bytes);
+    used += (size_t)m->npools * m->grow_max; /* pages growth may pin, per pool */
     for (size_t i = 0; i < m->nlive; i++) {
         const model_block *b = &m->live[i];
         if (b->kind == GPOOL_MEM_DEVICE && (m->shared || b->pool == pool))
