@@ -191,6 +191,9 @@ int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
     /* cuStreamIsCapturing is legal during capture (its doc comment); a driver without it has no
      * graph capture to worry about. Another thread's per-thread stream cannot be asked. */
     if (!pool->drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
+    /* cuStreamBeginCapture's doc: "Capture may not be initiated if stream is CU_STREAM_LEGACY"
+     * (NULL names the legacy stream in gpool's API): no call needed for it */
+    if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY) return 0;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
                         pool->drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));

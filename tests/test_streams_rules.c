@@ -236,6 +236,10 @@ struct ptds_job {
 static void *ptds_thread_b(void *arg)
 {
     struct ptds_job *j = arg;
+    /* a thread that launches kernels has a current context (gpool need not make it current:
+     * an allocation served from mapped memory makes no driver call) */
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
     j->got = alloc_on(j->size, CU_STREAM_PER_THREAD, 0);
     if (touch) kernel(CU_STREAM_PER_THREAD, j->got, j->size); /* B's kernel uses its block */
     return NULL;
