@@ -787,7 +787,7 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 {
     pthread_mutex_lock(&a->lock);
     note_held(a); /* failed backings leave cached pages behind: keep the peak honest */
-    *c = a->c; /* pending_slots and pending_bytes are kept where slots park and leave */
+    *c = a->c;    /* pending_slots and pending_bytes are kept where slots park and leave */
     *held = held_bytes(a);
     *idle = a->ops->idle_bytes(a->bctx);
     pthread_mutex_unlock(&a->lock);
