@@ -535,6 +535,10 @@ GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);
 /**
  * Copy the pool's counters.
  *
+ * Cheap at any heap size: it reads running counters (the cost grows with the number of
+ * threads that allocated from the pool, not with the number of blocks), and holds each
+ * internal lock only to copy a few counters, so it may be called often.
+ *
  * @param pool the pool.
  * @param[out] out receives the snapshot (consistent per kind; counters of different kinds
  *                 may be taken at slightly different moments while other threads allocate).
@@ -543,6 +547,25 @@ GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
+
+/**
+ * Compute the pool's statistics by walking its blocks: as gpool_get_stats(), except that the
+ * requested bytes of small blocks are summed slot by slot over every slab instead of taken
+ * from running counters. For checks and debugging (it must equal gpool_get_stats() whenever
+ * no other thread allocates or frees meanwhile).
+ *
+ * EXPENSIVE: its cost grows with the heap (every slab's slots are visited, about a
+ * millisecond per 10^5 small blocks), and it holds each memory kind's lock for the whole
+ * walk, stalling every thread that allocates from that kind meanwhile. Do not call it on a
+ * hot path; gpool_get_stats() and gpool_mem_get_info() are the cheap calls.
+ *
+ * @param pool the pool.
+ * @param[out] out receives the statistics.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out);
 
 /**
  * Describe the live block that contains an address.
@@ -560,6 +583,9 @@ GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_bl
 /**
  * Free and total device memory as the application sees it: the driver's free memory plus
  * this pool's cached bytes (which the pool gives back when asked for more).
+ *
+ * Cheap at any heap size: one cuMemGetInfo driver call and the device kind's running counters
+ * (no walk; internal locks held only to copy counters).
  *
  * @param pool the pool.
  * @param[out] free_bytes  receives the free bytes.

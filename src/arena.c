@@ -615,6 +615,7 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
         if (st == GPOOL_OK) {
             uintptr_t p = slot_pop(a, s, GP_SLOT_LIVE);
             gp_slot_set_req(s, (uint32_t)gp_slot_index(s, p), (uint32_t)size);
+            a->c.small_requested += size;
             count_alloc(a, 0);
             *out = (void *)p;
         }
@@ -662,15 +663,19 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
         if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE)
             return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block (%s)", ptr,
                            i < 0 ? "not the start of a block" : "already freed");
+        uint32_t req = gp_slot_req(s, (uint32_t)i);
         if (s->tag != tag) {
             /* Freed on another stream than its slab serves: park it until that stream's
              * work is done, so the slab's stream cannot reuse it early. */
             gpool_status st = pending_add(a, p, tag, seq);
             if (st != GPOOL_OK) return st;
             gp_slot_set(s, (uint32_t)i, GP_SLOT_PENDING);
+            a->c.pending_slots++;
+            a->c.pending_bytes += s->slot_size;
         } else {
             slot_push(a, s, (uint16_t)i);
         }
+        a->c.small_requested -= req;
         count_free(a, 0);
         return GPOOL_OK;
     }
@@ -701,6 +706,8 @@ void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto)
         gp_pending_slot ps = a->pending[i];
         if (ps.tag == tag && ps.seq <= upto) {
             gp_slab *s = gp_arena_slab_of(a, ps.ptr);
+            a->c.pending_slots--;
+            a->c.pending_bytes -= s->slot_size;
             slot_push(a, s, (uint16_t)gp_slot_index(s, ps.ptr));
         } else {
             a->pending[k++] = ps;
@@ -780,13 +787,7 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 {
     pthread_mutex_lock(&a->lock);
     note_held(a); /* failed backings leave cached pages behind: keep the peak honest */
-    *c = a->c;
-    c->pending_slots = a->npending;
-    c->pending_bytes = 0;
-    for (size_t i = 0; i < a->npending; i++) {
-        gp_slab *s = gp_arena_slab_of(a, a->pending[i].ptr);
-        if (s) c->pending_bytes += s->slot_size;
-    }
+    *c = a->c;    /* pending_slots and pending_bytes are kept where slots park and leave */
     *held = held_bytes(a);
     *idle = a->ops->idle_bytes(a->bctx);
     pthread_mutex_unlock(&a->lock);

@@ -106,6 +106,10 @@ typedef struct gp_arena_counters {
     uint64_t pending_slots; /* small blocks waiting on another stream (gp_arena_stats) */
     uint64_t pending_bytes; /* their slot bytes (counted in in_use until released) */
     uint64_t oom_retries, ooms;
+    /* Requested bytes of small blocks allocated through the arena minus those of small blocks
+     * freed through it (modulo 2^64: thread caches keep the other part, see gp_tcache); the
+     * sum over both is the live small blocks' requested bytes, kept without a walk. */
+    uint64_t small_requested;
 } gp_arena_counters;
 
 struct gp_arena {
@@ -214,14 +218,16 @@ size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void 
 /* Give back n CACHED slots (from a thread cache). Takes the lock. */
 void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *owner);
 
-/* Requested bytes of live small blocks (scans the slabs; lock taken). */
+/* Requested bytes of live small blocks (scans every slab; lock taken). Expensive: for
+ * gpool_calculate_stats only, never for gpool_get_stats. */
 uint64_t gp_arena_small_requested(gp_arena *a);
 
 /* Release cached physical memory: wait for pending work (sync), drop the backing of every
  * unused page and give idle memory to the driver until keep bytes stay held beyond in-use. */
 gpool_status gp_arena_trim(gp_arena *a, size_t keep);
 
-/* Locked snapshot of counters and bytes held by the backend. */
+/* Locked snapshot of counters and bytes held by the backend; O(1) (the lock is held for a
+ * copy of the counters only). */
 void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idle);
 
 /* Describe the block containing ptr (lock taken). */

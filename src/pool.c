@@ -576,14 +576,15 @@ static void keep_peaks_monotone(gpool_t *pool, gpool_stats *out)
     pthread_mutex_unlock(&pool->lock);
 }
 
-gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
+/* The statistics from running counters: O(threads + kinds), whatever the heap's size, each
+ * lock held for a copy of counters. exact: sum the small blocks' requested bytes by walking
+ * every slab instead (gpool_calculate_stats). */
+static gpool_status stats_impl(gpool_t *pool, gpool_stats *out, int exact)
 {
-    if (!pool || !out)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_stats: %s is NULL", pool ? "out" : "pool");
     memset(out, 0, sizeof *out);
-    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached;
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req;
     pthread_mutex_lock(&pool->lock);
-    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
     pthread_mutex_unlock(&pool->lock);
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
     for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
@@ -595,11 +596,14 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
         int dev = k == GPOOL_MEM_DEVICE;
         /* blocks parked in thread caches or freed but pending on a stream are not in use */
         ks->in_use_bytes = c.in_use - c.pending_bytes - (dev ? tc_cached : 0);
-        ks->requested_bytes = c.requested + gp_arena_small_requested(pool->arena[k]);
+        /* small blocks: the arena's and the thread caches' balances (mod 2^64) */
+        uint64_t small = exact ? gp_arena_small_requested(pool->arena[k])
+                               : c.small_requested + (dev ? tc_req : 0);
+        ks->requested_bytes = c.requested + small;
         ks->reserved_bytes = held;
         ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
         ks->peak_in_use_bytes = c.peak_in_use;
-        /* small blocks' requested bytes are summed on demand, so this peak is sampled */
+        /* the thread caches do not track the small blocks' peak, so this peak is sampled */
         ks->peak_requested_bytes =
             c.peak_requested > ks->requested_bytes ? c.peak_requested : ks->requested_bytes;
         ks->peak_reserved_bytes = c.peak_held;
@@ -649,6 +653,21 @@ gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
     return GPOOL_OK;
 }
 
+gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
+{
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_stats: %s is NULL", pool ? "out" : "pool");
+    return stats_impl(pool, out, 0);
+}
+
+gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out)
+{
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_calculate_stats: %s is NULL",
+                       pool ? "out" : "pool");
+    return stats_impl(pool, out, 1);
+}
+
 gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
     gpool_status st = block_info_tagged(pool, ptr, out);
@@ -688,6 +707,22 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
     return GPOOL_OK;
 }
 
+/* The device kind's cached_bytes of gpool_get_stats, from the same running counters but
+ * without the other kinds: O(threads), whatever the heap's size. */
+static uint64_t device_cached(gpool_t *pool)
+{
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req, n, bytes, req;
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
+    pthread_mutex_unlock(&pool->lock);
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(pool->arena[GPOOL_MEM_DEVICE], &c, &held, &idle);
+    gp_stream_deferred(pool, GPOOL_MEM_DEVICE, &n, &bytes, &req);
+    uint64_t in_use = c.in_use - c.pending_bytes - tc_cached - bytes;
+    return held > in_use ? held - in_use : 0;
+}
+
 gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)
 {
     if (!pool || !free_bytes || !total_bytes)
@@ -698,9 +733,7 @@ gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemGetInfo(&fr, &total));
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemGetInfo");
-    gpool_stats s;
-    gpool_get_stats(pool, &s);
-    fr += s.kind[GPOOL_MEM_DEVICE].cached_bytes;
+    fr += device_cached(pool);
     *free_bytes = fr < total ? fr : total;
     *total_bytes = total;
     return GPOOL_OK;

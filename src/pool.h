@@ -32,6 +32,7 @@ struct gpool {
     size_t device_total; /* cuDeviceTotalMem: no device block larger than this can fit */
     /* totals of thread caches that have gone away */
     uint64_t tc_allocs, tc_frees, tc_hits;
+    uint64_t tc_requested; /* their requested-bytes balance (see gp_tcache.requested) */
     _Atomic uint64_t fallbacks;
     FILE *trace;
     pthread_mutex_t trace_lock;
@@ -52,9 +53,10 @@ void gp_kind_stats_add(gpool_kind_stats *total, const gpool_kind_stats *k);
 /* Give every thread cache's blocks back at the owning threads' next call (or now for the
  * calling thread). */
 void gp_tcache_flush_all(gpool_t *pool);
-/* Sum of live thread caches' counters (pool->lock held by the caller). */
+/* Sum of thread caches' counters (pool->lock held by the caller); O(threads). requested: the
+ * caches' part of the small blocks' requested bytes (modulo 2^64, see gp_tcache). */
 void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t *hits,
-                      uint64_t *cached_bytes);
+                      uint64_t *cached_bytes, uint64_t *requested);
 /* Drop all caches of a pool being destroyed (pool->lock held). */
 void gp_tcache_pool_gone(gpool_t *pool);
 

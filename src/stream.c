@@ -57,9 +57,29 @@ struct gp_streams {
     gp_ptrmap recorded; /* block -> extra streams (gpool_record_stream) */
     deferred_free *def;
     size_t ndef, cap_def;
+    /* per kind: the deferred list's count, bytes and requested bytes (gp_stream_deferred) */
+    uint64_t def_n[GPOOL_MEM_KIND_COUNT], def_bytes[GPOOL_MEM_KIND_COUNT],
+        def_req[GPOOL_MEM_KIND_COUNT];
     CUevent *spare; /* idle events */
     size_t nspare, cap_spare;
 };
+
+/* Append d to the deferred list (lock held, room made by the caller) and count it. */
+static void def_push(gp_streams *ss, const deferred_free *d)
+{
+    ss->def[ss->ndef++] = *d;
+    ss->def_n[d->kind]++;
+    ss->def_bytes[d->kind] += d->size;
+    ss->def_req[d->kind] += d->requested;
+}
+
+/* Take d's counts out of the totals (lock held) once it leaves the list. */
+static void def_uncount(gp_streams *ss, const deferred_free *d)
+{
+    ss->def_n[d->kind]--;
+    ss->def_bytes[d->kind] -= d->size;
+    ss->def_req[d->kind] -= d->requested;
+}
 
 /* ---------- stream tags ---------- */
 
@@ -432,7 +452,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *
     }
     gp_ctx_leave(pool->drv, &pool->cnt, pushed);
     rc->deferred = 1; /* the entry stays until the free completes */
-    ss->def[ss->ndef++] = d;
+    def_push(ss, &d);
     ss_unlock(ss);
     return 1;
 }
@@ -456,6 +476,7 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
         }
         for (size_t e = 0; e < d->nev; e++)
             event_put(pool, d->ev[e]);
+        def_uncount(ss, d);
         out[got++] = *d;
         free(gp_ptrmap_del(&ss->recorded, (uintptr_t)d->ptr));
         atomic_fetch_sub(&pool->stream_busy, 1);
@@ -679,12 +700,9 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
     *count = *bytes = *requested = 0;
     if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
     ss_lock(ss);
-    for (size_t i = 0; i < ss->ndef; i++)
-        if (ss->def[i].kind == kind) {
-            (*count)++;
-            *bytes += ss->def[i].size;
-            *requested += ss->def[i].requested;
-        }
+    *count = ss->def_n[kind]; /* kept by def_push / def_uncount: no walk */
+    *bytes = ss->def_bytes[kind];
+    *requested = ss->def_req[kind];
     ss_unlock(ss);
 }
 
@@ -762,7 +780,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
         atomic_fetch_sub(&pool->stream_busy, 1);
     } else if (ok) {
         rc->deferred = 1;
-        ss->def[ss->ndef++] = d;
+        def_push(ss, &d);
     } else { /* could not track it: wait for the streams now, then free */
         for (size_t e = 0; e < d.nev; e++)
             event_put(pool, d.ev[e]);

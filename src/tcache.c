@@ -53,6 +53,7 @@ static void tc_retire(gp_tcache *tc)
     gpool_t *pool = tc->pool;
     pool->tc_allocs += LOAD(tc->allocs);
     pool->tc_frees += LOAD(tc->frees);
+    pool->tc_requested += LOAD(tc->requested);
     pool->tc_hits += LOAD(tc->allocs) - LOAD(tc->misses);
     if (tc->prev)
         tc->prev->next = tc->next;
@@ -219,8 +220,9 @@ size_t gp_tcache_reclaim_idle(gpool_t *pool)
 }
 
 void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t *hits,
-                      uint64_t *cached_bytes)
+                      uint64_t *cached_bytes, uint64_t *requested)
 {
+    *requested = pool->tc_requested;
     *allocs = pool->tc_allocs;
     *frees = pool->tc_frees;
     *hits = pool->tc_hits;
@@ -228,6 +230,7 @@ void gp_tcache_totals(gpool_t *pool, uint64_t *allocs, uint64_t *frees, uint64_t
     for (gp_tcache *tc = pool->tcaches; tc; tc = tc->next) {
         *allocs += LOAD(tc->allocs);
         *frees += LOAD(tc->frees);
+        *requested += LOAD(tc->requested);
         *hits += LOAD(tc->allocs) - LOAD(tc->misses);
         for (unsigned c = 0; c < GP_NCLASS; c++)
             *cached_bytes += (uint64_t)LOAD(tc->n[c]) * gp_class_size(c);

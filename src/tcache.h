@@ -33,6 +33,10 @@ struct gp_tcache {
     _Atomic uint32_t n[GP_NCLASS];
     uint32_t cap[GP_NCLASS];
     _Atomic uint64_t allocs, frees, misses;
+    /* Requested bytes of the small blocks this cache handed out minus those of the blocks
+     * freed into it (modulo 2^64; the arena keeps the other part): the statistics sum it
+     * over the threads instead of walking the slabs. */
+    _Atomic uint64_t requested;
     gp_tc_entry slot[GP_NCLASS][GP_TC_SLOTS];
 };
 
@@ -63,6 +67,7 @@ static inline int gp_tcache_pop(gp_tcache *tc, size_t size, unsigned c, void **o
     gp_slot_set(e.slab, e.idx, GP_SLOT_LIVE);
     gp_slot_set_req(e.slab, e.idx, (uint32_t)size);
     GP_TC_STORE(tc->allocs, GP_TC_LOAD(tc->allocs) + 1);
+    GP_TC_STORE(tc->requested, GP_TC_LOAD(tc->requested) + size);
     *out = (void *)(e.slab->base + (uintptr_t)e.idx * e.slab->slot_size);
     return 1;
 }
@@ -76,6 +81,7 @@ static inline void gp_tcache_push(gp_tcache *tc, gp_slab *s, uint32_t i)
     tc->slot[c][n] = (gp_tc_entry){s, i};
     GP_TC_STORE(tc->n[c], n + 1);
     GP_TC_STORE(tc->frees, GP_TC_LOAD(tc->frees) + 1);
+    GP_TC_STORE(tc->requested, GP_TC_LOAD(tc->requested) - gp_slot_req(s, i));
 }
 
 /* Enter / leave the owner's use of its cache; enter fails while a reclaimer holds it. */
