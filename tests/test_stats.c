@@ -5,7 +5,6 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "gpool.h"
 #include "util_pool.h"
