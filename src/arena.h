@@ -145,6 +145,8 @@ struct gp_arena {
     /* Frees since the last device synchronize: their memory may still be touched by queued
      * work even when it is clean for reuse, so it must not be unmapped before a sync. */
     uint64_t frees_since_sync;
+    /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
+    unsigned allocs_since_poll;
     uintptr_t only_tag;
     gp_arena_counters c; /* large blocks and slabs' slot traffic through the slow path */
 };

@@ -337,7 +337,8 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     return r;
 }
 
-/* Best fit over the stream's own pending ranges and the clean ones together. A tie goes to the
+/* Best fit over the stream's own pending ranges and the clean ones together (a range on cached
+ * pages before one that needs fresh pages, then the smaller one). A tie goes to the
  * stream's own range (reusing it keeps the clean space open for the other streams), but a
  * larger pending range is not split while a clean one fits better: that left exact clean holes
  * empty and fragmented the multi-stream traces (issue 15, section 3). */
@@ -350,8 +351,11 @@ static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, ui
         own = t ? fit_in(h, t->root, want, size, align, below) : NULL;
     }
     gp_range *clean = fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align, below);
-    if (!own) return clean;
-    return clean && clean->size < own->size ? clean : own;
+    if (!own || !clean) return own ? own : clean;
+    /* as fit_in: cached pages first, then the smaller range */
+    int own_fresh = unbacked(h, own, size, align), clean_fresh = unbacked(h, clean, size, align);
+    if (own_fresh != clean_fresh) return own_fresh ? clean : own;
+    return clean->size < own->size ? clean : own;
 }
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
