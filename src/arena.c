@@ -223,8 +223,11 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     }
     if (polls) {
         /* Before mapping fresh pages, see whether other streams' freed ranges are done. */
+        int fresh = !r || (flags & GP_ARENA_SLAB) || needs_backing(a, r);
         if (r) give_back(a, r, tag);
-        a->poll(a->owner, a, tag, flags);
+        /* a split fit records a new event only on a stream with a pending range it would fit */
+        a->poll_want = size;
+        a->poll(a->owner, a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY));
         a->allocs_since_poll = 0;
         r = take(a, size, align, tag, flags, &no_nodes);
     }

@@ -515,6 +515,15 @@ size_t gp_heap_largest_free(const gp_heap *h)
     return r ? r->size : 0;
 }
 
+size_t gp_heap_largest_tagged(gp_heap *h, uintptr_t tag)
+{
+    gp_tag_index *t = tag_find(h, tag);
+    gp_range *r = t ? t->root : NULL;
+    while (r && r->right)
+        r = r->right;
+    return r ? r->size : 0;
+}
+
 void gp_heap_pin_dirty(gp_heap *h, int pin)
 {
     for (size_t i = 1; i < h->ntags; i++)
