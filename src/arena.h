@@ -18,6 +18,9 @@
 /* Internal request flag: a new slab (placed at the top of free space, and other streams'
  * pending frees are polled before it grows the arena). */
 #define GP_ARENA_SLAB (1u << 30)
+/* Flag to the poll hook: the cheap poll a request makes before splitting a free range; it records
+ * a new event only on a stream with a pending range of at least poll_want bytes. */
+#define GP_POLL_QUERY_ONLY (1u << 28)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 
@@ -149,6 +152,9 @@ struct gp_arena {
     /* Frees since the last device synchronize: their memory may still be touched by queued
      * work even when it is clean for reuse, so it must not be unmapped before a sync. */
     uint64_t frees_since_sync;
+    /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
+    unsigned allocs_since_poll;
+    size_t poll_want; /* bytes of the request that polls (GP_POLL_QUERY_ONLY) */
     uintptr_t only_tag;
     gp_arena_counters c; /* large blocks and slabs' slot traffic through the slow path */
 };

@@ -337,17 +337,25 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     return r;
 }
 
-/* A stream's own pending ranges first: reusing them keeps the clean space open for the other
- * streams. */
+/* Best fit over the stream's own pending ranges and the clean ones together (a range on cached
+ * pages before one that needs fresh pages, then the smaller one). A tie goes to the
+ * stream's own range (reusing it keeps the clean space open for the other streams), but a
+ * larger pending range is not split while a clean one fits better: that left exact clean holes
+ * empty and fragmented the multi-stream traces (issue 15, section 3). */
 static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag,
                           uintptr_t below)
 {
-    gp_range *best = NULL;
+    gp_range *own = NULL;
     if (tag != GP_TAG_CLEAN) {
         gp_tag_index *t = tag_find(h, tag);
-        best = t ? fit_in(h, t->root, want, size, align, below) : NULL;
+        own = t ? fit_in(h, t->root, want, size, align, below) : NULL;
     }
-    return best ? best : fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align, below);
+    gp_range *clean = fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align, below);
+    if (!own || !clean) return own ? own : clean;
+    /* as fit_in: cached pages first, then the smaller range */
+    int own_fresh = unbacked(h, own, size, align), clean_fresh = unbacked(h, clean, size, align);
+    if (own_fresh != clean_fresh) return own_fresh ? clean : own;
+    return clean->size < own->size ? clean : own;
 }
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
@@ -502,6 +510,15 @@ size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max)
 size_t gp_heap_largest_free(const gp_heap *h)
 {
     gp_range *r = h->ntags ? h->tags[0].root : NULL;
+    while (r && r->right)
+        r = r->right;
+    return r ? r->size : 0;
+}
+
+size_t gp_heap_largest_tagged(gp_heap *h, uintptr_t tag)
+{
+    gp_tag_index *t = tag_find(h, tag);
+    gp_range *r = t ? t->root : NULL;
     while (r && r->right)
         r = r->right;
     return r ? r->size : 0;

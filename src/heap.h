@@ -108,6 +108,9 @@ void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq);
 /* Tags other than clean that have free ranges (for cleaning them all). */
 size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max);
 
+/* Largest free range tagged tag (0 when none). */
+size_t gp_heap_largest_tagged(gp_heap *h, uintptr_t tag);
+
 /* Largest clean free range (for OOM reports). */
 size_t gp_heap_largest_free(const gp_heap *h);
 

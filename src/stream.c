@@ -589,6 +589,9 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             continue;
         }
         if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
+        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) &&
+            gp_heap_largest_tagged(&a->heap, r->tag) < a->poll_want)
+            continue;      /* nothing there the request fits: no new event for it */
         if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
             if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) {
                 r->ev = NULL;

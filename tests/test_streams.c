@@ -386,3 +386,28 @@ Test(streams, many_streams_over_time_keep_state_bounded)
     for (int i = 0; i < N; i++)
         destroy(s[i]);
 }
+
+/* A request on A that would cut a larger clean range first polls B: B's freed block, its work
+ * done, is the exact fit and is reused in place instead of A cutting the cached space next to
+ * it (the multi-stream traces' fragmentation, issue 15, section 3). */
+Test(streams, split_fit_polls_other_streams_and_reuses_their_completed_block)
+{
+    const size_t sz = 1 * MiB;
+    void *p = alloc_on(sz, B, 0); /* the first 2 MiB page: p and 1 MiB of clean, backed space */
+    void *keep = alloc_on(sz, A, 0);
+    cr_assert_eq((char *)keep, (char *)p + sz, "A fills the rest of p's page");
+    void *keep2 = alloc_on(sz / 4, A, 0); /* a second page: 1.75 MiB of clean backed space */
+    /* such polls are rate-limited (one per 4 large requests): nothing else is pending now */
+    void *more[4];
+    for (int i = 0; i < 4; i++)
+        more[i] = alloc_on(sz / 8, A, 0); /* 1.25 MiB of it left: q fits without fresh pages */
+    cr_assert_eq(gpool_free_async(pool, p, B), GPOOL_OK);
+    /* B's work is not held: its free completes at once, but only a poll can know */
+    void *q = alloc_on(sz, A, 0);
+    cr_assert_eq(q, p, "A reuses B's completed free block (exact fit) instead of cutting %p", q);
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, keep, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, keep2, A), GPOOL_OK);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(gpool_free_async(pool, more[i], A), GPOOL_OK);
+}

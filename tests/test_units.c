@@ -371,3 +371,24 @@ Test(ptrmap, random_against_a_model)
     cr_assert_null(gp_ptrmap_del(&m, 12345));
     gp_ptrmap_fini(&m);
 }
+
+/* A stream's own pending range is preferred only when it fits no worse than the best clean
+ * one: taking a larger pending range splits it while an exact clean hole stays empty (the
+ * multi-stream traces' fragmentation, issue 15 section 3). */
+Test(heap, own_pending_range_only_when_it_fits_no_worse_than_clean)
+{
+    const uintptr_t S = 0x1000;
+    gp_range *big = take(8 * MiB, S);
+    gp_range *sep1 = take(MiB, S);
+    gp_range *hole = take(2 * MiB, S);
+    gp_range *sep2 = take(MiB, S);
+    uintptr_t hole_addr = hole->addr, big_addr = big->addr;
+    gp_heap_give(&heap, big, S, 3);             /* pending on S: 8 MiB */
+    gp_heap_give(&heap, hole, GP_TAG_CLEAN, 0); /* clean: 2 MiB, exact fit */
+    gp_range *r = take(2 * MiB, S);
+    cr_assert_eq(r->addr, hole_addr, "the exact clean hole, not a split of S's 8 MiB range");
+    gp_range *r2 = take(4 * MiB, S);
+    cr_assert_eq(r2->addr, big_addr, "S's pending range when no clean range fits better");
+    (void)sep1;
+    (void)sep2;
+}
