@@ -9,6 +9,9 @@ CPPFLAGS  := -Iinclude -Isrc -isystem $(CUDA_HOME)/include -D_GNU_SOURCE $(EXTRA
 CFLAGS    := -std=c11 $(OPT) -g -fPIC -pthread $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS   := -pthread $(SAN) $(EXTRA_LDFLAGS)
 LIBS      := -ldl -lm -ljemalloc -lhwloc
+# libgpool.so links no jemalloc (its STATIC_TLS would keep it out of a running process's dlopen);
+# executables (tests, gpool-bench) keep it: the hot-path benchmark compares with it
+SO_LIBS   := $(filter-out -ljemalloc,$(LIBS))
 
 LIB_SRC   := $(sort $(wildcard src/*.c))
 SIM_SRC   := $(sort $(wildcard sim/*.c))
@@ -50,7 +53,7 @@ $(BUILD)/libgpool.so: $(BUILD)/libgpool.so.$(GPOOL_VERSION)
 	ln -sf $(<F) $(@D)/$(GPOOL_SONAME) && ln -sf $(GPOOL_SONAME) $@
 $(BUILD)/libgpool.so.$(GPOOL_VERSION): $(LIB_OBJ) pkg/gpool.map
 	$(CC) -shared -Wl,-soname,$(GPOOL_SONAME) -Wl,--version-script=pkg/gpool.map -o $@ \
-	  $(LIB_OBJ) $(LDFLAGS) $(LIBS)
+	  $(LIB_OBJ) $(LDFLAGS) $(SO_LIBS)
 $(BUILD)/libgpool.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

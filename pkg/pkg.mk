@@ -25,11 +25,11 @@ PKG_PRELOAD_DEP := $(if $(shell grep -ls libgpool_preload.so preload/preload.mk)
 # export list changes, and once in build trees made before it existed.
 $(LIB_OBJ): pkg/gpool.map
 
-# jemalloc and hwloc are linked privately (the public header exposes neither), so they go to
+# hwloc is linked privately (the public header does not expose it), so it goes to
 # Libs.private, not Requires.private: `pkg-config --static --libs gpool` then links libgpool.a
-# against the system's shared jemalloc and hwloc. Through Requires.private it would also pull
+# against the system's shared hwloc (gpool links no jemalloc). Through Requires.private it would also pull
 # hwloc's own Libs.private (-ludev on Debian, whose libhwloc-dev lacks libudev-dev) and fail.
-PKG_LIBS_PRIVATE  := -ljemalloc -lhwloc -ldl -lm -lpthread
+PKG_LIBS_PRIVATE  := -lhwloc -ldl -lm -lpthread
 # $(3) relative to variable $(2) (whose value is $(1)) when below it: ${prefix}/lib
 pkg_rel = $(if $(filter $(1),$(3)),$${$(2)},$(patsubst $(1)/%,$${$(2)}/%,$(3)))
 

@@ -3,12 +3,9 @@
 #                        apt-get install python3-pytest python3-pip)
 #   make install-python  pip install ./python (offline: the build backend, python/_build, is
 #                        standard library only); PIP_ARGS adds options (--user, --target DIR)
-# Debian's libjemalloc, which libgpool.so links, needs more static TLS than a running Python
-# has left for dlopen, hence GLIBC_TUNABLES (the README says the same to users).
 PYTHON      ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
-PY_TUNABLES := GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384
 PY_TEST_ENV := GPOOL_TEST_BUILD=$(abspath $(BUILD)) GPOOL_LIBRARY=$(abspath $(BUILD))/libgpool.so \
-               GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(PY_TUNABLES)
+               GPOOL_LIBCUDA=$(abspath $(SIMLIB))
 
 .PHONY: test-python install-python
 test-python: lib $(SIMLIB) $(BUILD)/gpool-bench

@@ -1,7 +1,7 @@
 /* Host memory kinds (pinned, mapped): routing, budgets, the record of live blocks, stats.
  *
  * Each kind has three sources:
- *   - small blocks (below GP_SYS_SMALL_MAX): a jemalloc arena over registered extents
+ *   - small blocks (below GP_SYS_SMALL_MAX): a slab allocator over registered extents
  *     (sysmem_small.c);
  *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
  *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
@@ -38,7 +38,7 @@ static const size_t region_bytes[2] = {1 * GiB, 16 * GiB};
 
 enum { PG_4K = 0, PG_2M = 1, PG_COUNT = 2 };
 enum { SRC_LARGE = 0, SRC_SMALL = 1, SRC_DIRECT = 2 };
-static const char *const src_name[] = {"page_arena", "jemalloc", "cuMemHostAlloc"};
+static const char *const src_name[] = {"page_arena", "small_slab", "cuMemHostAlloc"};
 
 typedef struct host_block {
     uintptr_t host; /* CPU address (equal to the key under unified addressing) */
@@ -184,7 +184,7 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
         gp_hostmem_ops.fini(b, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
     }
-    /* small_max 0: no slabs (small host blocks come from jemalloc); no stream sync: host
+    /* small_max 0: no slabs (small host blocks come from sysmem_small.c); no stream sync: host
      * frees are immediate. */
     st = gp_arena_init(a, kind, &gp_hostmem_ops, b, page, region_bytes[pg], 0, NULL, NULL);
     if (st != GPOOL_OK) {
@@ -617,8 +617,8 @@ gpool_status gp_sysmem_trim(gpool_t *pool, size_t keep)
         pthread_mutex_lock(&s->lock);
         for (int pg = 0; pg < PG_COUNT; pg++)
             large[pg] = k->large[pg];
-        /* jemalloc never gives registered extents back: with no small block live, the whole
-         * small-block arena goes (and is made again on the next small block) */
+        /* the small-block allocator keeps its registered extents: with no small block live, the
+         * whole small-block arena goes (and is made again on the next small block) */
         if (k->small && !k->small_refs) {
             drop = k->small;
             k->small = NULL;
@@ -680,7 +680,7 @@ void gp_sysmem_dump_json(gpool_t *pool, FILE *f)
             uint64_t regs = 0;
             gp_small_counts(k->small, &ext, &regs);
             fprintf(f,
-                    "{\"jemalloc_arena\":%u,\"extents\":%zu,\"registrations\":%" PRIu64
+                    "{\"allocator\":%u,\"extents\":%zu,\"registrations\":%" PRIu64
                     ",\"live_blocks\":%" PRIu64 "}",
                     gp_small_arena_index(k->small), ext, regs, k->small_refs);
         } else {

@@ -1,5 +1,5 @@
 /* Host memory kinds (pinned, mapped) and the placement policy, as the pool sees them.
- * sysmem.c owns host arenas (and the small-block jemalloc arena); policy.c owns the table
+ * sysmem.c owns host arenas (and the small-block slab allocator); policy.c owns the table
  * that turns a usage hint into a kind. All functions are thread-safe. */
 #ifndef GPOOL_SYSMEM_H
 #define GPOOL_SYSMEM_H
@@ -21,7 +21,8 @@ gpool_mem_kind gp_policy_spill(gpool_mem_kind kind);
 /* One line on why the table maps usage to its kind (for docs and messages). */
 const char *gp_policy_reason(gpool_usage usage);
 
-/* Host blocks below this size come from the jemalloc arena; larger ones from the page arena. */
+/* Host blocks below this size come from the slab allocator (sysmem_small.c); larger ones from the
+ * page arena. */
 #define GP_SYS_SMALL_MAX ((size_t)64 << 10)
 
 /* Allocate size bytes of host kind (GPOOL_MEM_HOST_PINNED or GPOOL_MEM_HOST_MAPPED).
@@ -57,9 +58,9 @@ void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes);
  * why[0..n). Creates the host state if needed. GPOOL_OK or GPOOL_ERR_OUT_OF_MEMORY. */
 gpool_status gp_sysmem_placement(gpool_t *pool, int *node, char *why, size_t n);
 
-/* Tests and diagnostics: 1 when ptr lies in a registered extent of kind's jemalloc arena. */
+/* Tests and diagnostics: 1 when ptr lies in a registered extent of kind's small-block allocator. */
 int gp_sysmem_in_small_extent(gpool_t *pool, gpool_mem_kind kind, const void *ptr);
-/* The jemalloc arena index of kind's small-block arena, or -1 when there is none yet. */
+/* The number of kind's small-block allocator, or -1 when there is none yet. */
 int gp_sysmem_small_arena(gpool_t *pool, gpool_mem_kind kind);
 /* Tests: behave as without unified addressing (mapped blocks get one cuMemHostAlloc each
  * and a device address kept apart from the host address). Before the first host block. */

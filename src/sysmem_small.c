@@ -1,9 +1,7 @@
 #include "sysmem_small.h"
 
 #include <errno.h>
-#include <jemalloc/jemalloc.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,28 +11,45 @@
 #include "arena.h"
 #include "error.h"
 
+/* Extents of SM_EXT bytes, aligned to SM_EXT, each cut into SM_EXT / SM_SLAB slabs; a slab
+ * holds blocks of one size class (16-byte steps to 128, then four classes per doubling up to
+ * 64 KiB), handed out by bump first and then from the slab's free list. */
+#define SM_SLAB    ((size_t)256 << 10)
+#define SM_EXT     ((size_t)2 << 20)
+#define SM_SLABS   (SM_EXT / SM_SLAB)
+#define SM_CLASSES 44
+
+typedef struct small_slab {
+    struct small_slab *prev, *next; /* in the class's list of slabs with a free block, or in
+                                       the list of unused slabs (next only) */
+    void *free;                     /* freed blocks, linked through their first word */
+    uintptr_t base;
+    uint32_t size, cap, nfree, bumped; /* block size, blocks, free blocks, blocks ever cut */
+    int cls;                           /* -1: unused */
+} small_slab;
+
 typedef struct small_extent {
     uintptr_t addr;
-    uintptr_t dev;      /* device address of addr: cuMemHostGetDevicePointer for mapped memory */
-    size_t size, freed; /* freed: bytes jemalloc destroyed so far */
+    uintptr_t dev; /* device address of addr: cuMemHostGetDevicePointer for mapped memory */
+    size_t size;
+    small_slab slab[SM_SLABS];
 } small_extent;
 
 struct gp_small {
-    extent_hooks_t hooks; /* first: the hooks receive a pointer to it */
     gp_host_env env;
     gpool_mem_kind kind;
     unsigned reg_flags;
     _Atomic size_t *reserved;
-    unsigned arena;
-    int have_arena;
-    pthread_mutex_t lock; /* guards ext */
-    small_extent *ext;
+    unsigned id;
+    pthread_mutex_t lock; /* guards everything below */
+    small_extent **ext;   /* sorted by addr */
     size_t next, cap;
     uint64_t registrations;
+    small_slab *partial[SM_CLASSES]; /* slabs of each class with a free block */
+    small_slab *unused;              /* slabs of no class */
 };
 
-/* The failure of the last hook call on this thread (jemalloc only says NULL). */
-static _Thread_local gpool_status hook_status;
+static atomic_uint next_id;
 
 static size_t os_page(void)
 {
@@ -42,29 +57,55 @@ static size_t os_page(void)
     return p > 0 ? (size_t)p : 4096;
 }
 
-static gp_small *of(extent_hooks_t *h)
+static size_t class_size(unsigned c)
 {
-    return (gp_small *)(void *)h;
+    if (c < 8) return 16 * ((size_t)c + 1);
+    size_t p = (size_t)128 << ((c - 8) / 4);
+    return p + ((c - 8) % 4 + 1) * (p / 4);
 }
 
-/* ---------- extent hooks (run inside jemalloc, possibly with its locks held) ---------- */
-
-static void *sm_alloc(extent_hooks_t *eh, void *new_addr, size_t size, size_t alignment, bool *zero,
-                      bool *commit, unsigned arena_ind)
+/* The smallest class of at least size bytes (1..64 KiB) whose size is a multiple of align (a
+ * power of two up to 4 KiB): blocks lie at multiples of their size from a 256 KiB-aligned
+ * slab, so such a class's blocks are aligned. */
+static unsigned class_of(size_t size, size_t align)
 {
-    (void)arena_ind;
-    gp_small *s = of(eh);
-    size_t page = os_page();
-    if (new_addr) return NULL; /* growing in place: we cannot promise an address */
-    if (alignment < page) alignment = page;
-    size_t span = size + alignment - page;
+    unsigned c;
+    if (size <= 128) {
+        c = size ? (unsigned)((size + 15) / 16 - 1) : 0;
+    } else {
+        unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
+        size_t p = (size_t)1 << lg;
+        c = 8 + (lg - 7) * 4 + (unsigned)((size - 1 - p) / (p / 4));
+    }
+    while (c < SM_CLASSES - 1 && class_size(c) % align)
+        c++;
+    return c;
+}
+
+/* ---------- extents ---------- */
+
+/* Lock held: map, bind, register (and for mapped memory look up the device address of) a
+ * new extent, and give its slabs to the unused list. */
+static gpool_status extent_add(gp_small *s)
+{
+    if (s->next == s->cap) {
+        size_t c = s->cap ? s->cap * 2 : 16;
+        small_extent **ne = realloc(s->ext, c * sizeof *ne);
+        if (!ne)
+            return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for extent bookkeeping");
+        s->ext = ne;
+        s->cap = c;
+    }
+    small_extent *e = calloc(1, sizeof *e);
+    if (!e) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for extent bookkeeping");
+    size_t page = os_page(), size = SM_EXT, span = size + SM_EXT - page;
     void *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) {
-        hook_status = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "mmap of %zu bytes of host memory: %s", span,
-                              strerror(errno));
-        return NULL;
+        free(e);
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "mmap of %zu bytes of host memory: %s", span,
+                       strerror(errno));
     }
-    uintptr_t a = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    uintptr_t a = ((uintptr_t)raw + SM_EXT - 1) & ~(uintptr_t)(SM_EXT - 1);
     size_t head = a - (uintptr_t)raw, tail = span - head - size;
     if (head) munmap(raw, head);
     if (tail) munmap((void *)(a + size), tail);
@@ -83,120 +124,95 @@ static void *sm_alloc(extent_hooks_t *eh, void *new_addr, size_t size, size_t al
          * REGISTERED_MEM = 0): blocks never span extents, so each block's device address is
          * its extent's plus the offset (gp_small_device_addr) */
         r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER, s->env.drv->cuMemHostGetDevicePointer(&d, p, 0));
-        if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
-        if (st != GPOOL_OK)
+        if (r != CUDA_SUCCESS) {
+            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
             GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.drv->cuMemHostUnregister(p));
-    }
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
-    pthread_mutex_lock(&s->lock);
-    if (st == GPOOL_OK && s->next == s->cap) {
-        size_t c = s->cap ? s->cap * 2 : 16;
-        small_extent *ne = realloc(s->ext, c * sizeof *ne);
-        if (ne) {
-            s->ext = ne;
-            s->cap = c;
-        } else {
-            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for extent bookkeeping");
-            gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-            GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.drv->cuMemHostUnregister(p));
-            gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
         }
     }
+    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
     if (st != GPOOL_OK) {
-        pthread_mutex_unlock(&s->lock);
         munmap(p, size);
-        hook_status = st;
-        return NULL;
+        free(e);
+        return st;
     }
-    s->ext[s->next++] = (small_extent){.addr = a, .dev = (uintptr_t)d, .size = size};
+    e->addr = a;
+    e->dev = (uintptr_t)d;
+    e->size = size;
+    for (size_t i = SM_SLABS; i-- > 0;) {
+        e->slab[i] = (small_slab){.base = a + i * SM_SLAB, .cls = -1, .next = s->unused};
+        s->unused = &e->slab[i];
+    }
+    size_t at = s->next;
+    while (at && s->ext[at - 1]->addr > a)
+        at--;
+    memmove(&s->ext[at + 1], &s->ext[at], (s->next - at) * sizeof *s->ext);
+    s->ext[at] = e;
+    s->next++;
     s->registrations++;
-    pthread_mutex_unlock(&s->lock);
     atomic_fetch_add_explicit(s->reserved, size, memory_order_relaxed);
-    *zero = true;
-    *commit = true;
-    return p;
+    return GPOOL_OK;
 }
 
-/* Lock held: unregister and unmap extent i, and drop it from the list. A failed unregister
- * is retried (a transient driver error must not leak a registration, nor unmap registered
- * memory); after three failures the extent is dropped anyway and the failure reported. */
+/* Lock held: unregister and unmap extent i. A failed unregister is retried (a transient
+ * driver error must not leak a registration, nor unmap registered memory); after three
+ * failures the extent is dropped anyway and the failure reported. */
 static void extent_release(gp_small *s, size_t i)
 {
-    small_extent e = s->ext[i];
+    small_extent *e = s->ext[i];
     int pushed;
     gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
     CUresult r = CUDA_ERROR_UNKNOWN;
     for (int attempt = 0; attempt < 3 && r != CUDA_SUCCESS; attempt++)
         r = GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
-                   s->env.drv->cuMemHostUnregister((void *)e.addr));
+                   s->env.drv->cuMemHostUnregister((void *)e->addr));
     if (r != CUDA_SUCCESS) gp_giveback_status = gp_cu_fail(r, "cuMemHostUnregister");
     gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
-    munmap((void *)e.addr, e.size);
-    atomic_fetch_sub_explicit(s->reserved, e.size, memory_order_relaxed);
-    s->ext[i] = s->ext[--s->next];
+    munmap((void *)e->addr, e->size);
+    atomic_fetch_sub_explicit(s->reserved, e->size, memory_order_relaxed);
+    memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof *s->ext);
+    s->next--;
+    free(e);
 }
 
-/* Deallocation: keep the extent (jemalloc retains it for reuse); registered memory goes back
- * when the arena is destroyed. */
-static bool sm_dalloc(extent_hooks_t *eh, void *addr, size_t size, bool committed,
-                      unsigned arena_ind)
+/* Lock held: the extent holding host address p, or NULL. */
+static small_extent *extent_of(gp_small *s, uintptr_t p)
 {
-    (void)eh, (void)addr, (void)size, (void)committed, (void)arena_ind;
-    return true; /* opt out */
-}
-
-/* Arena destruction hands every extent (or piece of one) here: an extent whose bytes have
- * all been destroyed is unregistered and unmapped. */
-static void sm_destroy(extent_hooks_t *eh, void *addr, size_t size, bool committed,
-                       unsigned arena_ind)
-{
-    (void)committed, (void)arena_ind;
-    gp_small *s = of(eh);
-    uintptr_t a = (uintptr_t)addr;
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->next;) {
-        small_extent *e = &s->ext[i];
-        uintptr_t lo = a > e->addr ? a : e->addr;
-        uintptr_t hi = a + size < e->addr + e->size ? a + size : e->addr + e->size;
-        if (lo < hi) e->freed += hi - lo;
-        if (lo < hi && e->freed >= e->size) {
-            extent_release(s, i);
-            continue;
-        }
-        i++;
+    size_t lo = 0, hi = s->next;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        small_extent *e = s->ext[mid];
+        if (p < e->addr)
+            hi = mid;
+        else if (p - e->addr >= e->size)
+            lo = mid + 1;
+        else
+            return e;
     }
-    pthread_mutex_unlock(&s->lock);
+    return NULL;
 }
 
-static bool sm_split(extent_hooks_t *eh, void *addr, size_t size, size_t size_a, size_t size_b,
-                     bool committed, unsigned arena_ind)
+/* ---------- slabs ---------- */
+
+static void partial_push(gp_small *s, small_slab *sl)
 {
-    (void)eh, (void)addr, (void)size, (void)size_a, (void)size_b, (void)committed, (void)arena_ind;
-    return false; /* pieces of one registration stay registered */
+    small_slab **head = &s->partial[sl->cls];
+    sl->prev = NULL;
+    sl->next = *head;
+    if (*head) (*head)->prev = sl;
+    *head = sl;
 }
 
-/* Merge only pieces of the same registration: a block never spans two registrations. */
-static bool sm_merge(extent_hooks_t *eh, void *addr_a, size_t size_a, void *addr_b, size_t size_b,
-                     bool committed, unsigned arena_ind)
+static void partial_drop(gp_small *s, small_slab *sl)
 {
-    (void)size_b, (void)committed, (void)arena_ind;
-    gp_small *s = of(eh);
-    uintptr_t a = (uintptr_t)addr_a, b = (uintptr_t)addr_b;
-    bool refuse = true;
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->next; i++) {
-        small_extent *e = &s->ext[i];
-        if (a - e->addr < e->size) {
-            refuse = !(b - e->addr < e->size && b + size_b <= e->addr + e->size);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->lock);
-    (void)size_a;
-    return refuse;
+    if (sl->prev)
+        sl->prev->next = sl->next;
+    else
+        s->partial[sl->cls] = sl->next;
+    if (sl->next) sl->next->prev = sl->prev;
+    sl->prev = sl->next = NULL;
 }
 
-/* ---------- the arena ---------- */
+/* ---------- the allocator ---------- */
 
 static void sweep(gp_small *s)
 {
@@ -212,35 +228,13 @@ gpool_status gp_small_create(const gp_host_env *env, gpool_mem_kind kind, _Atomi
     *out = NULL;
     gp_small *s = calloc(1, sizeof *s);
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a small-block arena");
-    s->hooks.alloc = sm_alloc;
-    s->hooks.dalloc = sm_dalloc;
-    s->hooks.destroy = sm_destroy;
-    s->hooks.split = sm_split;
-    s->hooks.merge = sm_merge;
     s->env = *env;
     s->kind = kind;
     s->reserved = reserved;
     s->reg_flags = CU_MEMHOSTREGISTER_PORTABLE |
                    (kind == GPOOL_MEM_HOST_MAPPED ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
+    s->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     pthread_mutex_init(&s->lock, NULL);
-    extent_hooks_t *hp = &s->hooks;
-    unsigned ind = 0;
-    size_t sz = sizeof ind;
-    hook_status = GPOOL_OK;
-    int e = mallctl("arenas.create", &ind, &sz, &hp, sizeof hp);
-    if (e != 0) {
-        gpool_status st =
-            hook_status != GPOOL_OK
-                ? hook_status
-                : gp_fail(GPOOL_ERR_UNSUPPORTED, "jemalloc arenas.create: %s", strerror(e));
-        sweep(s);
-        pthread_mutex_destroy(&s->lock);
-        free(s->ext);
-        free(s);
-        return st;
-    }
-    s->arena = ind;
-    s->have_arena = 1;
     *out = s;
     return GPOOL_OK;
 }
@@ -248,25 +242,67 @@ gpool_status gp_small_create(const gp_host_env *env, gpool_mem_kind kind, _Atomi
 gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, void **out,
                             size_t *usable)
 {
-    int flags = MALLOCX_ARENA(s->arena) | MALLOCX_TCACHE_NONE;
-    if (align > 16) flags |= MALLOCX_ALIGN(align);
-    if (zero) flags |= MALLOCX_ZERO;
-    hook_status = GPOOL_OK;
-    void *p = mallocx(size, flags);
-    if (!p) {
-        *out = NULL;
-        if (hook_status != GPOOL_OK) return hook_status;
-        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "jemalloc arena %u: cannot allocate %zu bytes",
-                       s->arena, size);
+    *out = NULL;
+    if (size > GP_SMALL_MAX || align > GP_SMALL_MAX_ALIGN || (align & (align - 1)))
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "small host block of %zu bytes aligned to %zu: beyond the slabs' reach",
+                       size, align);
+    unsigned c = class_of(size, align ? align : 1);
+    pthread_mutex_lock(&s->lock);
+    small_slab *sl = s->partial[c];
+    if (!sl) {
+        if (!s->unused) {
+            gpool_status st = extent_add(s);
+            if (st != GPOOL_OK) {
+                pthread_mutex_unlock(&s->lock);
+                return st;
+            }
+        }
+        sl = s->unused;
+        s->unused = sl->next;
+        sl->cls = (int)c;
+        sl->size = (uint32_t)class_size(c);
+        sl->cap = sl->nfree = (uint32_t)(SM_SLAB / sl->size);
+        sl->bumped = 0;
+        sl->free = NULL;
+        partial_push(s, sl);
     }
+    void *p;
+    if (sl->free) {
+        p = sl->free;
+        sl->free = *(void **)p;
+    } else {
+        p = (void *)(sl->base + (size_t)sl->bumped++ * sl->size);
+    }
+    if (--sl->nfree == 0) partial_drop(s, sl);
+    size_t got = sl->size;
+    pthread_mutex_unlock(&s->lock);
+    if (zero) memset(p, 0, got);
     *out = p;
-    *usable = sallocx(p, MALLOCX_TCACHE_NONE);
+    *usable = got;
     return GPOOL_OK;
 }
 
 void gp_small_free(gp_small *s, void *p)
 {
-    dallocx(p, MALLOCX_ARENA(s->arena) | MALLOCX_TCACHE_NONE);
+    if (!p) return;
+    pthread_mutex_lock(&s->lock);
+    small_extent *e = extent_of(s, (uintptr_t)p);
+    if (e) {
+        small_slab *sl = &e->slab[((uintptr_t)p - e->addr) / SM_SLAB];
+        *(void **)p = sl->free;
+        sl->free = p;
+        if (++sl->nfree == 1) partial_push(s, sl);
+        if (sl->nfree == sl->cap) { /* empty: any class may have it */
+            partial_drop(s, sl);
+            sl->cls = -1;
+            sl->free = NULL;
+            sl->bumped = 0;
+            sl->next = s->unused;
+            s->unused = sl;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 int gp_small_contains(gp_small *s, uintptr_t p)
@@ -274,24 +310,23 @@ int gp_small_contains(gp_small *s, uintptr_t p)
     int in = 0;
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->next && !in; i++)
-        in = p - s->ext[i].addr < s->ext[i].size || p - s->ext[i].dev < s->ext[i].size;
+        in = p - s->ext[i]->addr < s->ext[i]->size || p - s->ext[i]->dev < s->ext[i]->size;
     pthread_mutex_unlock(&s->lock);
     return in;
 }
 
 uintptr_t gp_small_device_addr(gp_small *s, uintptr_t host)
 {
-    uintptr_t dev = 0;
     pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->next && !dev; i++)
-        if (host - s->ext[i].addr < s->ext[i].size) dev = s->ext[i].dev + (host - s->ext[i].addr);
+    small_extent *e = extent_of(s, host);
+    uintptr_t dev = e ? e->dev + (host - e->addr) : 0;
     pthread_mutex_unlock(&s->lock);
     return dev;
 }
 
 unsigned gp_small_arena_index(const gp_small *s)
 {
-    return s->arena;
+    return s->id;
 }
 
 void gp_small_counts(gp_small *s, size_t *extents, uint64_t *registrations)
@@ -305,12 +340,7 @@ void gp_small_counts(gp_small *s, size_t *extents, uint64_t *registrations)
 void gp_small_destroy(gp_small *s)
 {
     if (!s) return;
-    if (s->have_arena) {
-        char name[48];
-        snprintf(name, sizeof name, "arena.%u.destroy", s->arena);
-        mallctl(name, NULL, NULL, NULL, 0);
-    }
-    sweep(s); /* jemalloc's metadata and anything it did not hand to destroy */
+    sweep(s); /* every block goes with its extent */
     pthread_mutex_destroy(&s->lock);
     free(s->ext);
     free(s);

@@ -1,5 +1,5 @@
 /* Pinned and mapped host memory through the public API, on the simulated driver: every kind
- * and source (jemalloc small blocks, 4 KiB and 2 MiB page arenas, the cuMemHostAlloc path
+ * and source (slab-allocated small blocks, 4 KiB and 2 MiB page arenas, the cuMemHostAlloc path
  * without unified addressing), NUMA placement, pointer checks, fault injection, fallback,
  * budgets, stats and leaks. On a real GPU (GPOOL_TEST_REAL_GPU=1) the tests that make their own
  * driver calls (through the simulator), inject faults or set the capacity skip; the rest run. */
@@ -248,7 +248,7 @@ Test(sysmem, interior_double_and_foreign_frees_are_refused)
     cr_assert_eq(sim_live_total(), 0);
 }
 
-Test(sysmem, jemalloc_arena_never_serves_plain_malloc)
+Test(sysmem, small_block_extents_never_serve_plain_malloc)
 {
     NEED_SIM();
     gpool_t *pool = test_pool(NULL);
@@ -341,7 +341,7 @@ Test(sysmem, numa_placement_is_reported_and_applied)
     fclose(f);
     cr_assert(strstr(buf, "\"host_placement\":{\"numa_node\":"), "%s", buf);
     cr_assert(strstr(buf, "\"host_pinned\":{\"page_arenas\":["));
-    cr_assert(strstr(buf, "\"jemalloc_arena\":"));
+    cr_assert(strstr(buf, "\"small\":{\"allocator\":"), "%s", buf);
     free(buf);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(gpool_free(pool, blocks[i]), GPOOL_OK);

@@ -209,17 +209,9 @@ def load():
             fn.argtypes = args
         _lib, _lib_path = lib, _resolve(lib, path)
         return lib
-    hint = ""
-    if any("static TLS" in t for t in tried):
-        hint = (
-            " -- libjemalloc (which libgpool.so links) needs more static TLS than a running "
-            "process has left for dlopen: start Python with "
-            "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 (or "
-            "LD_PRELOAD=libjemalloc.so.2)"
-        )
     raise OSError(
         "gpool: cannot load libgpool.so; looked next to the package, at $GPOOL_LIBRARY and on "
-        "the system library path (make install): " + "; ".join(tried) + hint
+        "the system library path (make install): " + "; ".join(tried)
     )
 
 
