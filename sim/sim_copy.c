@@ -42,6 +42,23 @@ static void sim_copy_sides(enum sim_entry entry, int *dst_dev, int *src_dev)
     }
 }
 
+/* Enter the driver and find the stream a copy or memset runs on: its own stream for the async
+ * forms, the legacy (or, for _ptds forms, the per-thread) stream for the synchronous ones, which
+ * are prohibited during a global capture; legacy-stream work while a blocking stream of the
+ * context captures is refused (cuStreamBeginCapture). The lock is held on return, whatever rc. */
+static CUresult sim_transfer_begin(enum sim_entry entry, CUstream hstream, int async,
+                                   int per_thread, struct CUstream_st **s)
+{
+    CUresult rc = sim_enter(entry);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (async)
+        rc = sim_stream_lookup_pt(hstream, per_thread, s);
+    else if ((rc = sim_capture_unsafe_call()) == CUDA_SUCCESS)
+        rc = sim_stream_lookup_pt(NULL, per_thread, s);
+    if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(*s);
+    return rc;
+}
+
 /* "API synchronization behavior", memcpy: a synchronous copy from pageable host memory first
  * synchronizes the stream; one to pageable host memory (and any device-to-host copy) returns
  * only once the copy has completed; device-to-device copies do not synchronize the host. */
@@ -49,13 +66,7 @@ CUresult sim_copy_entry(enum sim_entry entry, uintptr_t dst, uintptr_t src, size
                         CUstream hstream, int async, int per_thread)
 {
     struct CUstream_st *s = NULL;
-    CUresult rc = sim_enter(entry);
-    if (rc != CUDA_SUCCESS) return sim_leave(rc);
-    if (async)
-        rc = sim_stream_lookup_pt(hstream, per_thread, &s);
-    else if ((rc = sim_capture_unsafe_call()) == CUDA_SUCCESS)
-        rc = sim_stream_lookup_pt(NULL, per_thread, &s);
-    if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(s);
+    CUresult rc = sim_transfer_begin(entry, hstream, async, per_thread, &s);
     if (rc == CUDA_SUCCESS && n > 0 && (!dst || !src)) rc = CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     int dst_dev = sim_device_visible(dst, n), src_dev = sim_device_visible(src, n);
@@ -130,13 +141,7 @@ CUresult sim_set_entry(enum sim_entry entry, uintptr_t dst, unsigned value, size
                        size_t count, CUstream hstream, int async, int per_thread)
 {
     struct CUstream_st *s = NULL;
-    CUresult rc = sim_enter(entry);
-    if (rc != CUDA_SUCCESS) return sim_leave(rc);
-    if (async)
-        rc = sim_stream_lookup_pt(hstream, per_thread, &s);
-    else if ((rc = sim_capture_unsafe_call()) == CUDA_SUCCESS)
-        rc = sim_stream_lookup_pt(NULL, per_thread, &s);
-    if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(s);
+    CUresult rc = sim_transfer_begin(entry, hstream, async, per_thread, &s);
     if (rc == CUDA_SUCCESS && count > 0 && (!dst || !sim_is_aligned(dst, width)))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
