@@ -7,6 +7,7 @@
 
 Test(bench_scale, every_row_gets_every_figure)
 {
+    NOT_UNDER_VALGRIND("the scale rows reserve 128 GiB of address space");
     NEED_SIM();
     bench_device dev;
     char err[600];

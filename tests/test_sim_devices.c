@@ -404,6 +404,7 @@ static int child_signal(void (*fn)(void *), void *arg)
  * contents are reached through copies only; copies span mappings of different handles. */
 Test(sim_devices, device_memory_without_cpu_access_is_reached_by_copies, .init = setup)
 {
+    NOT_UNDER_VALGRIND("the CPU-fault check on PROT_NONE device memory");
     D.set_device_no_cpu(1);
     CUmemAllocationProp prop = dev_prop(0);
     CUmemGenericAllocationHandle a, b;
@@ -468,6 +469,7 @@ static int count_vmas(void)
 Test(sim_devices, h200_capacity_in_2mib_handles_without_a_descriptor_each, .init = setup_h200,
      .timeout = 120)
 {
+    NOT_UNDER_VALGRIND("a 141 GiB reservation is beyond what valgrind lets a process reserve");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t cap = (size_t)141 << 30, n = cap / GRAN;
