@@ -128,6 +128,10 @@ static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
 static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuInit)(unsigned);
 static CUresult (*p_cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+static CUresult (*p_cuEventCreate)(CUevent *, unsigned);
+static CUresult (*p_cuEventRecord)(CUevent, CUstream);
+static CUresult (*p_cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+static CUresult (*p_cuEventDestroy)(CUevent);
 /* The simulator's happens-before referee: a kernel on a stream writing a block, and the count of
  * stream-ordering violations (0 is the oracle for stream safety: every block is "used" on its
  * stream as soon as it is handed out, so reuse that is not ordered after earlier work races). */
@@ -180,6 +184,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     *(void **)&p_cuStreamCreate = load_proc("cuStreamCreate");
     *(void **)&p_cuStreamDestroy = load_proc("cuStreamDestroy");
     *(void **)&p_cuMemsetD8Async = load_proc("cuMemsetD8Async");
+    *(void **)&p_cuEventCreate = load_proc("cuEventCreate");
+    *(void **)&p_cuEventRecord = load_proc("cuEventRecord");
+    *(void **)&p_cuStreamWaitEvent = load_proc("cuStreamWaitEvent");
+    *(void **)&p_cuEventDestroy = load_proc("cuEventDestroy");
     *(void **)&p_touch = dlsym(sim->lib, "gpoolsim_touch");
     *(void **)&p_violations = dlsym(sim->lib, "gpoolsim_violations");
     if (!p_touch || !p_violations) {
@@ -459,6 +467,15 @@ static void free_slot(int slot, int stream, int async)
     block *b = &S.b[slot];
     CHECK(check_pattern((void *)b->ptr, b->size, b->seed), "slot %d [%#lx,+%zu) lost its contents",
           slot, (unsigned long)b->ptr, b->size);
+    if (async && stream && S.held[stream] && b->kind == GPOOL_MEM_DEVICE && stream != b->stream) {
+        /* a correct client orders its use of the block on another stream after the work of
+         * the block's own stream (the kernel that wrote it when it was allocated) */
+        CUevent ev;
+        CHECK(p_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "cuEventCreate");
+        CHECK(p_cuEventRecord(ev, S.streams[b->stream]) == CUDA_SUCCESS, "cuEventRecord");
+        CHECK(p_cuStreamWaitEvent(S.streams[stream], ev, 0) == CUDA_SUCCESS, "cuStreamWaitEvent");
+        CHECK(p_cuEventDestroy(ev) == CUDA_SUCCESS, "cuEventDestroy");
+    }
     if (async && stream && S.held[stream] && b->kind == GPOOL_MEM_DEVICE)
         /* work that still uses the block, queued on the held stream: it completes only when
          * the stream is released or someone synchronizes with it */
