@@ -12,6 +12,7 @@
 
 #include "../bench/bench.h"
 #include "gpool.h"
+#include "util_sizes.h"
 #include "util_skip.h"
 
 static char out_path[64], err_path[64];
@@ -627,4 +628,20 @@ Test(bench_cli, view_map_scaled_to_backed_memory)
     cr_assert(end && !memmem(tics, (size_t)(end - tics), "\\n", 2), "a row label spans lines: %.*s",
               (int)(end - tics), tics);
     free(script);
+}
+
+/* gpool-bench's size options take the spellings of tests/util_sizes.h exactly as GPOOL_CONF
+ * does (--help after them: parse, then exit 0; a refused size is a usage error, 2). */
+Test(bench_cli, sizes_are_spelled_as_everywhere_else)
+{
+    for (size_t i = 0; i < SIZES_ACCEPTED_COUNT; i++)
+        cr_assert_eq(bench("replay --max-live %s --max %s --help", sizes_accepted[i].text,
+                           sizes_accepted[i].text),
+                     0, "%s refused: %s", sizes_accepted[i].text, slurp(err_path));
+    for (size_t i = 0; i < SIZES_REJECTED_COUNT; i++) {
+        cr_assert_eq(bench("replay --max-live '%s' --help", sizes_rejected[i]), 2, "%s accepted",
+                     sizes_rejected[i]);
+        cr_assert(strstr(slurp(err_path), "--max-live"), "%s: %s", sizes_rejected[i],
+                  slurp(err_path));
+    }
 }

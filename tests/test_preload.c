@@ -13,6 +13,7 @@
 #include "gpool.h"
 #include "gpool_torch.h"
 #include "util_sim.h"
+#include "util_sizes.h"
 #include "util_skip.h"
 
 enum { OUT_MAX = 1 << 16 };
@@ -427,6 +428,39 @@ Test(preload, bad_conf_says_so_once_and_passes_through)
     cr_assert_eq(count_lines_with(val.out, "gpool preload: bad GPOOL_CONF"), 1, "%s", val.out);
 }
 
+/* The interposer's own size key takes what gpool_config_parse takes: 64MiB was refused. */
+Test(preload, cudafree_batch_takes_binary_unit_spellings)
+{
+    static struct run mib;
+    run_expect(&mib, "runtime_prog", "serve nb", 1, "GPOOL_CONF=cudafree_batch=64MiB", 0);
+    cr_assert_null(strstr(mib.out, "bad GPOOL_CONF"), "%s", mib.out);
+}
+
+/* Every spelling of tests/util_sizes.h means the same to the interposer as to
+ * gpool_config_parse, for its own key (cudafree_batch) and for gpool's (budget_device). */
+Test(preload, sizes_are_spelled_as_everywhere_else, .timeout = 120)
+{
+    static struct run r;
+    for (size_t i = 0; i < SIZES_ACCEPTED_COUNT; i++) {
+        char env[160];
+        snprintf(env, sizeof env, "GPOOL_CONF=cudafree_batch=%s,budget_device=%s",
+                 sizes_accepted[i].text, sizes_accepted[i].text);
+        run(&r, "runtime_prog", "nullargs", 1, env);
+        cr_assert_null(strstr(r.out, "bad GPOOL_CONF"), "%s refused:\n%s", env, r.out);
+        cr_assert_eq(r.rc, 0, "%s:\n%s", env, r.out);
+    }
+    static const char *const keys[] = {"cudafree_batch", "budget_device"};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < SIZES_REJECTED_COUNT; i++) {
+            char env[160];
+            snprintf(env, sizeof env, "GPOOL_CONF='%s=%s'", keys[k], sizes_rejected[i]);
+            run(&r, "runtime_prog", "nullargs", 1, env);
+            cr_assert_eq(count_lines_with(r.out, "gpool preload: bad GPOOL_CONF"), 1,
+                         "%s accepted:\n%s", env, r.out);
+            cr_assert(strstr(r.out, keys[k]), "%s: the message names the key:\n%s", env, r.out);
+        }
+}
+
 Test(preload, gpool_keys_reach_the_pools)
 {
     static struct run pre;
@@ -515,7 +549,11 @@ Test(torch, alloc_free_reuse_and_empty_cache)
 {
     NEED_SIM();
     const struct sim_api *sim = sim_api();
-    setenv("GPOOL_CONF", "disable=0,sync_free=1,tcache_bytes=0", 1); /* preload keys are ignored */
+    /* the interposer's keys are checked and ignored */
+    setenv("GPOOL_CONF",
+           "disable=0,sync_free=1,cudafree=stream,cudafree_batch=64MiB,cudafree_flush=event,"
+           "tcache_bytes=0",
+           1);
     void *a = gpool_torch_alloc(3 << 20, 0, NULL);
     cr_assert_not_null(a, "%s", gpool_last_error());
     memset(a, 7, 3 << 20); /* simulated device memory is host memory */
@@ -537,6 +575,9 @@ Test(torch, bad_device_and_bad_conf_return_null)
     setenv("GPOOL_CONF", "bogus=1", 1);
     cr_assert_null(gpool_torch_alloc(1 << 20, 0, NULL));
     cr_assert(strstr(gpool_last_error(), "bogus"), "%s", gpool_last_error());
+    setenv("GPOOL_CONF", "cudafree_batch=64Q", 1); /* an interposer key: checked all the same */
+    cr_assert_null(gpool_torch_alloc(1 << 20, 0, NULL));
+    cr_assert(strstr(gpool_last_error(), "cudafree_batch"), "%s", gpool_last_error());
     unsetenv("GPOOL_CONF");
     void *p = gpool_torch_alloc(1 << 20, 0, NULL);
     cr_assert_not_null(p, "a later call retries: %s", gpool_last_error());

@@ -1,6 +1,7 @@
 /* Unit tests of the pure parts: the address-space heap, size classes, page-size table,
  * configuration parsing and the pointer map. No driver involved. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "pagesize.h"
 #include "ptrmap.h"
 #include "sizeclass.h"
+#include "util_sizes.h"
 
 #define MiB  ((size_t)1 << 20)
 #define BASE ((uintptr_t)1 << 40)
@@ -391,4 +393,34 @@ Test(heap, own_pending_range_only_when_it_fits_no_worse_than_clean)
     cr_assert_eq(r2->addr, big_addr, "S's pending range when no clean range fits better");
     (void)sep1;
     (void)sep2;
+}
+
+/* ---------- size spellings (tests/util_sizes.h): the same list for every reader ---------- */
+
+Test(config, sizes_are_spelled_as_everywhere_else)
+{
+    static const char *const keys[] = {"budget_device", "release_threshold"};
+    for (size_t k = 0; k < 2; k++) {
+        for (size_t i = 0; i < SIZES_ACCEPTED_COUNT; i++) {
+            char conf[128];
+            snprintf(conf, sizeof conf, "%s=%s", keys[k], sizes_accepted[i].text);
+            gpool_config c;
+            gpool_config_default(&c);
+            cr_assert_eq(gpool_config_parse(&c, conf), GPOOL_OK, "'%s' refused: %s", conf,
+                         gpool_last_error());
+            size_t got = k == 0 ? c.budget[GPOOL_MEM_DEVICE] : c.release_threshold;
+            cr_assert_eq(got, (size_t)sizes_accepted[i].value, "'%s' gave %zu", conf, got);
+        }
+        for (size_t i = 0; i < SIZES_REJECTED_COUNT; i++) {
+            char conf[128];
+            snprintf(conf, sizeof conf, "%s=%s", keys[k], sizes_rejected[i]);
+            gpool_config c, before;
+            gpool_config_default(&c);
+            before = c;
+            cr_assert_eq(gpool_config_parse(&c, conf), GPOOL_ERR_CONFIG, "'%s' accepted", conf);
+            cr_assert(strstr(gpool_last_error(), keys[k]), "'%s': the message names the key: %s",
+                      conf, gpool_last_error());
+            cr_assert_eq(memcmp(&c, &before, sizeof c), 0, "'%s' changed the config", conf);
+        }
+    }
 }
