@@ -25,10 +25,6 @@
 /* Monotonic clock in nanoseconds. */
 uint64_t bench_now_ns(void);
 
-/* Parse "123", "4K", "16M", "2G", "1T" (binary, optional "B"/"iB"). 0 on success, -1 on a
- * malformed or overflowing value. */
-int bench_parse_size(const char *s, uint64_t *out);
-
 /* A small deterministic generator (splitmix64 seeded xoshiro256**). */
 typedef struct bench_rng {
     uint64_t s[4];

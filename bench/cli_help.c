@@ -2,6 +2,8 @@
  * every command makes before it runs. */
 #include "cli_help.h"
 
+#include "size_parse.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,7 +28,7 @@ typedef struct cmd_help {
 
 #define COMMON_HELP                                                                                \
     "  --device auto|sim|N    auto (default): a real GPU if present, else the simulated driver\n"  \
-    "sizes take K/M/G/T suffixes (binary)\n"
+    "sizes (and counts): " GP_SIZE_SYNTAX "\n"
 
 static const cmd_help helps[] = {
     {"replay",

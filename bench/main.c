@@ -2,6 +2,7 @@
  * See bench/README.md for the commands and output formats. */
 #include "bench.h"
 #include "cli_help.h"
+#include "size_parse.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -72,14 +73,17 @@ static void usage(FILE *f)
            "         completes only every N operations (simulated held completion)\n"
            "common: --device auto|sim|N (default auto: a real GPU if present, else the "
            "simulated driver)\n"
-           "sizes take K/M/G/T suffixes (binary); --version; 'gpool-bench COMMAND --help' "
-           "shows a command's options\n");
+           "sizes (and counts): " GP_SIZE_SYNTAX "\n"
+           "--version; 'gpool-bench COMMAND --help' shows a command's options\n");
 }
 
+/* Sizes and counts alike go through gpool's one size parser (src/size_parse.h): a count may
+ * say 1M too. */
 static int parse_count(const char *opt, const char *s, uint64_t *out)
 {
-    if (bench_parse_size(s, out) != 0) {
-        fprintf(stderr, "gpool-bench: %s: bad number \"%s\"\n", opt, s);
+    const char *why;
+    if (gp_size_parse(s, strlen(s), out, &why) != 0) {
+        fprintf(stderr, "gpool-bench: %s: bad value \"%s\": %s\n", opt, s, why);
         return -1;
     }
     return 0;
@@ -174,10 +178,7 @@ static int parse_cli(int argc, char **argv, cli *c)
             c->version = 1;
             break;
         case O_CAP:
-            if (bench_parse_size(optarg, &c->capacity) != 0 || !c->capacity) {
-                fprintf(stderr, "gpool-bench: --capacity: bad size \"%s\"\n", optarg);
-                return -1;
-            }
+            if (parse_count("--capacity", optarg, &c->capacity)) return -1;
             if (c->capacity < 4096) { /* not even one page: nothing could be allocated */
                 fprintf(stderr, "gpool-bench: --capacity: at least one page (4K), not \"%s\"\n",
                         optarg);

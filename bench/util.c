@@ -1,8 +1,6 @@
-/* util.c — clock, size parsing, random numbers, JSON strings. */
+/* util.c — clock, random numbers, JSON strings, a pointer map, size texts. */
 #include "bench.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,44 +11,6 @@ uint64_t bench_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-int bench_parse_size(const char *s, uint64_t *out)
-{
-    if (!s || !isdigit((unsigned char)*s)) return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno == ERANGE) return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    case 'T':
-        shift = 40;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (shift && (end[0] == 'i' || end[0] == 'I') && (end[1] == 'B' || end[1] == 'b'))
-        end += 2;
-    else if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end) return -1;
-    if (shift && v > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
 }
 
 static uint64_t splitmix64(uint64_t *x)

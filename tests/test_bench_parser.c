@@ -1,5 +1,5 @@
-/* test_bench_parser.c — the trace parser, size parsing and the synthetic workloads of
- * gpool-bench (no driver needed). */
+/* test_bench_parser.c — the trace parser and the synthetic workloads of gpool-bench (no driver
+ * needed). Its size options use gpool's size parser: test_units.c and test_bench_cli.c. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,26 +216,6 @@ Test(bench_parser, write_csv_round_trips)
     }
     bench_trace_free(&t);
     bench_trace_free(&u);
-}
-
-Test(bench_parser, sizes)
-{
-    uint64_t v;
-    cr_assert_eq(bench_parse_size("123", &v), 0);
-    cr_assert_eq(v, 123);
-    cr_assert_eq(bench_parse_size("4K", &v), 0);
-    cr_assert_eq(v, 4096);
-    cr_assert_eq(bench_parse_size("16MiB", &v), 0);
-    cr_assert_eq(v, 16u << 20);
-    cr_assert_eq(bench_parse_size("2g", &v), 0);
-    cr_assert_eq(v, 2ull << 30);
-    cr_assert_eq(bench_parse_size("1T", &v), 0);
-    cr_assert_eq(v, 1ull << 40);
-    cr_assert_eq(bench_parse_size("", &v), -1);
-    cr_assert_eq(bench_parse_size("12Q", &v), -1);
-    cr_assert_eq(bench_parse_size("-1", &v), -1);
-    cr_assert_eq(bench_parse_size("99999999999999999999", &v), -1);
-    cr_assert_eq(bench_parse_size("99999999999T", &v), -1);
 }
 
 Test(bench_parser, workloads_are_deterministic_and_balanced)

@@ -10,6 +10,7 @@
 #include "heap.h"
 #include "pagesize.h"
 #include "ptrmap.h"
+#include "size_parse.h"
 #include "sizeclass.h"
 #include "util_sizes.h"
 
@@ -423,4 +424,41 @@ Test(config, sizes_are_spelled_as_everywhere_else)
             cr_assert_eq(memcmp(&c, &before, sizeof c), 0, "'%s' changed the config", conf);
         }
     }
+}
+
+Test(size_parse, spellings_values_and_reasons)
+{
+    for (size_t i = 0; i < SIZES_ACCEPTED_COUNT; i++) {
+        const char *t = sizes_accepted[i].text;
+        uint64_t v = 12345;
+        cr_assert_eq(gp_size_parse(t, strlen(t), &v, NULL), 0, "'%s' refused", t);
+        cr_assert_eq(v, sizes_accepted[i].value, "'%s' gave %llu", t, (unsigned long long)v);
+    }
+    for (size_t i = 0; i < SIZES_REJECTED_COUNT; i++) {
+        const char *t = sizes_rejected[i], *why = NULL;
+        uint64_t v = 12345;
+        cr_assert_eq(gp_size_parse(t, strlen(t), &v, &why), -1, "'%s' accepted", t);
+        cr_assert_eq(v, 12345, "'%s' wrote the result", t);
+        cr_assert(why && *why, "'%s': no reason", t);
+    }
+    static const struct {
+        const char *text, *why;
+    } reasons[] = {
+        {"", "empty"},    {"-1", "negative"},     {"x", "not a number"},
+        {"64Q", "unit"},  {"1.5G", "whole"},      {"64MiBx", "junk"},
+        {"64Mi", "unit"}, {"16777216T", "large"}, {"99999999999999999999", "large"},
+    };
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+        const char *why = NULL;
+        uint64_t v;
+        cr_assert_eq(gp_size_parse(reasons[i].text, strlen(reasons[i].text), &v, &why), -1);
+        cr_assert(strstr(why, reasons[i].why), "'%s': \"%s\" lacks \"%s\"", reasons[i].text, why,
+                  reasons[i].why);
+    }
+    /* only len bytes are read: a value inside a longer string */
+    uint64_t v = 0;
+    cr_assert_eq(gp_size_parse("64MiB,next", 5, &v, NULL), 0);
+    cr_assert_eq(v, 64ull << 20);
+    cr_assert_eq(gp_size_parse("64MiB,next", 6, &v, NULL), -1);
+    cr_assert_eq(gp_size_parse(NULL, 0, &v, NULL), -1);
 }
