@@ -41,6 +41,7 @@
  * driver may already have shut down (the simulator does so in its own destructor), and the OS
  * takes the memory back. */
 #include "preload.h"
+#include "preload_options.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -53,147 +54,36 @@
 /* ---------------------------------------------------------------- configuration ---------- */
 
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
-static int conf_enabled;   /* written once under conf_once */
-static int conf_sync_free; /* sync_free=1: cuCtxSynchronize before each cudaFree/cuMemFree */
-enum { FREE_BATCH, FREE_STREAM, FREE_SYNC };
-static int conf_free_mode = FREE_BATCH; /* cudafree=batch|stream|sync */
-static size_t conf_batch_bytes;         /* cudafree_batch=SIZE; 0 = 1/64 of device memory */
-static int conf_flush_events;           /* cudafree_flush=event (default sync) */
+static int conf_enabled;     /* written once under conf_once */
+static gpp_options conf_own; /* the interposer's keys (preload_options.h), read once */
 
 int gpp_flush_with_events(void)
 {
-    return conf_flush_events;
+    return conf_own.flush_events;
 }
 
-/* A byte count with an optional K/M/G/T suffix. */
-static int parse_bytes(const char *v, size_t n, size_t *out)
-{
-    char buf[32];
-    if (!n || n >= sizeof buf) return -1;
-    memcpy(buf, v, n);
-    buf[n] = 0;
-    char *end;
-    unsigned long long x = strtoull(buf, &end, 10);
-    if (end == buf) return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case 0:
-        break;
-    case 'K':
-    case 'k':
-        shift = 10;
-        break;
-    case 'M':
-    case 'm':
-        shift = 20;
-        break;
-    case 'G':
-    case 'g':
-        shift = 30;
-        break;
-    case 'T':
-    case 't':
-        shift = 40;
-        break;
-    default:
-        return -1;
-    }
-    if (*end && end[1]) return -1;
-    if (shift && x > (~0ull >> shift)) return -1;
-    *out = (size_t)(x << shift);
-    return 0;
-}
 static gpool_config conf_pool;
 static atomic_int exiting;
 /* 1 while serving (conf_enabled and not exiting), 0 when not, -1 before read_conf ran: the
  * one load the hooks' fast path makes. */
 static atomic_int serving = -1;
 
-/* A 0/1 value of an interposer key. */
-static int parse_bool(const char *v, size_t n, int *out)
-{
-    if (n == 1 && (v[0] == '0' || v[0] == '1')) {
-        *out = v[0] == '1';
-        return 0;
-    }
-    return -1;
-}
-
-/* Take the interposer's own keys (disable, sync_free) out of GPOOL_CONF and hand the rest to
- * gpool_config_parse. Any error: one line on stderr and the interposer passes everything
+/* GPOOL_CONF through the common reader: the interposer's keys (its own table) into conf_own,
+ * gpool's into conf_pool. Any error: one line on stderr and the interposer passes everything
  * through, so a typo never crashes the framework. */
 static void read_conf(void)
 {
     gpool_config_default(&conf_pool);
     const char *env = getenv("GPOOL_CONF");
-    int disable = 0;
-    char err[512] = "";
-    size_t len = env ? strlen(env) : 0;
-    char *rest = calloc(1, len + 1);
-    if (!rest) {
-        snprintf(err, sizeof err, "out of memory reading GPOOL_CONF");
-    } else if (env) {
-        size_t used = 0;
-        for (const char *p = env; *p && !err[0];) {
-            const char *end = strchr(p, ',');
-            size_t n = end ? (size_t)(end - p) : strlen(p);
-            const char *eq = memchr(p, '=', n);
-            size_t klen = eq ? (size_t)(eq - p) : n;
-            while (klen && (*p == ' ' || *p == '\t'))
-                p++, n--, klen--;
-            const char *val = eq ? eq + 1 : NULL;
-            size_t vlen = eq ? n - klen - 1 : 0;
-            while (vlen && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t'))
-                vlen--;
-            while (klen && (p[klen - 1] == ' ' || p[klen - 1] == '\t'))
-                klen--;
-            int *target = NULL;
-            if (klen == 7 && !strncmp(p, "disable", 7)) target = &disable;
-            if (klen == 9 && !strncmp(p, "sync_free", 9)) target = &conf_sync_free;
-            if (klen == 8 && !strncmp(p, "cudafree", 8)) {
-                if (val && vlen == 5 && !strncmp(val, "batch", 5))
-                    conf_free_mode = FREE_BATCH;
-                else if (val && vlen == 6 && !strncmp(val, "stream", 6))
-                    conf_free_mode = FREE_STREAM;
-                else if (val && vlen == 4 && !strncmp(val, "sync", 4))
-                    conf_free_mode = FREE_SYNC;
-                else
-                    snprintf(err, sizeof err, "config: cudafree must be batch, stream or sync");
-            } else if (klen == 14 && !strncmp(p, "cudafree_flush", 14)) {
-                if (val && vlen == 5 && !strncmp(val, "event", 5))
-                    conf_flush_events = 1;
-                else if (val && vlen == 4 && !strncmp(val, "sync", 4))
-                    conf_flush_events = 0;
-                else
-                    snprintf(err, sizeof err, "config: cudafree_flush must be sync or event");
-            } else if (klen == 14 && !strncmp(p, "cudafree_batch", 14)) {
-                if (!val || parse_bytes(val, vlen, &conf_batch_bytes))
-                    snprintf(err, sizeof err, "config: cudafree_batch must be a size (e.g. 1G)");
-            } else if (target) {
-                if (!val || parse_bool(val, vlen, target))
-                    snprintf(err, sizeof err, "config: %.*s must be 0 or 1", (int)klen, p);
-            } else if (n) {
-                if (used) rest[used++] = ',';
-                memcpy(rest + used, p, n);
-                used += n;
-            }
-            if (!end) break;
-            p = end + 1;
-        }
-        if (!err[0] && gpool_config_parse(&conf_pool, rest) != GPOOL_OK)
-            snprintf(err, sizeof err, "%s", gpool_last_error());
-    }
-    free(rest);
-    if (err[0]) {
+    if (env && gp_config_apply(&conf_pool, env, &gpp_option_table, &conf_own) != GPOOL_OK) {
         fprintf(stderr,
-                "gpool preload: bad GPOOL_CONF: %s (keys: disable, sync_free, cudafree, "
-                "cudafree_batch, cudafree_flush and gpool's); gpool is disabled, CUDA allocations "
-                "pass through\n",
-                err);
+                "gpool preload: bad GPOOL_CONF: %s; gpool is disabled, CUDA allocations pass "
+                "through\n",
+                gpool_last_error());
         return;
     }
-    if (conf_sync_free) conf_free_mode = FREE_SYNC;
-    conf_enabled = !disable;
+    if (conf_own.sync_free) conf_own.free_mode = GPP_CUDAFREE_SYNC;
+    conf_enabled = !conf_own.disable;
     int expected = -1; /* unless exit() already started */
     atomic_compare_exchange_strong(&serving, &expected, conf_enabled);
 }
@@ -530,7 +420,7 @@ static void open_context(const gpp_real_driver *d, int dev, struct gpp_device *g
  * cuMemGetInfo a pool's batch costs. */
 static size_t batch_limit_of(gpool_t *pool)
 {
-    if (conf_batch_bytes) return conf_batch_bytes;
+    if (conf_own.batch_bytes) return conf_own.batch_bytes;
     size_t fr, total;
     size_t floor = (size_t)64 << 20;
     if (gpool_mem_get_info(pool, &fr, &total) == GPOOL_OK && total / 64 > floor) return total / 64;
@@ -639,7 +529,7 @@ void gpp_device_sync(int dev)
  * this file): nothing to do in stream mode (legacy-stream order), a synchronize in sync mode. */
 static void legacy_barrier(int dev)
 {
-    if (conf_free_mode == FREE_SYNC) gpp_device_sync(dev);
+    if (conf_own.free_mode == GPP_CUDAFREE_SYNC) gpp_device_sync(dev);
 }
 
 gpp_free_result gpp_free_now(void *p, int dev)
@@ -670,7 +560,7 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     gpool_block_desc desc;
     /* batch mode with no non-blocking stream: the stream mode's free is exact (see
      * preload_streams.c), and the block is reusable at once */
-    if (legacy && conf_free_mode == FREE_BATCH && gpp_nonblocking_streams()) {
+    if (legacy && conf_own.free_mode == GPP_CUDAFREE_BATCH && gpp_nonblocking_streams()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */
         size_t size;
         for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
@@ -719,7 +609,7 @@ gpp_free_result gpp_free_host(void *p)
         if (!pool) continue;
         gpool_block_desc desc;
         if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE) continue;
-        if (conf_sync_free) legacy_barrier(dev);
+        if (conf_own.sync_free) legacy_barrier(dev);
         /* the block is freed by the address gpool handed out */
         void *handle =
             desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr : desc.host_ptr;

@@ -1,12 +1,12 @@
-/* gpool_config defaults and the "key=value,key=value" syntax of GPOOL_CONF. */
-#include <ctype.h>
-#include <errno.h>
-#include <stdint.h>
-#include <stdlib.h>
+/* gpool_config: its defaults, its GPOOL_CONF keys (a table the reader in options.c walks) and
+ * its checks. */
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
 #include "gpool.h"
+#include "options.h"
+#include "pool.h"
 #include "sizeclass.h"
 
 gpool_status gpool_config_default(gpool_config *cfg)
@@ -18,116 +18,64 @@ gpool_status gpool_config_default(gpool_config *cfg)
     return GPOOL_OK;
 }
 
-/* Parse a byte count with an optional K/M/G/T suffix (powers of 1024). */
-static int parse_size(const char *s, size_t len, size_t *out)
-{
-    if (!len || !isdigit((unsigned char)s[0])) return -1;
-    char buf[64];
-    if (len >= sizeof buf) return -1;
-    memcpy(buf, s, len);
-    buf[len] = 0;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (errno) return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 0:
-        break;
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        return -1;
-    }
-    if (*end) {
-        end++;
-        if (toupper((unsigned char)*end) == 'I') end++;
-        if (toupper((unsigned char)*end) == 'B') end++;
-        if (*end) return -1;
-    }
-    if (shift && v > (UINT64_MAX >> shift)) return -1;
-    v <<= shift;
-    if (v > SIZE_MAX) return -1;
-    *out = (size_t)v;
-    return 0;
-}
+/* gpool_peer_access, in its order */
+static const char *const peer_access_names[] = {"auto", "none", "all", NULL};
 
-typedef enum { K_SIZE, K_INT, K_PATH, K_PEER } key_type;
-
-static const struct conf_key {
-    const char *name;
-    key_type type;
-    size_t offset;
-    long min, max; /* K_INT bounds */
-} conf_keys[] = {
-    {"device", K_INT, offsetof(gpool_config, device), 0, 1 << 16},
-    {"release_threshold", K_SIZE, offsetof(gpool_config, release_threshold), 0, 0},
-    {"tcache_bytes", K_SIZE, offsetof(gpool_config, tcache_bytes), 0, 0},
-    {"small_max", K_SIZE, offsetof(gpool_config, small_max), 0, 0},
-    {"budget_device", K_SIZE, offsetof(gpool_config, budget[GPOOL_MEM_DEVICE]), 0, 0},
-    {"budget_pinned", K_SIZE, offsetof(gpool_config, budget[GPOOL_MEM_HOST_PINNED]), 0, 0},
-    {"budget_mapped", K_SIZE, offsetof(gpool_config, budget[GPOOL_MEM_HOST_MAPPED]), 0, 0},
-    {"va_reserve", K_SIZE, offsetof(gpool_config, va_reserve), 0, 0},
-    {"verbose", K_INT, offsetof(gpool_config, verbose), 0, 1},
-    {"trace", K_PATH, offsetof(gpool_config, trace_path), 0, 0},
-    {"peer_access", K_PEER, offsetof(gpool_config, peer_access), 0, 0},
+/* gpool's GPOOL_CONF keys: README's GPOOL_CONF row and gpool_config_parse's comment list them. */
+static const gp_option config_keys[] = {
+    {.name = "device",
+     .type = GP_OPT_INT,
+     .offset = offsetof(gpool_config, device),
+     .min = 0,
+     .max = 1 << 16,
+     .help = "CUDA device ordinal"},
+    {.name = "release_threshold",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, release_threshold),
+     .help = "cached bytes beyond live blocks kept after a free (0: keep all)"},
+    {.name = "tcache_bytes",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, tcache_bytes),
+     .help = "per-thread cache bound (0: off)"},
+    {.name = "small_max",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, small_max),
+     .help = "largest request served from small size classes"},
+    {.name = "budget_device",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, budget[GPOOL_MEM_DEVICE]),
+     .help = "device memory budget (0: no limit)"},
+    {.name = "budget_pinned",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, budget[GPOOL_MEM_HOST_PINNED]),
+     .help = "pinned host memory budget (0: no limit)"},
+    {.name = "budget_mapped",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, budget[GPOOL_MEM_HOST_MAPPED]),
+     .help = "mapped host memory budget (0: no limit)"},
+    {.name = "va_reserve",
+     .type = GP_OPT_SIZE,
+     .offset = offsetof(gpool_config, va_reserve),
+     .help = "bytes of address space per reservation (0: automatic)"},
+    {.name = "verbose",
+     .type = GP_OPT_INT,
+     .offset = offsetof(gpool_config, verbose),
+     .min = 0,
+     .max = 1,
+     .help = "1: print OOM and leak reports on stderr"},
+    {.name = "trace",
+     .type = GP_OPT_PATH,
+     .offset = offsetof(gpool_config, trace_path),
+     .path_max = sizeof((gpool_config *)0)->trace_path,
+     .help = "log every alloc/free as RMM replay CSV to this file"},
+    {.name = "peer_access",
+     .type = GP_OPT_CHOICE,
+     .offset = offsetof(gpool_config, peer_access),
+     .choices = peer_access_names,
+     .help = "devices that get access to device memory"},
 };
 
-static gpool_status apply(gpool_config *cfg, const char *key, size_t klen, const char *val,
-                          size_t vlen)
-{
-    for (size_t i = 0; i < sizeof conf_keys / sizeof conf_keys[0]; i++) {
-        const struct conf_key *k = &conf_keys[i];
-        if (strlen(k->name) != klen || strncmp(k->name, key, klen)) continue;
-        char *field = (char *)cfg + k->offset;
-        size_t v = 0;
-        switch (k->type) {
-        case K_SIZE:
-            if (parse_size(val, vlen, &v))
-                return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s is not a size (e.g. 64M)",
-                               k->name, (int)vlen, val);
-            memcpy(field, &v, sizeof v);
-            return GPOOL_OK;
-        case K_INT: {
-            if (parse_size(val, vlen, &v) || v < (size_t)k->min || v > (size_t)k->max)
-                return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s must be an integer in [%ld, %ld]",
-                               k->name, (int)vlen, val, k->min, k->max);
-            int iv = (int)v;
-            memcpy(field, &iv, sizeof iv);
-            return GPOOL_OK;
-        }
-        case K_PEER: {
-            static const char *const names[] = {"auto", "none", "all"};
-            for (int m = 0; m < 3; m++) {
-                if (strlen(names[m]) == vlen && !strncmp(names[m], val, vlen)) {
-                    memcpy(field, &m, sizeof m);
-                    return GPOOL_OK;
-                }
-            }
-            return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s must be auto, none or all", k->name,
-                           (int)vlen, val);
-        }
-        case K_PATH:
-            if (vlen >= sizeof cfg->trace_path)
-                return gp_fail(GPOOL_ERR_CONFIG, "config: %s path longer than %zu bytes", k->name,
-                               sizeof cfg->trace_path - 1);
-            memcpy(field, val, vlen);
-            field[vlen] = 0;
-            return GPOOL_OK;
-        }
-    }
-    return gp_fail(GPOOL_ERR_CONFIG, "config: unknown key '%.*s'", (int)klen, key);
-}
+const gp_option_table gp_config_options = {config_keys, sizeof config_keys / sizeof config_keys[0]};
 
 gpool_status gp_config_check(const gpool_config *cfg)
 {
@@ -143,32 +91,22 @@ gpool_status gp_config_check(const gpool_config *cfg)
     return GPOOL_OK;
 }
 
+gpool_status gp_config_apply(gpool_config *cfg, const char *conf, const gp_option_table *other,
+                             void *other_target)
+{
+    gpool_config tmp = *cfg;
+    const gp_option_table *tables[] = {&gp_config_options, other};
+    void *targets[] = {&tmp, other_target};
+    gpool_status st = gp_options_apply(conf, other ? 2 : 1, tables, targets);
+    if (st == GPOOL_OK) st = gp_config_check(&tmp);
+    if (st == GPOOL_OK) *cfg = tmp;
+    return st;
+}
+
 gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
 {
     if (!cfg || !conf)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_parse: %s is NULL",
                        cfg ? "conf" : "cfg");
-    gpool_config tmp = *cfg;
-    const char *p = conf;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && isspace((unsigned char)*p))
-            p++, len--;
-        while (len && isspace((unsigned char)p[len - 1]))
-            len--;
-        if (len) {
-            const char *eq = memchr(p, '=', len);
-            if (!eq)
-                return gp_fail(GPOOL_ERR_CONFIG, "config: '%.*s' is not key=value", (int)len, p);
-            gpool_status st = apply(&tmp, p, (size_t)(eq - p), eq + 1, len - (size_t)(eq - p) - 1);
-            if (st != GPOOL_OK) return st;
-        }
-        if (!end) break;
-        p = end + 1;
-    }
-    gpool_status st = gp_config_check(&tmp);
-    if (st != GPOOL_OK) return st;
-    *cfg = tmp;
-    return GPOOL_OK;
+    return gp_config_apply(cfg, conf, NULL, NULL);
 }

@@ -7,46 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../preload/preload_options.h"
 #include "error.h"
+#include "options.h"
 
 #define TORCH_MAX_DEVICES 64
 
 static _Atomic(gpool_t *) torch_pools[TORCH_MAX_DEVICES];
 static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* GPOOL_CONF without the keys only the LD_PRELOAD interposer knows (disable, sync_free,
- * cudafree, cudafree_batch), so one
+/* The defaults plus GPOOL_CONF, read as the LD_PRELOAD interposer reads it: its own keys
+ * (declared in its table, preload/preload_options.h) are checked and ignored here, so one
  * setting serves both; `device` is overridden per pool. */
 static gpool_status torch_config(int device, gpool_config *cfg)
 {
     gpool_config_default(cfg);
     const char *env = getenv("GPOOL_CONF");
     if (env && *env) {
-        size_t len = strlen(env);
-        char *rest = calloc(1, len + 1);
-        if (!rest) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory reading GPOOL_CONF");
-        size_t used = 0;
-        for (const char *p = env; *p;) {
-            const char *end = strchr(p, ',');
-            size_t n = end ? (size_t)(end - p) : strlen(p);
-            const char *q = p;
-            size_t m = n;
-            while (m && (*q == ' ' || *q == '\t'))
-                q++, m--;
-            int skip = (m >= 8 && !strncmp(q, "disable=", 8)) ||
-                       (m >= 10 && !strncmp(q, "sync_free=", 10)) ||
-                       (m >= 9 && !strncmp(q, "cudafree=", 9)) ||
-                       (m >= 15 && !strncmp(q, "cudafree_batch=", 15));
-            if (!skip && m) {
-                if (used) rest[used++] = ',';
-                memcpy(rest + used, p, n);
-                used += n;
-            }
-            if (!end) break;
-            p = end + 1;
-        }
-        gpool_status st = gpool_config_parse(cfg, rest);
-        free(rest);
+        gpool_status st = gp_config_apply(cfg, env, &gpp_option_table, NULL);
         if (st != GPOOL_OK) {
             char msg[400];
             strncpy(msg, gpool_last_error(), sizeof msg - 1);
