@@ -326,8 +326,15 @@ GPOOL_API gpool_status gpool_config_default(gpool_config *cfg);
  * Apply a "key=value,key=value" string (the GPOOL_CONF syntax) to a configuration.
  *
  * Keys: device, release_threshold, tcache_bytes, small_max, budget_device, budget_pinned,
- * budget_mapped, va_reserve, verbose, trace (a file path). Sizes take K/M/G/T suffixes
- * (binary), optionally followed by B or iB.
+ * budget_mapped, va_reserve, verbose (0 or 1), trace (a file path), peer_access (auto, none or
+ * all). Spaces and tabs around keys and values are ignored, as are empty items. An unknown key
+ * is an error.
+ *
+ * Sizes: decimal digits, then optionally a unit -- K, M, G or T, each optionally followed by B
+ * or iB, or B alone -- case-insensitive, nothing else (no sign, fraction, space or hex). Units
+ * are powers of 1024 in every spelling: 64K, 64KiB and 64KB all mean 65536 bytes. A value that
+ * does not fit in 64 bits is an error. The LD_PRELOAD interposer and gpool-bench read sizes
+ * the same way.
  *
  * @param[in,out] cfg  the configuration to change; unchanged on error.
  * @param[in]     conf the string; NULL or "" changes nothing.

@@ -11,8 +11,10 @@
  *     torch.cuda.memory.change_current_allocator(alloc)   # before the first CUDA tensor
  *
  * Each device gets one gpool pool, created on its first allocation with the defaults plus the
- * GPOOL_CONF environment variable (its `device` key is ignored; the preload-only keys
- * `disable`, `sync_free`, `cudafree` and `cudafree_batch` are accepted and ignored). Allocations
+ * GPOOL_CONF environment variable (its `device` key is ignored; the LD_PRELOAD interposer's
+ * keys -- `disable`, `sync_free`, `cudafree`, `cudafree_batch`, `cudafree_flush` -- are
+ * checked as the interposer checks them and otherwise ignored; any other unknown key, or a bad
+ * value, is an error and the allocation returns NULL). Allocations
  * and frees are ordered on the stream PyTorch passes: a block freed on stream S is reused at once
  * by allocations on S, by other streams only once the work queued on S at the free has completed.
  * Other libraries (C or ctypes) may call these functions too; they are thread-safe.
