@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../preload/preload_options.h"
 #include "arena.h"
 #include "gpool.h"
 #include "heap.h"
+#include "options.h"
 #include "pagesize.h"
 #include "ptrmap.h"
 #include "size_parse.h"
@@ -461,4 +463,38 @@ Test(size_parse, spellings_values_and_reasons)
     cr_assert_eq(v, 64ull << 20);
     cr_assert_eq(gp_size_parse("64MiB,next", 6, &v, NULL), -1);
     cr_assert_eq(gp_size_parse(NULL, 0, &v, NULL), -1);
+}
+
+/* The key tables are the truth the docs follow: every key of gpool's table and of the
+ * interposer's has help text and is named in README.md (and gpool's in gpool.h's
+ * gpool_config_parse comment); no key is in both tables. Run from the repository root. */
+static char *slurp_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s (run from the repository root)", path);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+Test(config, every_key_is_documented_and_owned_once)
+{
+    char *readme = slurp_file("README.md"), *header = slurp_file("include/gpool.h");
+    const gp_option_table *tables[] = {&gp_config_options, &gpp_option_table};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t i = 0; i < tables[t]->count; i++) {
+            const gp_option *k = &tables[t]->keys[i];
+            char quoted[64];
+            snprintf(quoted, sizeof quoted, "`%s", k->name);
+            cr_assert(k->help && *k->help, "%s has no help text", k->name);
+            cr_assert(strstr(readme, quoted), "README.md does not name %s", k->name);
+            if (t == 0) cr_assert(strstr(header, k->name), "gpool.h does not name %s", k->name);
+            for (size_t j = 0; j < gp_config_options.count && t == 1; j++)
+                cr_assert_str_neq(k->name, gp_config_options.keys[j].name, "%s is in both tables",
+                                  k->name);
+        }
+    free(readme);
+    free(header);
 }
