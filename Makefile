@@ -60,7 +60,8 @@ $(BUILD)/libgpool.a: $(LIB_OBJ)
 
 # -Bsymbolic-functions: like the real libcuda, the simulator's own references to its entry
 # points (cuGetProcAddress's table) stay its own when LD_PRELOAD defines the same names.
-$(SIMLIB): $(SIM_OBJ)
+# The simulator shares one file with the library: the size parser (GPOOL_SIM_MEMORY).
+$(SIMLIB): $(SIM_OBJ) $(BUILD)/obj/src/size_parse.o
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions -o $@ $^ $(LDFLAGS) -ldl -lrt
 	@ln -sf libcuda.so.1 $(@D)/libcuda.so

@@ -8,8 +8,8 @@
  * Environment (read once, when the library is loaded):
  *   GPOOL_SIM_DEVICES=N      number of devices (default 1, at most GPOOL_SIM_MAX_DEVICES;
  *                            0 makes cuInit return CUDA_ERROR_NO_DEVICE)
- *   GPOOL_SIM_MEMORY=SIZE    capacity of each device: plain bytes or K/M/G/T (binary) suffix,
- *                            optionally followed by "B" or "iB" (default 8G)
+ *   GPOOL_SIM_MEMORY=SIZE    capacity of each device, spelled as GPOOL_CONF's sizes (gpool's
+ *                            parser, src/size_parse.c: 64M, 64MiB, 64MB; binary) (default 8G)
  *   GPOOL_SIM_FAIL=e:N,...   the Nth call (from process start) of entry point e fails once
  *   GPOOL_SIM_STATS=FILE     write a JSON summary to FILE when the library is unloaded
  *                            (process exit or last dlclose); "violations" is the count of
@@ -25,8 +25,8 @@
  *   GPOOL_SIM_HOST_ALIAS=1   CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 0: registered (and
  *                            write-combined) host memory gets a device pointer different from
  *                            its host pointer; the host pointer is then no device address
- *   GPOOL_SIM_MIN_GRANULARITY=SIZE   MINIMUM allocation granularity (64K..2048K, a power of
- *                            two; 0 = default, equal to RECOMMENDED = 2 MiB)
+ *   GPOOL_SIM_MIN_GRANULARITY=SIZE   MINIMUM allocation granularity (64K..2M, a power of
+ *                            two, any size spelling; 0 = default, equal to RECOMMENDED = 2 MiB)
  *   GPOOL_SIM_DEVICE_NO_CPU=1  VMM device memory is not accessible from the CPU: its addresses
  *                            stay PROT_NONE, contents are reached only through copies
  * A malformed value of any of these is fatal (message on stderr, abort()).

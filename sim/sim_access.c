@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "size_parse.h"
 
 static size_t sim_min_gran_mode;
 static int sim_alias_mode;
@@ -83,12 +84,11 @@ __attribute__((constructor)) static void sim_access_configure(void)
     if (v && *v) sim_parse_peer(v);
     v = getenv("GPOOL_SIM_MIN_GRANULARITY");
     if (v && *v) {
-        char *end;
-        unsigned long long k = strtoull(v, &end, 10);
-        if (end != v && (*end == 'K' || *end == 'k')) k <<= 10, end++;
-        if (*end || (k != 0 && (k < 65536 || k > GPOOL_SIM_GRANULARITY || (k & (k - 1)))))
+        uint64_t k;
+        if (gp_size_parse(v, strlen(v), &k, NULL) != 0 ||
+            (k != 0 && (k < 65536 || k > GPOOL_SIM_GRANULARITY || (k & (k - 1)))))
             sim_access_fatal("GPOOL_SIM_MIN_GRANULARITY", v,
-                             "expected 0 or a power of two from 64K to 2048K");
+                             "expected 0 or a power of two from 64K to 2M");
         sim_min_gran_mode = (size_t)k;
     }
     sim_alias_mode = sim_parse_flag("GPOOL_SIM_HOST_ALIAS");

@@ -1,7 +1,6 @@
 /* sim_state.c — the simulator's global state: the driver lock, configuration from the
  * environment, call counters, fault injection, device capacity accounting, live-object
  * counters and the JSON statistics written when the library is unloaded. */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "size_parse.h"
 
 #define SIM_FAIL_SLOTS 8
 
@@ -148,38 +148,13 @@ static int sim_entry_index(const char *name, size_t len)
     return -1;
 }
 
+/* gpool's one size parser (src/size_parse.c, linked in): GPOOL_SIM_MEMORY is spelled as
+ * GPOOL_CONF's sizes are. */
 static int sim_parse_size(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-') return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    case 'T':
-        shift = 40;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (shift && (*end == 'i' || *end == 'I')) end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end) return -1;
-    if (shift && v > (SIZE_MAX >> shift)) return -1;
-    *out = (size_t)(v << shift);
+    uint64_t v;
+    if (gp_size_parse(s, strlen(s), &v, NULL) != 0 || v > SIZE_MAX) return -1;
+    *out = (size_t)v;
     return 0;
 }
 
@@ -217,7 +192,7 @@ __attribute__((constructor)) static void sim_configure(void)
     size_t capacity = (size_t)8 << 30;
     const char *v = getenv("GPOOL_SIM_MEMORY");
     if (v && *v && sim_parse_size(v, &capacity) != 0)
-        sim_fatal("GPOOL_SIM_MEMORY", v, "expected bytes or a K/M/G/T size");
+        sim_fatal("GPOOL_SIM_MEMORY", v, "expected a size: " GP_SIZE_SYNTAX);
     v = getenv("GPOOL_SIM_DEVICES");
     if (v && *v) {
         char *end;
