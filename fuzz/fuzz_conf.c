@@ -1,12 +1,14 @@
-/* fuzz_conf.c — libFuzzer target: gpool_config_parse (the GPOOL_CONF syntax).
- * It must never crash; it answers GPOOL_OK with sane values, or GPOOL_ERR_CONFIG with a
- * message, leaving the config untouched. */
+/* fuzz_conf.c — libFuzzer target: gpool_config_parse (the GPOOL_CONF syntax) and the size
+ * parser under it (src/size_parse.c). It must never crash; it answers GPOOL_OK with sane
+ * values, or GPOOL_ERR_CONFIG with a message, leaving the config untouched. A size it accepts
+ * prints back as digits that parse to the same value. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpool.h"
+#include "size_parse.h"
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
@@ -67,6 +69,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *msg = gpool_last_error();
         CHECK(msg && strlen(msg) > 0, "no message for GPOOL_ERR_CONFIG");
         CHECK(cfg_equal(&cfg, &before), "cfg changed by a failed parse of \"%s\"", conf);
+    }
+    uint64_t v = 0, again = 0;
+    const char *why = NULL;
+    if (gp_size_parse(conf, strlen(conf), &v, &why) == 0) {
+        char digits[32];
+        snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+        CHECK(gp_size_parse(digits, strlen(digits), &again, NULL) == 0 && again == v,
+              "size \"%s\" = %llu does not read back", conf, (unsigned long long)v);
+    } else {
+        CHECK(why && *why, "size \"%s\" refused without a reason", conf);
     }
     CHECK(gpool_config_parse(NULL, conf) == GPOOL_ERR_INVALID_ARG, "NULL cfg");
     CHECK(gpool_config_parse(&cfg, NULL) == GPOOL_ERR_INVALID_ARG, "NULL conf");
