@@ -531,16 +531,71 @@ void gp_heap_pin_dirty(gp_heap *h, int pin)
             pages_account(&h->regions[r->region], r->addr, r->size, pin);
 }
 
+/* Page index of address a in region g. */
+static size_t page_of(const gp_region *g, uintptr_t a)
+{
+    return (a - g->base) >> g->page_shift;
+}
+
+/* Give clean free range r (unindexed) tag t at seq and index it there. */
+static void tag_as(gp_heap *h, gp_tag_index *t, gp_range *r, uint64_t seq)
+{
+    r->tag = t->tag;
+    r->seq = seq;
+    index_add(h, t, r);
+}
+
+/* Free range r, clean until now, may be touched by work queued on t's stream. Only backed
+ * pages can hold data that work touches: when r's pages between its first and its last backed
+ * run are all unbacked (the region's unmapped top, between the blocks and the slab zone), that
+ * middle stays clean, so the other streams keep the unmapped address space for fresh pages;
+ * r's head and tail runs wait. */
+static void retag_backed(gp_heap *h, gp_tag_index *t, gp_range *r, uint64_t seq)
+{
+    const gp_region *g = &h->regions[r->region];
+    size_t first = page_of(g, r->addr), last = page_of(g, r->addr + r->size - 1), p;
+    index_del(h, r);
+    size_t lo = first, hi = last; /* the unbacked middle: pages (lo, hi) exclusive */
+    while (lo <= last && g->page_phys[lo])
+        lo++;
+    while (hi >= lo && hi > first && g->page_phys[hi])
+        hi--;
+    if (lo > last) { /* every page backed */
+        tag_as(h, t, r, seq);
+        return;
+    }
+    for (p = lo; p <= hi && !g->page_phys[p]; p++)
+        ;
+    if (p <= hi) { /* backed islands in the middle: the whole range waits */
+        tag_as(h, t, r, seq);
+        return;
+    }
+    /* [mid_lo, mid_hi) is on unbacked pages only */
+    uintptr_t mid_lo = lo == first ? r->addr : g->base + (lo << g->page_shift);
+    uintptr_t mid_hi = hi == last && !g->page_phys[last] ? r->addr + r->size
+                                                         : g->base + ((hi + 1) << g->page_shift);
+    int has_head = mid_lo > r->addr, has_tail = mid_hi < r->addr + r->size;
+    if (!carve(h, r, mid_lo, mid_hi - mid_lo)) { /* no node: the whole range waits (safe) */
+        tag_as(h, t, r, seq);
+        return;
+    }
+    index_add(h, tag_find(h, GP_TAG_CLEAN), r); /* the middle stays clean */
+    /* carve indexed the head and tail as clean: they wait */
+    if (has_head) {
+        index_del(h, r->prev);
+        tag_as(h, t, r->prev, seq);
+    }
+    if (has_tail) {
+        index_del(h, r->next);
+        tag_as(h, t, r->next, seq);
+    }
+}
+
 void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq)
 {
     gp_tag_index *t = tag_get(h, tag);
     if (!t) return; /* no memory: the ranges stay clean (the caller synchronizes instead) */
     for (size_t i = 0; i < h->nregions; i++)
-        for (gp_range *r = h->regions[i].first; r; r = r->next) {
-            if (!r->is_free || r->tag != GP_TAG_CLEAN) continue;
-            index_del(h, r);
-            r->tag = tag;
-            r->seq = seq;
-            index_add(h, t, r);
-        }
+        for (gp_range *r = h->regions[i].first; r; r = r->next)
+            if (r->is_free && r->tag == GP_TAG_CLEAN) retag_backed(h, t, r, seq);
 }

@@ -40,6 +40,13 @@ static gp_range *take(size_t size, uintptr_t tag)
     return r;
 }
 
+/* Pretend the backend backed pages [first, last] of region 0 (the heap only reads page_phys). */
+static void back_pages(size_t first, size_t last)
+{
+    for (size_t p = first; p <= last; p++)
+        heap.regions[0].page_phys[p] = 1;
+}
+
 TestSuite(heap, .init = heap_setup, .fini = heap_teardown);
 
 Test(heap, best_fit_lowest_address_and_coalescing)
@@ -164,12 +171,15 @@ Test(heap, retag_clean_and_pin_dirty)
 {
     gp_range *a = take(2 * MiB, GP_TAG_CLEAN);
     gp_range *b = take(2 * MiB, GP_TAG_CLEAN);
+    back_pages(0, 1);
     gp_heap_give(&heap, a, GP_TAG_CLEAN, 0);
     gp_heap_retag_clean(&heap, 0x42, 0);
     uintptr_t tags[2];
     cr_assert_eq(gp_heap_dirty_tags(&heap, tags, 2), 1);
     int oom;
-    cr_assert_null(gp_heap_take(&heap, MiB, GP_MIN_ALIGN, 0x43, &oom));
+    gp_range *x = gp_heap_take(&heap, MiB, GP_MIN_ALIGN, 0x43, &oom);
+    cr_assert(x && x->addr >= BASE + 4 * MiB, "0x43 gets unbacked space, not 0x42's range");
+    gp_heap_give(&heap, x, GP_TAG_CLEAN, 0);
     gp_region *g = &heap.regions[0];
     gp_heap_pin_dirty(&heap, 1);
     cr_assert_eq(g->page_used[0], 2 * MiB, "pending ranges count as used while pinned");
@@ -178,6 +188,28 @@ Test(heap, retag_clean_and_pin_dirty)
     gp_heap_clean(&heap, 0x42, UINT64_MAX);
     gp_heap_give(&heap, b, GP_TAG_CLEAN, 0);
     cr_assert_eq(heap.free_bytes, 64 * MiB);
+}
+
+Test(heap, retag_clean_leaves_unbacked_space_clean)
+{
+    /* A second stream appears: clean ranges on backed pages may still be used by the first
+     * stream's queued work and wait for it, but never-backed address space holds no data any
+     * work touches and stays clean, or the second stream could not use the region at all and
+     * reserved another one (issue 15: batch-decode@2s). */
+    gp_range *a = take(3 * MiB, GP_TAG_CLEAN); /* pages 0-1 */
+    back_pages(0, 1);
+    back_pages(31, 31); /* the top page (where slabs live) */
+    gp_heap_give(&heap, a, GP_TAG_CLEAN, 0);
+    gp_heap_retag_clean(&heap, 0x42, 0);
+    int oom;
+    gp_range *t = gp_heap_take(&heap, 8 * MiB, GP_MIN_ALIGN, 0x43, &oom);
+    cr_assert_not_null(t, "the unbacked middle stays clean for another stream");
+    cr_assert_geq(t->addr, BASE + 4 * MiB, "not on the backed pages 0-1");
+    cr_assert_leq(t->addr + t->size, BASE + 62 * MiB, "not on the backed top page");
+    gp_range *u = gp_heap_take(&heap, 4 * MiB - GP_MIN_ALIGN, GP_MIN_ALIGN, 0x43, &oom);
+    cr_assert(!u || u->addr >= BASE + 4 * MiB, "pages 0-1 wait for stream 0x42");
+    gp_range *own = take(4 * MiB, 0x42);
+    cr_assert_eq(own->addr, BASE, "the first stream reuses its own pending range");
 }
 
 Test(heap, random_against_a_model)
