@@ -8,13 +8,17 @@
 #include "error.h"
 #include "gpool.h"
 #include "sizeclass.h"
+#include "structs.h"
 
 gpool_status gpool_config_default(gpool_config *cfg)
 {
     if (!cfg) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_default: cfg is NULL");
-    memset(cfg, 0, sizeof *cfg);
-    cfg->tcache_bytes = (size_t)1 << 20;
-    cfg->small_max = (size_t)16 << 10;
+    size_t size; /* the caller's struct may be older (smaller) or newer than this library's */
+    gpool_status st =
+        gp_struct_size(&gp_type_config_zero_ok, cfg, "gpool_config_default", 0, &size);
+    if (st != GPOOL_OK) return st;
+    const gpool_config defaults = GPOOL_CONFIG_INIT;
+    gp_struct_write(&gp_type_config_zero_ok, cfg, &defaults, size, 1);
     return GPOOL_OK;
 }
 
@@ -117,13 +121,14 @@ static gpool_status apply(gpool_config *cfg, const char *key, size_t klen, const
             return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s must be auto, none or all", k->name,
                            (int)vlen, val);
         }
-        case K_PATH:
-            if (vlen >= sizeof cfg->trace_path)
-                return gp_fail(GPOOL_ERR_CONFIG, "config: %s path longer than %zu bytes", k->name,
-                               sizeof cfg->trace_path - 1);
-            memcpy(field, val, vlen);
-            field[vlen] = 0;
+        case K_PATH: { /* a library-owned copy (structs.h); "" clears the path */
+            const char *path = vlen ? gp_intern(val, vlen) : NULL;
+            if (vlen && !path)
+                return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "config: out of host memory copying %s",
+                               k->name);
+            memcpy(field, &path, sizeof path);
             return GPOOL_OK;
+        }
         }
     }
     return gp_fail(GPOOL_ERR_CONFIG, "config: unknown key '%.*s'", (int)klen, key);
@@ -148,7 +153,12 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
     if (!cfg || !conf)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_parse: %s is NULL",
                        cfg ? "conf" : "cfg");
-    gpool_config tmp = *cfg;
+    size_t size; /* the caller's struct may be older (smaller) or newer than this library's */
+    gpool_status st = gp_struct_size(&gp_type_config_zero_ok, cfg, "gpool_config_parse", 0, &size);
+    if (st != GPOOL_OK) return st;
+    gpool_config tmp = GPOOL_CONFIG_INIT, before;
+    gp_struct_read(&gp_type_config_zero_ok, &tmp, cfg, size);
+    memcpy(&before, &tmp, sizeof tmp);
     const char *p = conf;
     while (*p) {
         const char *end = strchr(p, ',');
@@ -161,14 +171,19 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
             const char *eq = memchr(p, '=', len);
             if (!eq)
                 return gp_fail(GPOOL_ERR_CONFIG, "config: '%.*s' is not key=value", (int)len, p);
-            gpool_status st = apply(&tmp, p, (size_t)(eq - p), eq + 1, len - (size_t)(eq - p) - 1);
+            st = apply(&tmp, p, (size_t)(eq - p), eq + 1, len - (size_t)(eq - p) - 1);
             if (st != GPOOL_OK) return st;
         }
         if (!end) break;
         p = end + 1;
     }
-    gpool_status st = gp_config_check(&tmp);
+    st = gp_config_check(&tmp);
     if (st != GPOOL_OK) return st;
-    *cfg = tmp;
+    if (size < sizeof tmp && memcmp((char *)&tmp + size, (char *)&before + size, sizeof tmp - size))
+        return gp_fail(GPOOL_ERR_CONFIG,
+                       "config: '%s' sets a field beyond the caller's gpool_config (struct_size "
+                       "%zu, this library's %zu): the program was built with an older gpool.h",
+                       conf, size, sizeof tmp);
+    gp_struct_write(&gp_type_config_zero_ok, cfg, &tmp, size, 0);
     return GPOOL_OK;
 }
