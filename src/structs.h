@@ -11,11 +11,13 @@
 /* Largest struct_size accepted: beyond it the field is taken as uninitialised. */
 #define GP_STRUCT_SIZE_MAX ((size_t)65536)
 
-/* The 0.2 layouts (the first with struct_size): what struct_size 0 means where it is allowed.
- * They end at the 0.2 structs' last fields, so they stay right when fields are appended. */
-#define GP_ALLOC_PARAMS_SIZE_0_2 (offsetof(gpool_alloc_params, stream) + sizeof(gpool_stream_t))
-#define GP_CONFIG_SIZE_0_2       (offsetof(gpool_config, peer_access) + sizeof(int))
-#define GP_BLOCK_DESC_SIZE_0_2   (offsetof(gpool_block_desc, fell_back) + sizeof(int))
+/* The sizes of the 0.2 layouts (the first with struct_size): what struct_size 0 means where
+ * it is allowed. Computed from the 0.2 structs' last fields (rounded up to the structs'
+ * alignment, that of size_t), so they stay right when fields are appended. */
+#define GP_SIZE_UP(n)            (((n) + _Alignof(size_t) - 1) / _Alignof(size_t) * _Alignof(size_t))
+#define GP_ALLOC_PARAMS_SIZE_0_2 GP_SIZE_UP(offsetof(gpool_alloc_params, stream) + sizeof(void *))
+#define GP_CONFIG_SIZE_0_2       GP_SIZE_UP(offsetof(gpool_config, peer_access) + sizeof(int))
+#define GP_BLOCK_DESC_SIZE_0_2   GP_SIZE_UP(offsetof(gpool_block_desc, fell_back) + sizeof(int))
 
 /* One public struct: its name and initializer macro (for messages), the library's sizeof, and
  * the size struct_size 0 stands for (0: struct_size 0 is an error). */
