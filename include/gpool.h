@@ -64,8 +64,11 @@
  *   gpool_stats).
  *
  * @par Deprecated names
- * A call that fills a struct is named gpool_get_<struct> (gpool_get_stats() fills a
- * gpool_stats, gpool_get_block_desc() a gpool_block_desc). Old names stay exported, marked
+ * A call that fills a struct from a pool is named gpool_get_<struct> (gpool_get_stats() fills
+ * a gpool_stats, gpool_get_block_desc() a gpool_block_desc; gpool_calculate_stats() is the
+ * walking variant); a call that works on a struct alone is gpool_<struct>_<verb>
+ * (gpool_config_default(), gpool_config_parse()); each struct's initializer is
+ * GPOOL_<STRUCT>_INIT. Old names stay exported, marked
  * GPOOL_DEPRECATED, for one minor version: gpool_block_info() (use gpool_get_block_desc();
  * removed in 0.3).
  */
