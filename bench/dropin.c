@@ -40,7 +40,7 @@ static uint64_t row_capacity(uint64_t size, uint64_t live)
 static int library_pair(const bench_device *dev, uint64_t size, uint64_t live, uint64_t pairs,
                         unsigned rounds, double *ns, char *err, size_t errlen)
 {
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cfg.device = dev->ordinal;
     gpool_t *pool = NULL;

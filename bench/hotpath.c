@@ -109,7 +109,7 @@ int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, 
     memset(h, 0, sizeof *h);
     h->pairs = pairs;
     h->rounds = rounds;
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cfg.device = dev->ordinal;
     gpool_t *pool = NULL;

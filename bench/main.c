@@ -938,7 +938,7 @@ static void print_page_sizes(int ordinal, int json)
                  {GPOOL_MEM_HOST_PINNED, "host_pinned"},
                  {GPOOL_MEM_HOST_MAPPED, "host_mapped"}};
     enum { NS = sizeof sizes / sizeof sizes[0], NK = sizeof kinds / sizeof kinds[0] };
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cfg.device = ordinal;
     gpool_t *pool = NULL;

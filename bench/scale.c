@@ -123,7 +123,7 @@ static double time_stats(gpool_t *pool)
     int i;
     for (i = 0; i < SCALE_STATS && (i < 8 || bench_now_ns() - t0 < 200000000ull); i++) {
         if (pool) {
-            gpool_stats s;
+            gpool_stats s = GPOOL_STATS_INIT;
             gpool_get_stats(pool, &s);
             acc += s.driver_calls_total;
         } else {
@@ -145,8 +145,8 @@ static double time_lookups(gpool_t *pool, const scale_heap *h, bench_rng *r)
     for (int i = 0; i < SCALE_LOOKUPS; i++) {
         void *p = h->ptrs[bench_rng_next(r) % h->n];
         if (pool) {
-            gpool_block_desc d;
-            gpool_block_info(pool, p, &d);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            gpool_get_block_desc(pool, p, &d);
             acc += d.size;
         } else {
             acc += sallocx(p, 0);
@@ -205,7 +205,7 @@ int bench_scale_run(const bench_device *dev, bench_scale_row *rows, size_t n, ch
 {
     for (size_t i = 0; i < n; i++) {
         bench_scale_row *row = &rows[i];
-        gpool_config cfg;
+        gpool_config cfg = GPOOL_CONFIG_INIT;
         gpool_config_default(&cfg);
         cfg.device = dev->ordinal;
         if (row->small) cfg.tcache_bytes = 0; /* every pair reaches the slabs */

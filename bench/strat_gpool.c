@@ -29,7 +29,7 @@ static int gp_init(bench_strategy *s, const bench_device *dev, gpool_mem_kind ki
     if (!*s->args && dev->ordinal == 0) {
         st = gpool_create(NULL, &g->pool);
     } else {
-        gpool_config cfg;
+        gpool_config cfg = GPOOL_CONFIG_INIT;
         gpool_config_default(&cfg);
         cfg.device = dev->ordinal;
         if (*s->args && (st = gpool_config_parse(&cfg, s->args)) != GPOOL_OK)
@@ -98,7 +98,7 @@ static int gp_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
 static void gp_stats(bench_strategy *s, bench_strategy_stats *out)
 {
     gpool_state *g = s->state;
-    gpool_stats st;
+    gpool_stats st = GPOOL_STATS_INIT;
     memset(out, 0, sizeof *out);
     if (gpool_get_stats(g->pool, &st) != GPOOL_OK) return;
     out->reserved = st.kind[GPOOL_MEM_AUTO].reserved_bytes;

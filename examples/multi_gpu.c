@@ -65,7 +65,7 @@ int main(void)
     CUcontext ctx[MAX_GPUS];
     CUstream stream[MAX_GPUS];
     for (int d = 0; d < ngpu; d++) {
-        gpool_config cfg;
+        gpool_config cfg = GPOOL_CONFIG_INIT;
         CHECK_GPOOL(gpool_config_default(&cfg));
         cfg.device = d;
         CHECK_GPOOL(gpool_create(&cfg, &pool[d]));
@@ -89,8 +89,8 @@ int main(void)
     gpool_alloc_params shared_params = {.kind = GPOOL_MEM_AUTO, .usage = GPOOL_USAGE_MULTI_GPU};
     void *shared;
     CHECK_GPOOL(gpool_alloc(pool[0], SLICE_BYTES * (size_t)ngpu, &shared_params, &shared));
-    gpool_block_desc info;
-    CHECK_GPOOL(gpool_block_info(pool[0], shared, &info));
+    gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
+    CHECK_GPOOL(gpool_get_block_desc(pool[0], shared, &info));
     printf("shared block: %zu MiB placed in %s by the policy\n", info.size >> 20,
            kind_name(info.kind));
 

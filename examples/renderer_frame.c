@@ -42,7 +42,7 @@ static void print_stats(gpool_t *pool, int frame)
 {
     static const char *const kind_name[GPOOL_MEM_KIND_COUNT] = {"total", "vidmem", "pinned",
                                                                 "mapped"};
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     CHECK_GPOOL(gpool_get_stats(pool, &s));
     printf("frame %3d:", frame);
     for (int k = GPOOL_MEM_DEVICE; k < GPOOL_MEM_KIND_COUNT; k++)
@@ -111,12 +111,12 @@ int main(void)
 
         /* 2. Per-frame upload buffer (constants, dynamic vertices): its size changes from
          *    frame to frame. It is mapped sysmem: gpool_alloc returns the device address, and
-         *    gpool_block_info the host address the CPU writes through. */
+         *    gpool_get_block_desc the host address the CPU writes through. */
         size_t upload_bytes = 256 * 1024 + (size_t)(frame % 7) * 64 * 1024;
         void *upload;
         CHECK_GPOOL(gpool_alloc_async(pool, upload_bytes, &upload_params, fs->stream, &upload));
-        gpool_block_desc info;
-        CHECK_GPOOL(gpool_block_info(pool, upload, &info));
+        gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
+        CHECK_GPOOL(gpool_get_block_desc(pool, upload, &info));
         uint32_t *cpu_view = info.host_ptr;
         for (size_t w = 0; w < upload_bytes / 4; w++)
             cpu_view[w] = (uint32_t)frame;

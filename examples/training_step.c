@@ -30,7 +30,7 @@ static size_t activation_bytes(int layer)
 
 static uint64_t driver_calls(gpool_t *pool)
 {
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     CHECK_GPOOL(gpool_get_stats(pool, &s));
     return s.driver_calls_total;
 }
@@ -75,7 +75,7 @@ int main(void)
     uint64_t calls_after = driver_calls(pool);
     CHECK_CU(cuStreamSynchronize(stream));
 
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     CHECK_GPOOL(gpool_get_stats(pool, &s));
     const gpool_kind_stats *dev_stats = &s.kind[GPOOL_MEM_DEVICE];
     printf("%d steps x %d layers: %llu allocations, peak in use %.1f MiB, reserved %.1f MiB\n",

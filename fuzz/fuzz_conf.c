@@ -30,7 +30,9 @@ static int cfg_equal(const gpool_config *a, const gpool_config *b)
         return 0;
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++)
         if (a->budget[k] != b->budget[k]) return 0;
-    return memcmp(a->trace_path, b->trace_path, sizeof a->trace_path) == 0;
+    if (a->struct_size != b->struct_size || a->peer_access != b->peer_access) return 0;
+    if (!a->trace_path || !b->trace_path) return a->trace_path == b->trace_path;
+    return strcmp(a->trace_path, b->trace_path) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -45,11 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(conf, s, n);
     conf[n] = 0;
 
-    gpool_config cfg, before;
+    gpool_config cfg = GPOOL_CONFIG_INIT, before;
     CHECK(gpool_config_default(&cfg) == GPOOL_OK, "gpool_config_default");
     if (start & 1) cfg.device = 3;
     if (start & 2) cfg.tcache_bytes = 12345;
-    if (start & 4) snprintf(cfg.trace_path, sizeof cfg.trace_path, "/tmp/x.csv");
+    if (start & 4) cfg.trace_path = "/tmp/x.csv";
     before = cfg;
     gpool_status st = gpool_config_parse(&cfg, conf);
     if (st == GPOOL_OK) {
@@ -58,7 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(cfg.small_max <= (size_t)64 << 10, "small_max %zu above 64K", cfg.small_max);
         CHECK(cfg.va_reserve == 0 || cfg.va_reserve >= (size_t)64 << 20, "va_reserve %zu",
               cfg.va_reserve);
-        CHECK(memchr(cfg.trace_path, 0, sizeof cfg.trace_path) != NULL, "trace path unterminated");
+        CHECK(!cfg.trace_path || cfg.trace_path == before.trace_path || strlen(cfg.trace_path) <= n,
+              "trace path set, and longer than the input");
+        CHECK(cfg.struct_size == sizeof cfg, "struct_size changed to %zu", cfg.struct_size);
         CHECK(cfg.default_stream == before.default_stream, "default_stream changed");
         /* parsing the same string again is idempotent */
         gpool_config again = cfg;

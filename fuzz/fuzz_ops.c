@@ -280,7 +280,7 @@ static void check_zero(uintptr_t p, size_t n)
 
 static void check_stats(void)
 {
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     CHECK(gpool_get_stats(S.pool, &s) == GPOOL_OK, "gpool_get_stats failed");
     uint64_t live[GPOOL_MEM_KIND_COUNT] = {0}, req[GPOOL_MEM_KIND_COUNT] = {0},
              used[GPOOL_MEM_KIND_COUNT] = {0};
@@ -422,8 +422,8 @@ static void op_alloc(reader *r)
     uintptr_t up = (uintptr_t)p;
     size_t want_align = align > 256 ? align : 256;
     CHECK(up % want_align == 0, "%#lx is not %zu-aligned", (unsigned long)up, want_align);
-    gpool_block_desc d;
-    CHECK(gpool_block_info(S.pool, p, &d) == GPOOL_OK, "block_info of a fresh block");
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    CHECK(gpool_get_block_desc(S.pool, p, &d) == GPOOL_OK, "block_info of a fresh block");
     CHECK(d.requested_size == size, "block_info requested %zu, asked %zu", d.requested_size, size);
     CHECK(d.size >= size, "block_info size %zu < %zu", d.size, size);
     CHECK(d.kind != GPOOL_MEM_AUTO && (prm.kind == GPOOL_MEM_AUTO || d.kind == prm.kind),
@@ -501,7 +501,7 @@ static void free_slot(int slot, int stream, int async)
 
 static void expect_rejected(void *p, const char *what)
 {
-    gpool_stats before, after;
+    gpool_stats before = GPOOL_STATS_INIT, after = GPOOL_STATS_INIT;
     gpool_get_stats(S.pool, &before);
     gpool_status st = gpool_free(S.pool, p);
     CHECK(st == GPOOL_ERR_INVALID_POINTER, "free of %s %p gave %d", what, p, (int)st);
@@ -608,9 +608,9 @@ static void op_info(reader *r)
     uint32_t off = u24(r);
     block *b = &S.b[slot];
     if (!b->live) return;
-    gpool_block_desc d;
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
     void *inner = (void *)(b->ptr + off % b->size);
-    CHECK(gpool_block_info(S.pool, inner, &d) == GPOOL_OK, "block_info inside slot %d", slot);
+    CHECK(gpool_get_block_desc(S.pool, inner, &d) == GPOOL_OK, "block_info inside slot %d", slot);
     CHECK(d.device_ptr == b->ptr || (uintptr_t)d.host_ptr == b->ptr,
           "block_info of an interior pointer names another block");
     CHECK(d.requested_size == b->size && d.size == b->rounded, "block_info sizes changed");
@@ -632,7 +632,7 @@ static void setup_input(uint8_t cfgsel)
     memset(&S, 0, sizeof S);
     sim->fail_clear();
     sim->set_capacity(0, CAPACITY);
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     const char *conf = configs[cfgsel % (sizeof configs / sizeof configs[0])];
     CHECK(gpool_config_parse(&cfg, conf) == GPOOL_OK, "config %s", conf);

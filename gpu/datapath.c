@@ -102,8 +102,8 @@ static void check_kind(gpool_t *pool, CUfunction f, gpool_mem_kind kind, const c
         line("FAIL", "%s: gpool_alloc(%zu): %s", label, n, gpool_last_error());
         return;
     }
-    gpool_block_desc d;
-    if (gpool_block_info(pool, p, &d) != GPOOL_OK) {
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    if (gpool_get_block_desc(pool, p, &d) != GPOOL_OK) {
         /* without it the kernel would write through an uninitialised address */
         line("FAIL", "%s: gpool_block_info: %s", label, gpool_last_error());
         gpool_free(pool, p);
@@ -161,9 +161,7 @@ static void check_peer(int ndev)
     D.cuDeviceGet(&d0, 0);
     D.cuDeviceGet(&d1, 1);
     if (D.cuDeviceCanAccessPeer) D.cuDeviceCanAccessPeer(&can, d0, d1);
-    gpool_config c0, c1;
-    gpool_config_default(&c0);
-    gpool_config_default(&c1);
+    gpool_config c0 = GPOOL_CONFIG_INIT, c1 = GPOOL_CONFIG_INIT;
     c1.device = 1;
     gpool_t *p0 = NULL, *p1 = NULL;
     if (gpool_create(&c0, &p0) != GPOOL_OK || gpool_create(&c1, &p1) != GPOOL_OK) {

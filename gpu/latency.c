@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         D.cuDeviceGetDefaultMemPool(&mempool, dev) == CUDA_SUCCESS &&
         D.cuMemPoolSetAttribute(mempool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS)
         pool_note = " cuMemAllocAsync: the device's default pool, release threshold UINT64_MAX.";
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cfg.device = device;
     gpool_t *pool;

@@ -21,8 +21,9 @@
  * @par Ownership
  * A block belongs to the pool that allocated it and must be freed through that pool
  * (gpool_free(), gpool_free_async()) or is freed by gpool_destroy(). The library never takes
- * ownership of caller memory; strings it returns are static or thread-local and must not be
- * freed.
+ * ownership of caller memory (gpool_create() copies the configuration, trace_path included);
+ * strings it returns or stores (gpool_config_parse()'s trace_path) are static, thread-local or
+ * library-owned and must not be freed.
  *
  * @par The driver
  * The CUDA driver is loaded at run time (dlopen of libcuda.so.1, or the file named by the
@@ -32,7 +33,44 @@
  * @par Versioning
  * The library follows semantic versioning: the soname is libgpool.so.MAJOR, and
  * GPOOL_VERSION_MAJOR/MINOR/PATCH describe the header a program was compiled with, while
- * gpool_version() returns the version of the library it runs with.
+ * gpool_version() returns the version of the library it runs with. A program built with a
+ * header of the same major version keeps working with a newer library. (Before 1.0 a minor
+ * version may still break the ABI, as semantic versioning allows: 0.2.0 did, adding the
+ * struct_size fields below, so a program built with 0.1 must be rebuilt.)
+ *
+ * @par Structs that grow
+ * Every struct passed to or filled by a call (gpool_config, gpool_alloc_params, gpool_stats,
+ * gpool_block_desc) starts with `size_t struct_size`: the size of the struct the caller was
+ * compiled with. Set it with the initializer macros (GPOOL_CONFIG_INIT,
+ * GPOOL_ALLOC_PARAMS_INIT, GPOOL_STATS_INIT, GPOOL_BLOCK_DESC_INIT), e.g.
+ * `gpool_stats st = GPOOL_STATS_INIT;`; gpool_config_default() sets it too. The rules:
+ * - a newer library reads and writes only the first struct_size bytes of a caller's (older,
+ *   smaller) struct and uses the defaults for the fields the caller does not have;
+ * - an older library given a newer, larger struct uses the fields it knows; the bytes beyond
+ *   them must be zero in a struct it reads (else GPOOL_ERR_INVALID_ARG: the caller asked for
+ *   something this library cannot do) and are set to zero in a struct it fills;
+ * - struct_size below sizeof(size_t) (the struct_size field alone), or above 65536, is
+ *   GPOOL_ERR_INVALID_ARG and gpool_last_error() names the struct and its macro. The one
+ *   exception: struct_size 0 in a gpool_alloc_params means the 0.2 layout, so a
+ *   zero-initialised gpool_alloc_params (or a NULL pointer) still means the defaults; and
+ *   gpool_config_default() and gpool_config_parse() take struct_size 0 as the 0.2 layout
+ *   too (and set it), so a zeroed gpool_config can be filled by gpool_config_default();
+ * - structs only grow at the end: a new field is added after every existing one, at an offset
+ *   at or beyond the previous sizeof (so an older struct's trailing padding never becomes a
+ *   field), and fields are never removed, moved or resized within a major version. Arrays
+ *   bounded by an enum count are sized GPOOL_MEM_KIND_SLOTS or GPOOL_DRV_SLOTS, which leave
+ *   room for new kinds and counters (unused entries read 0); gpool_kind_stats, an array
+ *   element, never grows (new per-kind counters would come as a new array at the end of
+ *   gpool_stats).
+ *
+ * @par Deprecated names
+ * A call that fills a struct from a pool is named gpool_get_<struct> (gpool_get_stats() fills
+ * a gpool_stats, gpool_get_block_desc() a gpool_block_desc; gpool_calculate_stats() is the
+ * walking variant); a call that works on a struct alone is gpool_<struct>_<verb>
+ * (gpool_config_default(), gpool_config_parse()); each struct's initializer is
+ * GPOOL_<STRUCT>_INIT. Old names stay exported, marked
+ * GPOOL_DEPRECATED, for one minor version: gpool_block_info() (use gpool_get_block_desc();
+ * removed in 0.3).
  */
 /**
  * @mainpage gpool: a caching memory-pool allocator for NVIDIA GPUs
@@ -87,11 +125,20 @@ extern "C" {
 #define GPOOL_API
 #endif
 
+#if defined(__GNUC__) && !defined(GPOOL_NO_DEPRECATED_WARNINGS)
+#define GPOOL_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+/** Marks an old name kept for compatibility: the compiler warns where it is used, naming its
+ *  replacement (define GPOOL_NO_DEPRECATED_WARNINGS to silence it). Such names stay for one
+ *  minor version after the one that replaced them. */
+#define GPOOL_DEPRECATED(msg)
+#endif
+
 /** Major version of this header: incremented on incompatible API or ABI changes (and in the
  *  soname, libgpool.so.MAJOR). */
 #define GPOOL_VERSION_MAJOR 0
 /** Minor version of this header: incremented when functionality is added compatibly. */
-#define GPOOL_VERSION_MINOR 1
+#define GPOOL_VERSION_MINOR 2
 /** Patch version of this header: incremented for compatible fixes. */
 #define GPOOL_VERSION_PATCH 0
 
@@ -125,8 +172,13 @@ typedef enum gpool_mem_kind {
     GPOOL_MEM_DEVICE = 1,      /**< device memory (vidmem), mapped through VMM */
     GPOOL_MEM_HOST_PINNED = 2, /**< page-locked host memory, for fast async copies */
     GPOOL_MEM_HOST_MAPPED = 3, /**< pinned host memory also mapped into the device (zero-copy) */
-    GPOOL_MEM_KIND_COUNT = 4   /**< number of kinds (array bound, not a kind) */
+    GPOOL_MEM_KIND_COUNT = 4   /**< number of kinds (loop bound, not a kind) */
 } gpool_mem_kind;
+
+/** Entries of the per-kind arrays in public structs (gpool_config.budget, gpool_stats.kind):
+ *  fixed within a major version, with room for kinds beyond GPOOL_MEM_KIND_COUNT; entries
+ *  from GPOOL_MEM_KIND_COUNT on are unused (0). */
+#define GPOOL_MEM_KIND_SLOTS 8
 
 /** How the caller will use a block, in the spirit of Vulkan Memory Allocator's usage values.
  *  With GPOOL_MEM_AUTO the placement policy turns the hint into a kind through one table:
@@ -153,11 +205,15 @@ enum {
 
 /** Per-request parameters for gpool_alloc() and gpool_alloc_async(). Zero-initialised (or a
  *  NULL pointer) means: device memory, default alignment (256 bytes), automatic page size,
- *  the pool's default stream. The struct is read during the call only. */
+ *  the pool's default stream. The struct is read during the call only. Initialise it with
+ *  GPOOL_ALLOC_PARAMS_INIT (struct_size 0 is taken as the 0.2 layout; see "Structs that
+ *  grow"). */
 typedef struct gpool_alloc_params {
+    size_t struct_size;    /**< sizeof the caller's struct (GPOOL_ALLOC_PARAMS_INIT sets it);
+                                0 = the 0.2 layout */
     gpool_mem_kind kind;   /**< where the block lives; GPOOL_MEM_AUTO: chosen from usage */
     gpool_usage usage;     /**< how the block is used; decides the kind for GPOOL_MEM_AUTO and
-                                is reported back by gpool_block_info() */
+                                is reported back by gpool_get_block_desc() */
     size_t alignment;      /**< power of two, at most the page size; 0 = 256 */
     size_t page_size;      /**< 0 = automatic. Host kinds: 4096 or 2 MiB, used as asked.
                                 Device: the granularity, or the chunk size gpool backs a
@@ -167,9 +223,19 @@ typedef struct gpool_alloc_params {
     gpool_stream_t stream; /**< stream for gpool_alloc (gpool_alloc_async overrides it) */
 } gpool_alloc_params;
 
-/** Pool configuration. Start from gpool_config_default(); gpool_config_parse() applies a
- *  "key=value,key=value" string (the GPOOL_CONF syntax). gpool_create() copies it. */
+/** Initializer for a gpool_alloc_params: struct_size set, everything else the defaults.
+ *  `gpool_alloc_params p = GPOOL_ALLOC_PARAMS_INIT;` */
+#define GPOOL_ALLOC_PARAMS_INIT                                                                    \
+    {                                                                                              \
+        .struct_size = sizeof(gpool_alloc_params)                                                  \
+    }
+
+/** Pool configuration. Start from GPOOL_CONFIG_INIT (or gpool_config_default());
+ *  gpool_config_parse() applies a "key=value,key=value" string (the GPOOL_CONF syntax).
+ *  gpool_create() copies it, trace_path's string included. */
 typedef struct gpool_config {
+    /** sizeof the caller's struct (GPOOL_CONFIG_INIT and gpool_config_default() set it). */
+    size_t struct_size;
     /** CUDA device ordinal (default 0). */
     int device;
     /** When non-zero: after a large block is freed, if the pool caches more than this many
@@ -182,7 +248,7 @@ typedef struct gpool_config {
     /** Largest request served from small size classes (default 16 KiB). */
     size_t small_max;
     /** Per-kind byte budget, indexed by gpool_mem_kind; 0 = no limit. */
-    size_t budget[GPOOL_MEM_KIND_COUNT];
+    size_t budget[GPOOL_MEM_KIND_SLOTS];
     /** Bytes of virtual address space per reservation (0 = 2 x device memory, at least 8 GiB;
      *  otherwise at least 64 MiB). */
     size_t va_reserve;
@@ -190,8 +256,10 @@ typedef struct gpool_config {
     int verbose;
     /** Stream used by gpool_alloc and gpool_free (default NULL, the legacy stream). */
     gpool_stream_t default_stream;
-    /** If set, log every alloc/free as RMM replay CSV to this file. */
-    char trace_path[256];
+    /** If not NULL (nor ""), log every alloc/free as RMM replay CSV to this file. The string
+     *  is the caller's (gpool_create() copies it), or the library's when gpool_config_parse()
+     *  set it (kept until the library is unloaded; never free it). */
+    const char *trace_path;
     /** Which devices get access to the pool's device memory (gpool_peer_access; GPOOL_CONF
      *  key peer_access=auto|none|all). VMM memory is reachable only by the devices named in
      *  cuMemSetAccess -- peer access enabled between contexts does not extend to it -- so a
@@ -199,6 +267,15 @@ typedef struct gpool_config {
      *  gpool_set_peer_access() changes it later, existing mappings included. */
     int peer_access;
 } gpool_config;
+
+/** Initializer for a gpool_config: struct_size set and the values gpool_config_default()
+ *  fills (device 0, 1 MiB thread caches, 16 KiB small requests, everything else 0 or NULL).
+ *  `gpool_config cfg = GPOOL_CONFIG_INIT;` */
+#define GPOOL_CONFIG_INIT                                                                          \
+    {                                                                                              \
+        .struct_size = sizeof(gpool_config), .tcache_bytes = (size_t)1 << 20,                      \
+        .small_max = (size_t)16 << 10                                                              \
+    }
 
 /** Values of gpool_config.peer_access. */
 typedef enum gpool_peer_access {
@@ -209,7 +286,9 @@ typedef enum gpool_peer_access {
 
 /** Counters for one memory kind. Bytes "in use" are rounded block sizes; "requested" are the
  *  sizes callers asked for; "reserved" is physical memory mapped; "cached" is reserved memory
- *  not holding a live block. Peaks are high-water marks since the pool was created. */
+ *  not holding a live block. Peaks are high-water marks since the pool was created. Only an
+ *  element of gpool_stats.kind, so it has no struct_size and never grows within a major
+ *  version. */
 typedef struct gpool_kind_stats {
     uint64_t requested_bytes;      /**< bytes callers asked for, over live blocks */
     uint64_t in_use_bytes;         /**< bytes of live blocks, rounded to their block sizes */
@@ -241,14 +320,20 @@ typedef enum gpool_driver_call {
     GPOOL_DRV_EVENT,           /**< event create/record/query/synchronize/destroy */
     GPOOL_DRV_STREAM,          /**< stream wait/synchronize */
     GPOOL_DRV_OTHER,           /**< memset, context and device queries */
-    GPOOL_DRV_COUNT            /**< number of counters (array bound, not a call) */
+    GPOOL_DRV_COUNT            /**< number of counters (loop bound, not a call) */
 } gpool_driver_call;
 
+/** Entries of gpool_stats.driver_calls: fixed within a major version, with room for counters
+ *  beyond GPOOL_DRV_COUNT; entries from GPOOL_DRV_COUNT on are unused (0). */
+#define GPOOL_DRV_SLOTS 32
+
 /** A snapshot of a pool's counters, filled by gpool_get_stats(). kind[GPOOL_MEM_AUTO] holds
- *  the totals over all kinds. */
+ *  the totals over all kinds. Initialise it with GPOOL_STATS_INIT; new counters are only ever
+ *  appended at the end (see "Structs that grow"). */
 typedef struct gpool_stats {
-    gpool_kind_stats kind[GPOOL_MEM_KIND_COUNT]; /**< per kind; [GPOOL_MEM_AUTO] = totals */
-    uint64_t driver_calls[GPOOL_DRV_COUNT];      /**< driver calls made, by gpool_driver_call */
+    size_t struct_size; /**< sizeof the caller's struct (GPOOL_STATS_INIT sets it); kept */
+    gpool_kind_stats kind[GPOOL_MEM_KIND_SLOTS]; /**< per kind; [GPOOL_MEM_AUTO] = totals */
+    uint64_t driver_calls[GPOOL_DRV_SLOTS];      /**< driver calls made, by gpool_driver_call */
     uint64_t driver_calls_total; /**< sum of driver_calls: 0 growth means a steady state
                                       served entirely from the cache */
     uint64_t oom_retries;        /**< times the allocator released cache and tried again */
@@ -259,8 +344,18 @@ typedef struct gpool_stats {
     uint64_t pending_frees;  /**< blocks now waiting on another stream's work */
 } gpool_stats;
 
-/** What gpool knows about one live block, filled by gpool_block_info(). */
+/** Initializer for a gpool_stats: struct_size set, counters 0.
+ *  `gpool_stats st = GPOOL_STATS_INIT;` */
+#define GPOOL_STATS_INIT                                                                           \
+    {                                                                                              \
+        .struct_size = sizeof(gpool_stats)                                                         \
+    }
+
+/** What gpool knows about one live block, filled by gpool_get_block_desc(). Initialise it with
+ *  GPOOL_BLOCK_DESC_INIT. */
 typedef struct gpool_block_desc {
+    size_t struct_size;    /**< sizeof the caller's struct (GPOOL_BLOCK_DESC_INIT sets it);
+                                kept. Not the block's size: that is `size` */
     gpool_mem_kind kind;   /**< the kind it was placed in (never AUTO) */
     gpool_usage usage;     /**< the usage hint it was allocated with */
     size_t requested_size; /**< the size the caller asked for */
@@ -273,6 +368,13 @@ typedef struct gpool_block_desc {
     int device;            /**< owning device ordinal */
     int fell_back;         /**< 1 if AUTO placed it in sysmem because vidmem was full */
 } gpool_block_desc;
+
+/** Initializer for a gpool_block_desc: struct_size set, everything else 0.
+ *  `gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;` */
+#define GPOOL_BLOCK_DESC_INIT                                                                      \
+    {                                                                                              \
+        .struct_size = sizeof(gpool_block_desc)                                                    \
+    }
 
 /**
  * The version of the library in use, as "MAJOR.MINOR.PATCH".
@@ -314,11 +416,18 @@ GPOOL_API const char *gpool_driver_call_name(gpool_driver_call call);
 /**
  * Fill a configuration with the defaults: device 0, 1 MiB thread caches, 16 KiB small
  * requests, no budgets, automatic address-space reservation, no trace, the legacy stream.
+ * GPOOL_CONFIG_INIT gives the same values without a call.
  *
- * @param[out] cfg the configuration to fill.
+ * Only the first cfg->struct_size bytes are written, and struct_size is kept; struct_size 0
+ * is taken as the 0.2 layout (and then set to it). So declare the struct with
+ * GPOOL_CONFIG_INIT or zero it first: `gpool_config cfg = {0}; gpool_config_default(&cfg);`
+ * (an uninitialised struct_size is read as garbage).
+ *
+ * @param[in,out] cfg the configuration to fill.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG cfg is NULL.
- * @return a gpool_status as listed. Thread-safe (touches only *cfg).
+ * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or cfg->struct_size is out of range (see
+ *         "Structs that grow"); *cfg is unchanged.
+ * @return a gpool_status as listed. Thread-safe (touches only *cfg); no allocation.
  */
 GPOOL_API gpool_status gpool_config_default(gpool_config *cfg);
 
@@ -336,12 +445,21 @@ GPOOL_API gpool_status gpool_config_default(gpool_config *cfg);
  * does not fit in 64 bits is an error. The LD_PRELOAD interposer and gpool-bench read sizes
  * the same way.
  *
+ * trace=PATH sets cfg->trace_path to a library-owned copy of PATH: never free it; it stays
+ * valid until the library is unloaded (its destructor frees it). Equal paths share one copy,
+ * so parsing the same string again does not grow memory. trace= (empty) clears it.
+ *
+ * Reads and writes only the first cfg->struct_size bytes (0 = the 0.2 layout); a key whose
+ * field lies beyond them (a struct from an older header) is GPOOL_ERR_CONFIG.
+ *
  * @param[in,out] cfg  the configuration to change; unchanged on error.
  * @param[in]     conf the string; NULL or "" changes nothing.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG cfg is NULL.
+ * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or cfg->struct_size is out of range.
  * @retval GPOOL_ERR_CONFIG an unknown key or bad value; the message names it.
- * @return a gpool_status as listed. Thread-safe (touches only *cfg).
+ * @retval GPOOL_ERR_OUT_OF_MEMORY no host memory to copy a trace path.
+ * @return a gpool_status as listed. Thread-safe (touches only *cfg and the library's table of
+ *         trace paths, under a lock). Cost: linear in the string's length.
  */
 GPOOL_API gpool_status gpool_config_parse(gpool_config *cfg, const char *conf);
 
@@ -352,12 +470,17 @@ GPOOL_API gpool_status gpool_config_parse(gpool_config *cfg, const char *conf);
  * framework that already made it; the pool releases it when destroyed). No memory is taken
  * from the device until the first allocation.
  *
- * @param[in]  cfg the configuration (copied), or NULL for the defaults followed by the
- *                 GPOOL_CONF environment variable.
+ * @param[in]  cfg the configuration, or NULL for the defaults followed by the GPOOL_CONF
+ *                 environment variable. Copied (its first cfg->struct_size bytes; fields
+ *                 beyond them take their defaults), and so is the trace_path string: the
+ *                 caller may free or reuse both once the call returns.
  * @param[out] out receives the new pool, owned by the caller until gpool_destroy(); NULL on
  *                 error.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG out is NULL.
+ * @retval GPOOL_ERR_INVALID_ARG out is NULL; or cfg->struct_size is out of range (0
+ *         included; the message names gpool_config and GPOOL_CONFIG_INIT); or cfg is larger
+ *         than this library's gpool_config with non-zero bytes beyond it (a field this
+ *         library lacks is set).
  * @retval GPOOL_ERR_NO_DRIVER the driver library could not be loaded or lacks an entry point.
  * @retval GPOOL_ERR_NO_DEVICE no CUDA device, or cfg->device is absent.
  * @retval GPOOL_ERR_UNSUPPORTED the device has no virtual memory management (VMM).
@@ -397,13 +520,14 @@ GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
  * @param pool   the pool.
  * @param size   bytes to allocate; 0 returns GPOOL_OK with *out = NULL.
  * @param params kind, usage hint, alignment, page size, flags, stream; NULL = defaults
- *               (device memory). Read during the call only.
+ *               (device memory). Read during the call only: its first params->struct_size
+ *               bytes (0 = the 0.2 layout); fields beyond them take their defaults.
  * @param[out] out receives the address: a device address for DEVICE and HOST_MAPPED, the
- *                 host address for HOST_PINNED (gpool_block_info() gives both). The block
+ *                 host address for HOST_PINNED (gpool_get_block_desc() gives both). The block
  *                 belongs to pool until freed. NULL on error.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG NULL pool or out, bad params, size beyond what any device
- *         could hold.
+ * @retval GPOOL_ERR_INVALID_ARG NULL pool or out, bad params (params->struct_size out of
+ *         range included), size beyond what any device could hold.
  * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory (this pool's, then that of
  *         the process's other pools on the device) and retrying; the message says requested,
  *         free and cached bytes and the cause (live blocks, pages or chunks pinned by live
@@ -547,10 +671,13 @@ GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);
  * internal lock only to copy a few counters, so it may be called often.
  *
  * @param pool the pool.
- * @param[out] out receives the snapshot (consistent per kind; counters of different kinds
+ * @param[in,out] out receives the snapshot (consistent per kind; counters of different kinds
  *                 may be taken at slightly different moments while other threads allocate).
+ *                 out->struct_size must be set (GPOOL_STATS_INIT): only that many bytes are
+ *                 written, and struct_size is kept.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL.
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or out->struct_size is out of range (0
+ *         included); *out is unchanged.
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
@@ -567,9 +694,9 @@ GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
  * hot path; gpool_get_stats() and gpool_mem_get_info() are the cheap calls.
  *
  * @param pool the pool.
- * @param[out] out receives the statistics.
+ * @param[in,out] out receives the statistics; out->struct_size as for gpool_get_stats().
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL.
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or out->struct_size is out of range.
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out);
@@ -577,15 +704,31 @@ GPOOL_API gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out);
 /**
  * Describe the live block that contains an address.
  *
+ * Cost: one lookup of the address (a lock of the block's memory kind), no driver call.
+ *
  * @param pool the pool.
  * @param ptr  an address inside the block (not necessarily its start).
- * @param[out] out receives the description.
+ * @param[in,out] out receives the description. out->struct_size must be set
+ *                (GPOOL_BLOCK_DESC_INIT): only that many bytes are written, and struct_size
+ *                is kept.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL.
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or out->struct_size is out of range (0
+ *         included); *out is unchanged.
  * @retval GPOOL_ERR_INVALID_POINTER ptr is not inside a live block of this pool.
  * @return a gpool_status as listed. Thread-safe.
  */
-GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out);
+GPOOL_API gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_desc *out);
+
+/**
+ * Deprecated name of gpool_get_block_desc() (0.1); removed in 0.3.
+ *
+ * @param pool the pool.
+ * @param ptr  an address inside the block.
+ * @param[in,out] out receives the description, as for gpool_get_block_desc().
+ * @return a gpool_status, with the errors of gpool_get_block_desc(). Thread-safe.
+ */
+GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+    GPOOL_DEPRECATED("use gpool_get_block_desc");
 
 /**
  * Free and total device memory as the application sees it: the driver's free memory plus
@@ -649,7 +792,7 @@ GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
 GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
 
 /**
- * The size of the live device block that starts at ptr (as gpool_block_info()'s size field),
+ * The size of the live device block that starts at ptr (as gpool_get_block_desc()'s size field),
  * without taking the pool's lock for small blocks: as cheap as gpool_free()'s own lookup.
  *
  * @param pool the pool.

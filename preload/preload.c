@@ -62,7 +62,7 @@ int gpp_flush_with_events(void)
     return conf_own.flush_events;
 }
 
-static gpool_config conf_pool;
+static gpool_config conf_pool = GPOOL_CONFIG_INIT;
 static atomic_int exiting;
 /* 1 while serving (conf_enabled and not exiting), 0 when not, -1 before read_conf ran: the
  * one load the hooks' fast path makes. */
@@ -541,10 +541,10 @@ gpp_free_result gpp_free_now(void *p, int dev)
 /* Whether one of our pools holds p (no driver call, no change). */
 static int owned_anywhere(const void *p)
 {
-    gpool_block_desc desc;
+    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         gpool_t *pool = gpp_pool_peek(dev);
-        if (pool && gpool_block_info(pool, p, &desc) == GPOOL_OK) return 1;
+        if (pool && gpool_get_block_desc(pool, p, &desc) == GPOOL_OK) return 1;
     }
     return 0;
 }
@@ -557,7 +557,7 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     /* The current device first, without a lookup: gpool_free_async changes nothing and says
      * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
-    gpool_block_desc desc;
+    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     /* batch mode with no non-blocking stream: the stream mode's free is exact (see
      * preload_streams.c), and the block is reusable at once */
     if (legacy && conf_own.free_mode == GPP_CUDAFREE_BATCH && gpp_nonblocking_streams()) {
@@ -579,7 +579,7 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     }
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         if (dev == cur || !(pool = gpp_pool_peek(dev))) continue;
-        if (gpool_block_info(pool, p, &desc) != GPOOL_OK) continue;
+        if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK) continue;
         if (legacy) legacy_barrier(dev);
         return free_result(gpool_free_async(pool, p, stream));
     }
@@ -595,8 +595,9 @@ gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out)
     gpool_status st = gpool_alloc(pool, size, &params, out);
     if (st == GPOOL_OK && kind == GPOOL_MEM_HOST_MAPPED) {
         /* gpool answers a mapped block with its device address; callers want the host one */
-        gpool_block_desc desc;
-        if (gpool_block_info(pool, *out, &desc) == GPOOL_OK && desc.host_ptr) *out = desc.host_ptr;
+        gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
+        if (gpool_get_block_desc(pool, *out, &desc) == GPOOL_OK && desc.host_ptr)
+            *out = desc.host_ptr;
     }
     return st;
 }
@@ -607,8 +608,9 @@ gpp_free_result gpp_free_host(void *p)
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         gpool_t *pool = gpp_pool_peek(dev);
         if (!pool) continue;
-        gpool_block_desc desc;
-        if (gpool_block_info(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE) continue;
+        gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
+        if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE)
+            continue;
         if (conf_own.sync_free) legacy_barrier(dev);
         /* the block is freed by the address gpool handed out */
         void *handle =
@@ -624,8 +626,8 @@ int gpp_host_device_pointer(void *p, void **devp)
 {
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         gpool_t *pool = gpp_pool_peek(dev);
-        gpool_block_desc desc;
-        if (!pool || gpool_block_info(pool, p, &desc) != GPOOL_OK) continue;
+        gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
+        if (!pool || gpool_get_block_desc(pool, p, &desc) != GPOOL_OK) continue;
         if (desc.kind == GPOOL_MEM_DEVICE || !desc.device_ptr) return -1;
         uintptr_t off = desc.host_ptr ? (uintptr_t)p - (uintptr_t)desc.host_ptr : 0;
         *devp = (void *)(uintptr_t)(desc.device_ptr + off);

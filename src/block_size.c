@@ -20,8 +20,8 @@ gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size)
         *size = s->slot_size;
         return GPOOL_OK;
     }
-    gpool_block_desc d;
-    gpool_status st = gpool_block_info(pool, ptr, &d);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    gpool_status st = gpool_get_block_desc(pool, ptr, &d);
     if (st != GPOOL_OK) return st;
     if (d.kind != GPOOL_MEM_DEVICE || d.device_ptr != (uint64_t)(uintptr_t)ptr)
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not the start of a live device block",

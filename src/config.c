@@ -8,13 +8,17 @@
 #include "options.h"
 #include "pool.h"
 #include "sizeclass.h"
+#include "structs.h"
 
 gpool_status gpool_config_default(gpool_config *cfg)
 {
     if (!cfg) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_default: cfg is NULL");
-    memset(cfg, 0, sizeof *cfg);
-    cfg->tcache_bytes = (size_t)1 << 20;
-    cfg->small_max = (size_t)16 << 10;
+    size_t size; /* the caller's struct may be older (smaller) or newer than this library's */
+    gpool_status st =
+        gp_struct_size(&gp_type_config_zero_ok, cfg, "gpool_config_default", 0, &size);
+    if (st != GPOOL_OK) return st;
+    const gpool_config defaults = GPOOL_CONFIG_INIT;
+    gp_struct_write(&gp_type_config_zero_ok, cfg, &defaults, size, 1);
     return GPOOL_OK;
 }
 
@@ -66,7 +70,6 @@ static const gp_option config_keys[] = {
     {.name = "trace",
      .type = GP_OPT_PATH,
      .offset = offsetof(gpool_config, trace_path),
-     .path_max = sizeof((gpool_config *)0)->trace_path,
      .help = "log every alloc/free as RMM replay CSV to this file"},
     {.name = "peer_access",
      .type = GP_OPT_CHOICE,
@@ -108,5 +111,19 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
     if (!cfg || !conf)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_parse: %s is NULL",
                        cfg ? "conf" : "cfg");
-    return gp_config_apply(cfg, conf, NULL, NULL);
+    size_t size; /* the caller's struct may be older (smaller) or newer than this library's */
+    gpool_status st = gp_struct_size(&gp_type_config_zero_ok, cfg, "gpool_config_parse", 0, &size);
+    if (st != GPOOL_OK) return st;
+    gpool_config tmp = GPOOL_CONFIG_INIT, before;
+    gp_struct_read(&gp_type_config_zero_ok, &tmp, cfg, size);
+    memcpy(&before, &tmp, sizeof tmp);
+    st = gp_config_apply(&tmp, conf, NULL, NULL);
+    if (st != GPOOL_OK) return st;
+    if (size < sizeof tmp && memcmp((char *)&tmp + size, (char *)&before + size, sizeof tmp - size))
+        return gp_fail(GPOOL_ERR_CONFIG,
+                       "config: '%s' sets a field beyond the caller's gpool_config (struct_size "
+                       "%zu, this library's %zu): the program was built with an older gpool.h",
+                       conf, size, sizeof tmp);
+    gp_struct_write(&gp_type_config_zero_ok, cfg, &tmp, size, 0);
+    return GPOOL_OK;
 }

@@ -1,5 +1,6 @@
 /* options.c — the GPOOL_CONF reader over tables of keys (options.h). */
 #include "options.h"
+#include "structs.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -103,13 +104,13 @@ static gpool_status apply_one(const gp_option *k, const char *val, size_t vlen, 
             return gp_fail(GPOOL_ERR_CONFIG, "config: %s must be %s, not '%.*s'", k->name, names,
                            (int)vlen, val);
         }
-    case GP_OPT_PATH:
-        if (vlen >= k->path_max)
-            return gp_fail(GPOOL_ERR_CONFIG, "config: %s path longer than %zu bytes", k->name,
-                           k->path_max - 1);
+    case GP_OPT_PATH: /* a library-owned copy (structs.h); "" clears the path */
         if (field) {
-            memcpy(field, val, vlen);
-            field[vlen] = 0;
+            const char *path = vlen ? gp_intern(val, vlen) : NULL;
+            if (vlen && !path)
+                return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "config: out of host memory copying %s",
+                               k->name);
+            memcpy(field, &path, sizeof path);
         }
         return GPOOL_OK;
     }

@@ -16,7 +16,7 @@ typedef enum {
     GP_OPT_INT,    /* a decimal integer in [min, max] into an int */
     GP_OPT_BOOL,   /* 0 or 1 into an int */
     GP_OPT_CHOICE, /* one of choices[] into an int: its index */
-    GP_OPT_PATH,   /* a string into a char array of path_max bytes */
+    GP_OPT_PATH,   /* a string into a const char *: a library-owned copy (gp_intern); "" = NULL */
 } gp_option_type;
 
 typedef struct gp_option {
@@ -25,7 +25,6 @@ typedef struct gp_option {
     size_t offset;              /* where the value goes: this offset in the table's target */
     int min, max;               /* GP_OPT_INT bounds */
     const char *const *choices; /* GP_OPT_CHOICE: the names, NULL-terminated */
-    size_t path_max;            /* GP_OPT_PATH: the array's size, terminator included */
     const char *help;           /* one line: what the key does (README's tables say the same) */
 } gp_option;
 

@@ -7,6 +7,7 @@
 #include "pagesize.h"
 #include "pool.h"
 #include "stream.h"
+#include "structs.h"
 #include "sysmem.h"
 #include "tcache.h"
 #include "vidmem.h"
@@ -18,23 +19,34 @@ static _Atomic uint64_t next_pool_id = 1;
 
 /* ---------- create / destroy ---------- */
 
+/* The pool's copy of the configuration: the caller's first cfg->struct_size bytes over the
+ * defaults, and its own copy of trace_path (freed by pool_free_struct). */
 static gpool_status resolve_config(const gpool_config *cfg, gpool_config *out)
 {
+    gpool_status st = GPOOL_OK;
+    gpool_config defaults = GPOOL_CONFIG_INIT;
+    *out = defaults;
     if (cfg) {
-        *out = *cfg;
-        return gp_config_check(out);
-    }
-    gpool_config_default(out);
-    const char *env = getenv("GPOOL_CONF");
-    if (env && *env) {
-        gpool_status st = gpool_config_parse(out, env);
-        if (st != GPOOL_OK) {
-            char msg[400];
-            snprintf(msg, sizeof msg, "%s", gpool_last_error());
-            return gp_fail(st, "GPOOL_CONF: %s", msg);
+        size_t size;
+        st = gp_struct_size(&gp_type_config, cfg, "gpool_create", 1, &size);
+        if (st == GPOOL_OK) gp_struct_read(&gp_type_config, out, cfg, size);
+        if (st == GPOOL_OK) st = gp_config_check(out);
+    } else {
+        const char *env = getenv("GPOOL_CONF");
+        if (env && *env) {
+            st = gpool_config_parse(out, env);
+            if (st != GPOOL_OK) {
+                char msg[400];
+                snprintf(msg, sizeof msg, "%s", gpool_last_error());
+                st = gp_fail(st, "GPOOL_CONF: %s", msg);
+            }
         }
     }
-    return GPOOL_OK;
+    const char *path = st == GPOOL_OK ? out->trace_path : NULL;
+    out->trace_path = NULL;
+    if (path && *path && !(out->trace_path = strdup(path)))
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+    return st;
 }
 
 static gpool_status open_device(gpool_t *pool)
@@ -59,6 +71,7 @@ static void pool_free_struct(gpool_t *pool)
     if (gp_drv_last == &pool->cnt) gp_drv_last = NULL;
     pthread_mutex_destroy(&pool->lock);
     pthread_mutex_destroy(&pool->trace_lock);
+    free((char *)pool->cfg.trace_path);
     free(pool);
 }
 
@@ -366,6 +379,22 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     return GPOOL_OK;
 }
 
+/* The caller's params in this library's layout: as they are when struct_size says so,
+ * otherwise copied over the defaults into *copy. */
+static gpool_status params_in(const gpool_alloc_params **params, gpool_alloc_params *copy,
+                              const char *call)
+{
+    const gpool_alloc_params *p = *params;
+    if (!p || p->struct_size == sizeof *p) return GPOOL_OK;
+    size_t size;
+    gpool_status st = gp_struct_size(&gp_type_alloc_params, p, call, 1, &size);
+    if (st != GPOOL_OK) return st;
+    *copy = (gpool_alloc_params)GPOOL_ALLOC_PARAMS_INIT;
+    gp_struct_read(&gp_type_alloc_params, copy, p, size);
+    *params = copy;
+    return GPOOL_OK;
+}
+
 gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params, void **out)
 {
     /* the hot path: a cached small block of the default stream */
@@ -373,6 +402,12 @@ gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *p
                          1) &&
         gp_tcache_alloc(pool, size, out))
         return GPOOL_OK;
+    gpool_alloc_params copy;
+    gpool_status st = params_in(&params, &copy, "gpool_alloc");
+    if (st != GPOOL_OK) {
+        if (out) *out = NULL;
+        return st;
+    }
     gpool_stream_t s =
         params && params->stream ? params->stream : (pool ? pool->cfg.default_stream : NULL);
     return alloc_impl(pool, size, params, s, out);
@@ -381,6 +416,12 @@ gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *p
 gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_params *params,
                                gpool_stream_t stream, void **out)
 {
+    gpool_alloc_params copy;
+    gpool_status st = params_in(&params, &copy, "gpool_alloc_async");
+    if (st != GPOOL_OK) {
+        if (out) *out = NULL;
+        return st;
+    }
     return alloc_impl(pool, size, params, stream, out);
 }
 
@@ -422,8 +463,8 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
     uintptr_t tag = gp_stream_tag(stream);
     size_t traced = 0;
     if (pool->trace) {
-        gpool_block_desc info;
-        if (gpool_block_info(pool, ptr, &info) == GPOOL_OK) traced = info.requested_size;
+        gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
+        if (gpool_get_block_desc(pool, ptr, &info) == GPOOL_OK) traced = info.requested_size;
     }
     if (gp_stream_defer_free(pool, ptr, tag, &st)) { /* used on other streams too */
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
@@ -436,7 +477,7 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
     gp_arena *a = arena_of(pool, ptr);
     if (!a) {
         int owned = 0;
-        gpool_block_desc d;
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
         st = gp_sysmem_block_info(pool, ptr, &d, &owned);
         if (!owned)
             return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
@@ -503,7 +544,7 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
 
 gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
-    gpool_block_desc info;
+    gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
     gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
     if (st != GPOOL_OK) return st;
     if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
@@ -653,36 +694,55 @@ static gpool_status stats_impl(gpool_t *pool, gpool_stats *out, int exact)
     return GPOOL_OK;
 }
 
-gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
+/* gpool_get_stats and gpool_calculate_stats: the caller's struct filled up to its struct_size */
+static gpool_status stats_out(gpool_t *pool, gpool_stats *out, int exact, const char *call)
 {
     if (!pool || !out)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_stats: %s is NULL", pool ? "out" : "pool");
-    return stats_impl(pool, out, 0);
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "%s: %s is NULL", call, pool ? "out" : "pool");
+    size_t size;
+    gpool_status st = gp_struct_size(&gp_type_stats, out, call, 0, &size);
+    if (st != GPOOL_OK) return st;
+    gpool_stats full = GPOOL_STATS_INIT;
+    st = stats_impl(pool, &full, exact);
+    if (st == GPOOL_OK) gp_struct_write(&gp_type_stats, out, &full, size, 1);
+    return st;
+}
+
+gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
+{
+    return stats_out(pool, out, 0, "gpool_get_stats");
 }
 
 gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out)
 {
-    if (!pool || !out)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_calculate_stats: %s is NULL",
-                       pool ? "out" : "pool");
-    return stats_impl(pool, out, 1);
+    return stats_out(pool, out, 1, "gpool_calculate_stats");
 }
 
-gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
-    gpool_status st = block_info_tagged(pool, ptr, out);
-    if (st == GPOOL_OK) out->stream = gp_tag_stream((uintptr_t)out->stream);
-    return st;
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_block_desc: %s is NULL",
+                       pool ? "out" : "pool");
+    size_t size;
+    gpool_status st = gp_struct_size(&gp_type_block_desc, out, "gpool_get_block_desc", 0, &size);
+    if (st != GPOOL_OK) return st;
+    gpool_block_desc full = GPOOL_BLOCK_DESC_INIT;
+    st = block_info_tagged(pool, ptr, &full);
+    if (st != GPOOL_OK) return st;
+    full.stream = gp_tag_stream((uintptr_t)full.stream);
+    gp_struct_write(&gp_type_block_desc, out, &full, size, 1);
+    return GPOOL_OK;
 }
 
-/* gpool_block_info with the block's stream tag in out->stream (per-thread default streams are
- * told apart there). */
+/* gpool_get_block_desc with the block's stream tag in out->stream (per-thread default streams
+ * are told apart there); out is the library's full struct. */
 static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
     if (!pool || !out)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_info: %s is NULL",
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_block_desc: %s is NULL",
                        pool ? "out" : "pool");
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     gp_arena *a = ptr ? arena_of(pool, ptr) : NULL;
     if (!a && ptr) {
         int owned = 0;
@@ -778,7 +838,7 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
     if (!pool || !f)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_dump_json: %s is NULL", pool ? "f" : "pool");
     static const char *const kinds[] = {"total", "device", "host_pinned", "host_mapped"};
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     fprintf(f, "{\"version\":\"%s\",\"device\":%d,\"granularity\":%zu,\"stats\":{", gpool_version(),
             pool->cfg.device, pool->granularity);

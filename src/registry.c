@@ -41,7 +41,7 @@ static void leak_report(void)
 {
     gp_registry_lock();
     for (size_t k = 0; k < nregistry; k++) {
-        gpool_stats s;
+        gpool_stats s = GPOOL_STATS_INIT;
         if (gpool_get_stats(registry[k].pool, &s) != GPOOL_OK) continue;
         fprintf(stderr,
                 "gpool: leak check: pool %p (device %d) was never destroyed: %" PRIu64

@@ -47,7 +47,7 @@ static gpool_t *torch_pool(int device)
     pthread_mutex_lock(&torch_lock);
     pool = atomic_load_explicit(&torch_pools[device], memory_order_relaxed);
     if (!pool) {
-        gpool_config cfg;
+        gpool_config cfg = GPOOL_CONFIG_INIT;
         if (torch_config(device, &cfg) == GPOOL_OK && gpool_create(&cfg, &pool) == GPOOL_OK)
             atomic_store_explicit(&torch_pools[device], pool, memory_order_release);
         else

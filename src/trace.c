@@ -23,12 +23,13 @@ static uint64_t now_ns(void)
 
 gpool_status gp_trace_open(gpool_t *pool)
 {
-    const char *path = pool->cfg.trace_path[0] ? pool->cfg.trace_path : getenv("GPOOL_TRACE");
+    const char *cfg_path = pool->cfg.trace_path; /* the pool's copy, NULL when unset */
+    const char *path = cfg_path ? cfg_path : getenv("GPOOL_TRACE");
     if (!path || !*path) return GPOOL_OK;
     pool->trace = fopen(path, "w");
     if (!pool->trace)
         return gp_fail(GPOOL_ERR_IO, "cannot open the trace file %s%s: %s", path,
-                       pool->cfg.trace_path[0] ? "" : " (GPOOL_TRACE)", strerror(errno));
+                       cfg_path ? "" : " (GPOOL_TRACE)", strerror(errno));
     fprintf(pool->trace, "Thread,Time,Action,Pointer,Size,Stream,Kind\n");
     pool->trace_t0 = now_ns();
     return GPOOL_OK;
@@ -39,8 +40,9 @@ void gp_trace_event(gpool_t *pool, int is_alloc, void *ptr, size_t size, gpool_s
     static const char *const kind_name[GPOOL_MEM_KIND_COUNT] = {"", "device", "pinned", "mapped"};
     const char *kind = "";
     if (is_alloc) {
-        gpool_block_desc d;
-        if (gpool_block_info(pool, ptr, &d) == GPOOL_OK && (unsigned)d.kind < GPOOL_MEM_KIND_COUNT)
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        if (gpool_get_block_desc(pool, ptr, &d) == GPOOL_OK &&
+            (unsigned)d.kind < GPOOL_MEM_KIND_COUNT)
             kind = kind_name[d.kind];
         else
             gp_clear_error(); /* the allocation succeeded: leave no message behind */

@@ -64,7 +64,7 @@ static void *worker(void *arg)
         if (what < 2) {
             CHECK(gpool_trim(pool, 0) == GPOOL_OK, "trim");
         } else if (what < 5) {
-            gpool_stats st;
+            gpool_stats st = GPOOL_STATS_INIT;
             CHECK(gpool_get_stats(pool, &st) == GPOOL_OK, "stats");
         } else if (what < 12 && ptr[i]) {
             /* hand it to another thread */
@@ -140,7 +140,7 @@ int main(void)
             CHECK(check_pattern(shared.ptr[k], shared.size[k], shared.seed[k]), "shared block");
             CHECK(gpool_free(pool, shared.ptr[k]) == GPOOL_OK, "free shared");
         }
-    gpool_stats st;
+    gpool_stats st = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &st);
     CHECK(st.kind[GPOOL_MEM_DEVICE].live_blocks == 0, "live blocks left: %llu",
           (unsigned long long)st.kind[GPOOL_MEM_DEVICE].live_blocks);

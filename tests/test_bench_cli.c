@@ -474,7 +474,7 @@ Test(bench_cli, readme_claims)
 Test(bench_cli, view_unbacked_space_is_reserved)
 {
     const char *json =
-        "{\"version\":\"0.1.0\",\"arenas\":{\"device\":[{\"base\":0,\"size\":33554432,"
+        "{\"version\":\"0.2.0\",\"arenas\":{\"device\":[{\"base\":0,\"size\":33554432,"
         "\"page\":2097152,\"backed_pages\":3,\"ranges\":["
         "{\"addr\":0,\"size\":1048576,\"state\":\"in_use\"},"
         "{\"addr\":1048576,\"size\":30408704,\"state\":\"cached\"},"

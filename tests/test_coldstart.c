@@ -32,7 +32,7 @@ typedef struct counts {
 
 static counts count(gpool_t *p)
 {
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(p, &s), GPOOL_OK);
     return (counts){s.driver_calls[GPOOL_DRV_MEM_CREATE], s.driver_calls[GPOOL_DRV_MEM_MAP],
                     s.driver_calls[GPOOL_DRV_MEM_SET_ACCESS],

@@ -27,7 +27,7 @@ Test(core, create_destroy_leaves_nothing)
 {
     gpool_t *p = test_pool(NULL);
     cr_assert_not_null(p);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(p, &s), GPOOL_OK);
     cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].in_use_bytes, 0);
     cr_assert_eq(gpool_destroy(p), GPOOL_OK);
@@ -52,19 +52,19 @@ Test(core, sizes_hold_their_contents)
     }
     for (int i = 0; i < N; i++) {
         cr_assert(check_pattern(ptrs[i], sizes[i], (uint32_t)i + 1), "block %d overwritten", i);
-        gpool_block_desc d;
-        cr_assert_eq(gpool_block_info(p, ptrs[i], &d), GPOOL_OK);
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(p, ptrs[i], &d), GPOOL_OK);
         cr_assert_eq(d.requested_size, sizes[i]);
         cr_assert_geq(d.size, sizes[i]);
         cr_assert_eq(d.kind, GPOOL_MEM_DEVICE);
         cr_assert_eq(d.device_ptr, (uint64_t)(uintptr_t)ptrs[i]);
         /* interior pointers describe the same block */
-        cr_assert_eq(gpool_block_info(p, (char *)ptrs[i] + sizes[i] - 1, &d), GPOOL_OK);
+        cr_assert_eq(gpool_get_block_desc(p, (char *)ptrs[i] + sizes[i] - 1, &d), GPOOL_OK);
         cr_assert_eq(d.device_ptr, (uint64_t)(uintptr_t)ptrs[i]);
     }
     for (int i = 0; i < N; i++)
         cr_assert_eq(gpool_free(p, ptrs[i]), GPOOL_OK);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(p, &s);
     cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].in_use_bytes, 0);
     cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
@@ -151,17 +151,17 @@ Test(core, bad_input_gets_status_and_pool_stays_usable)
     cr_assert(strlen(gpool_last_error()) > 0);
     cr_assert_eq(gpool_free(p, big), GPOOL_OK);
     cr_assert_eq(gpool_free(p, big), GPOOL_ERR_INVALID_POINTER, "double free (big)");
-    gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(p, big, &d), GPOOL_ERR_INVALID_POINTER);
-    cr_assert_eq(gpool_block_info(p, &local, &d), GPOOL_ERR_INVALID_POINTER);
-    cr_assert_eq(gpool_block_info(p, big, NULL), GPOOL_ERR_INVALID_ARG);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(p, big, &d), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_get_block_desc(p, &local, &d), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_get_block_desc(p, big, NULL), GPOOL_ERR_INVALID_ARG);
     cr_assert_eq(gpool_get_stats(p, NULL), GPOOL_ERR_INVALID_ARG);
     cr_assert_eq(gpool_trim(NULL, 0), GPOOL_ERR_INVALID_ARG);
     cr_assert_eq(gpool_destroy(NULL), GPOOL_ERR_INVALID_ARG);
     /* still usable */
     cr_assert_eq(gpool_alloc(p, 100, NULL, &small), GPOOL_OK);
     cr_assert_eq(gpool_free(p, small), GPOOL_OK);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(p, &s);
     cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
     cr_assert_eq(gpool_destroy(p), GPOOL_OK);
@@ -196,7 +196,7 @@ Test(core, oom_at_capacity_then_recovers)
     cr_assert_eq(n, 10, "64 MiB holds ten 6 MiB blocks (pages shared), got %d", n);
     const char *msg = gpool_last_error();
     cr_assert(strstr(msg, "cannot allocate 6291456 bytes") && strstr(msg, "cause"), "%s", msg);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(p, &s);
     cr_assert_geq(s.ooms, 1);
     cr_assert_geq(s.oom_retries, 1);
@@ -231,7 +231,7 @@ Test(core, fragmenting_sequence_succeeds_by_remapping)
     for (int i = 1; i < 32; i += 2)
         fill_pattern(blk[i], 4 * MiB, (uint32_t)i);
     cr_assert(check_pattern(big, 60 * MiB, 9));
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(p, &s);
     cr_assert_gt(s.pages_remapped, 0, "free pages were remapped");
     for (int i = 1; i < 32; i += 2) {
@@ -275,7 +275,7 @@ Test(core, trim_gives_memory_back)
     cr_assert_eq(gpool_trim(p, 0), GPOOL_OK);
     cr_assert_leq(sim->bytes_in_use(0), 2 * MiB, "only the small block's page stays: %zu",
                   sim->bytes_in_use(0));
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(p, &s);
     cr_assert_leq(s.kind[GPOOL_MEM_DEVICE].reserved_bytes, 2 * MiB);
     gpool_free(p, b);
@@ -356,7 +356,7 @@ Test(core, strerror_names_every_status)
     for (int s = 0; s <= GPOOL_ERR_IO; s++)
         cr_assert_not_null(gpool_strerror((gpool_status)s));
     cr_assert_str_eq(gpool_strerror((gpool_status)999), "unknown status");
-    cr_assert_str_eq(gpool_version(), "0.1.0");
+    cr_assert_str_eq(gpool_version(), "0.2.0");
     cr_assert_null(gpool_driver_call_name(GPOOL_DRV_COUNT));
 }
 
@@ -372,7 +372,7 @@ Test(core, no_driver_is_a_clear_error)
 
 Test(core, missing_device_ordinal)
 {
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cfg.device = 5;
     gpool_t *p;
@@ -536,8 +536,8 @@ Test(core, chunked_large_blocks_are_reused_and_released)
     cr_assert_eq(gpool_alloc(p, 300 * MiB, NULL, &big), GPOOL_OK, "%s", gpool_last_error());
     fill_pattern(big, 300 * MiB, 77);
     cr_assert(check_pattern(big, 300 * MiB, 77));
-    gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(p, big, &d), GPOOL_OK);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(p, big, &d), GPOOL_OK);
     cr_assert_eq(d.page_size, 32 * MiB, "backed by 32 MiB chunks (pagesize.c)");
     cr_assert_eq(gpool_free(p, big), GPOOL_OK);
     /* smaller blocks reuse the chunked range; a second large one needs the chunks back */
@@ -562,9 +562,9 @@ Test(core, chunked_large_blocks_are_reused_and_released)
 Test(core, unwritable_trace_file_is_an_error)
 {
     gpool_t *p = (gpool_t *)1;
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
-    snprintf(cfg.trace_path, sizeof cfg.trace_path, "/nonexistent-dir/trace.csv");
+    cfg.trace_path = "/nonexistent-dir/trace.csv";
     cr_assert_eq(gpool_create(&cfg, &p), GPOOL_ERR_IO);
     cr_assert_null(p);
     cr_assert(strstr(gpool_last_error(), "/nonexistent-dir/trace.csv"), "%s", gpool_last_error());

@@ -166,7 +166,7 @@ static void check_live_blocks(const char *when)
 
 static void check_stats(gpool_t *pool, const char *when)
 {
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_status st = gpool_get_stats(pool, &s);
     if (st != GPOOL_OK) child_fail("%s: gpool_get_stats: %s", when, gpool_last_error());
     if (s.kind[GPOOL_MEM_AUTO].live_blocks != (uint64_t)nlive)
@@ -268,7 +268,7 @@ static void workload(CUstream stream)
 {
     nlive = 0;
     next_seed = 0;
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     gpool_t *pool = NULL;
 
@@ -356,7 +356,7 @@ static void workload(CUstream stream)
     alloc_step(pool, "alloc 24 MiB after OOM", 24 << 20, NULL, 0);
 
     STEP("trim(0)", 0, gpool_trim(pool, 0));
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     STEP("get_stats", 0, gpool_get_stats(pool, &s));
     size_t fr = 0, tot = 0;
     STEP("mem_get_info", 0, gpool_mem_get_info(pool, &fr, &tot));

@@ -44,7 +44,7 @@ static void setup_h200(void)
 
 static gpool_t *pool_on(int device, const char *conf)
 {
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     cr_assert_eq(gpool_config_default(&cfg), GPOOL_OK);
     cfg.device = device;
     if (conf) cr_assert_eq(gpool_config_parse(&cfg, conf), GPOOL_OK, "%s", gpool_last_error());
@@ -63,7 +63,7 @@ static void *alloc_device(gpool_t *pool, size_t size)
 
 static uint64_t set_access_calls(gpool_t *pool)
 {
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
     return s.driver_calls[GPOOL_DRV_MEM_SET_ACCESS];
 }
@@ -113,7 +113,7 @@ Test(peer, auto_follows_can_access_peer_and_all_fails_when_one_cannot, .init = s
     cr_assert_eq(gpool_free(pool, b), GPOOL_OK);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     cr_assert_eq(gpool_config_default(&cfg), GPOOL_OK);
     cr_assert_eq(gpool_config_parse(&cfg, "peer_access=all"), GPOOL_OK);
     gpool_t *p = NULL;
@@ -132,7 +132,7 @@ Test(peer, auto_follows_can_access_peer_and_all_fails_when_one_cannot, .init = s
 
 Test(peer, config_key_takes_auto_none_all_only, .init = setup)
 {
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     cr_assert_eq(gpool_config_default(&cfg), GPOOL_OK);
     cr_assert_eq(cfg.peer_access, GPOOL_PEER_AUTO);
     cr_assert_eq(gpool_config_parse(&cfg, "peer_access=none"), GPOOL_OK);
@@ -163,8 +163,8 @@ Test(peer, mapped_host_memory_works_when_device_pointers_differ, .init = setup)
         gpool_alloc_params p = {.kind = GPOOL_MEM_HOST_MAPPED};
         void *ptr = NULL;
         cr_assert_eq(gpool_alloc(pool, sizes[i], &p, &ptr), GPOOL_OK, "%s", gpool_last_error());
-        gpool_block_desc d;
-        cr_assert_eq(gpool_block_info(pool, ptr, &d), GPOOL_OK, "%s", gpool_last_error());
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(pool, ptr, &d), GPOOL_OK, "%s", gpool_last_error());
         cr_assert_eq(d.kind, GPOOL_MEM_HOST_MAPPED);
         cr_assert_not_null(d.host_ptr);
         CUdeviceptr dp = 0;
@@ -177,15 +177,15 @@ Test(peer, mapped_host_memory_works_when_device_pointers_differ, .init = setup)
         cr_assert_eq(memset8((CUdeviceptr)d.device_ptr + sizes[i] - 1, 0x5a, 1), CUDA_SUCCESS);
         cr_assert_eq(((unsigned char *)d.host_ptr)[sizes[i] - 1], 0x5a);
         /* both addresses find the block */
-        gpool_block_desc again;
-        cr_assert_eq(gpool_block_info(pool, (void *)(uintptr_t)d.device_ptr, &again), GPOOL_OK);
+        gpool_block_desc again = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(pool, (void *)(uintptr_t)d.device_ptr, &again), GPOOL_OK);
         cr_assert_eq(again.host_ptr, d.host_ptr);
-        cr_assert_eq(gpool_block_info(pool, d.host_ptr, &again), GPOOL_OK);
+        cr_assert_eq(gpool_get_block_desc(pool, d.host_ptr, &again), GPOOL_OK);
         cr_assert_eq(again.device_ptr, d.device_ptr);
         cr_assert_eq(gpool_free(pool, ptr), GPOOL_OK);
     }
     /* small mapped blocks share registrations: 64 of them, one extent registered */
-    gpool_stats st0, st1;
+    gpool_stats st0 = GPOOL_STATS_INIT, st1 = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(pool, &st0), GPOOL_OK);
     void *many[64];
     for (int i = 0; i < 64; i++) {
@@ -194,8 +194,8 @@ Test(peer, mapped_host_memory_works_when_device_pointers_differ, .init = setup)
         cr_assert_eq(memset8((CUdeviceptr)(uintptr_t)many[i], (unsigned char)i, 256), CUDA_SUCCESS);
     }
     for (int i = 0; i < 64; i++) {
-        gpool_block_desc d;
-        cr_assert_eq(gpool_block_info(pool, many[i], &d), GPOOL_OK);
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(pool, many[i], &d), GPOOL_OK);
         cr_assert_eq(((unsigned char *)d.host_ptr)[255], (unsigned char)i);
     }
     cr_assert_eq(gpool_get_stats(pool, &st1), GPOOL_OK);
@@ -209,8 +209,8 @@ Test(peer, mapped_host_memory_works_when_device_pointers_differ, .init = setup)
     gpool_alloc_params pp = {.kind = GPOOL_MEM_HOST_PINNED};
     void *pinned = NULL;
     cr_assert_eq(gpool_alloc(pool, 5000, &pp, &pinned), GPOOL_OK, "%s", gpool_last_error());
-    gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(pool, pinned, &d), GPOOL_OK);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, pinned, &d), GPOOL_OK);
     cr_assert(d.device_ptr == 0 ||
                   device_access(0, (void *)(uintptr_t)d.device_ptr, 5000, 1) == CUDA_SUCCESS,
               "pinned block reports device pointer %#llx, which the device cannot use",
@@ -255,7 +255,7 @@ Test(peer, set_peer_access_applies_to_existing_mappings, .init = setup)
     uint64_t before = set_access_calls(pool);
     cr_assert_eq(gpool_set_peer_access(pool, GPOOL_PEER_NONE), GPOOL_OK, "%s", gpool_last_error());
     uint64_t calls = set_access_calls(pool) - before;
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
     cr_assert_geq(calls, 1);
     cr_assert_leq(calls, s.kind[GPOOL_MEM_DEVICE].reserved_bytes / (2 * MiB),

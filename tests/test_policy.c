@@ -65,8 +65,8 @@ Test(policy, auto_requests_land_where_the_table_says)
             p.usage = usage_table[i].usage;
             void *x;
             cr_assert_eq(gpool_alloc(pool, sizes[j], &p, &x), GPOOL_OK, "%s", gpool_last_error());
-            gpool_block_desc d;
-            cr_assert_eq(gpool_block_info(pool, x, &d), GPOOL_OK);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, x, &d), GPOOL_OK);
             cr_assert_eq(d.kind, usage_table[i].kind, "usage %d size %zu -> kind %d",
                          usage_table[i].usage, sizes[j], d.kind);
             cr_assert_eq(d.fell_back, 0);
@@ -74,7 +74,7 @@ Test(policy, auto_requests_land_where_the_table_says)
             if (d.kind != GPOOL_MEM_DEVICE) cr_assert_eq(d.usage, usage_table[i].usage);
             cr_assert_eq(gpool_free(pool, x), GPOOL_OK);
         }
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     cr_assert_eq(s.fallbacks, 0);
     size_t ps;
@@ -145,11 +145,11 @@ Test(policy, budgets_table)
         gpool_status st = gpool_alloc(pool, c->size, &p, &x);
         cr_assert_eq(st, c->expect, "case %zu (%s): status %d: %s", i, c->conf, st,
                      gpool_last_error());
-        gpool_stats s;
+        gpool_stats s = GPOOL_STATS_INIT;
         gpool_get_stats(pool, &s);
         if (st == GPOOL_OK) {
-            gpool_block_desc d;
-            cr_assert_eq(gpool_block_info(pool, x, &d), GPOOL_OK);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, x, &d), GPOOL_OK);
             cr_assert_eq(d.kind, c->landed, "case %zu: landed in %d", i, d.kind);
             cr_assert_eq(d.fell_back, c->fell_back, "case %zu", i);
             cr_assert_eq(s.fallbacks, (uint64_t)c->fell_back, "case %zu", i);

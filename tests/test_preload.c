@@ -604,9 +604,9 @@ Test(block_size, matches_block_info_and_rejects_what_is_not_a_live_block_start)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         void *p;
         cr_assert_eq(gpool_alloc(pool, sizes[i], NULL, &p), GPOOL_OK, "%s", gpool_last_error());
-        gpool_block_desc d;
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
         size_t n = 0;
-        cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+        cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK);
         cr_assert_eq(gpool_block_size(pool, p, &n), GPOOL_OK, "%s", gpool_last_error());
         cr_assert_eq(n, d.size, "size %zu: %zu vs block_info's %zu", sizes[i], n, d.size);
         cr_assert_geq(n, sizes[i]);

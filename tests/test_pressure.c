@@ -67,7 +67,7 @@ Test(pressure, never_fitting_request_refused_up_front)
     cr_assert_not_null(pool);
     void *p = NULL;
     cr_assert_eq(gpool_alloc(pool, 8 * MiB, NULL, &p), GPOOL_OK);
-    gpool_stats before, after;
+    gpool_stats before = GPOOL_STATS_INIT, after = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &before);
     unsigned long calls = sim->call_total();
     void *q = NULL;
@@ -92,7 +92,7 @@ Test(pressure, one_failure_counts_once)
     cr_assert_not_null(pool);
     void *p = NULL, *q = NULL;
     cr_assert_eq(gpool_alloc(pool, 40 * MiB, NULL, &p), GPOOL_OK);
-    gpool_stats s0, s1;
+    gpool_stats s0 = GPOOL_STATS_INIT, s1 = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s0);
     cr_assert_eq(gpool_alloc(pool, 40 * MiB, NULL, &q), GPOOL_ERR_OUT_OF_MEMORY);
     gpool_get_stats(pool, &s1);
@@ -108,7 +108,7 @@ Test(pressure, every_driver_call_counted)
     NEED_SIM();
     gpool_t *pool = test_pool(NULL);
     cr_assert_not_null(pool);
-    gpool_stats s0, s1;
+    gpool_stats s0 = GPOOL_STATS_INIT, s1 = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s0);
     unsigned long c0 = sim->call_total();
     sim->fail_nth("cuMemCreate", 1);
@@ -127,7 +127,7 @@ Test(pressure, peaks_monotone)
     gpool_t *pool = test_pool(NULL);
     cr_assert_not_null(pool);
     void *a = NULL, *b = NULL;
-    gpool_stats s0, s1, s2;
+    gpool_stats s0 = GPOOL_STATS_INIT, s1 = GPOOL_STATS_INIT, s2 = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_alloc(pool, 8 * MiB, NULL, &a), GPOOL_OK);
     gpool_get_stats(pool, &s0);
     cr_assert_eq(gpool_free(pool, a), GPOOL_OK); /* cached rises to 8 MiB */
@@ -149,7 +149,7 @@ Test(pressure, peaks_monotone)
 Test(pressure, va_reserve_failure_reported_by_create)
 {
     NEED_SIM();
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cr_assert_eq(gpool_config_parse(&cfg, "va_reserve=200T"), GPOOL_OK);
     gpool_t *pool = NULL;
@@ -215,7 +215,7 @@ Test(pressure, failed_host_setup_leaves_counters_alone)
     void *p = NULL;
     sim->fail_nth("cuMemHostRegister", 1);
     cr_assert_eq(gpool_alloc(pool, 1000, &hp, &p), GPOOL_ERR_OUT_OF_MEMORY);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
         cr_assert_eq(s.kind[k].in_use_bytes, 0, "kind %d in use %llu", k,
@@ -253,7 +253,7 @@ Test(pressure, trim_reports_failed_sync_and_unmap)
     cr_assert_neq(st, GPOOL_OK, "trim after a failed synchronize returned success");
     cr_assert(strstr(gpool_last_error(), "cuCtxSynchronize"), "%s", gpool_last_error());
     cr_assert_eq(sim->call_count("cuMemUnmap"), unmaps, "trim unmapped after a failed sync");
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].reserved_bytes, 8 * MiB);
     sim->fail_nth("cuMemUnmap", 1);
@@ -303,7 +303,7 @@ Test(pressure, thread_cache_survives_other_pools_destruction)
     cr_assert_not_null(tc_pools[4] = test_pool(NULL));
     pthread_barrier_wait(&tc_bar);
     pthread_join(t, NULL);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(tc_pools[4], &s);
     cr_assert_gt(s.tcache_hits, 50, "the thread never used a cache again: %llu hits",
                  (unsigned long long)s.tcache_hits);
@@ -452,8 +452,8 @@ Test(pressure, page_size_honoured_or_refused)
             gpool_alloc_params prm = {.kind = hk[k], .page_size = hp_sizes[i]};
             void *p = NULL;
             cr_assert_eq(gpool_alloc(pool, 3 * MiB, &prm, &p), GPOOL_OK, "%s", gpool_last_error());
-            gpool_block_desc d;
-            cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK);
             cr_assert_eq(d.page_size, hp_sizes[i], "kind %d asked %zu got %zu", (int)hk[k],
                          hp_sizes[i], d.page_size);
             cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
@@ -461,8 +461,8 @@ Test(pressure, page_size_honoured_or_refused)
     gpool_alloc_params dp = {.kind = GPOOL_MEM_DEVICE, .page_size = 2 * MiB};
     void *p = NULL;
     cr_assert_eq(gpool_alloc(pool, 4 * MiB, &dp, &p), GPOOL_OK, "%s", gpool_last_error());
-    gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK);
     cr_assert_eq(d.page_size, 2 * MiB);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     dp.page_size = 8 * MiB; /* 4 MiB blocks are backed by 2 MiB pages: refused, not ignored */
@@ -471,7 +471,7 @@ Test(pressure, page_size_honoured_or_refused)
     cr_assert_null(p);
     dp.page_size = 8 * MiB; /* 64 MiB blocks are backed by 8 MiB chunks: as asked */
     cr_assert_eq(gpool_alloc(pool, 64 * MiB, &dp, &p), GPOOL_OK, "%s", gpool_last_error());
-    cr_assert_eq(gpool_block_info(pool, p, &d), GPOOL_OK);
+    cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK);
     cr_assert_eq(d.page_size, 8 * MiB);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
@@ -490,7 +490,7 @@ Test(pressure, free_reports_failed_give_back)
     gpool_status st = gpool_free(pool, p);
     cr_assert_eq(st, GPOOL_ERR_DRIVER, "free gave %d: %s", st, gpool_last_error());
     cr_assert(strstr(gpool_last_error(), "cuMemUnmap"), "%s", gpool_last_error());
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     cr_assert_eq(s.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
     cr_assert_eq(gpool_free(pool, p), GPOOL_ERR_INVALID_POINTER);

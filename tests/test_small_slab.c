@@ -73,8 +73,8 @@ Test(small_slab, every_size_and_alignment_gets_its_own_aligned_registered_block)
                          blk[i]);
             cr_assert(gp_sysmem_in_small_extent(pool, kinds[k], blk[i]), "%zu bytes: %p", size,
                       blk[i]);
-            gpool_block_desc d;
-            cr_assert_eq(gpool_block_info(pool, blk[i], &d), GPOOL_OK);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, blk[i], &d), GPOOL_OK);
             cr_assert_geq(d.size, size);
             sp[i] = (span){(uintptr_t)blk[i], size};
         }

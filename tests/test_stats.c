@@ -47,7 +47,7 @@ TestSuite(stats, .init = setup, .fini = teardown);
 /* The running counters against the walk and against what the test itself knows is live. */
 static void expect_agree(uint64_t want_requested, const char *when)
 {
-    gpool_stats fast, walk;
+    gpool_stats fast = GPOOL_STATS_INIT, walk = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(pool, &fast), GPOOL_OK);
     cr_assert_eq(gpool_calculate_stats(pool, &walk), GPOOL_OK);
     const gpool_kind_stats *f = &fast.kind[GPOOL_MEM_DEVICE], *w = &walk.kind[GPOOL_MEM_DEVICE];
@@ -141,7 +141,7 @@ Test(stats, counters_agree_with_the_walk_at_100000_blocks)
         cr_assert_eq(gpool_alloc(pool, 256, NULL, &p[i]), GPOOL_OK);
     for (size_t i = FEW; i < MANY; i++)
         cr_assert_eq(gpool_alloc(pool, 256, NULL, &p[i]), GPOOL_OK, "%s", gpool_last_error());
-    gpool_stats s, w;
+    gpool_stats s = GPOOL_STATS_INIT, w = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
     cr_assert_eq(gpool_calculate_stats(pool, &w), GPOOL_OK);
     cr_expect_eq(s.kind[GPOOL_MEM_DEVICE].requested_bytes, (uint64_t)MANY * 256);
@@ -153,7 +153,7 @@ Test(stats, counters_agree_with_the_walk_at_100000_blocks)
 
 Test(stats, calculate_stats_rejects_null)
 {
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     cr_expect_eq(gpool_calculate_stats(NULL, &s), GPOOL_ERR_INVALID_ARG);
     cr_expect_eq(gpool_calculate_stats(pool, NULL), GPOOL_ERR_INVALID_ARG);
 }
@@ -166,7 +166,7 @@ Test(stats, mem_get_info_counts_the_cache)
     void *p;
     cr_assert_eq(gpool_alloc(pool, 8 * MiB, NULL, &p), GPOOL_OK);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK); /* cached now: still free to the application */
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
     cr_assert_eq(gpool_mem_get_info(pool, &f1, &t1), GPOOL_OK);
     cr_expect_eq(t0, t1);

@@ -328,7 +328,7 @@ Test(streams, pinned_block_waits_for_its_stream_before_any_reuse)
     sim->stream_hold(A);
     cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
     cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_ERR_INVALID_POINTER, "double free");
-    gpool_stats st;
+    gpool_stats st = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &st);
     cr_assert_eq(st.kind[GPOOL_MEM_HOST_PINNED].live_blocks, 0, "freed from the caller's view");
     cr_assert_eq(st.pending_frees, 1);

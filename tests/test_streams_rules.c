@@ -323,7 +323,7 @@ static void *ptds_default_b(void *arg)
 Test(stream_rules, per_thread_default_stream_pool_keeps_threads_apart)
 {
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     cfg.default_stream = CU_STREAM_PER_THREAD;
     cr_assert_eq(gpool_create(&cfg, &pool), GPOOL_OK, "%s", gpool_last_error());

@@ -96,8 +96,9 @@ Test(sysmem, each_kind_allocates_and_is_usable)
             cr_assert_eq(alloc_kind(pool, kind, sizes[i], &ptrs[i]), GPOOL_OK,
                          "kind %d size %zu: %s", kind, sizes[i], gpool_last_error());
             cr_assert_eq((uintptr_t)ptrs[i] % 256, 0, "256-byte aligned");
-            gpool_block_desc d;
-            cr_assert_eq(gpool_block_info(pool, ptrs[i], &d), GPOOL_OK, "%s", gpool_last_error());
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, ptrs[i], &d), GPOOL_OK, "%s",
+                         gpool_last_error());
             cr_assert_eq(d.kind, kind);
             cr_assert_eq(d.requested_size, sizes[i]);
             cr_assert_geq(d.size, sizes[i]);
@@ -127,7 +128,7 @@ Test(sysmem, each_kind_allocates_and_is_usable)
                          CUDA_SUCCESS);
             cr_assert_eq(((unsigned char *)ptrs[NSIZES - 1])[4095], 0xab);
         }
-        gpool_stats s;
+        gpool_stats s = GPOOL_STATS_INIT;
         gpool_get_stats(pool, &s);
         cr_assert_eq(s.kind[kind].live_blocks, NSIZES);
         cr_assert_eq(s.kind[kind].allocs, NSIZES);
@@ -178,8 +179,8 @@ Test(sysmem, explicit_page_size_uses_huge_pages)
     p.page_size = 2 * MiB;
     void *a;
     cr_assert_eq(gpool_alloc(pool, 1000, &p, &a), GPOOL_OK, "%s", gpool_last_error());
-    gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(pool, a, &d), GPOOL_OK);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, a, &d), GPOOL_OK);
     cr_assert_eq(d.page_size, 2 * MiB);
     cr_assert_eq(gpool_free(pool, a), GPOOL_OK);
     size_t ps = 0;
@@ -201,19 +202,19 @@ Test(sysmem, interior_double_and_foreign_frees_are_refused)
         void *a;
         cr_assert_eq(alloc_kind(pool, GPOOL_MEM_HOST_PINNED, sz, &a), GPOOL_OK);
         /* interior pointers: described, but not freeable */
-        gpool_block_desc d;
-        cr_assert_eq(gpool_block_info(pool, (char *)a + sz - 1, &d), GPOOL_OK);
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(pool, (char *)a + sz - 1, &d), GPOOL_OK);
         cr_assert_eq(d.host_ptr, a);
         cr_assert_eq(gpool_free(pool, (char *)a + 256), GPOOL_ERR_INVALID_POINTER);
         cr_assert(strstr(gpool_last_error(), "not its start"), "%s", gpool_last_error());
         /* another pool's block: a clear error in the wrong pool, fine in its own */
         cr_assert_eq(gpool_free(other, a), GPOOL_ERR_INVALID_POINTER, "size %zu", sz);
-        cr_assert_eq(gpool_block_info(other, a, &d), GPOOL_ERR_INVALID_POINTER);
+        cr_assert_eq(gpool_get_block_desc(other, a, &d), GPOOL_ERR_INVALID_POINTER);
         cr_assert_eq(gpool_free(pool, a), GPOOL_OK);
         /* double free */
         cr_assert_eq(gpool_free(pool, a), GPOOL_ERR_INVALID_POINTER);
         cr_assert(strstr(gpool_last_error(), "already freed"), "%s", gpool_last_error());
-        cr_assert_eq(gpool_block_info(pool, a, &d), GPOOL_ERR_INVALID_POINTER);
+        cr_assert_eq(gpool_get_block_desc(pool, a, &d), GPOOL_ERR_INVALID_POINTER);
     }
     /* a mapped block freed through a pool that has host memory of its own */
     void *m, *mine;
@@ -284,8 +285,8 @@ Test(sysmem, small_block_extents_never_serve_plain_malloc)
                       k ? "mapped" : "pinned");
         CUdeviceptr dp;
         cr_assert_neq(p_host_dptr(&dp, plain[i], 0), CUDA_SUCCESS, "malloc memory is registered");
-        gpool_block_desc d;
-        cr_assert_eq(gpool_block_info(pool, plain[i], &d), GPOOL_ERR_INVALID_POINTER);
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(pool, plain[i], &d), GPOOL_ERR_INVALID_POINTER);
     }
     for (int i = 0; i < NMALLOC; i++)
         free(plain[i]);
@@ -391,7 +392,7 @@ Test(sysmem, registration_failures_surface_and_leak_nothing)
     sim->fail_clear();
     cr_assert_eq(alloc_kind(p2, GPOOL_MEM_HOST_MAPPED, 3 * MiB, &a), GPOOL_OK);
     cr_assert_eq(gpool_free(p2, a), GPOOL_OK);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     cr_assert_geq(s.ooms, 6);
     cr_assert_eq(s.kind[GPOOL_MEM_AUTO].live_blocks, 0);
@@ -431,7 +432,7 @@ Test(sysmem, failures_at_every_registration_leak_nothing)
  * and the pool has counted that one fallback. d and s are left for more checks. */
 static void expect_mapped_fallback(gpool_t *pool, void *x, gpool_block_desc *d, gpool_stats *s)
 {
-    cr_assert_eq(gpool_block_info(pool, x, d), GPOOL_OK);
+    cr_assert_eq(gpool_get_block_desc(pool, x, d), GPOOL_OK);
     cr_assert_eq(d->kind, GPOOL_MEM_HOST_MAPPED);
     cr_assert_eq(d->fell_back, 1);
     gpool_get_stats(pool, s);
@@ -459,8 +460,8 @@ Test(sysmem, fallback_from_vidmem_to_mapped)
     /* AUTO with the flag: mapped sysmem, said so */
     p.kind = GPOOL_MEM_AUTO;
     cr_assert_eq(gpool_alloc(pool, 6 * MiB, &p, &x), GPOOL_OK, "%s", gpool_last_error());
-    gpool_block_desc info;
-    gpool_stats s;
+    gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
+    gpool_stats s = GPOOL_STATS_INIT;
     expect_mapped_fallback(pool, x, &info, &s);
     cr_assert_eq(info.usage, GPOOL_USAGE_GPU_ONLY);
     cr_assert_eq(info.device_ptr, (uint64_t)(uintptr_t)x);
@@ -499,8 +500,8 @@ Test(sysmem, budgets_limit_kinds_and_auto_spills_pinned_to_mapped)
     p.kind = GPOOL_MEM_AUTO;
     p.usage = GPOOL_USAGE_STAGING;
     cr_assert_eq(gpool_alloc(pool, 512 * KiB, &p, &c), GPOOL_OK, "%s", gpool_last_error());
-    gpool_block_desc d;
-    gpool_stats s;
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    gpool_stats s = GPOOL_STATS_INIT;
     expect_mapped_fallback(pool, c, &d, &s);
     cr_assert_leq(s.kind[GPOOL_MEM_HOST_PINNED].in_use_bytes, MiB);
     /* mapped has no substitute: AUTO UPLOAD over the mapped budget is out of memory */
@@ -527,7 +528,7 @@ Test(sysmem, stats_totals_and_trim)
     cr_assert_eq(alloc_kind(pool, GPOOL_MEM_HOST_PINNED, 3 * MiB, &p2), GPOOL_OK);
     cr_assert_eq(alloc_kind(pool, GPOOL_MEM_HOST_MAPPED, 100 * KiB, &p3), GPOOL_OK);
     cr_assert_eq(gpool_alloc(pool, MiB, NULL, &dv), GPOOL_OK);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     const gpool_kind_stats *pin = &s.kind[GPOOL_MEM_HOST_PINNED],
                            *map = &s.kind[GPOOL_MEM_HOST_MAPPED], *dev = &s.kind[GPOOL_MEM_DEVICE],
@@ -586,20 +587,20 @@ Test(sysmem, without_unified_addressing_mapped_blocks_use_host_alloc)
     void *m;
     cr_assert_eq(alloc_kind(pool, GPOOL_MEM_HOST_MAPPED, 10000, &m), GPOOL_OK, "%s",
                  gpool_last_error());
-    gpool_block_desc d;
-    cr_assert_eq(gpool_block_info(pool, m, &d), GPOOL_OK);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, m, &d), GPOOL_OK);
     cr_assert_eq(d.device_ptr, (uint64_t)(uintptr_t)m);
     CUdeviceptr dp;
     cr_assert_eq(p_host_dptr(&dp, d.host_ptr, 0), CUDA_SUCCESS);
     cr_assert_eq((uint64_t)dp, d.device_ptr);
     memset(d.host_ptr, 9, 10000);
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     cr_assert_eq(s.driver_calls[GPOOL_DRV_HOST_ALLOC], 1);
     /* pinned blocks without unified addressing have no device address */
     void *pn;
     cr_assert_eq(alloc_kind(pool, GPOOL_MEM_HOST_PINNED, 10000, &pn), GPOOL_OK);
-    cr_assert_eq(gpool_block_info(pool, pn, &d), GPOOL_OK);
+    cr_assert_eq(gpool_get_block_desc(pool, pn, &d), GPOOL_OK);
     cr_assert_eq(d.device_ptr, 0);
     cr_assert_eq(gpool_free(pool, pn), GPOOL_OK);
     /* cuMemHostAlloc failing */
@@ -669,7 +670,7 @@ Test(sysmem, threads_share_host_kinds)
         pthread_join(th[t], NULL);
         cr_assert_eq(w[t].errors, 0, "thread %d had %d errors", t, w[t].errors);
     }
-    gpool_stats s;
+    gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     cr_assert_eq(s.kind[GPOOL_MEM_HOST_PINNED].live_blocks, 0);
     cr_assert_eq(s.kind[GPOOL_MEM_HOST_MAPPED].in_use_bytes, 0);

@@ -56,9 +56,9 @@ void model_add(model *m, int pool, void *ptr, size_t size, gpool_mem_kind kind,
                gpool_stream_t stream, uint32_t seed)
 {
     if (m->nlive == MODEL_MAX_LIVE) return; /* callers keep below the bound */
-    gpool_block_desc d;
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
     void *host = ptr;
-    if (kind != GPOOL_MEM_DEVICE && gpool_block_info(m->pools[pool], ptr, &d) == GPOOL_OK &&
+    if (kind != GPOOL_MEM_DEVICE && gpool_get_block_desc(m->pools[pool], ptr, &d) == GPOOL_OK &&
         d.host_ptr)
         host = d.host_ptr;
     m->live[m->nlive++] = (model_block){ptr, host, size, kind, stream, seed, pool};
@@ -117,7 +117,7 @@ void model_baseline(model *m)
     const struct sim_api *sim = sim_api();
     m->base_sim_total = sim ? sim->call_total() : 0;
     for (int i = 0; i < m->npools; i++) {
-        gpool_stats s;
+        gpool_stats s = GPOOL_STATS_INIT;
         gpool_get_stats(m->pools[i], &s);
         m->base_pool_total[i] = s.driver_calls_total;
     }
@@ -200,6 +200,8 @@ static const char *const mem_entries[] = {
 int model_check_stats(model *m, int check_calls, char *why, size_t cap)
 {
     gpool_stats s[MODEL_MAX_POOLS];
+    for (int p = 0; p < MODEL_MAX_POOLS; p++)
+        s[p] = (gpool_stats)GPOOL_STATS_INIT;
     uint64_t calls[GPOOL_DRV_COUNT] = {0}, pool_delta = 0;
     for (int p = 0; p < m->npools; p++) {
         gpool_get_stats(m->pools[p], &s[p]);

@@ -61,7 +61,7 @@ static size_t reserved_elsewhere(model_run *r, int pool)
     if (r->m.shared) return 0;
     for (int p = 0; p < r->npools; p++)
         if (p != pool) {
-            gpool_stats s;
+            gpool_stats s = GPOOL_STATS_INIT;
             gpool_get_stats(r->pools[p], &s);
             b += s.kind[GPOOL_MEM_DEVICE].reserved_bytes;
         }
@@ -137,8 +137,8 @@ static int op_alloc(model_run *r, uint32_t *rng, int p)
         CUresult tr = sim->touch(s, (CUdeviceptr)(uintptr_t)ptr, size, 1);
         if (tr != CUDA_SUCCESS)
             return violation(r, "gpoolsim_touch of a new %zu-byte block: error %d", size, (int)tr);
-        gpool_block_desc d;
-        if (kind == GPOOL_MEM_DEVICE && gpool_block_info(r->pools[p], ptr, &d) == GPOOL_OK)
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        if (kind == GPOOL_MEM_DEVICE && gpool_get_block_desc(r->pools[p], ptr, &d) == GPOOL_OK)
             model_note_chunk(m, d.page_size);
     } else {
         if (ptr) return violation(r, "alloc failed but *out is not NULL");
@@ -167,8 +167,8 @@ static int free_one(model_run *r, size_t i, gpool_stream_t on, int how)
         st = gpool_free(r->pools[b.pool], b.ptr);
     else
         st = gpool_free_async(r->pools[b.pool], b.ptr, on);
-    gpool_block_desc d;
-    if (st == GPOOL_OK || gpool_block_info(r->pools[b.pool], b.ptr, &d) != GPOOL_OK)
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    if (st == GPOOL_OK || gpool_get_block_desc(r->pools[b.pool], b.ptr, &d) != GPOOL_OK)
         model_remove(m, b.ptr, NULL);
     if (st == GPOOL_OK) return 1;
     if (!r->faults) return violation(r, "free: %s", gpool_last_error());

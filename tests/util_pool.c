@@ -6,7 +6,7 @@
 
 gpool_t *test_pool(const char *conf)
 {
-    gpool_config cfg;
+    gpool_config cfg = GPOOL_CONFIG_INIT;
     gpool_config_default(&cfg);
     if (conf && gpool_config_parse(&cfg, conf) != GPOOL_OK) {
         fprintf(stderr, "bad test config %s: %s\n", conf, gpool_last_error());

@@ -22,7 +22,7 @@ from . import _lib
 from ._lib import FLAGS, KIND_NAMES, KINDS, USAGE_NAMES, USAGES
 
 __all__ = ["Pool", "Error", "version", "library_path", "KINDS", "USAGES", "FLAGS"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 class Error(Exception):
@@ -138,7 +138,7 @@ def stats_dict(raw):
         lib.gpool_driver_call_name(i).decode(): int(raw.driver_calls[i])
         for i in range(_lib.GPOOL_DRV_COUNT)
     }
-    for name, _ in _lib.gpool_stats._fields_[2:]:
+    for name, _ in _lib.gpool_stats._fields_[3:]:  # after struct_size, kind, driver_calls
         out[name] = int(getattr(raw, name))
     return out
 
@@ -239,7 +239,8 @@ class Pool:
         usage by name, stream as an int (0: the legacy stream), host_ptr None for device
         blocks."""
         d = _lib.gpool_block_desc()
-        _check(self._lib.gpool_block_info(self._h(), ptr, ctypes.byref(d)), "gpool_block_info")
+        _check(self._lib.gpool_get_block_desc(self._h(), ptr, ctypes.byref(d)),
+               "gpool_get_block_desc")
         return {
             "kind": KIND_NAMES.get(d.kind, d.kind),
             "usage": USAGE_NAMES.get(d.usage, d.usage),

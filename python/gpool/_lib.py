@@ -11,6 +11,9 @@ import os
 
 GPOOL_MEM_KIND_COUNT = 4
 GPOOL_DRV_COUNT = 14
+#: array bounds of the public structs (fixed within a major version; gpool.h)
+GPOOL_MEM_KIND_SLOTS = 8
+GPOOL_DRV_SLOTS = 32
 
 #: gpool_status values (include/gpool.h)
 STATUS_NAMES = {
@@ -45,8 +48,19 @@ USAGE_NAMES = {v: k for k, v in USAGES.items()}
 FLAGS = {"zero": 1 << 0, "allow_fallback": 1 << 1, "stream_wait": 1 << 2}
 
 
-class gpool_alloc_params(ctypes.Structure):
+class _Sized(ctypes.Structure):
+    """A public struct that starts with struct_size (gpool.h, "Structs that grow"): a new one
+    has it set to this layout's size, as the C initializer macros (GPOOL_*_INIT) do."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.struct_size:
+            self.struct_size = ctypes.sizeof(type(self))
+
+
+class gpool_alloc_params(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("kind", ctypes.c_int),
         ("usage", ctypes.c_int),
         ("alignment", ctypes.c_size_t),
@@ -56,17 +70,18 @@ class gpool_alloc_params(ctypes.Structure):
     ]
 
 
-class gpool_config(ctypes.Structure):
+class gpool_config(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("device", ctypes.c_int),
         ("release_threshold", ctypes.c_size_t),
         ("tcache_bytes", ctypes.c_size_t),
         ("small_max", ctypes.c_size_t),
-        ("budget", ctypes.c_size_t * GPOOL_MEM_KIND_COUNT),
+        ("budget", ctypes.c_size_t * GPOOL_MEM_KIND_SLOTS),
         ("va_reserve", ctypes.c_size_t),
         ("verbose", ctypes.c_int),
         ("default_stream", ctypes.c_void_p),
-        ("trace_path", ctypes.c_char * 256),
+        ("trace_path", ctypes.c_char_p),  # library-owned after gpool_config_parse
         ("peer_access", ctypes.c_int),
     ]
 
@@ -90,10 +105,11 @@ class gpool_kind_stats(ctypes.Structure):
     ]
 
 
-class gpool_stats(ctypes.Structure):
+class gpool_stats(_Sized):
     _fields_ = [
-        ("kind", gpool_kind_stats * GPOOL_MEM_KIND_COUNT),
-        ("driver_calls", ctypes.c_uint64 * GPOOL_DRV_COUNT),
+        ("struct_size", ctypes.c_size_t),
+        ("kind", gpool_kind_stats * GPOOL_MEM_KIND_SLOTS),
+        ("driver_calls", ctypes.c_uint64 * GPOOL_DRV_SLOTS),
         ("driver_calls_total", ctypes.c_uint64),
         ("oom_retries", ctypes.c_uint64),
         ("ooms", ctypes.c_uint64),
@@ -104,8 +120,9 @@ class gpool_stats(ctypes.Structure):
     ]
 
 
-class gpool_block_desc(ctypes.Structure):
+class gpool_block_desc(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("kind", ctypes.c_int),
         ("usage", ctypes.c_int),
         ("requested_size", ctypes.c_size_t),
@@ -149,7 +166,7 @@ _SIGNATURES = {
     "gpool_record_stream": (_S, [_P, _P, _P]),
     "gpool_trim": (_S, [_P, ctypes.c_size_t]),
     "gpool_get_stats": (_S, [_P, ctypes.POINTER(gpool_stats)]),
-    "gpool_block_info": (_S, [_P, _P, ctypes.POINTER(gpool_block_desc)]),
+    "gpool_get_block_desc": (_S, [_P, _P, ctypes.POINTER(gpool_block_desc)]),
     "gpool_mem_get_info": (
         _S,
         [_P, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],

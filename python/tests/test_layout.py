@@ -65,6 +65,8 @@ def test_every_header_field_is_mirrored():
 def test_enum_counts_match_the_header():
     text = open(HEADER).read()
     assert "GPOOL_MEM_KIND_COUNT = %d" % _lib.GPOOL_MEM_KIND_COUNT in text
+    assert "#define GPOOL_MEM_KIND_SLOTS %d\n" % _lib.GPOOL_MEM_KIND_SLOTS in text
+    assert "#define GPOOL_DRV_SLOTS %d\n" % _lib.GPOOL_DRV_SLOTS in text
     drv = re.search(r"typedef enum gpool_driver_call \{(.*?)\} gpool_driver_call;", text, re.S)
     names = re.findall(r"^\s*(GPOOL_DRV_\w+)", drv.group(1), re.M)
     assert names.index("GPOOL_DRV_COUNT") == _lib.GPOOL_DRV_COUNT
@@ -76,3 +78,13 @@ def test_enum_counts_match_the_header():
     assert {n.lower(): int(v) for n, v in usages if n != "COUNT"} == _lib.USAGES
     flags = re.findall(r"GPOOL_ALLOC_(\w+) = 1u << (\d+)", text)
     assert {n.lower(): 1 << int(v) for n, v in flags} == _lib.FLAGS
+
+
+def test_new_structs_carry_their_size():
+    """Every public struct starts with struct_size, set as the C initializer macros do."""
+    for cname, st in _lib.STRUCTS.items():
+        if cname == "gpool_kind_stats":  # an array element only: no struct_size
+            assert st._fields_[0][0] != "struct_size"
+            continue
+        assert st._fields_[0][0] == "struct_size", cname
+        assert st().struct_size == ctypes.sizeof(st), cname

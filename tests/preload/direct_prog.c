@@ -30,7 +30,7 @@ static void print_pool_stats(void)
 {
     preload_stats_fn get;
     *(void **)&get = dlsym(RTLD_DEFAULT, "gpool_preload_stats_get");
-    gpool_stats st;
+    gpool_stats st = GPOOL_STATS_INIT;
     if (!get || get(0, &st) != GPOOL_OK) {
         printf("pool=none\n");
         return;
