@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "pagesize.h"
+#include "policy.h"
 #include "pool.h"
 #include "stream.h"
 #include "sysmem.h"
@@ -219,15 +219,6 @@ static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, siz
                        p->flags & ~(unsigned)KNOWN_FLAGS);
     if (p->alignment & (p->alignment - 1))
         return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu is not a power of two", p->alignment);
-    if (p->alignment > pool->granularity)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu exceeds the page size %zu",
-                       p->alignment, pool->granularity);
-    int host_page =
-        p->kind != GPOOL_MEM_DEVICE && (p->page_size == 4096 || p->page_size == ((size_t)2 << 20));
-    if (!host_page && !gp_page_size_valid(p->page_size, pool->granularity))
-        return gp_fail(GPOOL_ERR_INVALID_ARG,
-                       "page size %zu is not 0 or a power-of-two multiple of the granularity %zu",
-                       p->page_size, pool->granularity);
     return GPOOL_OK;
 }
 
@@ -252,34 +243,24 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     if (size == 0) return GPOOL_OK;
     gpool_status st = check_params(pool, params, size);
     if (st != GPOOL_OK) return st;
-    gpool_mem_kind kind = params ? params->kind : GPOOL_MEM_DEVICE;
-    int is_auto = kind == GPOOL_MEM_AUTO;
-    if (is_auto) kind = gp_policy_kind(params->usage, size);
-    if (kind != GPOOL_MEM_DEVICE) {
+    gp_placement pl;
+    st = gp_policy_place(pool, params, size, &pl);
+    if (st != GPOOL_OK) return st;
+    if (pl.kind != GPOOL_MEM_DEVICE) {
         /* host blocks during graph capture: not supported (their paths may call the driver) */
         st = gp_stream_may_drive(pool, gp_stream_tag(stream));
         if (st != GPOOL_OK) return st;
         gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag; hp.kind stays
-                                                             AUTO when it was (budget spill) */
+        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
         gp_stream_process(pool);
-        st = gp_sysmem_alloc(pool, kind, size, &hp, out);
+        st = gp_sysmem_alloc(pool, &pl, &hp, out);
         if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) /* frees were waiting */
-            st = gp_sysmem_alloc(pool, kind, size, &hp, out);
+            st = gp_sysmem_alloc(pool, &pl, &hp, out);
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 1, *out, size, stream);
         return st;
     }
-    if (params && params->page_size && params->page_size != pool->granularity &&
-        params->page_size != gp_device_chunk_size(size, pool->granularity))
-        /* device blocks are mapped in granularity pages, from chunks whose size follows from
-         * the block size (pagesize.c): another page size would be silently ignored */
-        return gp_fail(GPOOL_ERR_UNSUPPORTED,
-                       "page_size %zu for a %zu-byte device block: device blocks use %zu-byte "
-                       "pages, and blocks of this size %zu-byte chunks; pass 0 or one of those",
-                       params->page_size, size, pool->granularity,
-                       gp_device_chunk_size(size, pool->granularity));
-    size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
-    unsigned flags = params ? params->flags : 0;
+    size_t align = pl.align;
+    unsigned flags = pl.flags;
     uintptr_t tag = gp_stream_tag(stream);
     if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
     if (tag == pool->default_tag && align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
@@ -291,19 +272,9 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     uint32_t usage = params ? (uint32_t)params->usage : 0;
     size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
-    size_t pages = size / pool->granularity + (size % pool->granularity != 0);
-    if (pool->device_total && pages > pool->device_total / pool->granularity) {
-        /* no amount of releasing or remapping can help: say so without touching the cache */
-        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                     "vidmem: cannot allocate %zu bytes: the device has %zu bytes in all (%zu "
-                     "pages of %zu bytes); cause: the request can never fit on this device",
-                     size, pool->device_total, pool->device_total / pool->granularity,
-                     pool->granularity);
-    } else if (budget && gp_arena_in_use(a) + size > budget) {
-        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                     "device budget: %zu bytes requested, %zu of the %zu-byte budget in use", size,
-                     gp_arena_in_use(a), budget);
-    } else {
+    uint64_t used = budget ? gp_arena_in_use(a) : 0;
+    st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, used, size);
+    if (st == GPOOL_OK) {
         gp_stream_process(pool);
         gp_arena_retried = 0;
         st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
@@ -328,15 +299,11 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
         if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
     }
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && is_auto && (flags & GPOOL_ALLOC_ALLOW_FALLBACK)) {
-        gpool_alloc_params fb = *params;
-        fb.kind = GPOOL_MEM_HOST_MAPPED;
-        fb.flags |= GP_ALLOC_FELL_BACK;
+    if (gp_policy_move(&pl, st, 0)) { /* to host memory (the table says which) */
         char why[300];
         snprintf(why, sizeof why, "%s", gpool_last_error());
-        st = gp_sysmem_alloc(pool, GPOOL_MEM_HOST_MAPPED, size, &fb, out);
+        st = gp_sysmem_alloc(pool, &pl, params, out);
         if (st == GPOOL_OK) {
-            atomic_fetch_add(&pool->fallbacks, 1);
             if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
             return GPOOL_OK;
         }
@@ -699,7 +666,7 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
     out->usage = (gpool_usage)usage;
     out->requested_size = req;
     out->size = size;
-    out->page_size = a->kind == GPOOL_MEM_DEVICE ? gp_device_chunk_size(size, a->page) : a->page;
+    out->page_size = gp_policy_page_size(pool, a->kind, size, a->page);
     out->device_ptr = base;
     out->host_ptr = a->kind == GPOOL_MEM_DEVICE ? NULL : (void *)base;
     out->stream = (gpool_stream_t)tag;
@@ -809,7 +776,6 @@ gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_t size, si
     if (!pool || !out || (unsigned)kind >= GPOOL_MEM_KIND_COUNT)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_page_size: NULL argument or bad kind");
     if (kind == GPOOL_MEM_AUTO) kind = gp_policy_kind(GPOOL_USAGE_DEFAULT, size);
-    *out = kind == GPOOL_MEM_DEVICE ? gp_device_chunk_size(size, pool->granularity)
-                                    : gp_host_page_size(size);
+    *out = gp_policy_page_size(pool, kind, size, 0);
     return GPOOL_OK;
 }

@@ -5,7 +5,7 @@
  *     (sysmem_small.c);
  *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
  *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
- *     gp_host_page_size — the same best-fit, page-sharing machinery as vidmem;
+ *     the placement policy — the same best-fit, page-sharing machinery as vidmem;
  *   - without unified addressing (mapped only): one cuMemHostAlloc per block, the device
  *     address kept apart from the host address.
  * Every live block has a record keyed by the address the caller got (the device address for
@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "pagesize.h"
 #include "pool.h"
 #include "ptrmap.h"
 #include "sysmem_backend.h"
@@ -269,19 +268,19 @@ static void note_peaks(host_kind *k)
 }
 
 /* Allocate in one kind. *over_budget = 1 when the kind's budget refused the request. */
-static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t size,
-                               const gpool_alloc_params *params, int fell_back, int *over_budget,
-                               void **out)
+static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *pl,
+                               const gpool_alloc_params *params, int *over_budget, void **out)
 {
+    gpool_mem_kind kind = pl->kind;
+    size_t size = pl->size;
     host_kind *k = hk(s, kind);
     *over_budget = 0;
     if (kind == GPOOL_MEM_HOST_MAPPED && !s->can_map)
         return gp_fail(GPOOL_ERR_UNSUPPORTED, "device %d cannot map host memory", pool->cfg.device);
-    size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
-    size_t want_page = params ? params->page_size : 0;
-    unsigned flags = params ? params->flags : 0;
+    size_t align = pl->align;
+    size_t want_page = pl->want_page;
+    unsigned flags = pl->flags;
     size_t est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    size_t budget = pool->cfg.budget[kind];
 
     /* mapped memory whose device address is not its host address: small blocks from
      * registered extents (never spanning two, so device address = extent's + offset), larger
@@ -291,21 +290,19 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
               : small_ok                                          ? SRC_SMALL
               : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
                                                                   : SRC_LARGE;
-    size_t page = want_page ? want_page : gp_host_page_size(size); /* as asked (checked) */
+    size_t page = pl->page; /* as asked (checked) or as the policy chose */
     int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
 
     gp_small *sm = NULL;
     gp_arena *la = NULL;
     gpool_status st = GPOOL_OK;
     pthread_mutex_lock(&s->lock);
-    if (budget && k->in_use + est > budget) {
-        uint64_t used = k->in_use;
+    st = gp_policy_admit(pool, kind, size, k->in_use, est);
+    if (st != GPOOL_OK) {
         k->ooms++;
         pthread_mutex_unlock(&s->lock);
         *over_budget = 1;
-        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                       "%s budget: %zu bytes requested, %" PRIu64 " of the %zu-byte budget in use",
-                       kind_name(kind), size, used, budget);
+        return st;
     }
     if (src == SRC_SMALL) {
         if (!k->small) st = gp_small_create(&s->env, kind, &k->reserved, &k->small);
@@ -362,7 +359,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
             .usage = params ? params->usage : GPOOL_USAGE_DEFAULT,
             .src = (uint8_t)src,
             .pg = (uint8_t)pg,
-            .fell_back = (uint8_t)(fell_back != 0),
+            .fell_back = (uint8_t)(pl->kind != pl->first),
         };
         if ((flags & GPOOL_ALLOC_ZERO) && src != SRC_SMALL) memset((void *)host, 0, size);
     }
@@ -391,32 +388,27 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
     return st;
 }
 
-gpool_status gp_sysmem_alloc(gpool_t *pool, gpool_mem_kind kind, size_t size,
+gpool_status gp_sysmem_alloc(gpool_t *pool, const gp_placement *placed,
                              const gpool_alloc_params *params, void **out)
 {
     *out = NULL;
-    if (!is_host_kind(kind))
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)kind);
+    if (!is_host_kind(placed->kind))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind",
+                       (int)placed->kind);
     gp_sysmem *s = NULL;
     gpool_status st = sys_get(pool, &s);
     if (st != GPOOL_OK) return st;
-    unsigned flags = params ? params->flags : 0;
-    int is_auto = params && params->kind == GPOOL_MEM_AUTO;
-    int fell_back = (flags & GP_ALLOC_FELL_BACK) != 0;
-    gpool_mem_kind first = kind;
+    gp_placement pl = *placed;
     for (;;) {
         int over = 0;
-        st = alloc_kind(pool, s, kind, size, params, fell_back || kind != first, &over, out);
-        gpool_mem_kind next = gp_policy_spill(kind);
-        /* AUTO moves on when the budget (not the memory) ran out, to a kind that serves the
-         * same use; never for explicit kinds or a request already moved off vidmem. */
-        if (st == GPOOL_OK || !over || !is_auto || fell_back || !is_host_kind(next)) break;
+        st = alloc_kind(pool, s, &pl, params, &over, out);
+        gpool_mem_kind from = pl.kind;
+        if (st == GPOOL_OK || !gp_policy_move(&pl, st, over)) break;
         pthread_mutex_lock(&s->lock);
-        hk(s, kind)->spills++;
+        hk(s, from)->spills++;
         pthread_mutex_unlock(&s->lock);
-        kind = next;
     }
-    if (st == GPOOL_OK && kind != first)
+    if (st == GPOOL_OK && pl.kind != pl.first)
         atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
     if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
         fprintf(stderr, "gpool: %s\n", gpool_last_error());
