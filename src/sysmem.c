@@ -21,8 +21,10 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "kind.h"
 #include "pool.h"
 #include "ptrmap.h"
+#include "stream.h"
 #include "sysmem_backend.h"
 #include "sysmem_numa.h"
 #include "sysmem_small.h"
@@ -388,30 +390,52 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     return st;
 }
 
-gpool_status gp_sysmem_alloc(gpool_t *pool, const gp_placement *placed,
-                             const gpool_alloc_params *params, void **out)
+/* Allocate a block placed on a host kind, moving to the next kind as the policy says when
+ * this one cannot serve it (pl->kind: the last kind tried). params: the request's usage and
+ * stream (the block's tag; NULL: the pool's default stream). *out is the host address for
+ * pinned and the device address for mapped memory. */
+static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
+                                 void **out)
 {
     *out = NULL;
-    if (!is_host_kind(placed->kind))
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind",
-                       (int)placed->kind);
+    if (!is_host_kind(pl->kind))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)pl->kind);
     gp_sysmem *s = NULL;
     gpool_status st = sys_get(pool, &s);
     if (st != GPOOL_OK) return st;
-    gp_placement pl = *placed;
     for (;;) {
         int over = 0;
-        st = alloc_kind(pool, s, &pl, params, &over, out);
-        gpool_mem_kind from = pl.kind;
-        if (st == GPOOL_OK || !gp_policy_move(&pl, st, over)) break;
+        st = alloc_kind(pool, s, pl, params, &over, out);
+        gpool_mem_kind from = pl->kind;
+        if (st == GPOOL_OK || !gp_policy_move(pl, st, over)) break;
         pthread_mutex_lock(&s->lock);
         hk(s, from)->spills++;
         pthread_mutex_unlock(&s->lock);
     }
-    if (st == GPOOL_OK && pl.kind != pl.first)
+    if (st == GPOOL_OK && pl->kind != pl->first)
         atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
-        fprintf(stderr, "gpool: %s\n", gpool_last_error());
+    return st;
+}
+
+/* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
+ * may call the driver), and frees waiting on streams are finished before one fails. A request
+ * moved here off device memory went through the device kind's stream handling and keeps the
+ * stream its parameters name. */
+static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
+                               gpool_stream_t stream, void **out)
+{
+    if (pl->kind != pl->first) return sysmem_alloc(pool, pl, params, out);
+    gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
+    if (st != GPOOL_OK) return st;
+    gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
+    hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
+    gp_stream_process(pool);
+    gp_placement placed = *pl;
+    st = sysmem_alloc(pool, pl, &hp, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) { /* frees were waiting */
+        *pl = placed;
+        st = sysmem_alloc(pool, pl, &hp, out);
+    }
     return st;
 }
 
@@ -530,6 +554,17 @@ gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
     return GPOOL_OK;
 }
 
+/* The host kind's gp_kind.free: a block's free waits for the work queued on its streams. */
+static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, int *owned)
+{
+    gpool_block_desc d;
+    gpool_status st = gp_sysmem_block_info(pool, ptr, &d, owned);
+    if (!*owned || st != GPOOL_OK) return st;
+    if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start", ptr);
+    return gp_stream_defer_host_free(pool, ptr, tag, &d);
+}
+
 gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out, int *owned)
 {
     *owned = 0;
@@ -560,8 +595,9 @@ gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_de
 
 /* ---------- stats, trim, dump ---------- */
 
-void gp_sysmem_stats(gpool_t *pool, gpool_stats *out)
+static void host_stats(gpool_t *pool, gpool_stats *out, int exact)
 {
+    (void)exact; /* host counters are exact already */
     gp_sysmem *s = sys_of(pool);
     if (!s) return;
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
@@ -597,7 +633,7 @@ void gp_sysmem_stats(gpool_t *pool, gpool_stats *out)
     }
 }
 
-gpool_status gp_sysmem_trim(gpool_t *pool, size_t keep)
+static gpool_status host_trim(gpool_t *pool, size_t keep)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
@@ -640,13 +676,14 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-void gp_sysmem_dump_json(gpool_t *pool, FILE *f)
+static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return;
     for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
         host_kind *k = hk(s, kind);
-        fprintf(f, ",\"%s\":{\"page_arenas\":[", kind_name(kind));
+        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", kind_name(kind));
+        *first_member = 0;
         int first = 1;
         for (int pg = 0; pg < PG_COUNT; pg++) {
             pthread_mutex_lock(&s->lock);
@@ -704,7 +741,7 @@ void gp_sysmem_dump_json(gpool_t *pool, FILE *f)
 
 /* ---------- teardown and diagnostics ---------- */
 
-void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+static void host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return;
@@ -730,6 +767,16 @@ void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
     free(s);
     __atomic_store_n(&pool->sys, NULL, __ATOMIC_RELEASE);
 }
+
+const gp_kind gp_host_kind = {
+    .alloc = host_alloc,
+    .free = host_free,
+    .block_info = gp_sysmem_block_info,
+    .stats = host_stats,
+    .trim = host_trim,
+    .dump_json = host_dump_json,
+    .destroy = host_destroy,
+};
 
 gpool_status gp_sysmem_placement(gpool_t *pool, int *node, char *why, size_t n)
 {

@@ -1,0 +1,281 @@
+/* The device kind: vidmem blocks through the thread caches and the device arena, with the
+ * stream-ordered reuse rules (stream.c) on the way in and out. The pool calls it through
+ * gp_kind (kind.h); the arena and vidmem.c do the rest. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kind.h"
+#include "pool.h"
+#include "stream.h"
+#include "tcache.h"
+#include "vidmem.h"
+
+static gp_arena *device_arena(gpool_t *pool)
+{
+    return pool->arena[GPOOL_MEM_DEVICE];
+}
+
+/* ---------- allocation ---------- */
+
+/* The fill is queued on the block's stream: synchronous cuMemsetD8 runs on the legacy stream
+ * ("API synchronization behavior"), which a non-blocking stream is not ordered after. */
+static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
+{
+    int pushed;
+    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                        pool->drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, (CUstream)stream));
+    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
+}
+
+/* The arena, then again after the thread caches give back, then after the other pools of
+ * this device give back their cache: OOM only when all of that did not help. */
+static gpool_status arena_alloc_retrying(gpool_t *pool, gp_arena *a, const gp_placement *pl,
+                                         uintptr_t tag, uint32_t usage, void **out)
+{
+    size_t size = pl->size, align = pl->align;
+    unsigned flags = pl->flags;
+    gp_stream_process(pool);
+    gp_arena_retried = 0;
+    gpool_status st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        gp_arena_retried = 1;
+        /* blocks parked in thread caches may be what is missing */
+        gp_tcache_flush_mine(pool);
+        gp_tcache_reclaim_idle(pool);
+        gp_tcache_flush_all(pool);
+        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    }
+    /* the other pools of this device give back their cache before this one fails */
+    for (int stage = 1; st == GPOOL_ERR_OUT_OF_MEMORY && stage <= 2; stage++) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        if (!gp_registry_relieve(pool, stage)) {
+            gp_fail(st, "%s", why);
+            break;
+        }
+        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    }
+    if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
+    return st;
+}
+
+static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
+                                 gpool_stream_t stream, void **out)
+{
+    size_t size = pl->size;
+    unsigned flags = pl->flags;
+    uintptr_t tag = gp_stream_tag(stream);
+    if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
+    if (tag == pool->default_tag && pl->align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
+        size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out))
+        return GPOOL_OK;
+    gp_arena *a = device_arena(pool);
+    uint32_t usage = params ? (uint32_t)params->usage : 0;
+    size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
+    if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
+    uint64_t used = budget ? gp_arena_in_use(a) : 0;
+    gpool_status st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, used, size);
+    if (st == GPOOL_OK) st = arena_alloc_retrying(pool, a, pl, tag, usage, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
+    if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
+        st = zero_fill(pool, *out, size, stream);
+        /* queued work now touches the block: its pages are not unmapped before a synchronize
+         * (even once it is freed through a thread cache, which counts no free) */
+        pthread_mutex_lock(&a->lock);
+        a->frees_since_sync++;
+        pthread_mutex_unlock(&a->lock);
+        if (st != GPOOL_OK) gp_arena_free(a, *out, tag, 0);
+    }
+    if (st != GPOOL_OK) *out = NULL;
+    return st;
+}
+
+/* ---------- free ---------- */
+
+/* A device block freed on another stream than the one it was allocated on: the memory may
+ * still be waiting for work queued on the allocating stream before the block was handed out
+ * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
+ * for. So the free also waits for the allocating stream, as if the block had been recorded
+ * on it. Returns 1 when the free went that way (status in *st). */
+static int cross_stream_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag, gpool_status *st)
+{
+    uintptr_t base, btag;
+    size_t size, requested;
+    uint32_t usage;
+    if (gp_arena_block(a, ptr, &base, &size, &requested, &btag, &usage) != GPOOL_OK ||
+        base != (uintptr_t)ptr || btag == tag)
+        return 0; /* same stream, or not a block: the plain path handles (or reports) it */
+    if (gp_stream_record(pool, ptr, tag, btag) != GPOOL_OK) {
+        /* cannot track one more stream for it: wait for the allocating stream now */
+        gp_clear_error();
+        *st = gp_stream_wait(pool, btag);
+        return *st != GPOOL_OK;
+    }
+    return gp_stream_defer_free(pool, ptr, tag, st);
+}
+
+/* Memory above release_threshold goes back at once. */
+static gpool_status release_above_threshold(gpool_t *pool, gp_arena *a)
+{
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(a, &c, &held, &idle);
+    if (held <= c.in_use + pool->cfg.release_threshold) return GPOOL_OK;
+    gpool_status t = gp_arena_trim(a, pool->cfg.release_threshold);
+    if (t == GPOOL_OK) return GPOOL_OK;
+    /* the block is freed; what it met on the way is reported */
+    char why[600];
+    snprintf(why, sizeof why, "%s", gpool_last_error());
+    return gp_fail(t,
+                   "gpool_free: the block was freed, but giving memory back "
+                   "(release_threshold) failed: %s",
+                   why);
+}
+
+static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, int *owned)
+{
+    gpool_status st = GPOOL_OK;
+    *owned = 1;
+    if (gp_stream_defer_free(pool, ptr, tag, &st)) return st; /* used on other streams too */
+    if (tag == pool->default_tag && gp_tcache_free(pool, ptr)) return GPOOL_OK;
+    gp_arena *a = device_arena(pool);
+    if (!gp_arena_contains(a, (uintptr_t)ptr)) {
+        *owned = 0;
+        return GPOOL_OK;
+    }
+    int small = gp_arena_slab_of(a, (uintptr_t)ptr) != NULL;
+    if (!small && cross_stream_free(pool, a, ptr, tag, &st)) return st;
+    st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
+    if (st == GPOOL_OK && !small && pool->cfg.release_threshold)
+        st = release_above_threshold(pool, a);
+    return st;
+}
+
+/* ---------- lookup ---------- */
+
+static gpool_status device_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out,
+                                      int *owned)
+{
+    gp_arena *a = device_arena(pool);
+    *owned = gp_arena_contains(a, (uintptr_t)ptr);
+    if (!*owned) return GPOOL_OK;
+    uintptr_t base, tag;
+    size_t size, req;
+    uint32_t usage;
+    gpool_status st = gp_arena_block(a, ptr, &base, &size, &req, &tag, &usage);
+    if (st != GPOOL_OK) return st;
+    out->kind = GPOOL_MEM_DEVICE;
+    out->usage = (gpool_usage)usage;
+    out->requested_size = req;
+    out->size = size;
+    out->page_size = gp_policy_page_size(pool, GPOOL_MEM_DEVICE, size, 0);
+    out->device_ptr = base;
+    out->host_ptr = NULL;
+    out->stream = (gpool_stream_t)tag;
+    out->device = pool->cfg.device;
+    return GPOOL_OK;
+}
+
+/* ---------- stats, trim, dump, destroy ---------- */
+
+/* From running counters: O(threads), whatever the heap's size, each lock held for a copy of
+ * counters. exact: sum the small blocks' requested bytes by walking every slab instead. */
+static void device_stats(gpool_t *pool, gpool_stats *out, int exact)
+{
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req;
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
+    pthread_mutex_unlock(&pool->lock);
+    gp_arena *a = device_arena(pool);
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(a, &c, &held, &idle);
+    gpool_kind_stats *ks = &out->kind[GPOOL_MEM_DEVICE];
+    /* blocks parked in thread caches or freed but pending on a stream are not in use */
+    ks->in_use_bytes = c.in_use - c.pending_bytes - tc_cached;
+    /* small blocks: the arena's and the thread caches' balances (mod 2^64) */
+    uint64_t small = exact ? gp_arena_small_requested(a) : c.small_requested + tc_req;
+    ks->requested_bytes = c.requested + small;
+    ks->reserved_bytes = held;
+    ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
+    ks->peak_in_use_bytes = c.peak_in_use;
+    /* the thread caches do not track the small blocks' peak, so this peak is sampled */
+    ks->peak_requested_bytes =
+        c.peak_requested > ks->requested_bytes ? c.peak_requested : ks->requested_bytes;
+    ks->peak_reserved_bytes = c.peak_held;
+    ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
+    ks->allocs = c.allocs + tc_allocs;
+    ks->frees = c.frees + tc_frees;
+    ks->live_blocks = ks->allocs - ks->frees;
+    out->pending_frees += c.pending_slots;
+    gp_kind_stats_add(&out->kind[GPOOL_MEM_AUTO], ks);
+    /* counted per gpool_alloc call (device_alloc), not per arena attempt */
+    out->ooms += atomic_load_explicit(&pool->dev_ooms, memory_order_relaxed);
+    out->oom_retries += atomic_load_explicit(&pool->dev_oom_retries, memory_order_relaxed);
+    out->tcache_hits = tc_hits;
+    pthread_mutex_lock(&a->lock);
+    out->pages_remapped = gp_vidmem_remaps(a->bctx);
+    pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t gp_device_cached(gpool_t *pool)
+{
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req, n, bytes, req;
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
+    pthread_mutex_unlock(&pool->lock);
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(device_arena(pool), &c, &held, &idle);
+    gp_stream_deferred(pool, GPOOL_MEM_DEVICE, &n, &bytes, &req);
+    uint64_t in_use = c.in_use - c.pending_bytes - tc_cached - bytes;
+    return held > in_use ? held - in_use : 0;
+}
+
+static gpool_status device_trim(gpool_t *pool, size_t keep)
+{
+    gp_tcache_flush_mine(pool);
+    gp_tcache_reclaim_idle(pool); /* idle threads' caches too; busy ones at their next call */
+    gp_tcache_flush_all(pool);
+    return gp_arena_trim(device_arena(pool), keep);
+}
+
+static void device_dump_json(gpool_t *pool, FILE *f, int *first)
+{
+    fprintf(f, "%s\"device\":", *first ? "" : ",");
+    gp_arena_dump_json(device_arena(pool), f);
+    *first = 0;
+}
+
+static void device_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+{
+    /* every page goes back to the driver: the work queued so far on any stream must be done
+     * first (blocks freed on their only stream are reusable at once, so nothing is pending
+     * for them, yet a kernel may still use them); frees still waiting on other streams are
+     * done by the user: finish them too */
+    gp_arena *a = device_arena(pool);
+    pthread_mutex_lock(&a->lock);
+    gp_stream_sync_all(pool, a);
+    pthread_mutex_unlock(&a->lock);
+    uint64_t n = 0, b = 0;
+    gp_arena_fini(a, &n, &b);
+    free(a);
+    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+    *live += n;
+    *bytes += b;
+}
+
+const gp_kind gp_device_kind = {
+    .alloc = device_alloc,
+    .free = device_free,
+    .block_info = device_block_info,
+    .stats = device_stats,
+    .trim = device_trim,
+    .dump_json = device_dump_json,
+    .destroy = device_destroy,
+};
+
+const gp_kind *const gp_kinds[GP_KIND_COUNT] = {&gp_device_kind, &gp_host_kind};
