@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "arena.h"
 #include "gpool.h"
 #include "policy.h"
 
@@ -16,9 +17,10 @@ typedef struct gp_kind {
      * may move pl on to a kind it also serves (host pinned -> mapped), as the policy says. */
     gpool_status (*alloc)(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
                           gpool_stream_t stream, void **out);
-    /* Free ptr, freed on stream tag, if this kind owns it: *owned = 1 then (also for a stale
-     * or interior pointer into its memory, with GPOOL_ERR_INVALID_POINTER). */
-    gpool_status (*free)(gpool_t *pool, void *ptr, uintptr_t tag, int *owned);
+    /* Free ptr, freed on stream tag, if this kind owns it: ref->owned = 1 then (also for a
+     * stale or interior pointer into its memory, with GPOOL_ERR_INVALID_POINTER). The pointer
+     * is resolved once, into *ref, which the free path hands down (and the caller traces). */
+    gpool_status (*free)(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref);
     /* Describe the live block containing ptr if this kind owns it (*owned as for free);
      * out->stream is the block's stream tag. */
     gpool_status (*block_info)(gpool_t *pool, const void *ptr, gpool_block_desc *out, int *owned);

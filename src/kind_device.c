@@ -100,21 +100,16 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
  * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
  * for. So the free also waits for the allocating stream, as if the block had been recorded
  * on it. Returns 1 when the free went that way (status in *st). */
-static int cross_stream_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag, gpool_status *st)
+static int cross_stream_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                             gpool_status *st)
 {
-    uintptr_t base, btag;
-    size_t size, requested;
-    uint32_t usage;
-    if (gp_arena_block(a, ptr, &base, &size, &requested, &btag, &usage) != GPOOL_OK ||
-        base != (uintptr_t)ptr || btag == tag)
-        return 0; /* same stream, or not a block: the plain path handles (or reports) it */
-    if (gp_stream_record(pool, ptr, tag, btag) != GPOOL_OK) {
+    if (gp_stream_record(pool, ptr, tag, ref->tag) != GPOOL_OK) {
         /* cannot track one more stream for it: wait for the allocating stream now */
         gp_clear_error();
-        *st = gp_stream_wait(pool, btag);
+        *st = gp_stream_wait(pool, ref->tag);
         return *st != GPOOL_OK;
     }
-    return gp_stream_defer_free(pool, ptr, tag, st);
+    return gp_stream_defer_free(pool, ptr, tag, ref, st);
 }
 
 /* Memory above release_threshold goes back at once. */
@@ -135,23 +130,58 @@ static gpool_status release_above_threshold(gpool_t *pool, gp_arena *a)
                    why);
 }
 
-static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, int *owned)
+/* A small block: resolved from its slab without the lock; to the thread cache, or to the
+ * arena (one lock), unless streams it was used on must finish first. */
+static gpool_status small_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag,
+                               gp_block_ref *ref)
 {
-    gpool_status st = GPOOL_OK;
-    *owned = 1;
-    if (gp_stream_defer_free(pool, ptr, tag, &st)) return st; /* used on other streams too */
-    if (tag == pool->default_tag && gp_tcache_free(pool, ptr)) return GPOOL_OK;
-    gp_arena *a = device_arena(pool);
-    if (!gp_arena_contains(a, (uintptr_t)ptr)) {
-        *owned = 0;
-        return GPOOL_OK;
+    gp_slab *s = ref->slab;
+    long i = gp_slot_index(s, (uintptr_t)ptr);
+    ref->live = i >= 0 && gp_slot_state(s, (uint32_t)i) == GP_SLOT_LIVE;
+    if (ref->live) {
+        ref->base = (uintptr_t)ptr;
+        ref->size = s->slot_size;
+        ref->requested = gp_slot_req(s, (uint32_t)i);
+        ref->tag = s->tag;
     }
-    int small = gp_arena_slab_of(a, (uintptr_t)ptr) != NULL;
-    if (!small && cross_stream_free(pool, a, ptr, tag, &st)) return st;
-    st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
-    if (st == GPOOL_OK && !small && pool->cfg.release_threshold)
-        st = release_above_threshold(pool, a);
+    gpool_status st = GPOOL_OK;
+    if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
+    if (tag == pool->default_tag && gp_tcache_free_slab(pool, s, ptr)) return GPOOL_OK;
+    return gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
+}
+
+/* A large block: resolved under the arena lock, and freed in the same hold when no other
+ * stream is involved (or reported when it is not a live block); else the lock is let go for
+ * the stream bookkeeping and the free comes after it. */
+static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag,
+                               gp_block_ref *ref)
+{
+    gpool_status st;
+    pthread_mutex_lock(&a->lock);
+    st = gp_arena_block_locked(a, ptr, &ref->base, &ref->size, &ref->requested, &ref->tag,
+                               &ref->usage);
+    ref->live = st == GPOOL_OK && ref->base == (uintptr_t)ptr;
+    int busy = atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) != 0;
+    if (!ref->live || (ref->tag == tag && !busy)) {
+        st = gp_arena_free_locked(a, ptr, tag, gp_stream_free_seq(pool, tag));
+        pthread_mutex_unlock(&a->lock);
+    } else {
+        pthread_mutex_unlock(&a->lock);
+        if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
+        if (ref->tag != tag && cross_stream_free(pool, ptr, tag, ref, &st)) return st;
+        st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
+    }
+    if (st == GPOOL_OK && pool->cfg.release_threshold) st = release_above_threshold(pool, a);
     return st;
+}
+
+static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
+{
+    gp_arena *a = device_arena(pool);
+    *ref = (gp_block_ref){.slab = gp_arena_slab_of(a, (uintptr_t)ptr)};
+    ref->owned = ref->slab || gp_arena_contains(a, (uintptr_t)ptr);
+    if (!ref->owned) return GPOOL_OK;
+    return ref->slab ? small_free(pool, a, ptr, tag, ref) : large_free(pool, a, ptr, tag, ref);
 }
 
 /* ---------- lookup ---------- */

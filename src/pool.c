@@ -264,16 +264,11 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (!ptr) return GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
-    size_t traced = 0;
-    if (pool->trace) {
-        gpool_block_desc info;
-        if (gpool_block_info(pool, ptr, &info) == GPOOL_OK) traced = info.requested_size;
-    }
     for (int i = 0; i < GP_KIND_COUNT; i++) {
-        int owned = 0;
-        gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &owned);
-        if (!owned) continue;
-        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+        gp_block_ref ref;
+        gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &ref);
+        if (!ref.owned) continue;
+        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
         return st;
     }
     return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);

@@ -555,11 +555,13 @@ gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
 }
 
 /* The host kind's gp_kind.free: a block's free waits for the work queued on its streams. */
-static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, int *owned)
+static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
 {
     gpool_block_desc d;
-    gpool_status st = gp_sysmem_block_info(pool, ptr, &d, owned);
-    if (!*owned || st != GPOOL_OK) return st;
+    *ref = (gp_block_ref){0};
+    gpool_status st = gp_sysmem_block_info(pool, ptr, &d, &ref->owned);
+    if (!ref->owned || st != GPOOL_OK) return st;
+    ref->requested = d.requested_size;
     if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start", ptr);
     return gp_stream_defer_host_free(pool, ptr, tag, &d);
