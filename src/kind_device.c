@@ -23,10 +23,10 @@ static gp_arena *device_arena(gpool_t *pool)
 static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
 {
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
                         pool->drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, (CUstream)stream));
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
 }
 

@@ -51,6 +51,7 @@ static gpool_status open_device(gpool_t *pool)
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGet");
     r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDevicePrimaryCtxRetain(&pool->ctx, pool->dev));
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDevicePrimaryCtxRetain");
+    pool->dc = (gp_devctx){.drv = d, .dev = pool->dev, .ctx = pool->ctx, .cnt = &pool->cnt};
     return GPOOL_OK;
 }
 
@@ -85,8 +86,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         pool_free_struct(pool);
         return st;
     }
-    st =
-        gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, pool->cfg.peer_access, &vctx);
+    st = gp_vidmem_create(&pool->dc, pool->cfg.peer_access, &vctx);
     if (st == GPOOL_OK) {
         CUresult r =
             GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
@@ -119,9 +119,9 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
             pool->arena[GPOOL_MEM_DEVICE]->device_total = total;
             if (st == GPOOL_OK) {
                 int pushed;
-                gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+                gp_dc_enter(&pool->dc, &pushed);
                 st = gp_arena_reserve_first(pool->arena[GPOOL_MEM_DEVICE]);
-                gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+                gp_dc_leave(&pool->dc, pushed);
                 if (st != GPOOL_OK) {
                     char why[400];
                     snprintf(why, sizeof why, "%s", gpool_last_error());
@@ -449,9 +449,9 @@ gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_mem_get_info: NULL argument");
     size_t fr = 0, total = 0;
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemGetInfo(&fr, &total));
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemGetInfo");
     fr += gp_device_cached(pool);
     *free_bytes = fr < total ? fr : total;

@@ -126,7 +126,7 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for host-memory state");
     pthread_mutex_init(&s->lock, NULL);
     gp_ptrmap_init(&s->blocks);
-    s->env = (gp_host_env){.drv = pool->drv, .ctx = pool->ctx, .cnt = &pool->cnt, .numa = &s->numa};
+    s->env = (gp_host_env){.dc = pool->dc, .numa = &s->numa};
     int v = 0, m = 0;
     CUresult r = GP_DRV(
         &pool->cnt, GPOOL_DRV_OTHER,
@@ -203,7 +203,7 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
 static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t align,
                                  uintptr_t *host, uintptr_t *key, size_t *got)
 {
-    const gp_driver *d = s->env.drv;
+    const gp_driver *d = s->env.dc.drv;
     long ps = sysconf(_SC_PAGESIZE);
     size_t page = ps > 0 ? (size_t)ps : 4096;
     if (align > page)
@@ -215,23 +215,23 @@ static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t
         return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
                                             "cuMemHostGetDevicePointer");
     int pushed;
-    gp_ctx_enter(d, s->env.ctx, s->env.cnt, &pushed);
+    gp_dc_enter(&s->env.dc, &pushed);
     void *h = NULL;
     CUdeviceptr dp = 0;
     gpool_status st = GPOOL_OK;
     CUresult r =
-        GP_DRV(s->env.cnt, GPOOL_DRV_HOST_ALLOC,
+        GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_ALLOC,
                d->cuMemHostAlloc(&h, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
     if (r != CUDA_SUCCESS) {
         st = gp_cu_fail(r, "cuMemHostAlloc");
     } else {
-        r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
+        r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
         if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
-            GP_DRV(s->env.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
+            GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
         }
     }
-    gp_ctx_leave(d, s->env.cnt, pushed);
+    gp_dc_leave(&s->env.dc, pushed);
     if (st != GPOOL_OK) return st;
     *host = (uintptr_t)h;
     *key = (uintptr_t)dp;
@@ -243,9 +243,9 @@ static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t
 static void direct_free(gp_sysmem *s, host_kind *k, host_block *b)
 {
     int pushed;
-    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-    GP_DRV(s->env.cnt, GPOOL_DRV_HOST_FREE, s->env.drv->cuMemFreeHost((void *)b->host));
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    gp_dc_enter(&s->env.dc, &pushed);
+    GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_FREE, s->env.dc.drv->cuMemFreeHost((void *)b->host));
+    gp_dc_leave(&s->env.dc, pushed);
     atomic_fetch_sub_explicit(&k->reserved, b->size, memory_order_relaxed);
 }
 
@@ -482,13 +482,13 @@ static host_block *containing_locked(gp_sysmem *s, uintptr_t p, uintptr_t *key)
  * else: this pool's blocks were looked up first). */
 static int driver_knows(gp_sysmem *s, const void *p)
 {
-    if (!s->env.drv->cuMemHostGetDevicePointer) return 0;
+    if (!s->env.dc.drv->cuMemHostGetDevicePointer) return 0;
     CUdeviceptr d = 0;
     int pushed;
-    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-    CUresult r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER,
-                        s->env.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    gp_dc_enter(&s->env.dc, &pushed);
+    CUresult r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_OTHER,
+                        s->env.dc.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
+    gp_dc_leave(&s->env.dc, pushed);
     return r == CUDA_SUCCESS;
 }
 

@@ -109,8 +109,8 @@ static int run_drop(gp_hostmem *h, gp_region *g, uint32_t id)
 {
     host_run *r = &h->runs[id];
     size_t len = r->npages * h->page;
-    CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
-                         h->env.drv->cuMemHostUnregister((void *)r->addr));
+    CUresult cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER,
+                         h->env.dc.drv->cuMemHostUnregister((void *)r->addr));
     if (cr != CUDA_SUCCESS) {
         gp_giveback_status = gp_cu_fail(cr, "cuMemHostUnregister");
         return -1;
@@ -143,8 +143,8 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
     }
     if (h->page >= HUGE_PAGE) madvise(p, len, MADV_HUGEPAGE); /* a hint: THP may be off */
     if (gp_numa_bind(h->env.numa, p, len)) h->bound_runs++;
-    CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_REGISTER,
-                         h->env.drv->cuMemHostRegister(p, len, h->reg_flags));
+    CUresult cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_REGISTER,
+                         h->env.dc.drv->cuMemHostRegister(p, len, h->reg_flags));
     gpool_status st = GPOOL_OK;
     if (cr != CUDA_SUCCESS) {
         st = gp_cu_fail(cr, "cuMemHostRegister");
@@ -152,7 +152,8 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
         /* mapped blocks hand out the device address; the arena needs it to equal the host
          * address (unified addressing), which sysmem.c checked before choosing this path */
         CUdeviceptr d = 0;
-        cr = GP_DRV(h->env.cnt, GPOOL_DRV_OTHER, h->env.drv->cuMemHostGetDevicePointer(&d, p, 0));
+        cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_OTHER,
+                    h->env.dc.drv->cuMemHostGetDevicePointer(&d, p, 0));
         if (cr != CUDA_SUCCESS)
             st = gp_cu_fail(cr, "cuMemHostGetDevicePointer");
         else if ((uintptr_t)d != (uintptr_t)p)
@@ -161,7 +162,7 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
                          "addressing",
                          p, (unsigned long long)d);
         if (st != GPOOL_OK)
-            GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER, h->env.drv->cuMemHostUnregister(p));
+            GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER, h->env.dc.drv->cuMemHostUnregister(p));
     }
     if (st != GPOOL_OK) {
         gp_host_map_none(p, len);
@@ -182,9 +183,9 @@ static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, siz
     (void)block_bytes;
     gp_hostmem *h = ctx;
     int pushed;
-    gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+    gp_dc_enter(&h->env.dc, &pushed);
     gpool_status st = hm_back_in_ctx(h, g, first, n);
-    gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    gp_dc_leave(&h->env.dc, pushed);
     return st;
 }
 
@@ -201,12 +202,12 @@ static size_t hm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         for (size_t i = 0; i < r->npages; i++)
             busy |= g->page_used[rfirst + i];
         if (busy) continue;
-        if (!entered) gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+        if (!entered) gp_dc_enter(&h->env.dc, &pushed);
         entered = 1;
         size_t len = r->npages * h->page;
         if (run_drop(h, g, id) == 0) freed += len;
     }
-    if (entered) gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    if (entered) gp_dc_leave(&h->env.dc, pushed);
     return freed;
 }
 
@@ -239,7 +240,7 @@ static void hm_fini(void *ctx, gp_heap *heap)
     gp_hostmem *h = ctx;
     if (!h) return;
     int pushed;
-    gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+    gp_dc_enter(&h->env.dc, &pushed);
     for (size_t i = 0; i < h->nruns; i++) {
         if (!h->runs[i].addr) continue;
         gp_region *g = heap ? gp_heap_region_of(heap, h->runs[i].addr) : NULL;
@@ -252,7 +253,7 @@ static void hm_fini(void *ctx, gp_heap *heap)
                                       memory_order_relaxed);
         }
     }
-    gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    gp_dc_leave(&h->env.dc, pushed);
     for (size_t i = 0; heap && i < heap->nregions; i++)
         hm_unreserve(h, heap->regions[i].base, heap->regions[i].size);
     free(h->runs);

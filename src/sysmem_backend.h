@@ -15,9 +15,7 @@
 
 /* What every host backend of a pool shares. */
 typedef struct gp_host_env {
-    const gp_driver *drv;
-    CUcontext ctx;
-    gp_drv_counters *cnt;
+    gp_devctx dc;
     gp_numa *numa;
 } gp_host_env;
 
