@@ -48,6 +48,11 @@ static inline const gp_kind *gp_kind_of(gpool_mem_kind k)
     return k == GPOOL_MEM_DEVICE ? &gp_device_kind : &gp_host_kind;
 }
 
+/* The device kind's arena over vidmem, made at gpool_create (it sets pool->granularity and
+ * pool->device_total); host kinds are made on first use. On failure nothing of it is left. */
+gpool_status gp_device_kind_create(gpool_t *pool);
+/* Undo gp_device_kind_create on gpool_create's error path (no blocks yet, nothing to wait for). */
+void gp_device_kind_abandon(gpool_t *pool);
 /* The device memory the pool caches (gpool_mem_get_info counts it as free). */
 uint64_t gp_device_cached(gpool_t *pool);
 

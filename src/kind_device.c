@@ -16,6 +16,72 @@ static gp_arena *device_arena(gpool_t *pool)
     return pool->arena[GPOOL_MEM_DEVICE];
 }
 
+/* ---------- creation ---------- */
+
+gpool_status gp_device_kind_create(gpool_t *pool)
+{
+    void *vctx = NULL;
+    size_t total = 0;
+    gpool_status st = gp_vidmem_create(&pool->dc, pool->cfg.peer_access, &vctx);
+    if (st != GPOOL_OK) return st;
+    CUresult r =
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
+    if (r != CUDA_SUCCESS) {
+        st = gp_cu_fail(r, "cuDeviceTotalMem");
+        gp_vidmem_ops.fini(vctx, NULL);
+        return st;
+    }
+    /* memory above the threshold is to go back: growth would pin some (vidmem.h) */
+    if (pool->cfg.release_threshold) gp_vidmem_set_growth(vctx, 0);
+    pool->granularity = gp_vidmem_granularity(vctx);
+    pool->device_total = total;
+    /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
+     * every block in one heap, so free space coalesces across the whole device. */
+    size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
+    if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
+    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
+    if (!a) {
+        gp_vidmem_ops.fini(vctx, NULL);
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+    }
+    st = gp_arena_init(a, GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx, pool->granularity, va,
+                       pool->cfg.small_max, gp_stream_sync, pool);
+    if (st != GPOOL_OK) {
+        gp_vidmem_ops.fini(vctx, NULL);
+        free(a);
+        pool->arena[GPOOL_MEM_DEVICE] = NULL;
+        return st;
+    }
+    a->poll = gp_stream_poll;
+    a->seq_of = gp_stream_seq_hook;
+    a->may_drive = gp_stream_may_drive;
+    a->slab_tag = (uintptr_t)pool->cfg.default_stream;
+    a->device_total = total;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    st = gp_arena_reserve_first(a);
+    gp_dc_leave(&pool->dc, pushed);
+    if (st != GPOOL_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        st = gp_fail(st,
+                     "gpool_create: cannot reserve %zu bytes of device address space "
+                     "(va_reserve): %s",
+                     va, why);
+        gp_device_kind_abandon(pool);
+    }
+    return st;
+}
+
+void gp_device_kind_abandon(gpool_t *pool)
+{
+    gp_arena *a = device_arena(pool);
+    if (!a) return;
+    gp_arena_fini(a, NULL, NULL);
+    free(a);
+    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+}
+
 /* ---------- allocation ---------- */
 
 /* The fill is queued on the block's stream: synchronous cuMemsetD8 runs on the legacy stream

@@ -9,7 +9,6 @@
 #include "pool.h"
 #include "stream.h"
 #include "tcache.h"
-#include "vidmem.h"
 
 #define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
 #define KNOWN_FLAGS (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT)
@@ -78,68 +77,13 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         pool_free_struct(pool);
         return st;
     }
-    void *vctx = NULL;
-    size_t total = 0;
     st = gp_streams_create(pool);
     if (st != GPOOL_OK) {
         GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
         pool_free_struct(pool);
         return st;
     }
-    st = gp_vidmem_create(&pool->dc, pool->cfg.peer_access, &vctx);
-    if (st == GPOOL_OK) {
-        CUresult r =
-            GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
-        if (r != CUDA_SUCCESS) {
-            st = gp_cu_fail(r, "cuDeviceTotalMem");
-            gp_vidmem_ops.fini(vctx, NULL);
-        }
-    }
-    if (st == GPOOL_OK) {
-        /* memory above the threshold is to go back: growth would pin some (vidmem.h) */
-        if (pool->cfg.release_threshold) gp_vidmem_set_growth(vctx, 0);
-        pool->granularity = gp_vidmem_granularity(vctx);
-        pool->device_total = total;
-        /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
-         * every block in one heap, so free space coalesces across the whole device. */
-        size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
-        if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
-        pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
-        if (!pool->arena[GPOOL_MEM_DEVICE]) {
-            gp_vidmem_ops.fini(vctx, NULL);
-            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
-        } else {
-            st =
-                gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
-                              pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
-            pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
-            pool->arena[GPOOL_MEM_DEVICE]->seq_of = gp_stream_seq_hook;
-            pool->arena[GPOOL_MEM_DEVICE]->may_drive = gp_stream_may_drive;
-            pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
-            pool->arena[GPOOL_MEM_DEVICE]->device_total = total;
-            if (st == GPOOL_OK) {
-                int pushed;
-                gp_dc_enter(&pool->dc, &pushed);
-                st = gp_arena_reserve_first(pool->arena[GPOOL_MEM_DEVICE]);
-                gp_dc_leave(&pool->dc, pushed);
-                if (st != GPOOL_OK) {
-                    char why[400];
-                    snprintf(why, sizeof why, "%s", gpool_last_error());
-                    st = gp_fail(st,
-                                 "gpool_create: cannot reserve %zu bytes of device address "
-                                 "space (va_reserve): %s",
-                                 va, why);
-                    gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
-                    free(pool->arena[GPOOL_MEM_DEVICE]);
-                    pool->arena[GPOOL_MEM_DEVICE] = NULL;
-                }
-            } else {
-                gp_vidmem_ops.fini(vctx, NULL);
-                free(pool->arena[GPOOL_MEM_DEVICE]);
-                pool->arena[GPOOL_MEM_DEVICE] = NULL;
-            }
-        }
-    }
+    st = gp_device_kind_create(pool);
     pool->id = atomic_fetch_add(&next_pool_id, 1);
     pool->default_tag = (uintptr_t)pool->cfg.default_stream;
     /* A per-thread default stream is a different stream on each thread: blocks flushed from
@@ -150,10 +94,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     if (st == GPOOL_OK && gp_pool_register(pool) != 0)
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory registering the pool");
     if (st != GPOOL_OK) {
-        if (pool->arena[GPOOL_MEM_DEVICE]) {
-            gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
-            free(pool->arena[GPOOL_MEM_DEVICE]);
-        }
+        gp_device_kind_abandon(pool);
         gp_streams_destroy(pool);
         gp_trace_close(pool);
         GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
