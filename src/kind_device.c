@@ -84,18 +84,6 @@ void gp_device_kind_abandon(gpool_t *pool)
 
 /* ---------- allocation ---------- */
 
-/* The fill is queued on the block's stream: synchronous cuMemsetD8 runs on the legacy stream
- * ("API synchronization behavior"), which a non-blocking stream is not ordered after. */
-static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
-{
-    int pushed;
-    gp_dc_enter(&pool->dc, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                        pool->drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, (CUstream)stream));
-    gp_dc_leave(&pool->dc, pushed);
-    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
-}
-
 /* The arena, then again after the thread caches give back, then after the other pools of
  * this device give back their cache: OOM only when all of that did not help. */
 static gpool_status arena_alloc_retrying(gpool_t *pool, gp_arena *a, const gp_placement *pl,
@@ -147,7 +135,7 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
     if (st == GPOOL_OK) st = arena_alloc_retrying(pool, a, pl, tag, usage, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
-        st = zero_fill(pool, *out, size, stream);
+        st = gp_vidmem_zero_async(a->bctx, *out, size, (CUstream)stream);
         /* queued work now touches the block: its pages are not unmapped before a synchronize
          * (even once it is freed through a thread cache, which counts no free) */
         pthread_mutex_lock(&a->lock);

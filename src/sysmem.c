@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "error.h"
 #include "kind.h"
@@ -203,49 +202,14 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
 static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t align,
                                  uintptr_t *host, uintptr_t *key, size_t *got)
 {
-    const gp_driver *d = s->env.dc.drv;
-    long ps = sysconf(_SC_PAGESIZE);
-    size_t page = ps > 0 ? (size_t)ps : 4096;
-    if (align > page)
-        return gp_fail(GPOOL_ERR_UNSUPPORTED,
-                       "alignment %zu above the %zu-byte page for mapped memory whose device "
-                       "address is not its host address",
-                       align, page);
-    if (!d->cuMemHostAlloc || !d->cuMemFreeHost || !d->cuMemHostGetDevicePointer)
-        return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
-                                            "cuMemHostGetDevicePointer");
-    int pushed;
-    gp_dc_enter(&s->env.dc, &pushed);
-    void *h = NULL;
-    CUdeviceptr dp = 0;
-    gpool_status st = GPOOL_OK;
-    CUresult r =
-        GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_ALLOC,
-               d->cuMemHostAlloc(&h, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
-    if (r != CUDA_SUCCESS) {
-        st = gp_cu_fail(r, "cuMemHostAlloc");
-    } else {
-        r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
-        if (r != CUDA_SUCCESS) {
-            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
-            GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
-        }
-    }
-    gp_dc_leave(&s->env.dc, pushed);
-    if (st != GPOOL_OK) return st;
-    *host = (uintptr_t)h;
-    *key = (uintptr_t)dp;
-    *got = (size + page - 1) & ~(page - 1);
-    atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
-    return GPOOL_OK;
+    gpool_status st = gp_hostmem_direct_alloc(&s->env, size, align, host, key, got);
+    if (st == GPOOL_OK) atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
+    return st;
 }
 
 static void direct_free(gp_sysmem *s, host_kind *k, host_block *b)
 {
-    int pushed;
-    gp_dc_enter(&s->env.dc, &pushed);
-    GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_FREE, s->env.dc.drv->cuMemFreeHost((void *)b->host));
-    gp_dc_leave(&s->env.dc, pushed);
+    gp_hostmem_direct_free(&s->env, b->host);
     atomic_fetch_sub_explicit(&k->reserved, b->size, memory_order_relaxed);
 }
 

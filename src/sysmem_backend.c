@@ -273,3 +273,50 @@ const gp_backend_ops gp_hostmem_ops = {
     .driver_free = hm_driver_free,
     .fini = hm_fini,
 };
+
+gpool_status gp_hostmem_direct_alloc(const gp_host_env *env, size_t size, size_t align,
+                                     uintptr_t *host, uintptr_t *dev, size_t *got)
+{
+    const gp_driver *d = env->dc.drv;
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    if (align > page)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "alignment %zu above the %zu-byte page for mapped memory whose device "
+                       "address is not its host address",
+                       align, page);
+    if (!d->cuMemHostAlloc || !d->cuMemFreeHost || !d->cuMemHostGetDevicePointer)
+        return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
+                                            "cuMemHostGetDevicePointer");
+    int pushed;
+    gp_dc_enter(&env->dc, &pushed);
+    void *h = NULL;
+    CUdeviceptr dp = 0;
+    gpool_status st = GPOOL_OK;
+    CUresult r =
+        GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_ALLOC,
+               d->cuMemHostAlloc(&h, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    if (r != CUDA_SUCCESS) {
+        st = gp_cu_fail(r, "cuMemHostAlloc");
+    } else {
+        r = GP_DRV(env->dc.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
+        if (r != CUDA_SUCCESS) {
+            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
+            GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
+        }
+    }
+    gp_dc_leave(&env->dc, pushed);
+    if (st != GPOOL_OK) return st;
+    *host = (uintptr_t)h;
+    *dev = (uintptr_t)dp;
+    *got = (size + page - 1) & ~(page - 1);
+    return GPOOL_OK;
+}
+
+void gp_hostmem_direct_free(const gp_host_env *env, uintptr_t host)
+{
+    int pushed;
+    gp_dc_enter(&env->dc, &pushed);
+    GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_FREE, env->dc.drv->cuMemFreeHost((void *)host));
+    gp_dc_leave(&env->dc, pushed);
+}

@@ -215,6 +215,17 @@ void gp_vidmem_set_growth(void *ctx, int on)
     ((gp_vidmem *)ctx)->no_growth = !on;
 }
 
+gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stream)
+{
+    gp_vidmem *v = ctx;
+    int pushed;
+    gp_dc_enter(&v->dc, &pushed);
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER,
+                        v->dc.drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, stream));
+    gp_dc_leave(&v->dc, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
+}
+
 uint64_t gp_vidmem_remaps(void *ctx)
 {
     return ((gp_vidmem *)ctx)->remaps;

@@ -37,5 +37,8 @@ size_t gp_vidmem_granularity(void *ctx);
  * since memory it pins could not go back. */
 void gp_vidmem_set_growth(void *ctx, int on);
 uint64_t gp_vidmem_remaps(void *ctx);
+/* Zero size bytes at p, queued on stream (synchronous cuMemsetD8 would run on the legacy
+ * stream, which a non-blocking stream is not ordered after). */
+gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stream);
 
 #endif
