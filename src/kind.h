@@ -53,7 +53,8 @@ static inline const gp_kind *gp_kind_of(gpool_mem_kind k)
 gpool_status gp_device_kind_create(gpool_t *pool);
 /* Undo gp_device_kind_create on gpool_create's error path (no blocks yet, nothing to wait for). */
 void gp_device_kind_abandon(gpool_t *pool);
-/* The device memory the pool caches (gpool_mem_get_info counts it as free). */
-uint64_t gp_device_cached(gpool_t *pool);
+/* gpool_mem_get_info: the driver's free and total device memory, with the memory the pool
+ * caches counted as free. */
+gpool_status gp_device_mem_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes);
 
 #endif

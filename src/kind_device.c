@@ -305,7 +305,8 @@ static void device_stats(gpool_t *pool, gpool_stats *out, int exact)
     pthread_mutex_unlock(&a->lock);
 }
 
-uint64_t gp_device_cached(gpool_t *pool)
+/* The device memory the pool caches: gpool_mem_get_info counts it as free. */
+static uint64_t device_cached(gpool_t *pool)
 {
     uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req, n, bytes, req;
     pthread_mutex_lock(&pool->lock);
@@ -317,6 +318,17 @@ uint64_t gp_device_cached(gpool_t *pool)
     gp_stream_deferred(pool, GPOOL_MEM_DEVICE, &n, &bytes, &req);
     uint64_t in_use = c.in_use - c.pending_bytes - tc_cached - bytes;
     return held > in_use ? held - in_use : 0;
+}
+
+gpool_status gp_device_mem_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)
+{
+    size_t fr = 0, total = 0;
+    gpool_status st = gp_vidmem_mem_info(device_arena(pool)->bctx, &fr, &total);
+    if (st != GPOOL_OK) return st;
+    fr += device_cached(pool);
+    *free_bytes = fr < total ? fr : total;
+    *total_bytes = total;
+    return GPOOL_OK;
 }
 
 static gpool_status device_trim(gpool_t *pool, size_t keep)

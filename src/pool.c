@@ -388,16 +388,7 @@ gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total
 {
     if (!pool || !free_bytes || !total_bytes)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_mem_get_info: NULL argument");
-    size_t fr = 0, total = 0;
-    int pushed;
-    gp_dc_enter(&pool->dc, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemGetInfo(&fr, &total));
-    gp_dc_leave(&pool->dc, pushed);
-    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemGetInfo");
-    fr += gp_device_cached(pool);
-    *free_bytes = fr < total ? fr : total;
-    *total_bytes = total;
-    return GPOOL_OK;
+    return gp_device_mem_info(pool, free_bytes, total_bytes);
 }
 
 const char *gpool_driver_call_name(gpool_driver_call call)

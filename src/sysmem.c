@@ -442,20 +442,6 @@ static host_block *containing_locked(gp_sysmem *s, uintptr_t p, uintptr_t *key)
     return NULL;
 }
 
-/* 1 when the driver knows p as page-locked host memory (registered or allocated by someone
- * else: this pool's blocks were looked up first). */
-static int driver_knows(gp_sysmem *s, const void *p)
-{
-    if (!s->env.dc.drv->cuMemHostGetDevicePointer) return 0;
-    CUdeviceptr d = 0;
-    int pushed;
-    gp_dc_enter(&s->env.dc, &pushed);
-    CUresult r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_OTHER,
-                        s->env.dc.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
-    gp_dc_leave(&s->env.dc, pushed);
-    return r == CUDA_SUCCESS;
-}
-
 /* Not a live block: say whether ptr is ours (stale or interior) or foreign pinned memory. */
 static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int *owned)
 {
@@ -476,7 +462,7 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is in this pool's host memory but not a live block: already freed", ptr);
     }
-    if (driver_knows(s, ptr)) {
+    if (gp_hostmem_page_locked(&s->env, ptr)) { /* someone else's pinned memory */
         *owned = 1;
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is page-locked host memory this pool did not allocate (another pool's "

@@ -320,3 +320,15 @@ void gp_hostmem_direct_free(const gp_host_env *env, uintptr_t host)
     GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_FREE, env->dc.drv->cuMemFreeHost((void *)host));
     gp_dc_leave(&env->dc, pushed);
 }
+
+int gp_hostmem_page_locked(const gp_host_env *env, const void *p)
+{
+    if (!env->dc.drv->cuMemHostGetDevicePointer) return 0;
+    CUdeviceptr d = 0;
+    int pushed;
+    gp_dc_enter(&env->dc, &pushed);
+    CUresult r = GP_DRV(env->dc.cnt, GPOOL_DRV_OTHER,
+                        env->dc.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
+    gp_dc_leave(&env->dc, pushed);
+    return r == CUDA_SUCCESS;
+}

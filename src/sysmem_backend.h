@@ -36,6 +36,9 @@ gpool_status gp_hostmem_direct_alloc(const gp_host_env *env, size_t size, size_t
                                      uintptr_t *host, uintptr_t *dev, size_t *got);
 void gp_hostmem_direct_free(const gp_host_env *env, uintptr_t host);
 
+/* 1 when the driver knows p as page-locked host memory (cuMemHostGetDevicePointer succeeds). */
+int gp_hostmem_page_locked(const gp_host_env *env, const void *p);
+
 /* Unmap-with-PROT_NONE a range, keeping the address space reserved. 0 on success. */
 int gp_host_map_none(void *addr, size_t len);
 

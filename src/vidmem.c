@@ -226,6 +226,17 @@ gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stre
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
 }
 
+gpool_status gp_vidmem_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    gp_vidmem *v = ctx;
+    int pushed;
+    gp_dc_enter(&v->dc, &pushed);
+    CUresult r =
+        GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuMemGetInfo(free_bytes, total_bytes));
+    gp_dc_leave(&v->dc, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemGetInfo");
+}
+
 uint64_t gp_vidmem_remaps(void *ctx)
 {
     return ((gp_vidmem *)ctx)->remaps;

@@ -40,5 +40,7 @@ uint64_t gp_vidmem_remaps(void *ctx);
 /* Zero size bytes at p, queued on stream (synchronous cuMemsetD8 would run on the legacy
  * stream, which a non-blocking stream is not ordered after). */
 gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stream);
+/* cuMemGetInfo in the device's context. */
+gpool_status gp_vidmem_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes);
 
 #endif
