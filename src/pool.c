@@ -131,7 +131,7 @@ gpool_status gpool_destroy(gpool_t *pool)
 
 /* ---------- allocation ---------- */
 
-static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, size_t size)
+static gpool_status check_params(const gpool_alloc_params *p, size_t size)
 {
     if (size > MAX_REQUEST)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "size %zu exceeds what any device can hold", size);
@@ -155,7 +155,7 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_alloc: %s is NULL", pool ? "out" : "pool");
     *out = NULL;
     if (size == 0) return GPOOL_OK;
-    gpool_status st = check_params(pool, params, size);
+    gpool_status st = check_params(params, size);
     if (st != GPOOL_OK) return st;
     gp_placement pl;
     st = gp_policy_place(pool, params, size, &pl);
