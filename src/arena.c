@@ -819,9 +819,17 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
                             size_t *requested, uintptr_t *tag, uint32_t *usage)
 {
+    pthread_mutex_lock(&a->lock);
+    gpool_status st = gp_arena_block_locked(a, ptr, base, size, requested, tag, usage);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                                   size_t *requested, uintptr_t *tag, uint32_t *usage)
+{
     uintptr_t p = (uintptr_t)ptr;
     gpool_status st = GPOOL_OK;
-    pthread_mutex_lock(&a->lock);
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
         uint32_t i = (uint32_t)((p - s->base) / s->slot_size);
@@ -857,7 +865,6 @@ gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_
             *usage = r->usage;
         }
     }
-    pthread_mutex_unlock(&a->lock);
     return st;
 }
 

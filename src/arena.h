@@ -239,6 +239,21 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 /* Describe the block containing ptr (lock taken). */
 gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
                             size_t *requested, uintptr_t *tag, uint32_t *usage);
+/* Lock held: as gp_arena_block. */
+gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                                   size_t *requested, uintptr_t *tag, uint32_t *usage);
+/* A pointer being freed, resolved once (kind_device.c, sysmem.c) and handed down: whose it is
+ * and, when live is 1, the live block starting at it. */
+typedef struct gp_block_ref {
+    int owned;        /* the kind that resolved it owns the memory ptr lies in */
+    int live;         /* ptr is the start of a live block: the fields below describe it */
+    gp_slab *slab;    /* a small device block's slab (NULL: a range, or host memory) */
+    uintptr_t base;   /* the block's start */
+    size_t size;      /* its bytes (slot or range) */
+    size_t requested; /* bytes asked for */
+    uintptr_t tag;    /* the stream tag it was allocated on */
+    uint32_t usage;
+} gp_block_ref;
 
 /* Bytes in use (lock taken). */
 uint64_t gp_arena_in_use(gp_arena *a);

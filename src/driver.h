@@ -108,4 +108,24 @@ gpool_status gp_cu_fail(CUresult r, const char *what);
 void gp_ctx_enter(const gp_driver *d, CUcontext ctx, gp_drv_counters *c, int *pushed);
 void gp_ctx_leave(const gp_driver *d, gp_drv_counters *c, int pushed);
 
+/* The device a pool works on, as its backends see it: the driver table, the device, its
+ * primary context and the pool's driver-call counters. One per pool (gpool_t.dc), made when
+ * the pool opens its device; backends (vidmem.c, sysmem_*.c) get it and nothing else. */
+typedef struct gp_devctx {
+    const gp_driver *drv;
+    CUdevice dev;
+    CUcontext ctx;
+    gp_drv_counters *cnt;
+} gp_devctx;
+
+/* gp_ctx_enter / gp_ctx_leave on dc's context, at a backend's entry points. */
+static inline void gp_dc_enter(const gp_devctx *dc, int *pushed)
+{
+    gp_ctx_enter(dc->drv, dc->ctx, dc->cnt, pushed);
+}
+static inline void gp_dc_leave(const gp_devctx *dc, int pushed)
+{
+    gp_ctx_leave(dc->drv, dc->cnt, pushed);
+}
+
 #endif

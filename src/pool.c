@@ -4,13 +4,12 @@
 #include <string.h>
 
 #include "error.h"
-#include "pagesize.h"
+#include "kind.h"
+#include "policy.h"
 #include "pool.h"
 #include "stream.h"
 #include "structs.h"
-#include "sysmem.h"
 #include "tcache.h"
-#include "vidmem.h"
 
 #define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
 #define KNOWN_FLAGS (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT)
@@ -63,6 +62,7 @@ static gpool_status open_device(gpool_t *pool)
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGet");
     r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDevicePrimaryCtxRetain(&pool->ctx, pool->dev));
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDevicePrimaryCtxRetain");
+    pool->dc = (gp_devctx){.drv = d, .dev = pool->dev, .ctx = pool->ctx, .cnt = &pool->cnt};
     return GPOOL_OK;
 }
 
@@ -90,69 +90,13 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         pool_free_struct(pool);
         return st;
     }
-    void *vctx = NULL;
-    size_t total = 0;
     st = gp_streams_create(pool);
     if (st != GPOOL_OK) {
         GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
         pool_free_struct(pool);
         return st;
     }
-    st =
-        gp_vidmem_create(pool->drv, pool->dev, pool->ctx, &pool->cnt, pool->cfg.peer_access, &vctx);
-    if (st == GPOOL_OK) {
-        CUresult r =
-            GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
-        if (r != CUDA_SUCCESS) {
-            st = gp_cu_fail(r, "cuDeviceTotalMem");
-            gp_vidmem_ops.fini(vctx, NULL);
-        }
-    }
-    if (st == GPOOL_OK) {
-        /* memory above the threshold is to go back: growth would pin some (vidmem.h) */
-        if (pool->cfg.release_threshold) gp_vidmem_set_growth(vctx, 0);
-        pool->granularity = gp_vidmem_granularity(vctx);
-        pool->device_total = total;
-        /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
-         * every block in one heap, so free space coalesces across the whole device. */
-        size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
-        if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
-        pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
-        if (!pool->arena[GPOOL_MEM_DEVICE]) {
-            gp_vidmem_ops.fini(vctx, NULL);
-            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
-        } else {
-            st =
-                gp_arena_init(pool->arena[GPOOL_MEM_DEVICE], GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx,
-                              pool->granularity, va, pool->cfg.small_max, gp_stream_sync, pool);
-            pool->arena[GPOOL_MEM_DEVICE]->poll = gp_stream_poll;
-            pool->arena[GPOOL_MEM_DEVICE]->seq_of = gp_stream_seq_hook;
-            pool->arena[GPOOL_MEM_DEVICE]->may_drive = gp_stream_may_drive;
-            pool->arena[GPOOL_MEM_DEVICE]->slab_tag = (uintptr_t)pool->cfg.default_stream;
-            pool->arena[GPOOL_MEM_DEVICE]->device_total = total;
-            if (st == GPOOL_OK) {
-                int pushed;
-                gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-                st = gp_arena_reserve_first(pool->arena[GPOOL_MEM_DEVICE]);
-                gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-                if (st != GPOOL_OK) {
-                    char why[400];
-                    snprintf(why, sizeof why, "%s", gpool_last_error());
-                    st = gp_fail(st,
-                                 "gpool_create: cannot reserve %zu bytes of device address "
-                                 "space (va_reserve): %s",
-                                 va, why);
-                    gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
-                    free(pool->arena[GPOOL_MEM_DEVICE]);
-                    pool->arena[GPOOL_MEM_DEVICE] = NULL;
-                }
-            } else {
-                gp_vidmem_ops.fini(vctx, NULL);
-                free(pool->arena[GPOOL_MEM_DEVICE]);
-                pool->arena[GPOOL_MEM_DEVICE] = NULL;
-            }
-        }
-    }
+    st = gp_device_kind_create(pool);
     pool->id = atomic_fetch_add(&next_pool_id, 1);
     pool->default_tag = (uintptr_t)pool->cfg.default_stream;
     /* A per-thread default stream is a different stream on each thread: blocks flushed from
@@ -163,10 +107,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     if (st == GPOOL_OK && gp_pool_register(pool) != 0)
         st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory registering the pool");
     if (st != GPOOL_OK) {
-        if (pool->arena[GPOOL_MEM_DEVICE]) {
-            gp_arena_fini(pool->arena[GPOOL_MEM_DEVICE], NULL, NULL);
-            free(pool->arena[GPOOL_MEM_DEVICE]);
-        }
+        gp_device_kind_abandon(pool);
         gp_streams_destroy(pool);
         gp_trace_close(pool);
         GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
@@ -184,24 +125,9 @@ gpool_status gpool_destroy(gpool_t *pool)
     pthread_mutex_lock(&pool->lock);
     gp_tcache_pool_gone(pool);
     pthread_mutex_unlock(&pool->lock);
-    /* every page goes back to the driver: the work queued so far on any stream must be done
-     * first (blocks freed on their only stream are reusable at once, so nothing is pending
-     * for them, yet a kernel may still use them); frees still waiting on other streams are
-     * done by the user: finish them too */
-    gp_arena *dev = pool->arena[GPOOL_MEM_DEVICE];
-    pthread_mutex_lock(&dev->lock);
-    gp_stream_sync_all(pool, dev);
-    pthread_mutex_unlock(&dev->lock);
     uint64_t live = 0, bytes = 0;
-    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
-        if (!pool->arena[k]) continue;
-        uint64_t n = 0, b = 0;
-        gp_arena_fini(pool->arena[k], &n, &b);
-        free(pool->arena[k]);
-        live += n;
-        bytes += b;
-    }
-    gp_sysmem_destroy(pool, &live, &bytes);
+    for (int i = 0; i < GP_KIND_COUNT; i++)
+        gp_kinds[i]->destroy(pool, &live, &bytes);
     gp_streams_destroy(pool);
     GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
     gp_trace_close(pool);
@@ -218,7 +144,7 @@ gpool_status gpool_destroy(gpool_t *pool)
 
 /* ---------- allocation ---------- */
 
-static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, size_t size)
+static gpool_status check_params(const gpool_alloc_params *p, size_t size)
 {
     if (size > MAX_REQUEST)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "size %zu exceeds what any device can hold", size);
@@ -232,28 +158,7 @@ static gpool_status check_params(gpool_t *pool, const gpool_alloc_params *p, siz
                        p->flags & ~(unsigned)KNOWN_FLAGS);
     if (p->alignment & (p->alignment - 1))
         return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu is not a power of two", p->alignment);
-    if (p->alignment > pool->granularity)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu exceeds the page size %zu",
-                       p->alignment, pool->granularity);
-    int host_page =
-        p->kind != GPOOL_MEM_DEVICE && (p->page_size == 4096 || p->page_size == ((size_t)2 << 20));
-    if (!host_page && !gp_page_size_valid(p->page_size, pool->granularity))
-        return gp_fail(GPOOL_ERR_INVALID_ARG,
-                       "page size %zu is not 0 or a power-of-two multiple of the granularity %zu",
-                       p->page_size, pool->granularity);
     return GPOOL_OK;
-}
-
-/* The fill is queued on the block's stream: synchronous cuMemsetD8 runs on the legacy stream
- * ("API synchronization behavior"), which a non-blocking stream is not ordered after. */
-static gpool_status zero_fill(gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
-{
-    int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                        pool->drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, (CUstream)stream));
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
 }
 
 static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_params *params,
@@ -263,110 +168,21 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_alloc: %s is NULL", pool ? "out" : "pool");
     *out = NULL;
     if (size == 0) return GPOOL_OK;
-    gpool_status st = check_params(pool, params, size);
+    gpool_status st = check_params(params, size);
     if (st != GPOOL_OK) return st;
-    gpool_mem_kind kind = params ? params->kind : GPOOL_MEM_DEVICE;
-    int is_auto = kind == GPOOL_MEM_AUTO;
-    if (is_auto) kind = gp_policy_kind(params->usage, size);
-    if (kind != GPOOL_MEM_DEVICE) {
-        /* host blocks during graph capture: not supported (their paths may call the driver) */
-        st = gp_stream_may_drive(pool, gp_stream_tag(stream));
-        if (st != GPOOL_OK) return st;
-        gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag; hp.kind stays
-                                                             AUTO when it was (budget spill) */
-        gp_stream_process(pool);
-        st = gp_sysmem_alloc(pool, kind, size, &hp, out);
-        if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) /* frees were waiting */
-            st = gp_sysmem_alloc(pool, kind, size, &hp, out);
-        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 1, *out, size, stream);
-        return st;
-    }
-    if (params && params->page_size && params->page_size != pool->granularity &&
-        params->page_size != gp_device_chunk_size(size, pool->granularity))
-        /* device blocks are mapped in granularity pages, from chunks whose size follows from
-         * the block size (pagesize.c): another page size would be silently ignored */
-        return gp_fail(GPOOL_ERR_UNSUPPORTED,
-                       "page_size %zu for a %zu-byte device block: device blocks use %zu-byte "
-                       "pages, and blocks of this size %zu-byte chunks; pass 0 or one of those",
-                       params->page_size, size, pool->granularity,
-                       gp_device_chunk_size(size, pool->granularity));
-    size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
-    unsigned flags = params ? params->flags : 0;
-    uintptr_t tag = gp_stream_tag(stream);
-    if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
-    if (tag == pool->default_tag && align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
-        size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out)) {
-        if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
-        return GPOOL_OK;
-    }
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
-    uint32_t usage = params ? (uint32_t)params->usage : 0;
-    size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
-    if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
-    size_t pages = size / pool->granularity + (size % pool->granularity != 0);
-    if (pool->device_total && pages > pool->device_total / pool->granularity) {
-        /* no amount of releasing or remapping can help: say so without touching the cache */
-        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                     "vidmem: cannot allocate %zu bytes: the device has %zu bytes in all (%zu "
-                     "pages of %zu bytes); cause: the request can never fit on this device",
-                     size, pool->device_total, pool->device_total / pool->granularity,
-                     pool->granularity);
-    } else if (budget && gp_arena_in_use(a) + size > budget) {
-        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                     "device budget: %zu bytes requested, %zu of the %zu-byte budget in use", size,
-                     gp_arena_in_use(a), budget);
-    } else {
-        gp_stream_process(pool);
-        gp_arena_retried = 0;
-        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
-        if (st == GPOOL_ERR_OUT_OF_MEMORY) {
-            gp_arena_retried = 1;
-            /* blocks parked in thread caches may be what is missing */
-            gp_tcache_flush_mine(pool);
-            gp_tcache_reclaim_idle(pool);
-            gp_tcache_flush_all(pool);
-            st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
-        }
-        /* the other pools of this device give back their cache before this one fails */
-        for (int stage = 1; st == GPOOL_ERR_OUT_OF_MEMORY && stage <= 2; stage++) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", gpool_last_error());
-            if (!gp_registry_relieve(pool, stage)) {
-                gp_fail(st, "%s", why);
-                break;
-            }
-            st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
-        }
-        if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
-    }
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && is_auto && (flags & GPOOL_ALLOC_ALLOW_FALLBACK)) {
-        gpool_alloc_params fb = *params;
-        fb.kind = GPOOL_MEM_HOST_MAPPED;
-        fb.flags |= GP_ALLOC_FELL_BACK;
+    gp_placement pl;
+    st = gp_policy_place(pool, params, size, &pl);
+    if (st != GPOOL_OK) return st;
+    st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, out);
+    /* a kind makes the moves among its own memory; this is a move to another kind */
+    if (gp_policy_move(&pl, st, 0)) {
         char why[300];
         snprintf(why, sizeof why, "%s", gpool_last_error());
-        st = gp_sysmem_alloc(pool, GPOOL_MEM_HOST_MAPPED, size, &fb, out);
-        if (st == GPOOL_OK) {
-            atomic_fetch_add(&pool->fallbacks, 1);
-            if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
-            return GPOOL_OK;
-        }
-        char more[300];
-        snprintf(more, sizeof more, "%s", gpool_last_error());
-        st = gp_fail(st, "%s; fallback to mapped sysmem failed too: %s", why, more);
-    }
-    if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
-        st = zero_fill(pool, *out, size, stream);
-        /* queued work now touches the block: its pages are not unmapped before a synchronize
-         * (even once it is freed through a thread cache, which counts no free) */
-        pthread_mutex_lock(&a->lock);
-        a->frees_since_sync++;
-        pthread_mutex_unlock(&a->lock);
+        st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, out);
         if (st != GPOOL_OK) {
-            gp_arena_free(a, *out, tag, 0);
-            *out = NULL;
+            char more[300];
+            snprintf(more, sizeof more, "%s", gpool_last_error());
+            st = gp_fail(st, "%s; fallback to mapped sysmem failed too: %s", why, more);
         }
     }
     if (st != GPOOL_OK) {
@@ -425,95 +241,19 @@ gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_par
     return alloc_impl(pool, size, params, stream, out);
 }
 
-static gp_arena *arena_of(gpool_t *pool, const void *ptr)
-{
-    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++)
-        if (pool->arena[k] && gp_arena_contains(pool->arena[k], (uintptr_t)ptr))
-            return pool->arena[k];
-    return NULL;
-}
-
-/* A device block freed on another stream than the one it was allocated on: the memory may
- * still be waiting for work queued on the allocating stream before the block was handed out
- * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
- * for. So the free also waits for the allocating stream, as if the block had been recorded
- * on it. Returns 1 when the free went that way (status in *st). */
-static int cross_stream_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag, gpool_status *st)
-{
-    uintptr_t base, btag;
-    size_t size, requested;
-    uint32_t usage;
-    if (gp_arena_block(a, ptr, &base, &size, &requested, &btag, &usage) != GPOOL_OK ||
-        base != (uintptr_t)ptr || btag == tag)
-        return 0; /* same stream, or not a block: the plain path handles (or reports) it */
-    if (gp_stream_record(pool, ptr, tag, btag) != GPOOL_OK) {
-        /* cannot track one more stream for it: wait for the allocating stream now */
-        gp_clear_error();
-        *st = gp_stream_wait(pool, btag);
-        return *st != GPOOL_OK;
-    }
-    return gp_stream_defer_free(pool, ptr, tag, st);
-}
-
 static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (!ptr) return GPOOL_OK;
-    gpool_status st = GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
-    size_t traced = 0;
-    if (pool->trace) {
-        gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
-        if (gpool_get_block_desc(pool, ptr, &info) == GPOOL_OK) traced = info.requested_size;
-    }
-    if (gp_stream_defer_free(pool, ptr, tag, &st)) { /* used on other streams too */
-        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
+    for (int i = 0; i < GP_KIND_COUNT; i++) {
+        gp_block_ref ref;
+        gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &ref);
+        if (!ref.owned) continue;
+        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
         return st;
     }
-    if (tag == pool->default_tag && gp_tcache_free(pool, ptr)) {
-        if (pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
-        return GPOOL_OK;
-    }
-    gp_arena *a = arena_of(pool, ptr);
-    if (!a) {
-        int owned = 0;
-        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
-        st = gp_sysmem_block_info(pool, ptr, &d, &owned);
-        if (!owned)
-            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
-        if (st != GPOOL_OK) return st;
-        if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
-            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start",
-                           ptr);
-        st = gp_stream_defer_host_free(pool, ptr, tag, &d);
-        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
-        return st;
-    }
-    int small = gp_arena_slab_of(a, (uintptr_t)ptr) != NULL;
-    if (!small && a == pool->arena[GPOOL_MEM_DEVICE] && cross_stream_free(pool, a, ptr, tag, &st)) {
-        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
-        return st;
-    }
-    st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
-    if (st == GPOOL_OK && !small && pool->cfg.release_threshold) {
-        gp_arena_counters c;
-        size_t held, idle;
-        gp_arena_stats(a, &c, &held, &idle);
-        if (held > c.in_use + pool->cfg.release_threshold) {
-            gpool_status t = gp_arena_trim(a, pool->cfg.release_threshold);
-            if (t != GPOOL_OK) { /* the block is freed; what it met on the way is reported */
-                char why[600];
-                snprintf(why, sizeof why, "%s", gpool_last_error());
-                st = gp_fail(t,
-                             "gpool_free: the block was freed, but giving memory back "
-                             "(release_threshold) failed: %s",
-                             why);
-                return st;
-            }
-        }
-    }
-    if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, traced, stream);
-    return st;
+    return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
 }
 
 static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
@@ -557,17 +297,12 @@ gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream
 gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_trim: pool is NULL");
-    gp_tcache_flush_mine(pool);
-    gp_tcache_reclaim_idle(pool); /* idle threads' caches too; busy ones at their next call */
-    gp_tcache_flush_all(pool);
     gpool_status st = GPOOL_OK;
-    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
-        if (!pool->arena[k]) continue;
-        gpool_status s2 = gp_arena_trim(pool->arena[k], keep_bytes);
+    for (int i = 0; i < GP_KIND_COUNT; i++) {
+        gpool_status s2 = gp_kinds[i]->trim(pool, keep_bytes);
         if (s2 != GPOOL_OK && st == GPOOL_OK) st = s2;
     }
-    gpool_status s3 = gp_sysmem_trim(pool, keep_bytes);
-    return st != GPOOL_OK ? st : s3;
+    return st;
 }
 
 void gp_kind_stats_add(gpool_kind_stats *total, const gpool_kind_stats *k)
@@ -617,55 +352,18 @@ static void keep_peaks_monotone(gpool_t *pool, gpool_stats *out)
     pthread_mutex_unlock(&pool->lock);
 }
 
-/* The statistics from running counters: O(threads + kinds), whatever the heap's size, each
- * lock held for a copy of counters. exact: sum the small blocks' requested bytes by walking
- * every slab instead (gpool_calculate_stats). */
+/* The statistics from running counters: O(threads + kinds), whatever the heap's size. exact:
+ * sum the small blocks' requested bytes by walking every slab instead (gpool_calculate_stats). */
 static gpool_status stats_impl(gpool_t *pool, gpool_stats *out, int exact)
 {
     memset(out, 0, sizeof *out);
-    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req;
-    pthread_mutex_lock(&pool->lock);
-    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
-    pthread_mutex_unlock(&pool->lock);
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
-    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
-        if (!pool->arena[k]) continue;
-        gp_arena_counters c;
-        size_t held, idle;
-        gp_arena_stats(pool->arena[k], &c, &held, &idle);
-        gpool_kind_stats *ks = &out->kind[k];
-        int dev = k == GPOOL_MEM_DEVICE;
-        /* blocks parked in thread caches or freed but pending on a stream are not in use */
-        ks->in_use_bytes = c.in_use - c.pending_bytes - (dev ? tc_cached : 0);
-        /* small blocks: the arena's and the thread caches' balances (mod 2^64) */
-        uint64_t small = exact ? gp_arena_small_requested(pool->arena[k])
-                               : c.small_requested + (dev ? tc_req : 0);
-        ks->requested_bytes = c.requested + small;
-        ks->reserved_bytes = held;
-        ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
-        ks->peak_in_use_bytes = c.peak_in_use;
-        /* the thread caches do not track the small blocks' peak, so this peak is sampled */
-        ks->peak_requested_bytes =
-            c.peak_requested > ks->requested_bytes ? c.peak_requested : ks->requested_bytes;
-        ks->peak_reserved_bytes = c.peak_held;
-        ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
-        ks->allocs = c.allocs + (dev ? tc_allocs : 0);
-        ks->frees = c.frees + (dev ? tc_frees : 0);
-        ks->live_blocks = ks->allocs - ks->frees;
-        out->pending_frees += c.pending_slots;
-        if (!dev) { /* the device kind's are counted per gpool_alloc call, in alloc_impl */
-            out->oom_retries += c.oom_retries;
-            out->ooms += c.ooms;
-        }
-        gp_kind_stats_add(total, ks);
-    }
-    out->ooms += atomic_load_explicit(&pool->dev_ooms, memory_order_relaxed);
-    out->oom_retries += atomic_load_explicit(&pool->dev_oom_retries, memory_order_relaxed);
+    for (int i = 0; i < GP_KIND_COUNT; i++)
+        gp_kinds[i]->stats(pool, out, exact);
     for (int i = 0; i < GPOOL_DRV_COUNT; i++) {
         out->driver_calls[i] = atomic_load_explicit(&pool->cnt.n[i], memory_order_relaxed);
         out->driver_calls_total += out->driver_calls[i];
     }
-    gp_sysmem_stats(pool, out);
     /* Frees still waiting on streams' events are frees from the caller's point of view. */
     for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
         uint64_t n, bytes, req;
@@ -685,12 +383,7 @@ static gpool_status stats_impl(gpool_t *pool, gpool_stats *out, int exact)
         out->pending_frees += n;
     }
     keep_peaks_monotone(pool, out);
-    out->tcache_hits = tc_hits;
     out->fallbacks = atomic_load_explicit(&pool->fallbacks, memory_order_relaxed);
-    gp_arena *da = pool->arena[GPOOL_MEM_DEVICE];
-    pthread_mutex_lock(&da->lock);
-    out->pages_remapped = gp_vidmem_remaps(da->bctx);
-    pthread_mutex_unlock(&da->lock);
     return GPOOL_OK;
 }
 
@@ -743,60 +436,19 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
                        pool ? "out" : "pool");
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
-    gp_arena *a = ptr ? arena_of(pool, ptr) : NULL;
-    if (!a && ptr) {
+    for (int i = 0; ptr && i < GP_KIND_COUNT; i++) {
         int owned = 0;
-        gpool_status st = gp_sysmem_block_info(pool, ptr, out, &owned);
+        gpool_status st = gp_kinds[i]->block_info(pool, ptr, out, &owned);
         if (owned) return st;
     }
-    if (!a) return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
-    uintptr_t base, tag;
-    size_t size, req;
-    uint32_t usage;
-    gpool_status st = gp_arena_block(a, ptr, &base, &size, &req, &tag, &usage);
-    if (st != GPOOL_OK) return st;
-    out->kind = a->kind;
-    out->usage = (gpool_usage)usage;
-    out->requested_size = req;
-    out->size = size;
-    out->page_size = a->kind == GPOOL_MEM_DEVICE ? gp_device_chunk_size(size, a->page) : a->page;
-    out->device_ptr = base;
-    out->host_ptr = a->kind == GPOOL_MEM_DEVICE ? NULL : (void *)base;
-    out->stream = (gpool_stream_t)tag;
-    out->device = pool->cfg.device;
-    return GPOOL_OK;
-}
-
-/* The device kind's cached_bytes of gpool_get_stats, from the same running counters but
- * without the other kinds: O(threads), whatever the heap's size. */
-static uint64_t device_cached(gpool_t *pool)
-{
-    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req, n, bytes, req;
-    pthread_mutex_lock(&pool->lock);
-    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
-    pthread_mutex_unlock(&pool->lock);
-    gp_arena_counters c;
-    size_t held, idle;
-    gp_arena_stats(pool->arena[GPOOL_MEM_DEVICE], &c, &held, &idle);
-    gp_stream_deferred(pool, GPOOL_MEM_DEVICE, &n, &bytes, &req);
-    uint64_t in_use = c.in_use - c.pending_bytes - tc_cached - bytes;
-    return held > in_use ? held - in_use : 0;
+    return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
 }
 
 gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)
 {
     if (!pool || !free_bytes || !total_bytes)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_mem_get_info: NULL argument");
-    size_t fr = 0, total = 0;
-    int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuMemGetInfo(&fr, &total));
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
-    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemGetInfo");
-    fr += device_cached(pool);
-    *free_bytes = fr < total ? fr : total;
-    *total_bytes = total;
-    return GPOOL_OK;
+    return gp_device_mem_info(pool, free_bytes, total_bytes);
 }
 
 const char *gpool_driver_call_name(gpool_driver_call call)
@@ -852,13 +504,8 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
             ",\"tcache_hits\":%" PRIu64 "},\"arenas\":{",
             s.oom_retries, s.ooms, s.pages_remapped, s.tcache_hits);
     int first = 1;
-    for (int k = 1; k < GPOOL_MEM_KIND_COUNT; k++) {
-        if (!pool->arena[k]) continue;
-        fprintf(f, "%s\"%s\":", first ? "" : ",", kinds[k]);
-        gp_arena_dump_json(pool->arena[k], f);
-        first = 0;
-    }
-    gp_sysmem_dump_json(pool, f);
+    for (int i = 0; i < GP_KIND_COUNT; i++)
+        gp_kinds[i]->dump_json(pool, f, &first);
     fprintf(f, "}}\n");
     if (ferror(f)) return gp_fail(GPOOL_ERR_IO, "gpool_dump_json: write failed");
     return GPOOL_OK;
@@ -869,7 +516,6 @@ gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_t size, si
     if (!pool || !out || (unsigned)kind >= GPOOL_MEM_KIND_COUNT)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_page_size: NULL argument or bad kind");
     if (kind == GPOOL_MEM_AUTO) kind = gp_policy_kind(GPOOL_USAGE_DEFAULT, size);
-    *out = kind == GPOOL_MEM_DEVICE ? gp_device_chunk_size(size, pool->granularity)
-                                    : gp_host_page_size(size);
+    *out = gp_policy_page_size(pool, kind, size, 0);
     return GPOOL_OK;
 }

@@ -19,6 +19,8 @@ struct gpool {
     CUdevice dev;
     CUcontext ctx;
     gp_drv_counters cnt;
+    gp_devctx dc; /* drv, dev, ctx and &cnt as one, for the kinds and backends (stream.c and
+                     the pool's own calls still read the fields above) */
     gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE]; host kinds live in sys */
     struct gp_sysmem *sys;                 /* host kinds, created by sysmem.c on first use */
     struct gp_streams *streams;            /* stream-ordered reuse state (stream.c) */

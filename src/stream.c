@@ -381,20 +381,15 @@ gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag)
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuStreamSynchronize");
 }
 
-int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *st)
+int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                         gpool_status *st)
 {
     gp_streams *ss = pool->streams;
     *st = GPOOL_OK;
     if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
-    if (!gp_arena_contains(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr))
-        return 0; /* host blocks: gp_stream_defer_host_free */
-    uintptr_t base, btag;
-    size_t bsize, breq;
-    uint32_t usage;
-    if (gp_arena_block(pool->arena[GPOOL_MEM_DEVICE], ptr, &base, &bsize, &breq, &btag, &usage) !=
-            GPOOL_OK ||
-        base != (uintptr_t)ptr)
-        return 0; /* not a live block: the plain path reports it */
+    if (!ref->live) return 0; /* not a live block: the plain path reports it */
+    uintptr_t btag = ref->tag;
+    size_t bsize = ref->size, breq = ref->requested;
     ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {

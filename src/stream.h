@@ -38,9 +38,10 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
 /* Wait for the work queued on stream tag (cuStreamSynchronize). */
 gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag);
 
-/* If ptr was used on other streams, queue its free behind events on them and return 1
- * (*st says how that went); 0 when the caller frees it now. */
-int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, gpool_status *st);
+/* If device block ptr (resolved in ref) was used on other streams, queue its free behind
+ * events on them and return 1 (*st says how that went); 0 when the caller frees it now. */
+int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                         gpool_status *st);
 
 /* Free host block ptr (freed on stream tag) once the work queued on tag and on the streams
  * recorded for it has completed. */

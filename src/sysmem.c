@@ -5,7 +5,7 @@
  *     (sysmem_small.c);
  *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
  *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
- *     gp_host_page_size — the same best-fit, page-sharing machinery as vidmem;
+ *     the placement policy — the same best-fit, page-sharing machinery as vidmem;
  *   - without unified addressing (mapped only): one cuMemHostAlloc per block, the device
  *     address kept apart from the host address.
  * Every live block has a record keyed by the address the caller got (the device address for
@@ -18,12 +18,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "error.h"
-#include "pagesize.h"
+#include "kind.h"
 #include "pool.h"
 #include "ptrmap.h"
+#include "stream.h"
 #include "sysmem_backend.h"
 #include "sysmem_numa.h"
 #include "sysmem_small.h"
@@ -125,7 +125,7 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for host-memory state");
     pthread_mutex_init(&s->lock, NULL);
     gp_ptrmap_init(&s->blocks);
-    s->env = (gp_host_env){.drv = pool->drv, .ctx = pool->ctx, .cnt = &pool->cnt, .numa = &s->numa};
+    s->env = (gp_host_env){.dc = pool->dc, .numa = &s->numa};
     int v = 0, m = 0;
     CUresult r = GP_DRV(
         &pool->cnt, GPOOL_DRV_OTHER,
@@ -202,49 +202,14 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
 static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t align,
                                  uintptr_t *host, uintptr_t *key, size_t *got)
 {
-    const gp_driver *d = s->env.drv;
-    long ps = sysconf(_SC_PAGESIZE);
-    size_t page = ps > 0 ? (size_t)ps : 4096;
-    if (align > page)
-        return gp_fail(GPOOL_ERR_UNSUPPORTED,
-                       "alignment %zu above the %zu-byte page for mapped memory whose device "
-                       "address is not its host address",
-                       align, page);
-    if (!d->cuMemHostAlloc || !d->cuMemFreeHost || !d->cuMemHostGetDevicePointer)
-        return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
-                                            "cuMemHostGetDevicePointer");
-    int pushed;
-    gp_ctx_enter(d, s->env.ctx, s->env.cnt, &pushed);
-    void *h = NULL;
-    CUdeviceptr dp = 0;
-    gpool_status st = GPOOL_OK;
-    CUresult r =
-        GP_DRV(s->env.cnt, GPOOL_DRV_HOST_ALLOC,
-               d->cuMemHostAlloc(&h, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
-    if (r != CUDA_SUCCESS) {
-        st = gp_cu_fail(r, "cuMemHostAlloc");
-    } else {
-        r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
-        if (r != CUDA_SUCCESS) {
-            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
-            GP_DRV(s->env.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
-        }
-    }
-    gp_ctx_leave(d, s->env.cnt, pushed);
-    if (st != GPOOL_OK) return st;
-    *host = (uintptr_t)h;
-    *key = (uintptr_t)dp;
-    *got = (size + page - 1) & ~(page - 1);
-    atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
-    return GPOOL_OK;
+    gpool_status st = gp_hostmem_direct_alloc(&s->env, size, align, host, key, got);
+    if (st == GPOOL_OK) atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
+    return st;
 }
 
 static void direct_free(gp_sysmem *s, host_kind *k, host_block *b)
 {
-    int pushed;
-    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-    GP_DRV(s->env.cnt, GPOOL_DRV_HOST_FREE, s->env.drv->cuMemFreeHost((void *)b->host));
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    gp_hostmem_direct_free(&s->env, b->host);
     atomic_fetch_sub_explicit(&k->reserved, b->size, memory_order_relaxed);
 }
 
@@ -269,19 +234,19 @@ static void note_peaks(host_kind *k)
 }
 
 /* Allocate in one kind. *over_budget = 1 when the kind's budget refused the request. */
-static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t size,
-                               const gpool_alloc_params *params, int fell_back, int *over_budget,
-                               void **out)
+static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *pl,
+                               const gpool_alloc_params *params, int *over_budget, void **out)
 {
+    gpool_mem_kind kind = pl->kind;
+    size_t size = pl->size;
     host_kind *k = hk(s, kind);
     *over_budget = 0;
     if (kind == GPOOL_MEM_HOST_MAPPED && !s->can_map)
         return gp_fail(GPOOL_ERR_UNSUPPORTED, "device %d cannot map host memory", pool->cfg.device);
-    size_t align = params && params->alignment > GP_MIN_ALIGN ? params->alignment : GP_MIN_ALIGN;
-    size_t want_page = params ? params->page_size : 0;
-    unsigned flags = params ? params->flags : 0;
+    size_t align = pl->align;
+    size_t want_page = pl->want_page;
+    unsigned flags = pl->flags;
     size_t est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    size_t budget = pool->cfg.budget[kind];
 
     /* mapped memory whose device address is not its host address: small blocks from
      * registered extents (never spanning two, so device address = extent's + offset), larger
@@ -291,21 +256,19 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
               : small_ok                                          ? SRC_SMALL
               : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
                                                                   : SRC_LARGE;
-    size_t page = want_page ? want_page : gp_host_page_size(size); /* as asked (checked) */
+    size_t page = pl->page; /* as asked (checked) or as the policy chose */
     int pg = page >= HOST_HUGE_PAGE ? PG_2M : PG_4K;
 
     gp_small *sm = NULL;
     gp_arena *la = NULL;
     gpool_status st = GPOOL_OK;
     pthread_mutex_lock(&s->lock);
-    if (budget && k->in_use + est > budget) {
-        uint64_t used = k->in_use;
+    st = gp_policy_admit(pool, kind, size, k->in_use, est);
+    if (st != GPOOL_OK) {
         k->ooms++;
         pthread_mutex_unlock(&s->lock);
         *over_budget = 1;
-        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                       "%s budget: %zu bytes requested, %" PRIu64 " of the %zu-byte budget in use",
-                       kind_name(kind), size, used, budget);
+        return st;
     }
     if (src == SRC_SMALL) {
         if (!k->small) st = gp_small_create(&s->env, kind, &k->reserved, &k->small);
@@ -362,7 +325,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
             .usage = params ? params->usage : GPOOL_USAGE_DEFAULT,
             .src = (uint8_t)src,
             .pg = (uint8_t)pg,
-            .fell_back = (uint8_t)(fell_back != 0),
+            .fell_back = (uint8_t)(pl->kind != pl->first),
         };
         if ((flags & GPOOL_ALLOC_ZERO) && src != SRC_SMALL) memset((void *)host, 0, size);
     }
@@ -391,35 +354,52 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind,
     return st;
 }
 
-gpool_status gp_sysmem_alloc(gpool_t *pool, gpool_mem_kind kind, size_t size,
-                             const gpool_alloc_params *params, void **out)
+/* Allocate a block placed on a host kind, moving to the next kind as the policy says when
+ * this one cannot serve it (pl->kind: the last kind tried). params: the request's usage and
+ * stream (the block's tag; NULL: the pool's default stream). *out is the host address for
+ * pinned and the device address for mapped memory. */
+static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
+                                 void **out)
 {
     *out = NULL;
-    if (!is_host_kind(kind))
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)kind);
+    if (!is_host_kind(pl->kind))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)pl->kind);
     gp_sysmem *s = NULL;
     gpool_status st = sys_get(pool, &s);
     if (st != GPOOL_OK) return st;
-    unsigned flags = params ? params->flags : 0;
-    int is_auto = params && params->kind == GPOOL_MEM_AUTO;
-    int fell_back = (flags & GP_ALLOC_FELL_BACK) != 0;
-    gpool_mem_kind first = kind;
     for (;;) {
         int over = 0;
-        st = alloc_kind(pool, s, kind, size, params, fell_back || kind != first, &over, out);
-        gpool_mem_kind next = gp_policy_spill(kind);
-        /* AUTO moves on when the budget (not the memory) ran out, to a kind that serves the
-         * same use; never for explicit kinds or a request already moved off vidmem. */
-        if (st == GPOOL_OK || !over || !is_auto || fell_back || !is_host_kind(next)) break;
+        st = alloc_kind(pool, s, pl, params, &over, out);
+        gpool_mem_kind from = pl->kind;
+        if (st == GPOOL_OK || !gp_policy_move(pl, st, over)) break;
         pthread_mutex_lock(&s->lock);
-        hk(s, kind)->spills++;
+        hk(s, from)->spills++;
         pthread_mutex_unlock(&s->lock);
-        kind = next;
     }
-    if (st == GPOOL_OK && kind != first)
+    if (st == GPOOL_OK && pl->kind != pl->first)
         atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
-        fprintf(stderr, "gpool: %s\n", gpool_last_error());
+    return st;
+}
+
+/* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
+ * may call the driver), and frees waiting on streams are finished before one fails. A request
+ * moved here off device memory went through the device kind's stream handling and keeps the
+ * stream its parameters name. */
+static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
+                               gpool_stream_t stream, void **out)
+{
+    if (pl->kind != pl->first) return sysmem_alloc(pool, pl, params, out);
+    gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
+    if (st != GPOOL_OK) return st;
+    gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
+    hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
+    gp_stream_process(pool);
+    gp_placement placed = *pl;
+    st = sysmem_alloc(pool, pl, &hp, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) { /* frees were waiting */
+        *pl = placed;
+        st = sysmem_alloc(pool, pl, &hp, out);
+    }
     return st;
 }
 
@@ -462,20 +442,6 @@ static host_block *containing_locked(gp_sysmem *s, uintptr_t p, uintptr_t *key)
     return NULL;
 }
 
-/* 1 when the driver knows p as page-locked host memory (registered or allocated by someone
- * else: this pool's blocks were looked up first). */
-static int driver_knows(gp_sysmem *s, const void *p)
-{
-    if (!s->env.drv->cuMemHostGetDevicePointer) return 0;
-    CUdeviceptr d = 0;
-    int pushed;
-    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-    CUresult r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER,
-                        s->env.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
-    return r == CUDA_SUCCESS;
-}
-
 /* Not a live block: say whether ptr is ours (stale or interior) or foreign pinned memory. */
 static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int *owned)
 {
@@ -496,7 +462,7 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is in this pool's host memory but not a live block: already freed", ptr);
     }
-    if (driver_knows(s, ptr)) {
+    if (gp_hostmem_page_locked(&s->env, ptr)) { /* someone else's pinned memory */
         *owned = 1;
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is page-locked host memory this pool did not allocate (another pool's "
@@ -538,6 +504,19 @@ gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
     return GPOOL_OK;
 }
 
+/* The host kind's gp_kind.free: a block's free waits for the work queued on its streams. */
+static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
+{
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    *ref = (gp_block_ref){0};
+    gpool_status st = gp_sysmem_block_info(pool, ptr, &d, &ref->owned);
+    if (!ref->owned || st != GPOOL_OK) return st;
+    ref->requested = d.requested_size;
+    if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start", ptr);
+    return gp_stream_defer_host_free(pool, ptr, tag, &d);
+}
+
 gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out, int *owned)
 {
     *owned = 0;
@@ -568,8 +547,9 @@ gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_de
 
 /* ---------- stats, trim, dump ---------- */
 
-void gp_sysmem_stats(gpool_t *pool, gpool_stats *out)
+static void host_stats(gpool_t *pool, gpool_stats *out, int exact)
 {
+    (void)exact; /* host counters are exact already */
     gp_sysmem *s = sys_of(pool);
     if (!s) return;
     gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
@@ -605,7 +585,7 @@ void gp_sysmem_stats(gpool_t *pool, gpool_stats *out)
     }
 }
 
-gpool_status gp_sysmem_trim(gpool_t *pool, size_t keep)
+static gpool_status host_trim(gpool_t *pool, size_t keep)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
@@ -648,13 +628,14 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-void gp_sysmem_dump_json(gpool_t *pool, FILE *f)
+static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return;
     for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
         host_kind *k = hk(s, kind);
-        fprintf(f, ",\"%s\":{\"page_arenas\":[", kind_name(kind));
+        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", kind_name(kind));
+        *first_member = 0;
         int first = 1;
         for (int pg = 0; pg < PG_COUNT; pg++) {
             pthread_mutex_lock(&s->lock);
@@ -712,7 +693,7 @@ void gp_sysmem_dump_json(gpool_t *pool, FILE *f)
 
 /* ---------- teardown and diagnostics ---------- */
 
-void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+static void host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return;
@@ -738,6 +719,16 @@ void gp_sysmem_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
     free(s);
     __atomic_store_n(&pool->sys, NULL, __ATOMIC_RELEASE);
 }
+
+const gp_kind gp_host_kind = {
+    .alloc = host_alloc,
+    .free = host_free,
+    .block_info = gp_sysmem_block_info,
+    .stats = host_stats,
+    .trim = host_trim,
+    .dump_json = host_dump_json,
+    .destroy = host_destroy,
+};
 
 gpool_status gp_sysmem_placement(gpool_t *pool, int *node, char *why, size_t n)
 {

@@ -109,8 +109,8 @@ static int run_drop(gp_hostmem *h, gp_region *g, uint32_t id)
 {
     host_run *r = &h->runs[id];
     size_t len = r->npages * h->page;
-    CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
-                         h->env.drv->cuMemHostUnregister((void *)r->addr));
+    CUresult cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER,
+                         h->env.dc.drv->cuMemHostUnregister((void *)r->addr));
     if (cr != CUDA_SUCCESS) {
         gp_giveback_status = gp_cu_fail(cr, "cuMemHostUnregister");
         return -1;
@@ -143,8 +143,8 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
     }
     if (h->page >= HUGE_PAGE) madvise(p, len, MADV_HUGEPAGE); /* a hint: THP may be off */
     if (gp_numa_bind(h->env.numa, p, len)) h->bound_runs++;
-    CUresult cr = GP_DRV(h->env.cnt, GPOOL_DRV_HOST_REGISTER,
-                         h->env.drv->cuMemHostRegister(p, len, h->reg_flags));
+    CUresult cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_REGISTER,
+                         h->env.dc.drv->cuMemHostRegister(p, len, h->reg_flags));
     gpool_status st = GPOOL_OK;
     if (cr != CUDA_SUCCESS) {
         st = gp_cu_fail(cr, "cuMemHostRegister");
@@ -152,7 +152,8 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
         /* mapped blocks hand out the device address; the arena needs it to equal the host
          * address (unified addressing), which sysmem.c checked before choosing this path */
         CUdeviceptr d = 0;
-        cr = GP_DRV(h->env.cnt, GPOOL_DRV_OTHER, h->env.drv->cuMemHostGetDevicePointer(&d, p, 0));
+        cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_OTHER,
+                    h->env.dc.drv->cuMemHostGetDevicePointer(&d, p, 0));
         if (cr != CUDA_SUCCESS)
             st = gp_cu_fail(cr, "cuMemHostGetDevicePointer");
         else if ((uintptr_t)d != (uintptr_t)p)
@@ -161,7 +162,7 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
                          "addressing",
                          p, (unsigned long long)d);
         if (st != GPOOL_OK)
-            GP_DRV(h->env.cnt, GPOOL_DRV_HOST_UNREGISTER, h->env.drv->cuMemHostUnregister(p));
+            GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER, h->env.dc.drv->cuMemHostUnregister(p));
     }
     if (st != GPOOL_OK) {
         gp_host_map_none(p, len);
@@ -182,9 +183,9 @@ static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, siz
     (void)block_bytes;
     gp_hostmem *h = ctx;
     int pushed;
-    gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+    gp_dc_enter(&h->env.dc, &pushed);
     gpool_status st = hm_back_in_ctx(h, g, first, n);
-    gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    gp_dc_leave(&h->env.dc, pushed);
     return st;
 }
 
@@ -201,12 +202,12 @@ static size_t hm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         for (size_t i = 0; i < r->npages; i++)
             busy |= g->page_used[rfirst + i];
         if (busy) continue;
-        if (!entered) gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+        if (!entered) gp_dc_enter(&h->env.dc, &pushed);
         entered = 1;
         size_t len = r->npages * h->page;
         if (run_drop(h, g, id) == 0) freed += len;
     }
-    if (entered) gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    if (entered) gp_dc_leave(&h->env.dc, pushed);
     return freed;
 }
 
@@ -239,7 +240,7 @@ static void hm_fini(void *ctx, gp_heap *heap)
     gp_hostmem *h = ctx;
     if (!h) return;
     int pushed;
-    gp_ctx_enter(h->env.drv, h->env.ctx, h->env.cnt, &pushed);
+    gp_dc_enter(&h->env.dc, &pushed);
     for (size_t i = 0; i < h->nruns; i++) {
         if (!h->runs[i].addr) continue;
         gp_region *g = heap ? gp_heap_region_of(heap, h->runs[i].addr) : NULL;
@@ -252,7 +253,7 @@ static void hm_fini(void *ctx, gp_heap *heap)
                                       memory_order_relaxed);
         }
     }
-    gp_ctx_leave(h->env.drv, h->env.cnt, pushed);
+    gp_dc_leave(&h->env.dc, pushed);
     for (size_t i = 0; heap && i < heap->nregions; i++)
         hm_unreserve(h, heap->regions[i].base, heap->regions[i].size);
     free(h->runs);
@@ -272,3 +273,62 @@ const gp_backend_ops gp_hostmem_ops = {
     .driver_free = hm_driver_free,
     .fini = hm_fini,
 };
+
+gpool_status gp_hostmem_direct_alloc(const gp_host_env *env, size_t size, size_t align,
+                                     uintptr_t *host, uintptr_t *dev, size_t *got)
+{
+    const gp_driver *d = env->dc.drv;
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    if (align > page)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "alignment %zu above the %zu-byte page for mapped memory whose device "
+                       "address is not its host address",
+                       align, page);
+    if (!d->cuMemHostAlloc || !d->cuMemFreeHost || !d->cuMemHostGetDevicePointer)
+        return gp_fail(GPOOL_ERR_NO_DRIVER, "the driver lacks cuMemHostAlloc/cuMemFreeHost/"
+                                            "cuMemHostGetDevicePointer");
+    int pushed;
+    gp_dc_enter(&env->dc, &pushed);
+    void *h = NULL;
+    CUdeviceptr dp = 0;
+    gpool_status st = GPOOL_OK;
+    CUresult r =
+        GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_ALLOC,
+               d->cuMemHostAlloc(&h, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    if (r != CUDA_SUCCESS) {
+        st = gp_cu_fail(r, "cuMemHostAlloc");
+    } else {
+        r = GP_DRV(env->dc.cnt, GPOOL_DRV_OTHER, d->cuMemHostGetDevicePointer(&dp, h, 0));
+        if (r != CUDA_SUCCESS) {
+            st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
+            GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_FREE, d->cuMemFreeHost(h));
+        }
+    }
+    gp_dc_leave(&env->dc, pushed);
+    if (st != GPOOL_OK) return st;
+    *host = (uintptr_t)h;
+    *dev = (uintptr_t)dp;
+    *got = (size + page - 1) & ~(page - 1);
+    return GPOOL_OK;
+}
+
+void gp_hostmem_direct_free(const gp_host_env *env, uintptr_t host)
+{
+    int pushed;
+    gp_dc_enter(&env->dc, &pushed);
+    GP_DRV(env->dc.cnt, GPOOL_DRV_HOST_FREE, env->dc.drv->cuMemFreeHost((void *)host));
+    gp_dc_leave(&env->dc, pushed);
+}
+
+int gp_hostmem_page_locked(const gp_host_env *env, const void *p)
+{
+    if (!env->dc.drv->cuMemHostGetDevicePointer) return 0;
+    CUdeviceptr d = 0;
+    int pushed;
+    gp_dc_enter(&env->dc, &pushed);
+    CUresult r = GP_DRV(env->dc.cnt, GPOOL_DRV_OTHER,
+                        env->dc.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
+    gp_dc_leave(&env->dc, pushed);
+    return r == CUDA_SUCCESS;
+}

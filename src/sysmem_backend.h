@@ -15,9 +15,7 @@
 
 /* What every host backend of a pool shares. */
 typedef struct gp_host_env {
-    const gp_driver *drv;
-    CUcontext ctx;
-    gp_drv_counters *cnt;
+    gp_devctx dc;
     gp_numa *numa;
 } gp_host_env;
 
@@ -30,6 +28,16 @@ gpool_status gp_hostmem_create(const gp_host_env *env, gpool_mem_kind kind, size
 
 /* Registration runs and NUMA bindings done so far (for dump_json). */
 void gp_hostmem_counts(void *ctx, uint64_t *registrations, uint64_t *bound_runs);
+
+/* Mapped memory without unified addressing: one cuMemHostAlloc(PORTABLE | DEVICEMAP) block
+ * of size bytes (align at most the OS page), *host its CPU address, *dev its device address,
+ * *got the bytes it holds (whole OS pages). gp_hostmem_direct_free gives it back. */
+gpool_status gp_hostmem_direct_alloc(const gp_host_env *env, size_t size, size_t align,
+                                     uintptr_t *host, uintptr_t *dev, size_t *got);
+void gp_hostmem_direct_free(const gp_host_env *env, uintptr_t host);
+
+/* 1 when the driver knows p as page-locked host memory (cuMemHostGetDevicePointer succeeds). */
+int gp_hostmem_page_locked(const gp_host_env *env, const void *p);
 
 /* Unmap-with-PROT_NONE a range, keeping the address space reserved. 0 on success. */
 int gp_host_map_none(void *addr, size_t len);

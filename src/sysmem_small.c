@@ -112,9 +112,9 @@ static gpool_status extent_add(gp_small *s)
     void *p = (void *)a;
     gp_numa_bind(s->env.numa, p, size);
     int pushed;
-    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
-    CUresult r = GP_DRV(s->env.cnt, GPOOL_DRV_HOST_REGISTER,
-                        s->env.drv->cuMemHostRegister(p, size, s->reg_flags));
+    gp_dc_enter(&s->env.dc, &pushed);
+    CUresult r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_REGISTER,
+                        s->env.dc.drv->cuMemHostRegister(p, size, s->reg_flags));
     gpool_status st = GPOOL_OK;
     CUdeviceptr d = (CUdeviceptr)a;
     if (r != CUDA_SUCCESS) {
@@ -123,13 +123,14 @@ static gpool_status extent_add(gp_small *s)
         /* the device address may differ from the host one (CAN_USE_HOST_POINTER_FOR_
          * REGISTERED_MEM = 0): blocks never span extents, so each block's device address is
          * its extent's plus the offset (gp_small_device_addr) */
-        r = GP_DRV(s->env.cnt, GPOOL_DRV_OTHER, s->env.drv->cuMemHostGetDevicePointer(&d, p, 0));
+        r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_OTHER,
+                   s->env.dc.drv->cuMemHostGetDevicePointer(&d, p, 0));
         if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuMemHostGetDevicePointer");
-            GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.drv->cuMemHostUnregister(p));
+            GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.dc.drv->cuMemHostUnregister(p));
         }
     }
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    gp_dc_leave(&s->env.dc, pushed);
     if (st != GPOOL_OK) {
         munmap(p, size);
         free(e);
@@ -160,13 +161,13 @@ static void extent_release(gp_small *s, size_t i)
 {
     small_extent *e = s->ext[i];
     int pushed;
-    gp_ctx_enter(s->env.drv, s->env.ctx, s->env.cnt, &pushed);
+    gp_dc_enter(&s->env.dc, &pushed);
     CUresult r = CUDA_ERROR_UNKNOWN;
     for (int attempt = 0; attempt < 3 && r != CUDA_SUCCESS; attempt++)
-        r = GP_DRV(s->env.cnt, GPOOL_DRV_HOST_UNREGISTER,
-                   s->env.drv->cuMemHostUnregister((void *)e->addr));
+        r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER,
+                   s->env.dc.drv->cuMemHostUnregister((void *)e->addr));
     if (r != CUDA_SUCCESS) gp_giveback_status = gp_cu_fail(r, "cuMemHostUnregister");
-    gp_ctx_leave(s->env.drv, s->env.cnt, pushed);
+    gp_dc_leave(&s->env.dc, pushed);
     munmap((void *)e->addr, e->size);
     atomic_fetch_sub_explicit(s->reserved, e->size, memory_order_relaxed);
     memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof *s->ext);

@@ -119,11 +119,11 @@ static inline int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
     return done;
 }
 
-/* Free ptr into the calling thread's cache when it is a live slot of a default-stream slab.
- * 1 when done; 0 sends the caller to the arena (which also reports bad pointers). */
-static inline int gp_tcache_free(gpool_t *pool, void *ptr)
+/* Free ptr, found in slab s (NULL: none), into the calling thread's cache when it is a live
+ * slot of a default-stream slab. 1 when done; 0 sends the caller to the arena (which also
+ * reports bad pointers). */
+static inline int gp_tcache_free_slab(gpool_t *pool, gp_slab *s, void *ptr)
 {
-    gp_slab *s = gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr);
     if (!s) return 0;
     long i = gp_slot_index(s, (uintptr_t)ptr);
     if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE || s->tag != pool->default_tag)
@@ -137,6 +137,13 @@ static inline int gp_tcache_free(gpool_t *pool, void *ptr)
         gp_tcache_push(tc, s, (uint32_t)i);
     gp_tcache_leave(tc);
     return done;
+}
+
+/* As gp_tcache_free_slab, looking the slab up (the gpool_free fast path). */
+static inline int gp_tcache_free(gpool_t *pool, void *ptr)
+{
+    return gp_tcache_free_slab(
+        pool, gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr), ptr);
 }
 
 #endif

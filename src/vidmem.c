@@ -16,10 +16,7 @@ typedef struct vm_handle {
 } vm_handle;
 
 typedef struct gp_vidmem {
-    const gp_driver *drv;
-    CUdevice dev;
-    CUcontext ctx;
-    gp_drv_counters *cnt;
+    gp_devctx dc;
     size_t gran;
     CUmemAllocationProp prop;
     CUmemAccessDesc *access; /* the pool's device, then its peers (gpool_config.peer_access) */
@@ -54,7 +51,7 @@ static gpool_status access_list(gp_vidmem *v, int peer_access, CUmemAccessDesc *
 {
     int ndev = 1;
     if (peer_access != GPOOL_PEER_NONE) {
-        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_OTHER, v->drv->cuDeviceGetCount(&ndev));
+        CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuDeviceGetCount(&ndev));
         if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGetCount");
         if (ndev < 1) ndev = 1;
     }
@@ -64,11 +61,11 @@ static gpool_status access_list(gp_vidmem *v, int peer_access, CUmemAccessDesc *
     a[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     size_t k = 1;
     for (int d = 0; d < ndev && peer_access != GPOOL_PEER_NONE; d++) {
-        if (d == (int)v->dev) continue;
+        if (d == (int)v->dc.dev) continue;
         int can = 0;
-        if (v->drv->cuDeviceCanAccessPeer) {
-            CUresult r =
-                GP_DRV(v->cnt, GPOOL_DRV_OTHER, v->drv->cuDeviceCanAccessPeer(&can, d, v->dev));
+        if (v->dc.drv->cuDeviceCanAccessPeer) {
+            CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER,
+                                v->dc.drv->cuDeviceCanAccessPeer(&can, d, v->dc.dev));
             if (r != CUDA_SUCCESS) {
                 free(a);
                 return gp_cu_fail(r, "cuDeviceCanAccessPeer");
@@ -78,8 +75,9 @@ static gpool_status access_list(gp_vidmem *v, int peer_access, CUmemAccessDesc *
             free(a);
             return gp_fail(
                 GPOOL_ERR_UNSUPPORTED,
-                "peer_access=all: device %d cannot access device %d's memory%s", d, (int)v->dev,
-                v->drv->cuDeviceCanAccessPeer ? "" : " (the driver has no cuDeviceCanAccessPeer)");
+                "peer_access=all: device %d cannot access device %d's memory%s", d, (int)v->dc.dev,
+                v->dc.drv->cuDeviceCanAccessPeer ? ""
+                                                 : " (the driver has no cuDeviceCanAccessPeer)");
         }
         if (!can) continue;
         a[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -116,18 +114,18 @@ static size_t apply_access(gp_vidmem *v, const CUmemAccessDesc *want, size_t nwa
     size_t done = 0;
     *st = GPOOL_OK;
     int pushed;
-    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    gp_dc_enter(&v->dc, &pushed);
     for (size_t i = 0; i < v->nhandles && *st == GPOOL_OK; i++) {
         if (!v->handles[i].addr) continue;
-        CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_SET_ACCESS,
-                            v->drv->cuMemSetAccess((CUdeviceptr)v->handles[i].addr,
-                                                   v->handles[i].npages * v->gran, all, n));
+        CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_SET_ACCESS,
+                            v->dc.drv->cuMemSetAccess((CUdeviceptr)v->handles[i].addr,
+                                                      v->handles[i].npages * v->gran, all, n));
         if (r != CUDA_SUCCESS)
             *st = gp_cu_fail(r, "cuMemSetAccess");
         else
             done++;
     }
-    gp_ctx_leave(v->drv, v->cnt, pushed);
+    gp_dc_leave(&v->dc, pushed);
     free(all);
     return done;
 }
@@ -163,9 +161,11 @@ size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max)
     return v->naccess;
 }
 
-gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
-                              gp_drv_counters *cnt, int peer_access, void **out)
+gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out)
 {
+    const gp_driver *drv = dc->drv;
+    CUdevice dev = dc->dev;
+    gp_drv_counters *cnt = dc->cnt;
     int vmm = 0;
     CUresult r = GP_DRV(cnt, GPOOL_DRV_OTHER,
                         drv->cuDeviceGetAttribute(
@@ -176,10 +176,7 @@ gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
                        "device %d does not support virtual memory management (VMM)", (int)dev);
     gp_vidmem *v = calloc(1, sizeof *v);
     if (!v) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating the pool");
-    v->drv = drv;
-    v->dev = dev;
-    v->ctx = ctx;
-    v->cnt = cnt;
+    v->dc = *dc;
     v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     v->prop.location.id = (int)dev;
@@ -218,6 +215,28 @@ void gp_vidmem_set_growth(void *ctx, int on)
     ((gp_vidmem *)ctx)->no_growth = !on;
 }
 
+gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stream)
+{
+    gp_vidmem *v = ctx;
+    int pushed;
+    gp_dc_enter(&v->dc, &pushed);
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER,
+                        v->dc.drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, stream));
+    gp_dc_leave(&v->dc, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
+}
+
+gpool_status gp_vidmem_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    gp_vidmem *v = ctx;
+    int pushed;
+    gp_dc_enter(&v->dc, &pushed);
+    CUresult r =
+        GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuMemGetInfo(free_bytes, total_bytes));
+    gp_dc_leave(&v->dc, pushed);
+    return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemGetInfo");
+}
+
 uint64_t gp_vidmem_remaps(void *ctx)
 {
     return ((gp_vidmem *)ctx)->remaps;
@@ -229,10 +248,10 @@ static gpool_status vm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *
     size = (size + v->gran - 1) & ~(v->gran - 1);
     CUdeviceptr p = 0;
     int pushed;
-    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
-    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_ADDRESS_RESERVE,
-                        v->drv->cuMemAddressReserve(&p, size, v->gran, 0, 0));
-    gp_ctx_leave(v->drv, v->cnt, pushed);
+    gp_dc_enter(&v->dc, &pushed);
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_ADDRESS_RESERVE,
+                        v->dc.drv->cuMemAddressReserve(&p, size, v->gran, 0, 0));
+    gp_dc_leave(&v->dc, pushed);
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemAddressReserve");
     *base = (uintptr_t)p;
     *got = size;
@@ -242,8 +261,8 @@ static gpool_status vm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *
 static gpool_status vm_unreserve(void *ctx, uintptr_t base, size_t size)
 {
     gp_vidmem *v = ctx;
-    CUresult r =
-        GP_DRV(v->cnt, GPOOL_DRV_ADDRESS_FREE, v->drv->cuMemAddressFree((CUdeviceptr)base, size));
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_ADDRESS_FREE,
+                        v->dc.drv->cuMemAddressFree((CUdeviceptr)base, size));
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemAddressFree");
 }
 
@@ -287,8 +306,8 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
         return -1;
     }
     CUmemGenericAllocationHandle h = 0;
-    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_CREATE,
-                        v->drv->cuMemCreate(&h, npages * v->gran, &v->prop, 0));
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_CREATE,
+                        v->dc.drv->cuMemCreate(&h, npages * v->gran, &v->prop, 0));
     if (r != CUDA_SUCCESS) {
         memset(&v->handles[id], 0, sizeof v->handles[id]);
         v->slots[v->nslots++] = (uint32_t)id;
@@ -304,7 +323,7 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
 static int handle_destroy(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
-    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_RELEASE, v->drv->cuMemRelease(hd->h));
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_RELEASE, v->dc.drv->cuMemRelease(hd->h));
     if (r != CUDA_SUCCESS) {
         gp_giveback_status = gp_cu_fail(r, "cuMemRelease");
         return -1;
@@ -322,8 +341,8 @@ static int handle_unmap(gp_vidmem *v, uint32_t id)
     vm_handle *hd = &v->handles[id];
     gp_region *g = hd->region;
     size_t first = (hd->addr - g->base) >> g->page_shift;
-    CUresult r = GP_DRV(v->cnt, GPOOL_DRV_MEM_UNMAP,
-                        v->drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
+    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_UNMAP,
+                        v->dc.drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
     if (r != CUDA_SUCCESS) {
         gp_giveback_status = gp_cu_fail(r, "cuMemUnmap");
         return -1;
@@ -444,8 +463,8 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
         }
         uintptr_t addr = g->base + ((first + done) << g->page_shift);
         CUresult r =
-            GP_DRV(v->cnt, GPOOL_DRV_MEM_MAP,
-                   v->drv->cuMemMap((CUdeviceptr)addr, want * v->gran, 0, v->handles[id].h, 0));
+            GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_MAP,
+                   v->dc.drv->cuMemMap((CUdeviceptr)addr, want * v->gran, 0, v->handles[id].h, 0));
         if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuMemMap");
             handle_retire(v, (uint32_t)id);
@@ -459,9 +478,9 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
     }
     if (st == GPOOL_OK) {
         uintptr_t addr = g->base + (first << g->page_shift);
-        CUresult r =
-            GP_DRV(v->cnt, GPOOL_DRV_MEM_SET_ACCESS,
-                   v->drv->cuMemSetAccess((CUdeviceptr)addr, n * v->gran, v->access, v->naccess));
+        CUresult r = GP_DRV(
+            v->dc.cnt, GPOOL_DRV_MEM_SET_ACCESS,
+            v->dc.drv->cuMemSetAccess((CUdeviceptr)addr, n * v->gran, v->access, v->naccess));
         if (r == CUDA_SUCCESS) return GPOOL_OK;
         st = gp_cu_fail(r, "cuMemSetAccess");
     }
@@ -484,9 +503,9 @@ static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, siz
 {
     gp_vidmem *v = ctx;
     int pushed;
-    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    gp_dc_enter(&v->dc, &pushed);
     gpool_status st = vm_back_in_ctx(v, g, first, n, block_bytes);
-    gp_ctx_leave(v->drv, v->cnt, pushed);
+    gp_dc_leave(&v->dc, pushed);
     return st;
 }
 
@@ -497,7 +516,7 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
     int pushed = 0, entered = 0;
     v->pressed = 1;
     if (v->nlimbo) {
-        gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+        gp_dc_enter(&v->dc, &pushed);
         entered = 1;
         limbo_retry(v, NULL, 0, 0);
     }
@@ -509,13 +528,13 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         for (size_t i = 0; i < hd->npages; i++)
             busy |= g->page_used[hfirst + i];
         if (busy) continue;
-        if (!entered) gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+        if (!entered) gp_dc_enter(&v->dc, &pushed);
         entered = 1;
         if (handle_unmap(v, id) != 0) continue; /* stays backed: cached */
         freed += hd->npages * v->gran;
         handle_retire(v, id);
     }
-    if (entered) gp_ctx_leave(v->drv, v->cnt, pushed);
+    if (entered) gp_dc_leave(&v->dc, pushed);
     return freed;
 }
 
@@ -524,7 +543,7 @@ static gpool_status vm_release(void *ctx, size_t keep)
     gp_vidmem *v = ctx;
     if (!v->nidle || v->idle_pages * v->gran <= keep) return GPOOL_OK;
     int pushed;
-    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    gp_dc_enter(&v->dc, &pushed);
     gpool_status st = GPOOL_OK;
     while (v->nidle && v->idle_pages * v->gran > keep) {
         uint32_t id = v->idle[v->nidle - 1];
@@ -535,7 +554,7 @@ static gpool_status vm_release(void *ctx, size_t keep)
         v->nidle--;
         v->idle_pages--;
     }
-    gp_ctx_leave(v->drv, v->cnt, pushed);
+    gp_dc_leave(&v->dc, pushed);
     return st;
 }
 
@@ -555,7 +574,7 @@ static size_t vm_driver_free(void *ctx)
 {
     gp_vidmem *v = ctx;
     size_t fr = 0, total = 0;
-    if (GP_DRV(v->cnt, GPOOL_DRV_OTHER, v->drv->cuMemGetInfo(&fr, &total)) != CUDA_SUCCESS)
+    if (GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuMemGetInfo(&fr, &total)) != CUDA_SUCCESS)
         return SIZE_MAX;
     return fr;
 }
@@ -565,7 +584,7 @@ static void vm_fini(void *ctx, gp_heap *heap)
     gp_vidmem *v = ctx;
     if (!v) return;
     int pushed;
-    gp_ctx_enter(v->drv, v->ctx, v->cnt, &pushed);
+    gp_dc_enter(&v->dc, &pushed);
     /* a call that fails once (a transient driver error) is tried once more */
     for (int attempt = 0; attempt < 2; attempt++) {
         for (size_t i = 0; i < v->nhandles; i++)
@@ -576,7 +595,7 @@ static void vm_fini(void *ctx, gp_heap *heap)
     for (size_t i = 0; heap && i < heap->nregions; i++)
         if (vm_unreserve(v, heap->regions[i].base, heap->regions[i].size) != GPOOL_OK)
             vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
-    gp_ctx_leave(v->drv, v->cnt, pushed);
+    gp_dc_leave(&v->dc, pushed);
     free(v->handles);
     free(v->limbo);
     free(v->idle);

@@ -25,8 +25,7 @@ extern const gp_backend_ops gp_vidmem_ops;
  * peer_access (gpool_peer_access) decides which devices each mapping is made accessible to.
  * Errors: GPOOL_ERR_UNSUPPORTED (no VMM, or peer_access=all and a device cannot reach this
  * one), GPOOL_ERR_DRIVER, GPOOL_ERR_OUT_OF_MEMORY. */
-gpool_status gp_vidmem_create(const gp_driver *drv, CUdevice dev, CUcontext ctx,
-                              gp_drv_counters *cnt, int peer_access, void **out);
+gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out);
 /* Change peer_access at run time: every mapping made so far gets the new access list (devices
  * left out are revoked), one cuMemSetAccess per mapped handle, and later mappings get it too.
  * Caller holds the device arena's lock. On failure the old access is put back. */
@@ -38,5 +37,10 @@ size_t gp_vidmem_granularity(void *ctx);
  * since memory it pins could not go back. */
 void gp_vidmem_set_growth(void *ctx, int on);
 uint64_t gp_vidmem_remaps(void *ctx);
+/* Zero size bytes at p, queued on stream (synchronous cuMemsetD8 would run on the legacy
+ * stream, which a non-blocking stream is not ordered after). */
+gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stream);
+/* cuMemGetInfo in the device's context. */
+gpool_status gp_vidmem_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes);
 
 #endif

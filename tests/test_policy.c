@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "gpool.h"
-#include "sysmem.h"
+#include "policy.h"
 #include "util_pool.h"
 #include "util_sim.h"
 

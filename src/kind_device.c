@@ -1,0 +1,377 @@
+/* The device kind: vidmem blocks through the thread caches and the device arena, with the
+ * stream-ordered reuse rules (stream.c) on the way in and out. The pool calls it through
+ * gp_kind (kind.h); the arena and vidmem.c do the rest. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kind.h"
+#include "pool.h"
+#include "stream.h"
+#include "tcache.h"
+#include "vidmem.h"
+
+static gp_arena *device_arena(gpool_t *pool)
+{
+    return pool->arena[GPOOL_MEM_DEVICE];
+}
+
+/* ---------- creation ---------- */
+
+gpool_status gp_device_kind_create(gpool_t *pool)
+{
+    void *vctx = NULL;
+    size_t total = 0;
+    gpool_status st = gp_vidmem_create(&pool->dc, pool->cfg.peer_access, &vctx);
+    if (st != GPOOL_OK) return st;
+    CUresult r =
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
+    if (r != CUDA_SUCCESS) {
+        st = gp_cu_fail(r, "cuDeviceTotalMem");
+        gp_vidmem_ops.fini(vctx, NULL);
+        return st;
+    }
+    /* memory above the threshold is to go back: growth would pin some (vidmem.h) */
+    if (pool->cfg.release_threshold) gp_vidmem_set_growth(vctx, 0);
+    pool->granularity = gp_vidmem_granularity(vctx);
+    pool->device_total = total;
+    /* Address space is plentiful: one reservation of 2x the device (at least 8 GiB) keeps
+     * every block in one heap, so free space coalesces across the whole device. */
+    size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
+    if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
+    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
+    if (!a) {
+        gp_vidmem_ops.fini(vctx, NULL);
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+    }
+    st = gp_arena_init(a, GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx, pool->granularity, va,
+                       pool->cfg.small_max, gp_stream_sync, pool);
+    if (st != GPOOL_OK) {
+        gp_vidmem_ops.fini(vctx, NULL);
+        free(a);
+        pool->arena[GPOOL_MEM_DEVICE] = NULL;
+        return st;
+    }
+    a->poll = gp_stream_poll;
+    a->seq_of = gp_stream_seq_hook;
+    a->may_drive = gp_stream_may_drive;
+    a->slab_tag = (uintptr_t)pool->cfg.default_stream;
+    a->device_total = total;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    st = gp_arena_reserve_first(a);
+    gp_dc_leave(&pool->dc, pushed);
+    if (st != GPOOL_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        st = gp_fail(st,
+                     "gpool_create: cannot reserve %zu bytes of device address space "
+                     "(va_reserve): %s",
+                     va, why);
+        gp_device_kind_abandon(pool);
+    }
+    return st;
+}
+
+void gp_device_kind_abandon(gpool_t *pool)
+{
+    gp_arena *a = device_arena(pool);
+    if (!a) return;
+    gp_arena_fini(a, NULL, NULL);
+    free(a);
+    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+}
+
+/* ---------- allocation ---------- */
+
+/* The arena, then again after the thread caches give back, then after the other pools of
+ * this device give back their cache: OOM only when all of that did not help. */
+static gpool_status arena_alloc_retrying(gpool_t *pool, gp_arena *a, const gp_placement *pl,
+                                         uintptr_t tag, uint32_t usage, void **out)
+{
+    size_t size = pl->size, align = pl->align;
+    unsigned flags = pl->flags;
+    gp_stream_process(pool);
+    gp_arena_retried = 0;
+    gpool_status st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        gp_arena_retried = 1;
+        /* blocks parked in thread caches may be what is missing */
+        gp_tcache_flush_mine(pool);
+        gp_tcache_reclaim_idle(pool);
+        gp_tcache_flush_all(pool);
+        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    }
+    /* the other pools of this device give back their cache before this one fails */
+    for (int stage = 1; st == GPOOL_ERR_OUT_OF_MEMORY && stage <= 2; stage++) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        if (!gp_registry_relieve(pool, stage)) {
+            gp_fail(st, "%s", why);
+            break;
+        }
+        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    }
+    if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
+    return st;
+}
+
+static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
+                                 gpool_stream_t stream, void **out)
+{
+    size_t size = pl->size;
+    unsigned flags = pl->flags;
+    uintptr_t tag = gp_stream_tag(stream);
+    if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
+    if (tag == pool->default_tag && pl->align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
+        size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out))
+        return GPOOL_OK;
+    gp_arena *a = device_arena(pool);
+    uint32_t usage = params ? (uint32_t)params->usage : 0;
+    size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
+    if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
+    uint64_t used = budget ? gp_arena_in_use(a) : 0;
+    gpool_status st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, used, size);
+    if (st == GPOOL_OK) st = arena_alloc_retrying(pool, a, pl, tag, usage, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
+    if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
+        st = gp_vidmem_zero_async(a->bctx, *out, size, (CUstream)stream);
+        /* queued work now touches the block: its pages are not unmapped before a synchronize
+         * (even once it is freed through a thread cache, which counts no free) */
+        pthread_mutex_lock(&a->lock);
+        a->frees_since_sync++;
+        pthread_mutex_unlock(&a->lock);
+        if (st != GPOOL_OK) gp_arena_free(a, *out, tag, 0);
+    }
+    if (st != GPOOL_OK) *out = NULL;
+    return st;
+}
+
+/* ---------- free ---------- */
+
+/* A device block freed on another stream than the one it was allocated on: the memory may
+ * still be waiting for work queued on the allocating stream before the block was handed out
+ * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
+ * for. So the free also waits for the allocating stream, as if the block had been recorded
+ * on it. Returns 1 when the free went that way (status in *st). */
+static int cross_stream_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                             gpool_status *st)
+{
+    if (gp_stream_record(pool, ptr, tag, ref->tag) != GPOOL_OK) {
+        /* cannot track one more stream for it: wait for the allocating stream now */
+        gp_clear_error();
+        *st = gp_stream_wait(pool, ref->tag);
+        return *st != GPOOL_OK;
+    }
+    return gp_stream_defer_free(pool, ptr, tag, ref, st);
+}
+
+/* Memory above release_threshold goes back at once. */
+static gpool_status release_above_threshold(gpool_t *pool, gp_arena *a)
+{
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(a, &c, &held, &idle);
+    if (held <= c.in_use + pool->cfg.release_threshold) return GPOOL_OK;
+    gpool_status t = gp_arena_trim(a, pool->cfg.release_threshold);
+    if (t == GPOOL_OK) return GPOOL_OK;
+    /* the block is freed; what it met on the way is reported */
+    char why[600];
+    snprintf(why, sizeof why, "%s", gpool_last_error());
+    return gp_fail(t,
+                   "gpool_free: the block was freed, but giving memory back "
+                   "(release_threshold) failed: %s",
+                   why);
+}
+
+/* A small block: resolved from its slab without the lock; to the thread cache, or to the
+ * arena (one lock), unless streams it was used on must finish first. */
+static gpool_status small_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag,
+                               gp_block_ref *ref)
+{
+    gp_slab *s = ref->slab;
+    long i = gp_slot_index(s, (uintptr_t)ptr);
+    ref->live = i >= 0 && gp_slot_state(s, (uint32_t)i) == GP_SLOT_LIVE;
+    if (ref->live) {
+        ref->base = (uintptr_t)ptr;
+        ref->size = s->slot_size;
+        ref->requested = gp_slot_req(s, (uint32_t)i);
+        ref->tag = s->tag;
+    }
+    gpool_status st = GPOOL_OK;
+    if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
+    if (tag == pool->default_tag && gp_tcache_free_slab(pool, s, ptr)) return GPOOL_OK;
+    return gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
+}
+
+/* A large block: resolved under the arena lock, and freed in the same hold when no other
+ * stream is involved (or reported when it is not a live block); else the lock is let go for
+ * the stream bookkeeping and the free comes after it. */
+static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag,
+                               gp_block_ref *ref)
+{
+    gpool_status st;
+    pthread_mutex_lock(&a->lock);
+    st = gp_arena_block_locked(a, ptr, &ref->base, &ref->size, &ref->requested, &ref->tag,
+                               &ref->usage);
+    ref->live = st == GPOOL_OK && ref->base == (uintptr_t)ptr;
+    int busy = atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) != 0;
+    if (!ref->live || (ref->tag == tag && !busy)) {
+        st = gp_arena_free_locked(a, ptr, tag, gp_stream_free_seq(pool, tag));
+        pthread_mutex_unlock(&a->lock);
+    } else {
+        pthread_mutex_unlock(&a->lock);
+        if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
+        if (ref->tag != tag && cross_stream_free(pool, ptr, tag, ref, &st)) return st;
+        st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
+    }
+    if (st == GPOOL_OK && pool->cfg.release_threshold) st = release_above_threshold(pool, a);
+    return st;
+}
+
+static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
+{
+    gp_arena *a = device_arena(pool);
+    *ref = (gp_block_ref){.slab = gp_arena_slab_of(a, (uintptr_t)ptr)};
+    ref->owned = ref->slab || gp_arena_contains(a, (uintptr_t)ptr);
+    if (!ref->owned) return GPOOL_OK;
+    return ref->slab ? small_free(pool, a, ptr, tag, ref) : large_free(pool, a, ptr, tag, ref);
+}
+
+/* ---------- lookup ---------- */
+
+static gpool_status device_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out,
+                                      int *owned)
+{
+    gp_arena *a = device_arena(pool);
+    *owned = gp_arena_contains(a, (uintptr_t)ptr);
+    if (!*owned) return GPOOL_OK;
+    uintptr_t base, tag;
+    size_t size, req;
+    uint32_t usage;
+    gpool_status st = gp_arena_block(a, ptr, &base, &size, &req, &tag, &usage);
+    if (st != GPOOL_OK) return st;
+    out->kind = GPOOL_MEM_DEVICE;
+    out->usage = (gpool_usage)usage;
+    out->requested_size = req;
+    out->size = size;
+    out->page_size = gp_policy_page_size(pool, GPOOL_MEM_DEVICE, size, 0);
+    out->device_ptr = base;
+    out->host_ptr = NULL;
+    out->stream = (gpool_stream_t)tag;
+    out->device = pool->cfg.device;
+    return GPOOL_OK;
+}
+
+/* ---------- stats, trim, dump, destroy ---------- */
+
+/* From running counters: O(threads), whatever the heap's size, each lock held for a copy of
+ * counters. exact: sum the small blocks' requested bytes by walking every slab instead. */
+static void device_stats(gpool_t *pool, gpool_stats *out, int exact)
+{
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req;
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
+    pthread_mutex_unlock(&pool->lock);
+    gp_arena *a = device_arena(pool);
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(a, &c, &held, &idle);
+    gpool_kind_stats *ks = &out->kind[GPOOL_MEM_DEVICE];
+    /* blocks parked in thread caches or freed but pending on a stream are not in use */
+    ks->in_use_bytes = c.in_use - c.pending_bytes - tc_cached;
+    /* small blocks: the arena's and the thread caches' balances (mod 2^64) */
+    uint64_t small = exact ? gp_arena_small_requested(a) : c.small_requested + tc_req;
+    ks->requested_bytes = c.requested + small;
+    ks->reserved_bytes = held;
+    ks->cached_bytes = held > ks->in_use_bytes ? held - ks->in_use_bytes : 0;
+    ks->peak_in_use_bytes = c.peak_in_use;
+    /* the thread caches do not track the small blocks' peak, so this peak is sampled */
+    ks->peak_requested_bytes =
+        c.peak_requested > ks->requested_bytes ? c.peak_requested : ks->requested_bytes;
+    ks->peak_reserved_bytes = c.peak_held;
+    ks->peak_cached_bytes = c.peak_held > ks->in_use_bytes ? c.peak_held - ks->in_use_bytes : 0;
+    ks->allocs = c.allocs + tc_allocs;
+    ks->frees = c.frees + tc_frees;
+    ks->live_blocks = ks->allocs - ks->frees;
+    out->pending_frees += c.pending_slots;
+    gp_kind_stats_add(&out->kind[GPOOL_MEM_AUTO], ks);
+    /* counted per gpool_alloc call (device_alloc), not per arena attempt */
+    out->ooms += atomic_load_explicit(&pool->dev_ooms, memory_order_relaxed);
+    out->oom_retries += atomic_load_explicit(&pool->dev_oom_retries, memory_order_relaxed);
+    out->tcache_hits = tc_hits;
+    pthread_mutex_lock(&a->lock);
+    out->pages_remapped = gp_vidmem_remaps(a->bctx);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* The device memory the pool caches: gpool_mem_get_info counts it as free. */
+static uint64_t device_cached(gpool_t *pool)
+{
+    uint64_t tc_allocs, tc_frees, tc_hits, tc_cached, tc_req, n, bytes, req;
+    pthread_mutex_lock(&pool->lock);
+    gp_tcache_totals(pool, &tc_allocs, &tc_frees, &tc_hits, &tc_cached, &tc_req);
+    pthread_mutex_unlock(&pool->lock);
+    gp_arena_counters c;
+    size_t held, idle;
+    gp_arena_stats(device_arena(pool), &c, &held, &idle);
+    gp_stream_deferred(pool, GPOOL_MEM_DEVICE, &n, &bytes, &req);
+    uint64_t in_use = c.in_use - c.pending_bytes - tc_cached - bytes;
+    return held > in_use ? held - in_use : 0;
+}
+
+gpool_status gp_device_mem_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)
+{
+    size_t fr = 0, total = 0;
+    gpool_status st = gp_vidmem_mem_info(device_arena(pool)->bctx, &fr, &total);
+    if (st != GPOOL_OK) return st;
+    fr += device_cached(pool);
+    *free_bytes = fr < total ? fr : total;
+    *total_bytes = total;
+    return GPOOL_OK;
+}
+
+static gpool_status device_trim(gpool_t *pool, size_t keep)
+{
+    gp_tcache_flush_mine(pool);
+    gp_tcache_reclaim_idle(pool); /* idle threads' caches too; busy ones at their next call */
+    gp_tcache_flush_all(pool);
+    return gp_arena_trim(device_arena(pool), keep);
+}
+
+static void device_dump_json(gpool_t *pool, FILE *f, int *first)
+{
+    fprintf(f, "%s\"device\":", *first ? "" : ",");
+    gp_arena_dump_json(device_arena(pool), f);
+    *first = 0;
+}
+
+static void device_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+{
+    /* every page goes back to the driver: the work queued so far on any stream must be done
+     * first (blocks freed on their only stream are reusable at once, so nothing is pending
+     * for them, yet a kernel may still use them); frees still waiting on other streams are
+     * done by the user: finish them too */
+    gp_arena *a = device_arena(pool);
+    pthread_mutex_lock(&a->lock);
+    gp_stream_sync_all(pool, a);
+    pthread_mutex_unlock(&a->lock);
+    uint64_t n = 0, b = 0;
+    gp_arena_fini(a, &n, &b);
+    free(a);
+    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+    *live += n;
+    *bytes += b;
+}
+
+const gp_kind gp_device_kind = {
+    .alloc = device_alloc,
+    .free = device_free,
+    .block_info = device_block_info,
+    .stats = device_stats,
+    .trim = device_trim,
+    .dump_json = device_dump_json,
+    .destroy = device_destroy,
+};
+
+const gp_kind *const gp_kinds[GP_KIND_COUNT] = {&gp_device_kind, &gp_host_kind};
