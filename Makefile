@@ -4,7 +4,7 @@ CC        ?= cc
 BUILD     ?= build
 OPT       ?= -O2
 SAN       ?=
-WARN      := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+WARN      := -Wall -Wextra -Werror -Wshadow
 CPPFLAGS  := -Iinclude -Isrc -isystem $(CUDA_HOME)/include -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
 CFLAGS    := -std=c11 $(OPT) -g -fPIC -pthread $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS   := -pthread $(SAN) $(EXTRA_LDFLAGS)
