@@ -24,7 +24,7 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
     gpool_status st = a->ops->reserve(a->bctx, want, &base, &got);
     if (st != GPOOL_OK) return st;
     _Atomic(gp_slab *) *gran = calloc(got >> GP_GRANULE_SHIFT, sizeof *gran);
-    int idx = gran ? gp_heap_add_region(&a->heap, base, got, a->page, NULL) : -1;
+    int idx = gran ? gp_heap_add_region(&a->heap, base, got, a->page) : -1;
     if (idx < 0) {
         free(gran);
         a->ops->unreserve(a->bctx, base, got);

@@ -197,7 +197,7 @@ void gp_heap_fini(gp_heap *h)
     memset(h, 0, sizeof *h);
 }
 
-int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend)
+int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page)
 {
     if (h->nregions == h->cap_regions)
         return -1; /* the array never moves: backends keep
@@ -209,7 +209,6 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, voi
     g->page = page;
     g->page_shift = (unsigned)__builtin_ctzll(page);
     g->npages = size / page;
-    g->backend = backend;
     g->page_used = calloc(g->npages, sizeof *g->page_used);
     g->page_phys = calloc(g->npages, sizeof *g->page_phys);
     gp_range *r = node_new(h);
@@ -332,7 +331,6 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     r->tag = tag;
     r->seq = 0;
     r->aux = NULL;
-    r->flags = 0;
     pages_account(&h->regions[r->region], r->addr, r->size, 1);
     return r;
 }
