@@ -4,8 +4,13 @@ CC        ?= cc
 BUILD     ?= build
 OPT       ?= -O2
 SAN       ?=
-WARN      := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+WARN      := -Wall -Wextra -Werror -Wshadow
 CPPFLAGS  := -Iinclude -Isrc -isystem $(CUDA_HOME)/include -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
+# `make GPOOL_DEBUG=1 ...` (or `make test-debug`): the library checks its invariants at every
+# operation boundary and asserts its preconditions, aborting with a message (src/check.h).
+ifneq ($(GPOOL_DEBUG),)
+CPPFLAGS  += -DGPOOL_DEBUG=1
+endif
 CFLAGS    := -std=c11 $(OPT) -g -fPIC -pthread $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS   := -pthread $(SAN) $(EXTRA_LDFLAGS)
 LIBS      := -ldl -lm -ljemalloc -lhwloc
@@ -30,7 +35,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 SIMLIB    := $(BUILD)/sim/libcuda.so.1
 DEPS_OK   := $(BUILD)/.deps-ok
 
-.PHONY: all lib sim tests bench test test-asan test-tsan test-valgrind clean format deps
+.PHONY: all lib sim tests bench test test-debug test-asan test-tsan test-valgrind clean format deps
 all: lib sim $(if $(BENCH_SRC),$(BUILD)/gpool-bench)
 lib: $(BUILD)/libgpool.so $(BUILD)/libgpool.a
 sim: $(SIMLIB)
@@ -93,6 +98,11 @@ test: all $(TEST_BIN) $(STRESS_BIN)
 	done; \
 	echo "== $(STRESS_BIN)"; $(TEST_ENV) $(TEST_RUNNER) $(STRESS_BIN) || fail=1; \
 	exit $$fail
+
+# The suite once more on a debug build (build/debug, -DGPOOL_DEBUG=1): invariant checks at
+# every arena operation (src/check.h).
+test-debug:
+	$(MAKE) test BUILD=build/debug GPOOL_DEBUG=1
 
 # TSan: the stress program (Criterion itself aborts under TSan, Snaipe/Criterion#274).
 test-stress: $(STRESS_BIN)

@@ -244,7 +244,7 @@ typedef struct bench_strategy_ops {
     const char *name;  /* "cuda", "bfc", ... */
     const char *label; /* one line, printed in reports */
     int host;          /* 1: host memory (the capacity applies to nothing) */
-    int (*init)(bench_strategy *s, const bench_device *dev, uint64_t capacity);
+    int (*init)(bench_strategy *s, const bench_device *dev); /* the replay sets the capacity */
     int (*alloc)(bench_strategy *s, uint64_t size, CUstream stream, void **out);
     /* Optional: allocate host memory of a trace's kind (mem: BENCH_MEM_PINNED or
      * BENCH_MEM_MAPPED). Without it the replay skips host allocations and says so. */

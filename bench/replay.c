@@ -117,7 +117,7 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
         goto out_free;
     }
 
-    int rc = s.ops->init(&s, dev, o->capacity);
+    int rc = s.ops->init(&s, dev);
     if (rc != BENCH_OK) {
         *(rc == BENCH_SKIP ? &r->skipped : &r->error) = 1;
         snprintf(r->note, sizeof r->note, "%s", s.err);

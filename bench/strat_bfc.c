@@ -190,7 +190,7 @@ static void release_cached(bench_strategy *s, bfc_state *st)
 
 /* ---- strategy ----------------------------------------------------------------------------- */
 
-static int bfc_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+static int bfc_init(bench_strategy *s, const bench_device *dev)
 {
     s->dev = dev;
     if (!dev->drv->cuMemAlloc || !dev->drv->cuMemFree)
@@ -273,7 +273,7 @@ static int bfc_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **o
     return BENCH_OK;
 }
 
-static bfc_block *merge_into(bfc_state *st, bfc_block *left, bfc_block *right)
+static bfc_block *merge_into(bfc_block *left, bfc_block *right)
 {
     /* left and right are neighbours; right's memory joins left; right is freed */
     left->size += right->size;
@@ -285,6 +285,9 @@ static bfc_block *merge_into(bfc_state *st, bfc_block *left, bfc_block *right)
 
 static int bfc_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
 {
+    /* the block knows its size, and goes back to the stream it was allocated on (PyTorch's
+     * rule: a free's stream does not move the block) */
+    (void)size, (void)stream;
     bfc_state *st = s->state;
     uint64_t v;
     if (!bench_map_take(&st->live, (uint64_t)(uintptr_t)ptr, &v))
@@ -294,11 +297,11 @@ static int bfc_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream
     if (b->prev && !b->prev->allocated) {
         bfc_block *p = b->prev;
         tree_erase(st, p);
-        b = merge_into(st, p, b);
+        b = merge_into(p, b);
     }
     if (b->next && !b->next->allocated) {
         tree_erase(st, b->next);
-        merge_into(st, b, b->next);
+        merge_into(b, b->next);
     }
     tree_insert(st, b);
     return BENCH_OK;

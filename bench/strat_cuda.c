@@ -46,7 +46,7 @@ static void cuda_fini(bench_strategy *s)
 
 /* ---- cuda ---------------------------------------------------------------------------------- */
 
-static int cuda_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+static int cuda_init(bench_strategy *s, const bench_device *dev)
 {
     if (!dev->drv->cuMemAlloc || !dev->drv->cuMemFree)
         return bench_strategy_fail(s, BENCH_SKIP, "the driver has no cuMemAlloc");
@@ -55,6 +55,7 @@ static int cuda_init(bench_strategy *s, const bench_device *dev, uint64_t capaci
 
 static int cuda_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
 {
+    (void)stream; /* not stream-ordered: the driver call serves the request at once */
     cuda_state *c = s->state;
     CUdeviceptr p = 0;
     c->st.driver_calls++;
@@ -68,6 +69,7 @@ static int cuda_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **
 
 static int cuda_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
 {
+    (void)stream; /* not stream-ordered (the driver synchronizes) */
     cuda_state *c = s->state;
     c->st.driver_calls++;
     c->st.by_entry[BENCH_DRV_MEM_FREE]++;
@@ -88,7 +90,7 @@ const bench_strategy_ops bench_strategy_cuda = {
 
 /* ---- cuda-async ---------------------------------------------------------------------------- */
 
-static int cuda_async_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+static int cuda_async_init(bench_strategy *s, const bench_device *dev)
 {
     if (dev->simulated)
         return bench_strategy_fail(s, BENCH_SKIP,
@@ -145,7 +147,7 @@ const bench_strategy_ops bench_strategy_cuda_async = {
 
 /* ---- cuda-host ----------------------------------------------------------------------------- */
 
-static int cuda_host_init(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+static int cuda_host_init(bench_strategy *s, const bench_device *dev)
 {
     if (!dev->drv->cuMemHostAlloc || !dev->drv->cuMemFreeHost)
         return bench_strategy_fail(s, BENCH_SKIP, "the driver has no cuMemHostAlloc");
@@ -154,6 +156,7 @@ static int cuda_host_init(bench_strategy *s, const bench_device *dev, uint64_t c
 
 static int cuda_host_alloc(bench_strategy *s, uint64_t size, CUstream stream, void **out)
 {
+    (void)stream; /* not stream-ordered: the driver call serves the request at once */
     cuda_state *c = s->state;
     void *p = NULL;
     c->st.driver_calls++;
@@ -167,6 +170,7 @@ static int cuda_host_alloc(bench_strategy *s, uint64_t size, CUstream stream, vo
 
 static int cuda_host_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
 {
+    (void)stream; /* not stream-ordered (the driver synchronizes) */
     cuda_state *c = s->state;
     c->st.driver_calls++;
     c->st.by_entry[BENCH_DRV_HOST]++;

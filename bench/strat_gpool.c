@@ -44,12 +44,12 @@ static int gp_init(bench_strategy *s, const bench_device *dev, gpool_mem_kind ki
     return BENCH_OK;
 }
 
-static int gpool_init_device(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+static int gpool_init_device(bench_strategy *s, const bench_device *dev)
 {
     return gp_init(s, dev, GPOOL_MEM_DEVICE);
 }
 
-static int gpool_init_pinned(bench_strategy *s, const bench_device *dev, uint64_t capacity)
+static int gpool_init_pinned(bench_strategy *s, const bench_device *dev)
 {
     return gp_init(s, dev, GPOOL_MEM_HOST_PINNED);
 }
@@ -90,6 +90,7 @@ static int gp_alloc_mem(bench_strategy *s, uint64_t size, int mem, CUstream stre
 
 static int gp_free(bench_strategy *s, void *ptr, uint64_t size, CUstream stream)
 {
+    (void)size; /* the pool knows the block's size */
     gpool_state *g = s->state;
     gpool_status st = stream ? gpool_free_async(g->pool, ptr, stream) : gpool_free(g->pool, ptr);
     return gp_status(s, st, stream ? "gpool_free_async" : "gpool_free");

@@ -168,6 +168,7 @@ static void *load_proc(const char *name)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    (void)argc, (void)argv; /* libFuzzer's signature; no options of our own */
     /* The simulator: $GPOOL_LIBCUDA, else the one built next to this binary's build tree. */
     if (!getenv("GPOOL_LIBCUDA")) setenv("GPOOL_LIBCUDA", "build/fuzz/sim/libcuda.so.1", 1);
     unsetenv("GPOOL_CONF");

@@ -148,6 +148,7 @@ void *gpp_real_dlsym(void *handle, const char *name)
  * the iteration, which holds the loader's lock). */
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 {
+    (void)size; /* dl_iterate_phdr's callback signature */
     char *out = arg;
     const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
     base = base ? base + 1 : path;

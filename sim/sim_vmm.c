@@ -296,6 +296,7 @@ static void *sim_map_none(void *addr, size_t size)
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags)
 {
+    (void)addr; /* a placement hint the driver may ignore; the simulator always does */
     CUresult rc = sim_enter(SIM_cuMemAddressReserve);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     size_t gran = sim_min_gran();

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "error.h"
 
 #define MiB ((size_t)1 << 20)
@@ -24,7 +25,7 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
     gpool_status st = a->ops->reserve(a->bctx, want, &base, &got);
     if (st != GPOOL_OK) return st;
     _Atomic(gp_slab *) *gran = calloc(got >> GP_GRANULE_SHIFT, sizeof *gran);
-    int idx = gran ? gp_heap_add_region(&a->heap, base, got, a->page, NULL) : -1;
+    int idx = gran ? gp_heap_add_region(&a->heap, base, got, a->page) : -1;
     if (idx < 0) {
         free(gran);
         a->ops->unreserve(a->bctx, base, got);
@@ -43,6 +44,7 @@ gpool_status gp_arena_reserve_first(gp_arena *a)
     pthread_mutex_lock(&a->lock);
     gpool_status st =
         atomic_load_explicit(&a->nregs, memory_order_relaxed) ? GPOOL_OK : region_add(a, 0);
+    GP_CHECK_ARENA(a, "reserve");
     pthread_mutex_unlock(&a->lock);
     return st;
 }
@@ -627,6 +629,7 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
                                uint32_t usage, unsigned flags, void **out)
 {
     gpool_status st;
+    GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
     pthread_mutex_lock(&a->lock);
     note_stream(a, tag);
     /* Slabs serve the arena's slab stream (the pool's default stream); small blocks of other
@@ -658,6 +661,7 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
             *out = (void *)r->addr;
         }
     }
+    GP_CHECK_ARENA(a, "alloc");
     pthread_mutex_unlock(&a->lock);
     return st;
 }
@@ -717,6 +721,7 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
 {
     pthread_mutex_lock(&a->lock);
     gpool_status st = gp_arena_free_locked(a, ptr, tag, seq);
+    GP_CHECK_ARENA(a, "free");
     pthread_mutex_unlock(&a->lock);
     return st;
 }
@@ -754,6 +759,7 @@ size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void 
             out[got++] = (void *)slot_pop(a, s, GP_SLOT_CACHED);
     }
     if (got) *st = GPOOL_OK;
+    GP_CHECK_ARENA(a, "slots_take");
     pthread_mutex_unlock(&a->lock);
     return got;
 }
@@ -770,6 +776,7 @@ void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *o
         a->frees_since_sync++;
         slot_push(a, s, (uint16_t)i);
     }
+    GP_CHECK_ARENA(a, "slots_give");
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -802,6 +809,7 @@ gpool_status gp_arena_trim(gp_arena *a, size_t keep)
         snprintf(why, sizeof why, "%s", giveback_why);
         st = gp_fail(st, "gpool_trim: %s (the memory concerned stays cached)", why);
     }
+    GP_CHECK_ARENA(a, "trim");
     pthread_mutex_unlock(&a->lock);
     return st;
 }

@@ -156,7 +156,8 @@ struct gp_arena {
     unsigned allocs_since_poll;
     size_t poll_want; /* bytes of the request that polls (GP_POLL_QUERY_ONLY) */
     uintptr_t only_tag;
-    gp_arena_counters c; /* large blocks and slabs' slot traffic through the slow path */
+    gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */
+    uint64_t check_ops, check_cost; /* GPOOL_DEBUG: sampling of gp_arena_check_or_abort */
 };
 
 /* Set up an arena over a backend context (owned by the arena from now on). */

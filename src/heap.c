@@ -1,5 +1,7 @@
 #include "heap.h"
 
+#include "check.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,11 +199,12 @@ void gp_heap_fini(gp_heap *h)
     memset(h, 0, sizeof *h);
 }
 
-int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend)
+int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page)
 {
     if (h->nregions == h->cap_regions)
         return -1; /* the array never moves: backends keep
                         pointers to its regions */
+    GP_ASSERT(page && !(page & (page - 1)) && size && size % page == 0);
     gp_region *g = &h->regions[h->nregions];
     memset(g, 0, sizeof *g);
     g->base = base;
@@ -209,7 +212,6 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, voi
     g->page = page;
     g->page_shift = (unsigned)__builtin_ctzll(page);
     g->npages = size / page;
-    g->backend = backend;
     g->page_used = calloc(g->npages, sizeof *g->page_used);
     g->page_phys = calloc(g->npages, sizeof *g->page_phys);
     gp_range *r = node_new(h);
@@ -332,7 +334,6 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     r->tag = tag;
     r->seq = 0;
     r->aux = NULL;
-    r->flags = 0;
     pages_account(&h->regions[r->region], r->addr, r->size, 1);
     return r;
 }
@@ -360,6 +361,7 @@ static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, ui
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
 {
+    GP_ASSERT(size && size % GP_MIN_ALIGN == 0 && align >= GP_MIN_ALIGN && !(align & (align - 1)));
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
     if (want < size) return NULL;
@@ -463,6 +465,7 @@ static void coalesce_and_index(gp_heap *h, gp_range *r)
 
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq)
 {
+    GP_ASSERT(!r->is_free);
     pages_account(&h->regions[r->region], r->addr, r->size, 0);
     r->is_free = 1;
     r->tag = tag;

@@ -26,11 +26,9 @@ struct gp_range {
     uint32_t prio;           /* treap priority */
     uint16_t region;         /* index into gp_heap.regions */
     uint8_t is_free;
-    uint8_t kind;     /* arena use: memory kind of a block */
     uintptr_t tag;    /* free: GP_TAG_CLEAN or stream; block: stream allocated on */
     uint64_t seq;     /* free & dirty: sequence number of the free on that stream */
     size_t requested; /* block: bytes the caller asked for */
-    uint32_t flags;   /* block: arena flags */
     uint32_t usage;   /* block: usage hint */
     void *aux;        /* block: arena use (slab, extra streams) */
 };
@@ -43,7 +41,6 @@ typedef struct gp_region {
     size_t npages;
     uint32_t *page_used; /* allocated bytes per page */
     uint64_t *page_phys; /* backend's handle per page, 0 = not backed */
-    void *backend;       /* backend's per-region data */
     gp_range *first;     /* lowest range */
 } gp_region;
 
@@ -70,7 +67,7 @@ int gp_heap_init(gp_heap *h);
 void gp_heap_fini(gp_heap *h);
 
 /* Add a region of [base, base+size), size a multiple of page. Returns its index or -1. */
-int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page, void *backend);
+int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page);
 
 /* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) among the free
  * ranges tagged tag, else among the clean ones. Returns the new block (is_free 0) or NULL if none

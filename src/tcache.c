@@ -65,6 +65,7 @@ static void tc_retire(gp_tcache *tc)
 
 static void thread_exit(void *unused)
 {
+    (void)unused; /* pthread_key_create's signature: the caches are found in tls[] */
     gp_registry_lock();
     for (int i = 0; i < TC_TLS; i++) {
         struct gp_tls_entry e = tls[i];

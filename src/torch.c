@@ -67,6 +67,7 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
 
 void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
 {
+    (void)size; /* PyTorch's signature; the pool knows the block's size */
     if (!ptr) return;
     gpool_t *pool = device >= 0 && device < TORCH_MAX_DEVICES
                         ? atomic_load_explicit(&torch_pools[device], memory_order_acquire)

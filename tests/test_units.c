@@ -25,7 +25,7 @@ static gp_heap heap;
 static void heap_setup(void)
 {
     cr_assert_eq(gp_heap_init(&heap), 0);
-    cr_assert_eq(gp_heap_add_region(&heap, BASE, 64 * MiB, 2 * MiB, NULL), 0);
+    cr_assert_eq(gp_heap_add_region(&heap, BASE, 64 * MiB, 2 * MiB), 0);
 }
 static void heap_teardown(void)
 {

@@ -1,0 +1,47 @@
+/* Invariant checkers for debug builds (make test-debug: -DGPOOL_DEBUG=1).
+ *
+ * The checkers are compiled into every build (so they never rot) but called only through the
+ * GP_CHECK_* macros, which are empty unless GPOOL_DEBUG is set: a normal build pays nothing.
+ * Each checker returns how many violations it found and writes the first one to msg; the
+ * macros abort() with that message. Aborting is for debug builds only: a normal build never
+ * aborts (DESIGN.md, conventions).
+ *
+ * GP_ASSERT states a precondition. It is tied to GPOOL_DEBUG, not to NDEBUG: release builds
+ * often leave NDEBUG unset, and a library must not abort in them. */
+#ifndef GPOOL_CHECK_H
+#define GPOOL_CHECK_H
+
+#include <stddef.h>
+
+#include "arena.h"
+#include "heap.h"
+
+/* The address-space heap: per region, ranges cover it in address order with consistent
+ * links; free ranges of one tag are coalesced; every free range is in its tag's treap (BST
+ * order by (size, addr), heap order by priority) and, unless clean, on its tag's dirty list;
+ * counts and free_bytes match; page_used is the allocated bytes per page. */
+size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap);
+
+/* The arena (lock held): its heap, plus slabs (free stacks, slot states, partial and empty
+ * lists, granule table), large blocks in the block map, every page holding allocated bytes
+ * backed, and the running counters (in_use, requested, pending slots and bytes) equal to a
+ * recomputation. */
+size_t gp_arena_check(gp_arena *a, char *msg, size_t cap);
+
+/* Lock held: gp_arena_check, sampled so that large arenas do not make the debug suite
+ * crawl (every operation while the walk is small, then about 16384 pages and blocks
+ * visited per operation on average); aborts with the message on a violation. */
+void gp_arena_check_or_abort(gp_arena *a, const char *where);
+
+void gp_check_abort(const char *what, const char *file, int line) __attribute__((noreturn));
+
+#ifdef GPOOL_DEBUG
+#define GP_CHECK_ARENA(a, where) gp_arena_check_or_abort((a), (where))
+#define GP_ASSERT(cond)                                                                            \
+    ((cond) ? (void)0 : gp_check_abort("assertion failed: " #cond, __FILE__, __LINE__))
+#else
+#define GP_CHECK_ARENA(a, where) ((void)0)
+#define GP_ASSERT(cond)          ((void)0)
+#endif
+
+#endif
