@@ -418,10 +418,12 @@ GPOOL_API const char *gpool_driver_call_name(gpool_driver_call call);
  * requests, no budgets, automatic address-space reservation, no trace, the legacy stream.
  * GPOOL_CONFIG_INIT gives the same values without a call.
  *
- * Only the first cfg->struct_size bytes are written, and struct_size is kept; struct_size 0
- * is taken as the 0.2 layout (and then set to it). So declare the struct with
- * GPOOL_CONFIG_INIT or zero it first: `gpool_config cfg = {0}; gpool_config_default(&cfg);`
- * (an uninitialised struct_size is read as garbage).
+ * In C, gpool_config_default(cfg) is a macro that calls gpool_config_default_sized() with
+ * sizeof(gpool_config) as this header declares it, so `gpool_config cfg;
+ * gpool_config_default(&cfg);` fills an uninitialised struct correctly, struct_size included.
+ * The function itself (called as `(gpool_config_default)(cfg)`, or through a binding such as
+ * Python's ctypes) reads cfg->struct_size instead: only the first struct_size bytes are
+ * written and struct_size is kept; 0 is taken as the 0.2 layout (and then set to it).
  *
  * @param[in,out] cfg the configuration to fill.
  * @retval GPOOL_OK
@@ -430,6 +432,23 @@ GPOOL_API const char *gpool_driver_call_name(gpool_driver_call call);
  * @return a gpool_status as listed. Thread-safe (touches only *cfg); no allocation.
  */
 GPOOL_API gpool_status gpool_config_default(gpool_config *cfg);
+
+/**
+ * gpool_config_default() for a struct of struct_size bytes, whatever cfg->struct_size holds:
+ * sets cfg->struct_size to struct_size, then fills the defaults as gpool_config_default()
+ * does. The gpool_config_default(cfg) macro calls it with sizeof(gpool_config).
+ *
+ * @param[out] cfg         the configuration to fill (its first struct_size bytes).
+ * @param      struct_size sizeof the caller's gpool_config.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or struct_size is out of range (see "Structs that
+ *         grow"); *cfg is unchanged.
+ * @return a gpool_status as listed. Thread-safe (touches only *cfg); no allocation.
+ */
+GPOOL_API gpool_status gpool_config_default_sized(gpool_config *cfg, size_t struct_size);
+
+/** Fills *cfg with the defaults for this header's gpool_config (see gpool_config_default()). */
+#define gpool_config_default(cfg) gpool_config_default_sized((cfg), sizeof(gpool_config))
 
 /**
  * Apply a "key=value,key=value" string (the GPOOL_CONF syntax) to a configuration.

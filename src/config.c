@@ -10,6 +10,21 @@
 #include "sizeclass.h"
 #include "structs.h"
 
+#undef gpool_config_default /* the function; the header's macro calls the _sized one */
+
+gpool_status gpool_config_default_sized(gpool_config *cfg, size_t struct_size)
+{
+    if (!cfg) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_default: cfg is NULL");
+    if (struct_size < sizeof(size_t) || struct_size > GP_STRUCT_SIZE_MAX)
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "gpool_config_default_sized: struct_size %zu is not the size of a "
+                       "gpool_config (%zu to %zu bytes; this library's is %zu)",
+                       struct_size, sizeof(size_t), (size_t)GP_STRUCT_SIZE_MAX,
+                       sizeof(gpool_config));
+    memcpy(cfg, &struct_size, sizeof struct_size); /* struct_size is the first field */
+    return gpool_config_default(cfg);
+}
+
 gpool_status gpool_config_default(gpool_config *cfg)
 {
     if (!cfg) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_default: cfg is NULL");

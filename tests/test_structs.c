@@ -89,7 +89,14 @@ Test(structs, older_config_is_read_and_written_only_up_to_its_size)
     } buf;
     memset(&buf, GUARD, sizeof buf);
     buf.c.struct_size = sizeof buf.c;
-    cr_assert_eq(gpool_config_default((gpool_config *)&buf.c), GPOOL_OK, "%s", gpool_last_error());
+    /* the function (in parentheses: not the header's macro, which passes this header's size) */
+    cr_assert_eq((gpool_config_default)((gpool_config *)&buf.c), GPOOL_OK, "%s",
+                 gpool_last_error());
+    /* a caller built with that older header: its macro passes its own sizeof */
+    memset(&buf, GUARD, sizeof buf);
+    cr_assert_eq(gpool_config_default_sized((gpool_config *)&buf.c, sizeof buf.c), GPOOL_OK, "%s",
+                 gpool_last_error());
+    cr_assert_eq(buf.c.struct_size, sizeof buf.c);
     cr_assert_eq(buf.c.struct_size, sizeof buf.c, "struct_size is kept");
     cr_assert_eq(buf.c.device, 0);
     cr_assert_eq(buf.c.release_threshold, 0);
@@ -299,8 +306,9 @@ Test(structs, bad_sizes_are_invalid_args_and_the_pool_stays_usable)
         cr_assert_null(p2);
         assert_names("gpool_config", "GPOOL_CONFIG_INIT");
         if (n) { /* 0 is the 0.2 layout for these two */
-            cr_assert_eq(gpool_config_default(&c), GPOOL_ERR_INVALID_ARG);
+            cr_assert_eq((gpool_config_default)(&c), GPOOL_ERR_INVALID_ARG);
             assert_names("gpool_config", "GPOOL_CONFIG_INIT");
+            cr_assert_eq(gpool_config_default_sized(&c, n), GPOOL_ERR_INVALID_ARG);
             cr_assert_eq(gpool_config_parse(&c, "verbose=1"), GPOOL_ERR_INVALID_ARG);
             cr_assert_eq(c.verbose, 0);
             cr_assert_eq(c.struct_size, n, "a refused config is not written");
@@ -388,4 +396,24 @@ Test(structs, trace_path_is_copied)
     cr_assert_eq(gpool_config_parse(&a, "trace="), GPOOL_OK);
     cr_assert_null(a.trace_path, "an empty trace= clears the path");
     unlink(path);
+}
+
+Test(structs, config_default_macro_fills_an_uninitialised_struct)
+{
+    gpool_config c;
+    memset(&c, 0xA5, sizeof c); /* garbage, as on the stack */
+    cr_assert_eq(gpool_config_default(&c), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(c.struct_size, sizeof c);
+    gpool_config want = GPOOL_CONFIG_INIT;
+    cr_assert_eq(c.device, want.device);
+    cr_assert_eq(c.release_threshold, want.release_threshold);
+    cr_assert_eq(c.tcache_bytes, want.tcache_bytes);
+    cr_assert_eq(c.small_max, want.small_max);
+    for (int k = 0; k < GPOOL_MEM_KIND_SLOTS; k++)
+        cr_assert_eq(c.budget[k], 0);
+    cr_assert_eq(c.va_reserve, 0);
+    cr_assert_eq(c.verbose, 0);
+    cr_assert_null(c.default_stream);
+    cr_assert_null(c.trace_path);
+    cr_assert_eq(c.peer_access, want.peer_access);
 }
