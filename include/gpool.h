@@ -48,7 +48,13 @@
  *   smaller) struct and uses the defaults for the fields the caller does not have;
  * - an older library given a newer, larger struct uses the fields it knows; the bytes beyond
  *   them must be zero in a struct it reads (else GPOOL_ERR_INVALID_ARG: the caller asked for
- *   something this library cannot do) and are set to zero in a struct it fills;
+ *   something this library cannot do); in a struct it fills they are set to zero when the size
+ *   came from the caller's header (the _sized calls and the macros below), and left as they
+ *   are when the library read struct_size from the struct itself (it never writes past its
+ *   own sizeof on the strength of a size read from memory that may be uninitialised);
+ * - the getters and gpool_config_default() are macros in C that pass sizeof as this header
+ *   declares it (gpool_get_stats_sized() and the other _sized calls), so the common
+ *   `gpool_stats st; gpool_get_stats(pool, &st);` needs no initializer;
  * - struct_size below sizeof(size_t) (the struct_size field alone), or above 65536, is
  *   GPOOL_ERR_INVALID_ARG and gpool_last_error() names the struct and its macro. The one
  *   exception: struct_size 0 in a gpool_alloc_params means the 0.2 layout, so a
@@ -702,6 +708,25 @@ GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);
 GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
 
 /**
+ * gpool_get_stats() for a struct of struct_size bytes, whatever out->struct_size holds: sets
+ * out->struct_size to struct_size, then fills it. In C, gpool_get_stats(pool, out) is a macro
+ * that calls this with sizeof(gpool_stats) as this header declares it, so an uninitialised
+ * `gpool_stats st;` is filled correctly; the function (`(gpool_get_stats)(pool, out)`, or a
+ * binding) reads out->struct_size instead.
+ *
+ * @param pool        the pool.
+ * @param[out] out    receives the snapshot (its first struct_size bytes).
+ * @param struct_size sizeof the caller's gpool_stats.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or struct_size is out of range.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_get_stats_sized(gpool_t *pool, gpool_stats *out, size_t struct_size);
+
+/** Fills *out for this header's gpool_stats (see gpool_get_stats_sized()). */
+#define gpool_get_stats(pool, out) gpool_get_stats_sized((pool), (out), sizeof(gpool_stats))
+
+/**
  * Compute the pool's statistics by walking its blocks: as gpool_get_stats(), except that the
  * requested bytes of small blocks are summed slot by slot over every slab instead of taken
  * from running counters. For checks and debugging (it must equal gpool_get_stats() whenever
@@ -721,6 +746,25 @@ GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
 GPOOL_API gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out);
 
 /**
+ * gpool_calculate_stats() for a struct of struct_size bytes, as gpool_get_stats_sized() is
+ * for gpool_get_stats(); the gpool_calculate_stats(pool, out) macro passes sizeof(gpool_stats).
+ * EXPENSIVE, as gpool_calculate_stats().
+ *
+ * @param pool        the pool.
+ * @param[out] out    receives the statistics (its first struct_size bytes).
+ * @param struct_size sizeof the caller's gpool_stats.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or struct_size is out of range.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_calculate_stats_sized(gpool_t *pool, gpool_stats *out,
+                                                   size_t struct_size);
+
+/** Walks the pool for this header's gpool_stats (see gpool_calculate_stats_sized()). */
+#define gpool_calculate_stats(pool, out)                                                           \
+    gpool_calculate_stats_sized((pool), (out), sizeof(gpool_stats))
+
+/**
  * Describe the live block that contains an address.
  *
  * Cost: one lookup of the address (a lock of the block's memory kind), no driver call.
@@ -737,6 +781,28 @@ GPOOL_API gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out);
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_desc *out);
+
+/**
+ * gpool_get_block_desc() for a struct of struct_size bytes, whatever out->struct_size holds:
+ * sets out->struct_size to struct_size, then fills it. The gpool_get_block_desc(pool, ptr,
+ * out) macro calls this with sizeof(gpool_block_desc), so an uninitialised
+ * `gpool_block_desc d;` is filled correctly.
+ *
+ * @param pool        the pool.
+ * @param ptr         an address inside the block.
+ * @param[out] out    receives the description (its first struct_size bytes).
+ * @param struct_size sizeof the caller's gpool_block_desc.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or struct_size is out of range.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not inside a live block of this pool.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_get_block_desc_sized(gpool_t *pool, const void *ptr,
+                                                  gpool_block_desc *out, size_t struct_size);
+
+/** Describes a block for this header's gpool_block_desc (see gpool_get_block_desc_sized()). */
+#define gpool_get_block_desc(pool, ptr, out)                                                       \
+    gpool_get_block_desc_sized((pool), (ptr), (out), sizeof(gpool_block_desc))
 
 /**
  * Deprecated name of gpool_get_block_desc() (0.1); removed in 0.3.

@@ -12,17 +12,20 @@
 
 #undef gpool_config_default /* the function; the header's macro calls the _sized one */
 
+/* Fill the first size bytes of cfg with the defaults; trusted: size came from the caller's
+ * header, so bytes beyond this library's struct may be zeroed. */
+static void config_defaults(gpool_config *cfg, size_t size, int trusted)
+{
+    const gpool_config defaults = GPOOL_CONFIG_INIT;
+    gp_struct_write(&gp_type_config_zero_ok, cfg, &defaults, size, trusted);
+}
+
 gpool_status gpool_config_default_sized(gpool_config *cfg, size_t struct_size)
 {
     if (!cfg) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_config_default: cfg is NULL");
-    if (struct_size < sizeof(size_t) || struct_size > GP_STRUCT_SIZE_MAX)
-        return gp_fail(GPOOL_ERR_INVALID_ARG,
-                       "gpool_config_default_sized: struct_size %zu is not the size of a "
-                       "gpool_config (%zu to %zu bytes; this library's is %zu)",
-                       struct_size, sizeof(size_t), (size_t)GP_STRUCT_SIZE_MAX,
-                       sizeof(gpool_config));
-    memcpy(cfg, &struct_size, sizeof struct_size); /* struct_size is the first field */
-    return gpool_config_default(cfg);
+    gpool_status st = gp_struct_set_size(&gp_type_config, cfg, struct_size, "gpool_config_default");
+    if (st == GPOOL_OK) config_defaults(cfg, struct_size, 1);
+    return st;
 }
 
 gpool_status gpool_config_default(gpool_config *cfg)
@@ -31,10 +34,8 @@ gpool_status gpool_config_default(gpool_config *cfg)
     size_t size; /* the caller's struct may be older (smaller) or newer than this library's */
     gpool_status st =
         gp_struct_size(&gp_type_config_zero_ok, cfg, "gpool_config_default", 0, &size);
-    if (st != GPOOL_OK) return st;
-    const gpool_config defaults = GPOOL_CONFIG_INIT;
-    gp_struct_write(&gp_type_config_zero_ok, cfg, &defaults, size, 1);
-    return GPOOL_OK;
+    if (st == GPOOL_OK) config_defaults(cfg, size, 0);
+    return st;
 }
 
 /* gpool_peer_access, in its order */

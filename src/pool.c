@@ -388,7 +388,9 @@ static gpool_status stats_impl(gpool_t *pool, gpool_stats *out, int exact)
 }
 
 /* gpool_get_stats and gpool_calculate_stats: the caller's struct filled up to its struct_size */
-static gpool_status stats_out(gpool_t *pool, gpool_stats *out, int exact, const char *call)
+/* gpool_get_stats / gpool_calculate_stats; trusted: struct_size came from the caller's header */
+static gpool_status stats_out(gpool_t *pool, gpool_stats *out, int exact, const char *call,
+                              int trusted)
 {
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "%s: %s is NULL", call, pool ? "out" : "pool");
@@ -397,21 +399,42 @@ static gpool_status stats_out(gpool_t *pool, gpool_stats *out, int exact, const 
     if (st != GPOOL_OK) return st;
     gpool_stats full = GPOOL_STATS_INIT;
     st = stats_impl(pool, &full, exact);
-    if (st == GPOOL_OK) gp_struct_write(&gp_type_stats, out, &full, size, 1);
+    if (st == GPOOL_OK) gp_struct_write(&gp_type_stats, out, &full, size, trusted);
     return st;
 }
 
+#undef gpool_get_stats
+#undef gpool_calculate_stats
+#undef gpool_get_block_desc
+
 gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out)
 {
-    return stats_out(pool, out, 0, "gpool_get_stats");
+    return stats_out(pool, out, 0, "gpool_get_stats", 0);
 }
 
 gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out)
 {
-    return stats_out(pool, out, 1, "gpool_calculate_stats");
+    return stats_out(pool, out, 1, "gpool_calculate_stats", 0);
 }
 
-gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+gpool_status gpool_get_stats_sized(gpool_t *pool, gpool_stats *out, size_t struct_size)
+{
+    if (pool && gp_struct_set_size(&gp_type_stats, out, struct_size, "gpool_get_stats") != GPOOL_OK)
+        return GPOOL_ERR_INVALID_ARG;
+    return stats_out(pool, out, 0, "gpool_get_stats", 1);
+}
+
+gpool_status gpool_calculate_stats_sized(gpool_t *pool, gpool_stats *out, size_t struct_size)
+{
+    if (pool &&
+        gp_struct_set_size(&gp_type_stats, out, struct_size, "gpool_calculate_stats") != GPOOL_OK)
+        return GPOOL_ERR_INVALID_ARG;
+    return stats_out(pool, out, 1, "gpool_calculate_stats", 1);
+}
+
+/* gpool_get_block_desc; trusted: struct_size came from the caller's header */
+static gpool_status block_desc_out(gpool_t *pool, const void *ptr, gpool_block_desc *out,
+                                   int trusted)
 {
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_block_desc: %s is NULL",
@@ -423,8 +446,23 @@ gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_de
     st = block_info_tagged(pool, ptr, &full);
     if (st != GPOOL_OK) return st;
     full.stream = gp_tag_stream((uintptr_t)full.stream);
-    gp_struct_write(&gp_type_block_desc, out, &full, size, 1);
+    gp_struct_write(&gp_type_block_desc, out, &full, size, trusted);
     return GPOOL_OK;
+}
+
+gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_desc *out)
+{
+    return block_desc_out(pool, ptr, out, 0);
+}
+
+gpool_status gpool_get_block_desc_sized(gpool_t *pool, const void *ptr, gpool_block_desc *out,
+                                        size_t struct_size)
+{
+    if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_block_desc: pool is NULL");
+    if (gp_struct_set_size(&gp_type_block_desc, out, struct_size, "gpool_get_block_desc") !=
+        GPOOL_OK)
+        return GPOOL_ERR_INVALID_ARG;
+    return block_desc_out(pool, ptr, out, 1);
 }
 
 /* gpool_get_block_desc with the block's stream tag in out->stream (per-thread default streams

@@ -51,6 +51,19 @@ void gp_struct_read(const gp_struct_type *t, void *full, const void *caller, siz
     memcpy(full, &t->ours, sizeof t->ours);
 }
 
+gpool_status gp_struct_set_size(const gp_struct_type *t, void *caller, size_t size,
+                                const char *call)
+{
+    if (!caller) return gp_fail(GPOOL_ERR_INVALID_ARG, "%s: out is NULL", call);
+    if (size < sizeof size || size > GP_STRUCT_SIZE_MAX)
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "%s: struct_size %zu is not the size of a %s (%zu to %zu bytes; this "
+                       "library's is %zu)",
+                       call, size, t->name, sizeof size, (size_t)GP_STRUCT_SIZE_MAX, t->ours);
+    memcpy(caller, &size, sizeof size); /* struct_size is the first field */
+    return GPOOL_OK;
+}
+
 void gp_struct_write(const gp_struct_type *t, void *caller, const void *full, size_t size,
                      int zero_tail)
 {

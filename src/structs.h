@@ -41,9 +41,16 @@ gpool_status gp_struct_size(const gp_struct_type *t, const void *caller, const c
 void gp_struct_read(const gp_struct_type *t, void *full, const void *caller, size_t size);
 
 /* Copy full's fields into the first min(size, t->ours) bytes of the caller's struct, set its
- * struct_size to size, and (zero_tail) zero its bytes beyond t->ours. */
+ * struct_size to size, and (zero_tail: only when size came from the caller's header, never
+ * when it was read from the struct) zero its bytes beyond t->ours. */
 void gp_struct_write(const gp_struct_type *t, void *caller, const void *full, size_t size,
                      int zero_tail);
+
+/* Set the caller's struct_size to size (a size from the caller's header: the _sized calls),
+ * after checking it as gp_struct_size does; GPOOL_ERR_INVALID_ARG naming the call when caller
+ * is NULL or size is out of range (then nothing is written). */
+gpool_status gp_struct_set_size(const gp_struct_type *t, void *caller, size_t size,
+                                const char *call);
 
 /* A library-owned copy of s[0..len), NUL-terminated, shared by equal strings and freed when
  * the library is unloaded; NULL when out of memory. */

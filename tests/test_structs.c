@@ -139,7 +139,8 @@ Test(structs, older_stats_get_only_their_bytes)
     } buf;
     memset(&buf, GUARD, sizeof buf);
     buf.s.struct_size = sizeof buf.s;
-    cr_assert_eq(gpool_get_stats(pool, (gpool_stats *)&buf.s), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq((gpool_get_stats)(pool, (gpool_stats *)&buf.s), GPOOL_OK, "%s",
+                 gpool_last_error());
     cr_assert_eq(buf.s.struct_size, sizeof buf.s);
     cr_assert(guard_intact(buf.guard, sizeof buf.guard), "gpool_get_stats wrote past");
     gpool_stats full = GPOOL_STATS_INIT;
@@ -154,7 +155,7 @@ Test(structs, older_stats_get_only_their_bytes)
 
     memset(&buf, GUARD, sizeof buf);
     buf.s.struct_size = sizeof buf.s;
-    cr_assert_eq(gpool_calculate_stats(pool, (gpool_stats *)&buf.s), GPOOL_OK);
+    cr_assert_eq((gpool_calculate_stats)(pool, (gpool_stats *)&buf.s), GPOOL_OK);
     cr_assert(guard_intact(buf.guard, sizeof buf.guard), "gpool_calculate_stats wrote past");
     cr_assert_eq(buf.s.kind[GPOOL_MEM_DEVICE].live_blocks, 1);
 
@@ -174,7 +175,7 @@ Test(structs, older_block_desc_gets_only_its_bytes)
     } buf;
     memset(&buf, GUARD, sizeof buf);
     buf.d.struct_size = sizeof buf.d;
-    cr_assert_eq(gpool_get_block_desc(pool, p, (gpool_block_desc *)&buf.d), GPOOL_OK, "%s",
+    cr_assert_eq((gpool_get_block_desc)(pool, p, (gpool_block_desc *)&buf.d), GPOOL_OK, "%s",
                  gpool_last_error());
     cr_assert_eq(buf.d.struct_size, sizeof buf.d);
     cr_assert_eq(buf.d.kind, GPOOL_MEM_DEVICE);
@@ -237,7 +238,14 @@ Test(structs, newer_callers_larger_structs)
     } big;
     memset(&big, 0xFF, sizeof big);
     big.s.struct_size = sizeof big;
-    cr_assert_eq(gpool_get_stats(pool, &big.s), GPOOL_OK, "%s", gpool_last_error());
+    /* struct_size read from the struct: nothing past this library's sizeof is written */
+    cr_assert_eq((gpool_get_stats)(pool, &big.s), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(big.s.struct_size, sizeof big);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(big.future[i], UINT64_MAX, "a size read from memory never widens a write");
+    /* the size from the caller's header (what its macro passes): unknown fields read 0 */
+    cr_assert_eq(gpool_get_stats_sized(pool, &big.s, sizeof big), GPOOL_OK, "%s",
+                 gpool_last_error());
     cr_assert_eq(big.s.struct_size, sizeof big);
     for (int i = 0; i < 4; i++)
         cr_assert_eq(big.future[i], 0, "unknown fields of a newer struct read 0");
@@ -288,15 +296,15 @@ Test(structs, bad_sizes_are_invalid_args_and_the_pool_stays_usable)
         gpool_stats s = GPOOL_STATS_INIT;
         s.struct_size = n;
         s.ooms = 12345;
-        cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_ERR_INVALID_ARG, "stats size %zu", n);
+        cr_assert_eq((gpool_get_stats)(pool, &s), GPOOL_ERR_INVALID_ARG, "stats size %zu", n);
         assert_names("gpool_stats", "GPOOL_STATS_INIT");
         cr_assert_eq(s.ooms, 12345, "a refused struct is not written");
-        cr_assert_eq(gpool_calculate_stats(pool, &s), GPOOL_ERR_INVALID_ARG);
+        cr_assert_eq((gpool_calculate_stats)(pool, &s), GPOOL_ERR_INVALID_ARG);
         assert_names("gpool_stats", "GPOOL_STATS_INIT");
 
         gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
         d.struct_size = n;
-        cr_assert_eq(gpool_get_block_desc(pool, blk, &d), GPOOL_ERR_INVALID_ARG, "desc %zu", n);
+        cr_assert_eq((gpool_get_block_desc)(pool, blk, &d), GPOOL_ERR_INVALID_ARG, "desc %zu", n);
         assert_names("gpool_block_desc", "GPOOL_BLOCK_DESC_INIT");
 
         gpool_config c = GPOOL_CONFIG_INIT;
@@ -416,4 +424,31 @@ Test(structs, config_default_macro_fills_an_uninitialised_struct)
     cr_assert_null(c.default_stream);
     cr_assert_null(c.trace_path);
     cr_assert_eq(c.peer_access, want.peer_access);
+}
+
+Test(structs, getter_macros_fill_uninitialised_structs)
+{
+    /* the common idiom, no initializer: the macros pass this header's sizeof */
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 4096, NULL, &p), GPOOL_OK);
+    gpool_stats st;
+    memset(&st, 0xA5, sizeof st);
+    cr_assert_eq(gpool_get_stats(pool, &st), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(st.struct_size, sizeof st);
+    cr_assert_eq(st.kind[GPOOL_MEM_AUTO].live_blocks, 1);
+    memset(&st, 0xA5, sizeof st);
+    cr_assert_eq(gpool_calculate_stats(pool, &st), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(st.kind[GPOOL_MEM_AUTO].live_blocks, 1);
+    gpool_block_desc d;
+    memset(&d, 0xA5, sizeof d);
+    cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(d.struct_size, sizeof d);
+    cr_assert_eq(d.requested_size, 4096);
+    cr_assert_eq(gpool_get_stats(pool, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_get_block_desc(pool, p, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_get_stats(NULL, &st), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    gpool_destroy(pool);
 }
