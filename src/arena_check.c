@@ -68,6 +68,7 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
     c.n = gp_heap_check(&a->heap, msg, cap);
     if (c.n) return c.n; /* the walks below trust the heap's shape */
     uint64_t in_use = 0, requested = 0, large = 0, pending = 0, pending_bytes = 0;
+    uint64_t work = 0; /* what this walk visited: sets the sampling rate (check_cost) */
     size_t slabs_with_room = 0;
     size_t nregs = atomic_load_explicit(&a->nregs, memory_order_relaxed);
     if (nregs != a->heap.nregions)
@@ -76,8 +77,10 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
         const gp_region *g = &a->heap.regions[i];
         if (a->regs[i].base != g->base || a->regs[i].size != g->size)
             bad(&c, "region %zu: arena and heap disagree on its place", i);
+        work += g->npages / 2; /* page arrays: sequential, cheap */
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
+            work += 64;    /* a range: region walk, treap, dirty list, block map (cache misses) */
             if (!r->aux) { /* no slab: the granules at both ends point to none */
                 uintptr_t off = r->addr - g->base, last = off + r->size - 1;
                 if (atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
@@ -113,6 +116,7 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
                 continue;
             }
             in_use += check_slab(&c, r, s, &pending, &pending_bytes);
+            work += GP_SLAB_MAX_SLOTS / 4 + (r->size >> GP_GRANULE_SHIFT);
             slabs_with_room += s->nfree > 0;
             uintptr_t off = r->addr - a->regs[i].base;
             for (size_t k = 0; k < r->size >> GP_GRANULE_SHIFT; k++)
@@ -166,6 +170,7 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
                         cls);
             }
         }
+    a->check_cost = work;
     if (listed != slabs_with_room)
         bad(&c, "%zu slabs have free slots, %zu are listed", slabs_with_room, listed);
     return c.n;
@@ -173,14 +178,10 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
 
 void gp_arena_check_or_abort(gp_arena *a, const char *where)
 {
-    /* work of one check: pages and blocks (free ranges are fewer than blocks plus regions) */
-    uint64_t every = 1 + a->check_cost / 16384;
+    /* about 4096 units of work per operation on average: every operation while the arena
+     * is small, every Nth above (check_cost: what the last check visited) */
+    uint64_t every = 1 + a->check_cost / 4096;
     if (a->check_ops++ % every) return;
-    uint64_t cost = 0;
-    for (size_t i = 0; i < a->heap.nregions; i++)
-        cost += a->heap.regions[i].npages;
-    cost += a->blocks.count + a->heap.ntags;
-    a->check_cost = cost;
     char msg[512];
     if (gp_arena_check(a, msg, sizeof msg)) {
         char what[640];

@@ -25,12 +25,13 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap);
 /* The arena (lock held): its heap, plus slabs (free stacks, slot states, partial and empty
  * lists, granule table), large blocks in the block map, every page holding allocated bytes
  * backed, and the running counters (in_use, requested, pending slots and bytes) equal to a
- * recomputation. */
+ * recomputation. Records the walk's cost in a->check_cost (for the sampling). */
 size_t gp_arena_check(gp_arena *a, char *msg, size_t cap);
 
 /* Lock held: gp_arena_check, sampled so that large arenas do not make the debug suite
- * crawl (every operation while the walk is small, then about 16384 pages and blocks
- * visited per operation on average); aborts with the message on a violation. */
+ * crawl (every operation while the walk is small, then about 4096 units of work per
+ * operation on average: a page counts 1/2, a range 64, a slab also 64 and its granules);
+ * aborts with the message on a violation. */
 void gp_arena_check_or_abort(gp_arena *a, const char *where);
 
 void gp_check_abort(const char *what, const char *file, int line) __attribute__((noreturn));
