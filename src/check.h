@@ -36,6 +36,15 @@ void gp_arena_check_or_abort(gp_arena *a, const char *where);
 
 void gp_check_abort(const char *what, const char *file, int line) __attribute__((noreturn));
 
+/* A checker's report: violations counted, the first written to msg (cap bytes). */
+typedef struct check_ctx {
+    char *msg;
+    size_t cap;
+    size_t n;
+} check_ctx;
+
+void gp_check_bad(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #ifdef GPOOL_DEBUG
 #define GP_CHECK_ARENA(a, where) gp_arena_check_or_abort((a), (where))
 #define GP_ASSERT(cond)                                                                            \

@@ -6,16 +6,10 @@
 
 #include "check.h"
 
-typedef struct check_ctx {
-    char *msg;
-    size_t cap;
-    size_t n;
-} check_ctx;
-
-static void bad(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bad(check_ctx *c, const char *fmt, ...)
+/* Count a violation; the first one is the message. */
+void gp_check_bad(check_ctx *c, const char *fmt, ...)
 {
-    if (c->n++ || !c->msg || !c->cap) return; /* the first violation is the message */
+    if (c->n++ || !c->msg || !c->cap) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->msg, c->cap, fmt, ap);
@@ -35,20 +29,24 @@ static size_t treap_walk(check_ctx *c, const gp_range *n, const gp_range *lo, co
     size_t count = 0;
     while (n) {
         if (count >= budget) {
-            bad(c, "treap of tag %#" PRIxPTR ": more nodes than free ranges (a cycle?)", tag);
+            gp_check_bad(c, "treap of tag %#" PRIxPTR ": more nodes than free ranges (a cycle?)",
+                         tag);
             return count;
         }
         count++;
         *bytes += n->size;
-        if (!n->is_free) bad(c, "range %#" PRIxPTR " is in a free index but allocated", n->addr);
+        if (!n->is_free)
+            gp_check_bad(c, "range %#" PRIxPTR " is in a free index but allocated", n->addr);
         if (n->tag != tag)
-            bad(c, "range %#" PRIxPTR " of tag %#" PRIxPTR " is indexed under tag %#" PRIxPTR,
-                n->addr, n->tag, tag);
+            gp_check_bad(c,
+                         "range %#" PRIxPTR " of tag %#" PRIxPTR " is indexed under tag %#" PRIxPTR,
+                         n->addr, n->tag, tag);
         if ((lo && !key_less(lo, n)) || (hi && !key_less(n, hi)))
-            bad(c, "treap order: range %#" PRIxPTR " (%zu bytes) out of (size, addr) order",
-                n->addr, n->size);
+            gp_check_bad(c,
+                         "treap order: range %#" PRIxPTR " (%zu bytes) out of (size, addr) order",
+                         n->addr, n->size);
         if ((n->left && n->left->prio > n->prio) || (n->right && n->right->prio > n->prio))
-            bad(c, "treap priority: a child of range %#" PRIxPTR " outranks it", n->addr);
+            gp_check_bad(c, "treap priority: a child of range %#" PRIxPTR " outranks it", n->addr);
         count += treap_walk(c, n->left, lo, n, tag, bytes, budget - count);
         lo = n; /* right subtree: iterate */
         n = n->right;
@@ -60,8 +58,9 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
 {
     check_ctx c = {msg, cap, 0};
     if (msg && cap) msg[0] = 0;
-    if (h->ntags == 0 || h->tags[0].tag != GP_TAG_CLEAN) bad(&c, "tags[0] is not the clean tag");
-    if (h->ntags && h->tags[0].dirty) bad(&c, "the clean tag has a dirty list");
+    if (h->ntags == 0 || h->tags[0].tag != GP_TAG_CLEAN)
+        gp_check_bad(&c, "tags[0] is not the clean tag");
+    if (h->ntags && h->tags[0].dirty) gp_check_bad(&c, "the clean tag has a dirty list");
     size_t free_ranges = 0, free_bytes = 0;
     size_t *per_tag = calloc(h->ntags ? h->ntags : 1, sizeof *per_tag);
     for (size_t i = 0; i < h->nregions; i++) {
@@ -71,20 +70,21 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
         /* allocated bytes per page, recomputed */
         uint32_t *used = calloc(g->npages ? g->npages : 1, sizeof *used);
         if (g->npages != g->size >> g->page_shift || ((size_t)1 << g->page_shift) != g->page)
-            bad(&c, "region %zu: page size/count inconsistent", i);
+            gp_check_bad(&c, "region %zu: page size/count inconsistent", i);
         for (const gp_range *r = g->first; r; prev = r, r = r->next) {
-            if (r->prev != prev) bad(&c, "range %#" PRIxPTR ": prev link broken", r->addr);
+            if (r->prev != prev) gp_check_bad(&c, "range %#" PRIxPTR ": prev link broken", r->addr);
             if (r->region != i)
-                bad(&c, "range %#" PRIxPTR ": region %u, in %zu", r->addr, r->region, i);
+                gp_check_bad(&c, "range %#" PRIxPTR ": region %u, in %zu", r->addr, r->region, i);
             if (r->addr != at)
-                bad(&c,
-                    "region %zu: range at %#" PRIxPTR ", expected %#" PRIxPTR " (gap or overlap)",
-                    i, r->addr, at);
+                gp_check_bad(&c,
+                             "region %zu: range at %#" PRIxPTR ", expected %#" PRIxPTR
+                             " (gap or overlap)",
+                             i, r->addr, at);
             if (r->size == 0 || r->size % GP_MIN_ALIGN || r->addr % GP_MIN_ALIGN)
-                bad(&c, "range %#" PRIxPTR ": size %zu not a positive multiple of %u", r->addr,
-                    r->size, GP_MIN_ALIGN);
+                gp_check_bad(&c, "range %#" PRIxPTR ": size %zu not a positive multiple of %u",
+                             r->addr, r->size, GP_MIN_ALIGN);
             if (r->addr + r->size > g->base + g->size || r->addr + r->size < r->addr) {
-                bad(&c, "range %#" PRIxPTR " runs past its region", r->addr);
+                gp_check_bad(&c, "range %#" PRIxPTR " runs past its region", r->addr);
                 break;
             }
             at = r->addr + r->size;
@@ -92,19 +92,20 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
                 free_ranges++;
                 free_bytes += r->size;
                 if (prev && prev->is_free && prev->tag == r->tag)
-                    bad(&c, "free ranges %#" PRIxPTR " and %#" PRIxPTR " of one tag not coalesced",
+                    gp_check_bad(
+                        &c, "free ranges %#" PRIxPTR " and %#" PRIxPTR " of one tag not coalesced",
                         prev->addr, r->addr);
                 size_t t = 0;
                 while (t < h->ntags && h->tags[t].tag != r->tag)
                     t++;
                 if (t == h->ntags)
-                    bad(&c, "free range %#" PRIxPTR ": tag %#" PRIxPTR " has no index", r->addr,
-                        r->tag);
+                    gp_check_bad(&c, "free range %#" PRIxPTR ": tag %#" PRIxPTR " has no index",
+                                 r->addr, r->tag);
                 else if (per_tag)
                     per_tag[t]++;
             } else {
                 if (r->left || r->right || r->dprev || r->dnext)
-                    bad(&c, "allocated range %#" PRIxPTR " keeps index links", r->addr);
+                    gp_check_bad(&c, "allocated range %#" PRIxPTR " keeps index links", r->addr);
                 if (used) {
                     size_t p0 = (r->addr - g->base) >> g->page_shift;
                     size_t p1 = (r->addr + r->size - 1 - g->base) >> g->page_shift;
@@ -118,18 +119,18 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
             }
         }
         if (at != g->base + g->size)
-            bad(&c, "region %zu: ranges end at %#" PRIxPTR ", the region at %#" PRIxPTR, i, at,
-                g->base + g->size);
+            gp_check_bad(&c, "region %zu: ranges end at %#" PRIxPTR ", the region at %#" PRIxPTR, i,
+                         at, g->base + g->size);
         for (size_t p = 0; used && p < g->npages; p++)
             if (used[p] != g->page_used[p]) {
-                bad(&c, "region %zu page %zu: page_used %u, allocated bytes %u", i, p,
-                    g->page_used[p], used[p]);
+                gp_check_bad(&c, "region %zu page %zu: page_used %u, allocated bytes %u", i, p,
+                             g->page_used[p], used[p]);
                 break;
             }
         free(used);
     }
     if (free_bytes != h->free_bytes)
-        bad(&c, "free_bytes %zu, free ranges hold %zu", h->free_bytes, free_bytes);
+        gp_check_bad(&c, "free_bytes %zu, free ranges hold %zu", h->free_bytes, free_bytes);
     size_t indexed = 0;
     for (size_t t = 0; t < h->ntags; t++) {
         const gp_tag_index *ti = &h->tags[t];
@@ -137,28 +138,33 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
         size_t n = treap_walk(&c, ti->root, NULL, NULL, ti->tag, &bytes, free_ranges + 1);
         indexed += n;
         if (n != ti->count)
-            bad(&c, "tag %#" PRIxPTR ": count %zu, treap holds %zu", ti->tag, ti->count, n);
+            gp_check_bad(&c, "tag %#" PRIxPTR ": count %zu, treap holds %zu", ti->tag, ti->count,
+                         n);
         if (per_tag && n != per_tag[t])
-            bad(&c, "tag %#" PRIxPTR ": treap holds %zu ranges, %zu free ranges carry the tag",
-                ti->tag, n, per_tag[t]);
+            gp_check_bad(&c,
+                         "tag %#" PRIxPTR ": treap holds %zu ranges, %zu free ranges carry the tag",
+                         ti->tag, n, per_tag[t]);
         for (size_t u = t + 1; u < h->ntags; u++)
             if (ti->count && h->tags[u].count && h->tags[u].tag == ti->tag)
-                bad(&c, "tag %#" PRIxPTR " indexed twice", ti->tag);
+                gp_check_bad(&c, "tag %#" PRIxPTR " indexed twice", ti->tag);
         if (t == 0) continue;
         size_t d = 0;
         const gp_range *dp = NULL;
         for (const gp_range *r = ti->dirty; r && d <= free_ranges; dp = r, r = r->dnext, d++) {
-            if (r->dprev != dp) bad(&c, "tag %#" PRIxPTR ": dirty list links broken", ti->tag);
+            if (r->dprev != dp)
+                gp_check_bad(&c, "tag %#" PRIxPTR ": dirty list links broken", ti->tag);
             if (!r->is_free || r->tag != ti->tag)
-                bad(&c,
-                    "tag %#" PRIxPTR ": dirty list holds range %#" PRIxPTR
-                    " (free %d, tag %#" PRIxPTR ")",
-                    ti->tag, r->addr, r->is_free, r->tag);
+                gp_check_bad(&c,
+                             "tag %#" PRIxPTR ": dirty list holds range %#" PRIxPTR
+                             " (free %d, tag %#" PRIxPTR ")",
+                             ti->tag, r->addr, r->is_free, r->tag);
         }
         if (d != ti->count)
-            bad(&c, "tag %#" PRIxPTR ": dirty list holds %zu, count %zu", ti->tag, d, ti->count);
+            gp_check_bad(&c, "tag %#" PRIxPTR ": dirty list holds %zu, count %zu", ti->tag, d,
+                         ti->count);
     }
-    if (indexed != free_ranges) bad(&c, "%zu free ranges, %zu indexed", free_ranges, indexed);
+    if (indexed != free_ranges)
+        gp_check_bad(&c, "%zu free ranges, %zu indexed", free_ranges, indexed);
     free(per_tag);
     return c.n;
 }

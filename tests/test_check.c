@@ -10,29 +10,11 @@
 #include "check.h"
 #include "pool.h"
 #include "util_pool.h"
+#include "util_heap.h"
 
-#define BASE ((uintptr_t)1 << 40)
+#define BASE HEAP_BASE
 
-static gp_heap heap;
 static char msg[512];
-
-static void heap_setup(void)
-{
-    cr_assert_eq(gp_heap_init(&heap), 0);
-    cr_assert_eq(gp_heap_add_region(&heap, BASE, 64 * MiB, 2 * MiB), 0);
-}
-static void heap_teardown(void)
-{
-    gp_heap_fini(&heap);
-}
-
-static gp_range *take(size_t size, uintptr_t tag)
-{
-    int oom = 0;
-    gp_range *r = gp_heap_take(&heap, size, GP_MIN_ALIGN, tag, &oom);
-    cr_assert_not_null(r);
-    return r;
-}
 
 /* A heap with blocks, clean holes and a pending (dirty) range of stream 7. */
 static gp_range *blocks[8];

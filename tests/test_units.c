@@ -15,30 +15,12 @@
 #include "size_parse.h"
 #include "sizeclass.h"
 #include "util_sizes.h"
+#include "util_heap.h"
 
 #define MiB  ((size_t)1 << 20)
-#define BASE ((uintptr_t)1 << 40)
+#define BASE HEAP_BASE
 
 /* ---------- heap ---------- */
-
-static gp_heap heap;
-static void heap_setup(void)
-{
-    cr_assert_eq(gp_heap_init(&heap), 0);
-    cr_assert_eq(gp_heap_add_region(&heap, BASE, 64 * MiB, 2 * MiB), 0);
-}
-static void heap_teardown(void)
-{
-    gp_heap_fini(&heap);
-}
-
-static gp_range *take(size_t size, uintptr_t tag)
-{
-    int oom = 0;
-    gp_range *r = gp_heap_take(&heap, size, GP_MIN_ALIGN, tag, &oom);
-    cr_assert_not_null(r, "take %zu", size);
-    return r;
-}
 
 /* Pretend the backend backed pages [first, last] of region 0 (the heap only reads page_phys). */
 static void back_pages(size_t first, size_t last)
