@@ -1,3 +1,22 @@
+/* Glossary (arena.h, heap.h, stream.h and the files behind them use these words so):
+ *   page     the backend's unit of physical memory (the device's granularity, or a host page);
+ *            a page is backed when physical memory is mapped at its address.
+ *   chunk    several pages the backend creates, and gives back, as one physical allocation.
+ *   handle   the backend's name for one page's or chunk's physical memory (heap.h page_phys).
+ *   region   one reserved virtual address range; the heap places ranges inside regions.
+ *   range    a run of addresses in a region: free, or a block (a large block, or a slab).
+ *   granule  64 KiB (GP_GRANULE): slabs are granule aligned and sized, and each region has a
+ *            table from granule to slab for the lock-free free path.
+ *   slab     a range cut into equal slots of one size class, serving one stream.
+ *   slot     one small block's place in a slab (free, live, cached by a thread cache, or
+ *            pending on another stream).
+ *   tag      the stream a free range or slot may still be used by (stream.h gp_stream_tag),
+ *            or GP_TAG_CLEAN.
+ *   position a point in a stream's queued work (seq): a free gets its stream's current
+ *            position, and is done once an event recorded at or after it has completed.
+ *   pending  freed, but reusable only on its own stream until its position is done
+ *            (also called dirty, for free ranges).
+ *   clean    free and reusable by every stream: no queued work can touch it. */
 /* The arena: one memory kind's blocks. Large blocks are best-fit ranges of the address-space
  * heap; small ones are slots of slabs (per size class and stream). The arena asks its
  * backend to back exactly the pages that hold allocated bytes, and on memory pressure takes
@@ -76,7 +95,7 @@ typedef struct gp_arena_stream {
 
 typedef struct gp_arena gp_arena;
 
-/* Called under the arena lock when memory is short: make every dirty free range clean (by
+/* Called under the arena lock when memory is short: make every pending (dirty) free range clean (by
  * waiting for the streams' work) — returns GPOOL_OK or an error. */
 typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 
@@ -86,7 +105,7 @@ typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
  * requesting stream wait on pending events instead). */
 typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 
-/* Called under the arena lock: the sequence number a free on stream tag gets now (an emptied
+/* Called under the arena lock: the position (seq) a free on stream tag gets now (an emptied
  * slab goes back to the free space at that position of its stream, so only an event recorded
  * after its last free makes it clean). */
 typedef uint64_t (*gp_seq_fn)(void *owner, uintptr_t tag);
@@ -128,7 +147,7 @@ struct gp_arena {
     uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
     gp_heap heap;
     gp_ptrmap blocks; /* large blocks by address */
-    /* Per region: the slab of each 64 KiB granule. Read without the lock by the free fast
+    /* Per region: the slab of each granule. Read without the lock by the free fast
      * path, so the table never moves and entries are atomics. */
     struct gp_arena_region {
         uintptr_t base;

@@ -1,4 +1,4 @@
-/* Stream-ordered reuse (stream.c): per-stream free sequence numbers, events, blocks used on
+/* Stream-ordered reuse (stream.c): per-stream free positions, events, blocks used on
  * several streams (gpool_record_stream). */
 #ifndef GPOOL_STREAM_H
 #define GPOOL_STREAM_H
@@ -29,7 +29,7 @@ gpool_status gp_streams_create(gpool_t *pool);
 /* Destroys events; deferred blocks are left to the arenas' teardown. */
 void gp_streams_destroy(gpool_t *pool);
 
-/* The sequence number a free on stream tag gets now (pass it to gp_arena_free). */
+/* The position (seq) a free on stream tag gets now (pass it to gp_arena_free). */
 uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag);
 
 /* Note that the block at ptr (allocated on alloc_tag) is also used on stream tag. */
