@@ -443,6 +443,62 @@ void gp_arena_clean_all_locked(gp_arena *a)
     } while (n || a->npending);
 }
 
+/* ---------- what the event clock (stream.c) asks of the arena ---------- */
+
+size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max)
+{
+    return gp_heap_dirty_tags(&a->heap, out, max);
+}
+
+int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag)
+{
+    for (size_t k = 0; k < a->npending; k++)
+        if (a->pending[k].tag == tag) return 1;
+    return 0;
+}
+
+size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max)
+{
+    size_t n = gp_heap_dirty_tags(&a->heap, out, max);
+    for (size_t i = 0; i < a->npending && n < max; i++) {
+        size_t j = 0;
+        while (j < n && out[j] != a->pending[i].tag)
+            j++;
+        if (j == n) out[n++] = a->pending[i].tag;
+    }
+    return n;
+}
+
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag)
+{
+    return gp_heap_largest_tagged(&a->heap, tag) >= a->poll_want;
+}
+
+void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
+                               uint64_t to_seq)
+{
+    gp_heap_retag(&a->heap, from, upto, to, to_seq);
+}
+
+int gp_arena_needs_sync(gp_arena *a)
+{
+    uintptr_t tags[1];
+    return gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync;
+}
+
+void gp_arena_synced_locked(gp_arena *a)
+{
+    gp_arena_clean_all_locked(a);
+    a->frees_since_sync = 0;
+}
+
+void gp_arena_note_queued_use(gp_arena *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->frees_since_sync++;
+    pthread_mutex_unlock(&a->lock);
+}
+
 static void partial_push(gp_arena_stream *ss, gp_slab *s)
 {
     s->prev = NULL;

@@ -215,6 +215,27 @@ void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
 /* Lock held: every stream's work is known done (after a device-wide synchronize). */
 void gp_arena_clean_all_locked(gp_arena *a);
 
+/* What the event clock (stream.c) asks of the arena; lock held for all but the last. */
+/* Up to max streams with pending (dirty) free ranges. */
+size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max);
+/* 1 when a small block is pending on stream tag. */
+int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
+/* Up to max streams with pending free ranges or pending small blocks. */
+size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
+/* 1 when the largest range pending on tag fits the request that polls (GP_POLL_QUERY_ONLY). */
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag);
+/* Stream to now waits for from's work up to position upto: from's ranges up to there become
+ * to's, pending at to_seq (GPOOL_ALLOC_STREAM_WAIT; pending slots keep waiting). */
+void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
+                               uint64_t to_seq);
+/* 1 when a device-wide synchronize would change anything: pending ranges or slots, or frees
+ * (or queued use) since the last one. */
+int gp_arena_needs_sync(gp_arena *a);
+/* A device-wide synchronize completed: everything is clean, and nothing freed is in use. */
+void gp_arena_synced_locked(gp_arena *a);
+/* Takes the lock: queued work now touches a block (its pages stay mapped until a sync). */
+void gp_arena_note_queued_use(gp_arena *a);
+
 /* Lock held: free a block (for hooks that run under the lock). */
 gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 

@@ -138,9 +138,7 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
         st = gp_vidmem_zero_async(a->bctx, *out, size, (CUstream)stream);
         /* queued work now touches the block: its pages are not unmapped before a synchronize
          * (even once it is freed through a thread cache, which counts no free) */
-        pthread_mutex_lock(&a->lock);
-        a->frees_since_sync++;
-        pthread_mutex_unlock(&a->lock);
+        gp_arena_note_queued_use(a);
         if (st != GPOOL_OK) gp_arena_free(a, *out, tag, 0);
     }
     if (st != GPOOL_OK) *out = NULL;

@@ -531,15 +531,14 @@ static void prune_streams(gpool_t *pool, gp_arena *a)
     gp_streams *ss = pool->streams;
     if (ss->nrecs <= 16 || a != pool->arena[GPOOL_MEM_DEVICE]) return;
     uintptr_t tags[64];
-    size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
+    size_t n = gp_arena_dirty_tags(a, tags, 64);
     if (n == 64) return; /* too many to tell cheaply: try again later */
     for (size_t i = 0; i < ss->nrecs;) {
         stream_rec *r = &ss->recs[i];
         int keep = r->ev_live || r->tag == pool->default_tag;
         for (size_t k = 0; k < n && !keep; k++)
             keep = tags[k] == r->tag;
-        for (size_t k = 0; k < a->npending && !keep; k++)
-            keep = a->pending[k].tag == r->tag;
+        if (!keep) keep = gp_arena_slots_pending_on(a, r->tag);
         if (keep) {
             i++;
             continue;
@@ -556,13 +555,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     gpool_t *pool = owner;
     gp_streams *ss = pool->streams;
     uintptr_t tags[64];
-    size_t n = gp_heap_dirty_tags(&a->heap, tags, 64);
-    for (size_t i = 0; i < a->npending && n < 64; i++) {
-        size_t j = 0;
-        while (j < n && tags[j] != a->pending[i].tag)
-            j++;
-        if (j == n) tags[n++] = a->pending[i].tag;
-    }
+    size_t n = gp_arena_pending_tags(a, tags, 64);
     ss_lock(ss);
     int pushed;
     gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
@@ -584,8 +577,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             continue;
         }
         if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
-        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) &&
-            gp_heap_largest_tagged(&a->heap, r->tag) < a->poll_want)
+        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag))
             continue;      /* nothing there the request fits: no new event for it */
         if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
             if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) {
@@ -613,7 +605,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             uintptr_t from = r->tag;
             uint64_t upto = r->ev_seq;
             stream_rec *me = rec_get(ss, tag); /* may move ss->recs: r is not used after */
-            if (me) gp_heap_retag(&a->heap, from, upto, tag, me->seq);
+            if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
         }
     }
     if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
@@ -655,9 +647,7 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
 {
     gp_streams *ss = pool->streams;
     gp_tcache_flush_all(pool);
-    uintptr_t tags[1];
-    int pending = force || gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending ||
-                  a->frees_since_sync ||
+    int pending = force || gp_arena_needs_sync(a) ||
                   atomic_load_explicit(&pool->stream_busy, memory_order_relaxed);
     if (!pending) return GPOOL_OK;
     int pushed;
@@ -672,8 +662,7 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
             ss->recs[i].seq++; /* later frees are not covered by this synchronize */
         }
         if (a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 1);
-        gp_arena_clean_all_locked(a);
-        a->frees_since_sync = 0;
+        gp_arena_synced_locked(a);
         prune_streams(pool, a);
         ss_unlock(ss);
     }
