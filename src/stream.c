@@ -1,10 +1,8 @@
-/* Stream-ordered reuse. A block freed on stream S is reusable at once by allocations on S
- * (stream order makes that safe) and by other streams once an event recorded on S after the
- * free has completed. Frees carry a per-stream sequence number; one event per stream covers
- * every free up to the sequence number it was recorded at, so the common case — one stream —
- * records no event at all, and several streams cost one cuEventRecord/cuEventQuery per stream
- * when some request would otherwise need fresh pages. Blocks marked with
- * gpool_record_stream wait for events on every stream that used them. */
+/* The event clock of stream-ordered reuse: per-stream free positions (seq), one event per
+ * stream covering every free up to the position it was recorded at, "is this position done?"
+ * (event or stream queries), record, wait and synchronize, and the frees deferred behind
+ * events on several streams (gpool_record_stream). The rule that decides which freed memory
+ * may go to which stream, and when, is stated once at the top of arena.c. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* Stream-ordered reuse (stream.c): per-stream free positions, events, blocks used on
- * several streams (gpool_record_stream). */
+/* The event clock of stream-ordered reuse (stream.c): per-stream free positions, events,
+ * blocks used on several streams (gpool_record_stream). The reuse rule itself: arena.c. */
 #ifndef GPOOL_STREAM_H
 #define GPOOL_STREAM_H
 
