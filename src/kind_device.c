@@ -25,7 +25,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
     gpool_status st = gp_vidmem_create(&pool->dc, pool->cfg.peer_access, &vctx);
     if (st != GPOOL_OK) return st;
     CUresult r =
-        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDeviceTotalMem(&total, pool->dc.dev));
     if (r != CUDA_SUCCESS) {
         st = gp_cu_fail(r, "cuDeviceTotalMem");
         gp_vidmem_ops.fini(vctx, NULL);

@@ -154,8 +154,8 @@ static CUresult event_get(gpool_t *pool, CUevent *ev)
         *ev = ss->spare[--ss->nspare];
         return CUDA_SUCCESS;
     }
-    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
-                  pool->drv->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING));
+    return GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                  pool->dc.drv->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING));
 }
 
 #define SPARE_EVENTS 64 /* idle events kept for reuse; more are destroyed */
@@ -164,14 +164,14 @@ static void event_put(gpool_t *pool, CUevent ev)
 {
     gp_streams *ss = pool->streams;
     if (ss->nspare == SPARE_EVENTS) {
-        GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ev));
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(ev));
         return;
     }
     if (ss->nspare == ss->cap_spare) {
         size_t cap = ss->cap_spare ? ss->cap_spare * 2 : 16;
         CUevent *ns = realloc(ss->spare, cap * sizeof *ns);
         if (!ns) {
-            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ev));
+            GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(ev));
             return;
         }
         ss->spare = ns;
@@ -185,7 +185,7 @@ static void event_put(gpool_t *pool, CUevent ev)
  * named with the pool's context current, so they are its own. */
 static int other_ctx(gpool_t *pool, uintptr_t tag)
 {
-    if (!pool->drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
+    if (!pool->dc.drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
         tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag))
         return 0;
     /* cached in the stream's record (made here if need be: callers hold no record pointer of
@@ -194,8 +194,9 @@ static int other_ctx(gpool_t *pool, uintptr_t tag)
     stream_rec *r = rec_get(pool->streams, tag);
     if (r && r->ctx_known) return r->other_ctx;
     CUcontext c = NULL;
-    CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamGetCtx((CUstream)tag, &c));
-    int other = q != CUDA_SUCCESS || c != pool->ctx;
+    CUresult q =
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuStreamGetCtx((CUstream)tag, &c));
+    int other = q != CUDA_SUCCESS || c != pool->dc.ctx;
     if (r) {
         r->ctx_known = 1;
         r->other_ctx = other;
@@ -208,13 +209,13 @@ int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
 {
     /* cuStreamIsCapturing is legal during capture (its doc comment); a driver without it has no
      * graph capture to worry about. Another thread's per-thread stream cannot be asked. */
-    if (!pool->drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
+    if (!pool->dc.drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
     /* cuStreamBeginCapture's doc: "Capture may not be initiated if stream is CU_STREAM_LEGACY"
      * (NULL names the legacy stream in gpool's API): no call needed for it */
     if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY) return 0;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                        pool->drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));
+    CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                        pool->dc.drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));
     return r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -235,8 +236,8 @@ gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
 static int record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
     if (!gp_tag_mine(tag) || other_ctx(pool, tag) || gp_stream_capturing(pool, tag)) return 1;
-    return GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
-                  pool->drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
+    return GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                  pool->dc.drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
 }
 
 /* Wait for the work queued on stream tag: cuStreamSynchronize, or for another thread's
@@ -246,9 +247,9 @@ static CUresult sync_tag(gpool_t *pool, uintptr_t tag)
     if (gp_stream_capturing(pool, tag)) /* synchronizing captured work is prohibited */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (!gp_tag_mine(tag))
-        return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
-    return GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                  pool->drv->cuStreamSynchronize((CUstream)gp_tag_stream(tag)));
+        return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
+    return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                  pool->dc.drv->cuStreamSynchronize((CUstream)gp_tag_stream(tag)));
 }
 
 void gp_stream_cover(gpool_t *pool, uintptr_t tag)
@@ -261,7 +262,7 @@ void gp_stream_cover(gpool_t *pool, uintptr_t tag)
         if (ss->recs[i].tag == tag) r = &ss->recs[i];
     if (r && r->foreign_want) {
         int pushed;
-        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        gp_dc_enter(&pool->dc, &pushed);
         if (!r->ev && event_get(pool, &r->ev) != CUDA_SUCCESS) r->ev = NULL;
         /* Recording it again while live is fine: its completion then covers the earlier
          * frees as well (stream order). */
@@ -269,7 +270,7 @@ void gp_stream_cover(gpool_t *pool, uintptr_t tag)
             r->ev_seq = r->seq++;
             r->ev_live = 1;
         }
-        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        gp_dc_leave(&pool->dc, pushed);
     }
     ss_unlock(ss);
 }
@@ -291,16 +292,16 @@ void gp_streams_destroy(gpool_t *pool)
     gp_streams *ss = pool->streams;
     if (!ss) return;
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     for (size_t i = 0; i < ss->nrecs; i++)
         if (ss->recs[i].ev)
-            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ss->recs[i].ev));
+            GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(ss->recs[i].ev));
     for (size_t i = 0; i < ss->ndef; i++)
         for (size_t k = 0; k < ss->def[i].nev; k++)
-            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ss->def[i].ev[k]));
+            GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(ss->def[i].ev[k]));
     for (size_t i = 0; i < ss->nspare; i++)
-        GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventDestroy(ss->spare[i]));
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(ss->spare[i]));
+    gp_dc_leave(&pool->dc, pushed);
     for (size_t i = 0; i < ss->recorded.cap; i++)
         if (ss->recorded.keys[i]) free(ss->recorded.vals[i]);
     gp_ptrmap_fini(&ss->recorded);
@@ -373,9 +374,9 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
 gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag)
 {
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     CUresult r = sync_tag(pool, tag);
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuStreamSynchronize");
 }
 
@@ -418,7 +419,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block
                        .tag = tag,
                        .seq = r ? r->seq : UINT64_MAX};
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     /* the streams it was used on, and the one it was allocated on (the memory may have been
      * handed out while that stream's earlier work on it was still queued) */
     uintptr_t streams[DEFER_EVENTS + 1];
@@ -443,7 +444,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block
         }
         d.ev[d.nev++] = ev;
     }
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     rc->deferred = 1; /* the entry stays until the free completes */
     def_push(ss, &d);
     ss_unlock(ss);
@@ -461,8 +462,8 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
         deferred_free *d = &ss->def[i];
         size_t done = 0;
         for (size_t e = 0; e < d->nev && got < max; e++)
-            done += force || GP_DRV(&pool->cnt, GPOOL_DRV_EVENT,
-                                    pool->drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
+            done += force || GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                                    pool->dc.drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
         if (got == max || done < d->nev || (d->need_sync && !force)) {
             ss->def[k++] = *d;
             continue;
@@ -513,9 +514,9 @@ void gp_stream_process(gpool_t *pool)
     ss_lock(ss);
     if (ss->ndef) {
         int pushed;
-        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+        gp_dc_enter(&pool->dc, &pushed);
         n = take_deferred(pool, 0, done, 64);
-        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        gp_dc_leave(&pool->dc, pushed);
     }
     ss_unlock(ss);
     for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
@@ -556,12 +557,12 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     size_t n = gp_arena_pending_tags(a, tags, 64);
     ss_lock(ss);
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     for (size_t i = 0; i < n; i++) {
         stream_rec *r = rec_get(ss, tags[i]);
         if (!r) break;
-        if (r->ev_live &&
-            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
+        if (r->ev_live && GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                                 pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
             r->ev_live = 0;
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         }
@@ -569,8 +570,8 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             /* another context's stream: no event of ours can be recorded there; ask the
              * stream itself (not while it captures: querying captured work is prohibited) */
             if (!gp_stream_capturing(pool, r->tag) &&
-                GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamQuery((CUstream)r->tag)) ==
-                    CUDA_SUCCESS)
+                GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                       pool->dc.drv->cuStreamQuery((CUstream)r->tag)) == CUDA_SUCCESS)
                 gp_arena_clean_locked(a, r->tag, r->seq++);
             continue;
         }
@@ -589,14 +590,14 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             r->ev_seq = r->seq++;
             r->ev_live = 1;
         }
-        CUresult q = GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(r->ev));
+        CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev));
         if (q == CUDA_SUCCESS) {
             r->ev_live = 0;
             gp_arena_clean_locked(a, r->tag, r->ev_seq);
         } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
-                   GP_DRV(&pool->cnt, GPOOL_DRV_STREAM,
-                          pool->drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) ==
-                       CUDA_SUCCESS) {
+                   GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                          pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev,
+                                                          0)) == CUDA_SUCCESS) {
             /* The requesting stream now runs after that work: its ranges become the
              * requester's (reusable by it at once, by others after the requester's next
              * event). Small blocks pending on that stream still wait for the real event. */
@@ -608,7 +609,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     }
     if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
     prune_streams(pool, a);
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     ss_unlock(ss);
 }
 
@@ -623,15 +624,15 @@ static gpool_status sync_other_contexts(gpool_t *pool)
     for (size_t i = 0; i < ss->nrecs && st == GPOOL_OK; i++) {
         stream_rec *r = &ss->recs[i];
         if (!other_ctx(pool, r->tag)) continue;
-        CUresult q =
-            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuStreamSynchronize((CUstream)r->tag));
+        CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                            pool->dc.drv->cuStreamSynchronize((CUstream)r->tag));
         if (q != CUDA_SUCCESS && r->ctx) { /* e.g. destroyed: wait for its whole context */
-            int pushed = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuCtxPushCurrent(r->ctx)) ==
-                         CUDA_SUCCESS;
+            int pushed = GP_DRV(pool->dc.cnt, GPOOL_DRV_OTHER,
+                                pool->dc.drv->cuCtxPushCurrent(r->ctx)) == CUDA_SUCCESS;
             if (pushed) {
-                q = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+                q = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
                 CUcontext dummy;
-                GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuCtxPopCurrent(&dummy));
+                GP_DRV(pool->dc.cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuCtxPopCurrent(&dummy));
             }
         }
         if (q != CUDA_SUCCESS)
@@ -649,8 +650,8 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
                   atomic_load_explicit(&pool->stream_busy, memory_order_relaxed);
     if (!pending) return GPOOL_OK;
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize());
+    gp_dc_enter(&pool->dc, &pushed);
+    CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
     gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
     if (st == GPOOL_OK) st = sync_other_contexts(pool);
     if (st == GPOOL_OK) {
@@ -664,7 +665,7 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
         prune_streams(pool, a);
         ss_unlock(ss);
     }
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     return st;
 }
 
@@ -730,7 +731,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
                        .tag = tag};
     int ok = rc && ss->ndef < ss->cap_def;
     int pushed;
-    gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
+    gp_dc_enter(&pool->dc, &pushed);
     uintptr_t streams[DEFER_EVENTS + 2];
     size_t ns = 0;
     streams[ns++] = tag;
@@ -756,8 +757,8 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     }
     int done = ok;
     for (size_t e = 0; ok && e < d.nev; e++) /* idle streams: free at once */
-        done &=
-            GP_DRV(&pool->cnt, GPOOL_DRV_EVENT, pool->drv->cuEventQuery(d.ev[e])) == CUDA_SUCCESS;
+        done &= GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(d.ev[e])) ==
+                CUDA_SUCCESS;
     if (done) {
         for (size_t e = 0; e < d.nev; e++)
             event_put(pool, d.ev[e]);
@@ -778,7 +779,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
             atomic_fetch_sub(&pool->stream_busy, 1);
         }
     }
-    gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+    gp_dc_leave(&pool->dc, pushed);
     ss_unlock(ss);
     if ((done || !ok) && st == GPOOL_OK) {
         int owned;
@@ -796,11 +797,11 @@ size_t gp_stream_drain(gpool_t *pool)
     do {
         ss_lock(ss);
         int pushed;
-        gp_ctx_enter(pool->drv, pool->ctx, &pool->cnt, &pushed);
-        int synced =
-            GP_DRV(&pool->cnt, GPOOL_DRV_STREAM, pool->drv->cuCtxSynchronize()) == CUDA_SUCCESS;
+        gp_dc_enter(&pool->dc, &pushed);
+        int synced = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize()) ==
+                     CUDA_SUCCESS;
         n = take_deferred(pool, synced, done, 64);
-        gp_ctx_leave(pool->drv, &pool->cnt, pushed);
+        gp_dc_leave(&pool->dc, pushed);
         ss_unlock(ss);
         for (size_t i = 0; i < n; i++)
             free_done(pool, &done[i], 0);

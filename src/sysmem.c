@@ -99,12 +99,12 @@ static gp_sysmem *sys_of(gpool_t *pool)
 static int registered_pointers_match(gpool_t *pool)
 {
     int n = 0;
-    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceGetCount(&n)) != CUDA_SUCCESS)
+    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDeviceGetCount(&n)) != CUDA_SUCCESS)
         return 0;
     for (int d = 0; d < n; d++) {
         int v = 0;
         if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                   pool->drv->cuDeviceGetAttribute(
+                   pool->dc.drv->cuDeviceGetAttribute(
                        &v, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, d)) !=
                 CUDA_SUCCESS ||
             !v)
@@ -115,7 +115,7 @@ static int registered_pointers_match(gpool_t *pool)
 
 static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
 {
-    const gp_driver *d = pool->drv;
+    const gp_driver *d = pool->dc.drv;
     if (!d->cuMemHostRegister || !d->cuMemHostUnregister || !d->cuMemHostGetDevicePointer)
         return gp_fail(GPOOL_ERR_UNSUPPORTED,
                        "host memory kinds need cuMemHostRegister, cuMemHostUnregister and "
@@ -127,13 +127,13 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     gp_ptrmap_init(&s->blocks);
     s->env = (gp_host_env){.dc = pool->dc, .numa = &s->numa};
     int v = 0, m = 0;
-    CUresult r = GP_DRV(
-        &pool->cnt, GPOOL_DRV_OTHER,
-        pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, pool->dev));
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                        pool->dc.drv->cuDeviceGetAttribute(
+                            &v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, pool->dc.dev));
     if (r == CUDA_SUCCESS)
         r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                   pool->drv->cuDeviceGetAttribute(&m, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
-                                                   pool->dev));
+                   pool->dc.drv->cuDeviceGetAttribute(&m, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
+                                                      pool->dc.dev));
     if (r != CUDA_SUCCESS) { /* a failed query is not "unsupported": say what failed */
         gp_ptrmap_fini(&s->blocks);
         pthread_mutex_destroy(&s->lock);
@@ -143,7 +143,7 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     s->uva = v;
     s->can_map = m;
     s->reg_same_ptr = registered_pointers_match(pool);
-    gp_numa_init(&s->numa, pool->drv, pool->dev, &pool->cnt);
+    gp_numa_init(&s->numa, pool->dc.drv, pool->dc.dev, &pool->cnt);
     *out = s;
     return GPOOL_OK;
 }
