@@ -86,13 +86,20 @@ static inline long gp_slot_index(const gp_slab *s, uintptr_t p)
     return (long)i;
 }
 
-/* A stream the arena has seen: its partial slabs per class. */
-typedef struct gp_arena_stream {
-    uintptr_t tag;
-    gp_slab *partial[GP_NCLASS];
-    gp_slab *empty[GP_NCLASS]; /* one spare empty slab per class */
-} gp_arena_stream;
+/* Per region: the slab of each granule. Read without the lock by the free fast path, so the
+ * table never moves and entries are atomics. The first member of gp_arena, so that
+ * gp_arena_slab_of can read it inline; the arena's other fields are arena.c's own
+ * (arena_internal.h). */
+typedef struct gp_arena_map {
+    struct gp_arena_region {
+        uintptr_t base;
+        size_t size;
+        _Atomic(gp_slab *) *granule;
+    } regs[GP_MAX_REGIONS];
+    _Atomic size_t nregs;
+} gp_arena_map;
 
+/* Opaque outside arena.c and the debug checker (arena_internal.h). */
 typedef struct gp_arena gp_arena;
 
 /* Called under the arena lock when memory is short: make every pending (dirty) free range clean (by
@@ -115,13 +122,6 @@ typedef uint64_t (*gp_seq_fn)(void *owner, uintptr_t tag);
  * request fails with (a stream capturing a CUDA graph may only get memory already free). */
 typedef gpool_status (*gp_drive_fn)(void *owner, uintptr_t tag);
 
-/* A small block freed on a stream other than its slab's: back to the slab once that
- * stream's work up to seq is done. */
-typedef struct gp_pending_slot {
-    uintptr_t ptr, tag;
-    uint64_t seq;
-} gp_pending_slot;
-
 typedef struct gp_arena_counters {
     uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
     uint64_t allocs, frees; /* through the arena (thread caches count their own) */
@@ -134,55 +134,29 @@ typedef struct gp_arena_counters {
     uint64_t small_requested;
 } gp_arena_counters;
 
-struct gp_arena {
-    pthread_mutex_t lock;
-    gpool_mem_kind kind;
-    const gp_backend_ops *ops;
-    void *bctx;
-    size_t page;       /* physical page size of the backend */
-    size_t va_reserve; /* bytes per new address reservation */
-    size_t small_max;
-    /* device bytes in all (0: host memory), for the OOM report */
-    size_t device_total;
-    uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
-    gp_heap heap;
-    gp_ptrmap blocks; /* large blocks by address */
-    /* Per region: the slab of each granule. Read without the lock by the free fast
-     * path, so the table never moves and entries are atomics. */
-    struct gp_arena_region {
-        uintptr_t base;
-        size_t size;
-        _Atomic(gp_slab *) *granule;
-    } regs[GP_MAX_REGIONS];
-    _Atomic size_t nregs;
-    gp_arena_stream *streams;
-    size_t nstreams, cap_streams;
-    gp_sync_fn sync;
-    gp_poll_fn poll;       /* optional; set after gp_arena_init */
-    gp_seq_fn seq_of;      /* optional; set after gp_arena_init (without it: position 0) */
-    gp_drive_fn may_drive; /* optional; set after gp_arena_init */
-    void *owner;
-    gp_pending_slot *pending;
-    size_t npending, cap_pending;
-    /* While one stream is all the arena has seen, its frees are clean at once (nothing else
-     * could observe them), so free space coalesces freely. The first request on a second
-     * stream synchronizes once and switches to per-stream tags. */
-    int streams_seen; /* 0, 1 or 2 (= several) */
-    /* Frees since the last device synchronize: their memory may still be touched by queued
-     * work even when it is clean for reuse, so it must not be unmapped before a sync. */
-    uint64_t frees_since_sync;
-    /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
-    unsigned allocs_since_poll;
-    size_t poll_want; /* bytes of the request that polls (GP_POLL_QUERY_ONLY) */
-    uintptr_t only_tag;
-    gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */
-    uint64_t check_ops, check_cost; /* GPOOL_DEBUG: sampling of gp_arena_check_or_abort */
-};
+/* A zeroed arena to gp_arena_init (free() it after gp_arena_fini); NULL when out of memory. */
+gp_arena *gp_arena_new(void);
 
 /* Set up an arena over a backend context (owned by the arena from now on). */
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
                            size_t page, size_t va_reserve, size_t small_max, gp_sync_fn sync,
                            void *owner);
+
+/* After gp_arena_init: the optional hooks (any may be NULL). */
+void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive);
+/* After gp_arena_init: the stream whose small blocks come from slabs, and the device's bytes in
+ * all (for the OOM report). */
+void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total);
+
+/* The arena lock, for callers that call *_locked functions or the backend under it. */
+void gp_arena_lock(gp_arena *a);
+void gp_arena_unlock(gp_arena *a);
+/* The backend context the arena owns (its calls that need the arena lock take it). */
+void *gp_arena_backend(gp_arena *a);
+/* The backend's physical page size. */
+size_t gp_arena_page(gp_arena *a);
+/* Lock held: give the backend's cached unmapped memory back (backend release, keep 0). */
+void gp_arena_release_cached_locked(gp_arena *a);
 
 /* Free everything; reports live blocks through *live_count / *live_bytes. */
 void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
@@ -247,11 +221,12 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 /* The slab holding addr, or NULL. Lock-free read of the granule tables. */
 static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
 {
-    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
+    const gp_arena_map *m = (const gp_arena_map *)(const void *)a; /* gp_arena's first member */
+    size_t n = atomic_load_explicit(&m->nregs, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
-        uintptr_t off = addr - a->regs[i].base;
-        if (off < a->regs[i].size)
-            return atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
+        uintptr_t off = addr - m->regs[i].base;
+        if (off < m->regs[i].size)
+            return atomic_load_explicit(&m->regs[i].granule[off >> GP_GRANULE_SHIFT],
                                         memory_order_acquire);
     }
     return NULL;

@@ -179,7 +179,7 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
     void *b = NULL;
     gpool_status st = gp_hostmem_create(&s->env, kind, page, &k->reserved, &b);
     if (st != GPOOL_OK) return st;
-    gp_arena *a = calloc(1, sizeof *a);
+    gp_arena *a = gp_arena_new();
     if (!a) {
         gp_hostmem_ops.fini(b, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
@@ -412,9 +412,9 @@ static int inside_locked(gp_sysmem *s, uintptr_t p)
         for (int pg = 0; pg < PG_COUNT; pg++) {
             gp_arena *a = s->k[i].large[pg];
             if (!a) continue;
-            pthread_mutex_lock(&a->lock);
+            gp_arena_lock(a);
             int in = gp_arena_contains(a, p);
-            pthread_mutex_unlock(&a->lock);
+            gp_arena_unlock(a);
             if (in) return 1;
         }
         if (s->k[i].small && gp_small_contains(s->k[i].small, p)) return 1;
@@ -643,13 +643,13 @@ static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
             pthread_mutex_unlock(&s->lock);
             if (!a) continue;
             uint64_t regs = 0, bound = 0;
-            pthread_mutex_lock(&a->lock);
-            gp_hostmem_counts(a->bctx, &regs, &bound);
-            pthread_mutex_unlock(&a->lock);
+            gp_arena_lock(a);
+            gp_hostmem_counts(gp_arena_backend(a), &regs, &bound);
+            gp_arena_unlock(a);
             fprintf(f,
                     "%s{\"page\":%zu,\"registrations\":%" PRIu64 ",\"numa_bound_runs\":%" PRIu64
                     ",\"regions\":",
-                    first ? "" : ",", a->page, regs, bound);
+                    first ? "" : ",", gp_arena_page(a), regs, bound);
             gp_arena_dump_json(a, f);
             fprintf(f, "}");
             first = 0;
