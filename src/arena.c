@@ -1,31 +1,6 @@
-/* The stream-reuse rule, stated here once (the rest of the library points here; stream.c is
- * the event clock the rule asks: "is this stream position done?", record, wait, synchronize).
- * Which freed memory may go to which stream, and when:
- *  1. Own stream at once: a block freed on stream S is reusable at once by requests on S
- *     (stream order makes that safe). Its range is tagged S at the position (seq) of the free;
- *     a slot freed into its own slab's stream is free at once.
- *  2. Other streams after an event: a range pending on S turns clean (reusable by every
- *     stream) once an event recorded on S at or after the free's position has completed
- *     (gp_arena_clean_locked). One event per stream covers every free up to its position, and
- *     events are recorded only when a request would otherwise split a free range or need
- *     fresh pages (the poll hook), so one stream records none. A small block freed on another
- *     stream than its slab's is a pending slot until then.
- *  3. Cross-stream frees wait on the allocating stream too: a large block freed on another
- *     stream than it was allocated on is noted as used on the allocating stream, so its free
- *     is deferred until events on both complete (kind_device.c cross_stream_free).
- *  4. gpool_record_stream's extra streams: a block used on other streams is freed only once
- *     events recorded on each of them complete (stream.c's deferred frees), then as in 1.
- *  5. GPOOL_ALLOC_STREAM_WAIT hand-over: a request may make its stream wait for another
- *     stream's pending event (cuStreamWaitEvent) instead of waiting for it to complete; that
- *     stream's ranges up to the event become the requester's (gp_arena_hand_over_locked):
- *     reusable by it at once, by others after its own next event. Pending slots still wait.
- *  6. Single-stream mode: while one stream is all the arena has seen, its frees are clean at
- *     once and no event is recorded. The first request on a second stream makes the clean
- *     ranges pending on the first stream at position 0 (any event recorded on it from then on
- *     covers them); from then on every free is tagged by its stream (note_stream, free_tag).
- *  7. Memory short: a device-wide synchronize (the sync hook) makes everything clean. Freed
- *     memory that queued work may still touch, even clean, is not unmapped before one
- *     (frees_since_sync, gp_arena_note_queued_use). */
+/* The arena's side of stream-ordered reuse: free ranges and slots pending on a stream at a
+ * position, made clean (gp_arena_clean_locked) or handed over when the rule says so; the rule
+ * itself is stated at the top of reuse.c. */
 #include "arena_internal.h"
 
 #include <inttypes.h>
@@ -516,7 +491,7 @@ void gp_arena_release_cached_locked(gp_arena *a)
     a->ops->release(a->bctx, 0);
 }
 
-/* ---------- what the event clock (stream.c) asks of the arena (the rule at the top) ---------- */
+/* ---------- what the reuse rule (reuse.c) asks of the arena ---------- */
 
 size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max)
 {

@@ -5,7 +5,7 @@
  * Free ranges carry a tag: GP_TAG_CLEAN (no queued GPU work can touch them) or the stream
  * whose work may still use them, with the position (seq) of the free on it. An allocation on stream
  * S may take clean ranges and ranges tagged S; gp_heap_clean() turns S's ranges clean once the work
- * up to a position is known to be done (glossary: arena.h; the reuse rule: arena.c). */
+ * up to a position is known to be done (glossary: arena.h; the reuse rule: reuse.c). */
 #ifndef GPOOL_HEAP_H
 #define GPOOL_HEAP_H
 

@@ -144,23 +144,6 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
 
 /* ---------- free ---------- */
 
-/* A device block freed on another stream than the one it was allocated on: the memory may
- * still be waiting for work queued on the allocating stream before the block was handed out
- * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
- * for. So the free also waits for the allocating stream, as if the block had been recorded
- * on it. Returns 1 when the free went that way (status in *st). */
-static int cross_stream_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
-                             gpool_status *st)
-{
-    if (gp_stream_record(pool, ptr, tag, ref->tag) != GPOOL_OK) {
-        /* cannot track one more stream for it: wait for the allocating stream now */
-        gp_clear_error();
-        *st = gp_stream_wait(pool, ref->tag);
-        return *st != GPOOL_OK;
-    }
-    return gp_stream_defer_free(pool, ptr, tag, ref, st);
-}
-
 /* Memory above release_threshold goes back at once. */
 static gpool_status release_above_threshold(gpool_t *pool, gp_arena *a)
 {
@@ -217,7 +200,7 @@ static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
     } else {
         gp_arena_unlock(a);
         if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
-        if (ref->tag != tag && cross_stream_free(pool, ptr, tag, ref, &st)) return st;
+        if (ref->tag != tag && gp_stream_cross_free(pool, ptr, tag, ref, &st)) return st;
         st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
     }
     if (st == GPOOL_OK && pool->cfg.release_threshold) st = release_above_threshold(pool, a);
