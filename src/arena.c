@@ -1,4 +1,7 @@
-#include "arena.h"
+/* The arena's side of stream-ordered reuse: free ranges and slots pending on a stream at a
+ * position, made clean (gp_arena_clean_locked) or handed over when the rule says so; the rule
+ * itself is stated at the top of reuse.c. */
+#include "arena_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -13,7 +16,7 @@
 
 static gpool_status region_add(gp_arena *a, size_t min_bytes)
 {
-    size_t n = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    size_t n = atomic_load_explicit(&a->map.nregs, memory_order_relaxed);
     if (n == GP_MAX_REGIONS)
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "%s: address space exhausted (%d regions)",
                        a->ops->name, GP_MAX_REGIONS);
@@ -32,10 +35,10 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu MiB region's tables",
                        got / MiB);
     }
-    a->regs[n].base = base;
-    a->regs[n].size = got;
-    a->regs[n].granule = gran;
-    atomic_store_explicit(&a->nregs, n + 1, memory_order_release);
+    a->map.regs[n].base = base;
+    a->map.regs[n].size = got;
+    a->map.regs[n].granule = gran;
+    atomic_store_explicit(&a->map.nregs, n + 1, memory_order_release);
     return GPOOL_OK;
 }
 
@@ -43,7 +46,7 @@ gpool_status gp_arena_reserve_first(gp_arena *a)
 {
     pthread_mutex_lock(&a->lock);
     gpool_status st =
-        atomic_load_explicit(&a->nregs, memory_order_relaxed) ? GPOOL_OK : region_add(a, 0);
+        atomic_load_explicit(&a->map.nregs, memory_order_relaxed) ? GPOOL_OK : region_add(a, 0);
     GP_CHECK_ARENA(a, "reserve");
     pthread_mutex_unlock(&a->lock);
     return st;
@@ -51,20 +54,20 @@ gpool_status gp_arena_reserve_first(gp_arena *a)
 
 int gp_arena_contains(gp_arena *a, uintptr_t ptr)
 {
-    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
+    size_t n = atomic_load_explicit(&a->map.nregs, memory_order_acquire);
     for (size_t i = 0; i < n; i++)
-        if (ptr - a->regs[i].base < a->regs[i].size) return 1;
+        if (ptr - a->map.regs[i].base < a->map.regs[i].size) return 1;
     return 0;
 }
 
 static void granules_set(gp_arena *a, uintptr_t base, size_t bytes, gp_slab *s)
 {
-    size_t n = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    size_t n = atomic_load_explicit(&a->map.nregs, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) {
-        uintptr_t off = base - a->regs[i].base;
-        if (off >= a->regs[i].size) continue;
+        uintptr_t off = base - a->map.regs[i].base;
+        if (off >= a->map.regs[i].size) continue;
         for (size_t g = 0; g < bytes >> GP_GRANULE_SHIFT; g++)
-            atomic_store_explicit(&a->regs[i].granule[(off >> GP_GRANULE_SHIFT) + g], s,
+            atomic_store_explicit(&a->map.regs[i].granule[(off >> GP_GRANULE_SHIFT) + g], s,
                                   memory_order_release);
         return;
     }
@@ -443,6 +446,107 @@ void gp_arena_clean_all_locked(gp_arena *a)
     } while (n || a->npending);
 }
 
+/* ---------- for the kinds: setup, the lock and the backend ---------- */
+
+gp_arena *gp_arena_new(void)
+{
+    return calloc(1, sizeof(gp_arena));
+}
+
+void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive)
+{
+    a->poll = poll;
+    a->seq_of = seq_of;
+    a->may_drive = may_drive;
+}
+
+void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total)
+{
+    a->slab_tag = slab_tag;
+    a->device_total = device_total;
+}
+
+void gp_arena_lock(gp_arena *a)
+{
+    pthread_mutex_lock(&a->lock);
+}
+
+void gp_arena_unlock(gp_arena *a)
+{
+    pthread_mutex_unlock(&a->lock);
+}
+
+void *gp_arena_backend(gp_arena *a)
+{
+    return a->bctx;
+}
+
+size_t gp_arena_page(gp_arena *a)
+{
+    return a->page;
+}
+
+void gp_arena_release_cached_locked(gp_arena *a)
+{
+    a->ops->release(a->bctx, 0);
+}
+
+/* ---------- what the reuse rule (reuse.c) asks of the arena ---------- */
+
+size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max)
+{
+    return gp_heap_dirty_tags(&a->heap, out, max);
+}
+
+int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag)
+{
+    for (size_t k = 0; k < a->npending; k++)
+        if (a->pending[k].tag == tag) return 1;
+    return 0;
+}
+
+size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max)
+{
+    size_t n = gp_heap_dirty_tags(&a->heap, out, max);
+    for (size_t i = 0; i < a->npending && n < max; i++) {
+        size_t j = 0;
+        while (j < n && out[j] != a->pending[i].tag)
+            j++;
+        if (j == n) out[n++] = a->pending[i].tag;
+    }
+    return n;
+}
+
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag)
+{
+    return gp_heap_largest_tagged(&a->heap, tag) >= a->poll_want;
+}
+
+void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
+                               uint64_t to_seq)
+{
+    gp_heap_retag(&a->heap, from, upto, to, to_seq);
+}
+
+int gp_arena_needs_sync(gp_arena *a)
+{
+    uintptr_t tags[1];
+    return gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync;
+}
+
+void gp_arena_synced_locked(gp_arena *a)
+{
+    gp_arena_clean_all_locked(a);
+    a->frees_since_sync = 0;
+}
+
+void gp_arena_note_queued_use(gp_arena *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->frees_since_sync++;
+    pthread_mutex_unlock(&a->lock);
+}
+
 static void partial_push(gp_arena_stream *ss, gp_slab *s)
 {
     s->prev = NULL;
@@ -588,7 +692,7 @@ gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_op
 void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
 {
     uint64_t n = 0, bytes = 0;
-    size_t nregs = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    size_t nregs = atomic_load_explicit(&a->map.nregs, memory_order_relaxed);
     for (size_t i = 0; i < a->heap.nregions; i++)
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
@@ -610,7 +714,7 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
     if (live_bytes) *live_bytes = bytes;
     if (a->ops && a->ops->fini) a->ops->fini(a->bctx, &a->heap);
     for (size_t i = 0; i < nregs; i++)
-        free(a->regs[i].granule);
+        free(a->map.regs[i].granule);
     gp_heap_fini(&a->heap);
     gp_ptrmap_fini(&a->blocks);
     free(a->streams);

@@ -1,3 +1,22 @@
+/* Glossary (arena.h, heap.h, stream.h and the files behind them use these words so):
+ *   page     the backend's unit of physical memory (the device's granularity, or a host page);
+ *            a page is backed when physical memory is mapped at its address.
+ *   chunk    several pages the backend creates, and gives back, as one physical allocation.
+ *   handle   the backend's name for one page's or chunk's physical memory (heap.h page_phys).
+ *   region   one reserved virtual address range; the heap places ranges inside regions.
+ *   range    a run of addresses in a region: free, or a block (a large block, or a slab).
+ *   granule  64 KiB (GP_GRANULE): slabs are granule aligned and sized, and each region has a
+ *            table from granule to slab for the lock-free free path.
+ *   slab     a range cut into equal slots of one size class, serving one stream.
+ *   slot     one small block's place in a slab (free, live, cached by a thread cache, or
+ *            pending on another stream).
+ *   tag      the stream a free range or slot may still be used by (stream.h gp_stream_tag),
+ *            or GP_TAG_CLEAN.
+ *   position a point in a stream's queued work (seq): a free gets its stream's current
+ *            position, and is done once an event recorded at or after it has completed.
+ *   pending  freed, but reusable only on its own stream until its position is done
+ *            (also called dirty, for free ranges).
+ *   clean    free and reusable by every stream: no queued work can touch it. */
 /* The arena: one memory kind's blocks. Large blocks are best-fit ranges of the address-space
  * heap; small ones are slots of slabs (per size class and stream). The arena asks its
  * backend to back exactly the pages that hold allocated bytes, and on memory pressure takes
@@ -67,16 +86,23 @@ static inline long gp_slot_index(const gp_slab *s, uintptr_t p)
     return (long)i;
 }
 
-/* A stream the arena has seen: its partial slabs per class. */
-typedef struct gp_arena_stream {
-    uintptr_t tag;
-    gp_slab *partial[GP_NCLASS];
-    gp_slab *empty[GP_NCLASS]; /* one spare empty slab per class */
-} gp_arena_stream;
+/* Per region: the slab of each granule. Read without the lock by the free fast path, so the
+ * table never moves and entries are atomics. The first member of gp_arena, so that
+ * gp_arena_slab_of can read it inline; the arena's other fields are arena.c's own
+ * (arena_internal.h). */
+typedef struct gp_arena_map {
+    struct gp_arena_region {
+        uintptr_t base;
+        size_t size;
+        _Atomic(gp_slab *) *granule;
+    } regs[GP_MAX_REGIONS];
+    _Atomic size_t nregs;
+} gp_arena_map;
 
+/* Opaque outside arena.c and the debug checker (arena_internal.h). */
 typedef struct gp_arena gp_arena;
 
-/* Called under the arena lock when memory is short: make every dirty free range clean (by
+/* Called under the arena lock when memory is short: make every pending (dirty) free range clean (by
  * waiting for the streams' work) — returns GPOOL_OK or an error. */
 typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 
@@ -86,7 +112,7 @@ typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
  * requesting stream wait on pending events instead). */
 typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 
-/* Called under the arena lock: the sequence number a free on stream tag gets now (an emptied
+/* Called under the arena lock: the position (seq) a free on stream tag gets now (an emptied
  * slab goes back to the free space at that position of its stream, so only an event recorded
  * after its last free makes it clean). */
 typedef uint64_t (*gp_seq_fn)(void *owner, uintptr_t tag);
@@ -95,13 +121,6 @@ typedef uint64_t (*gp_seq_fn)(void *owner, uintptr_t tag);
  * other streams' events, mapping pages, growing, synchronizing): GPOOL_OK, or the error that
  * request fails with (a stream capturing a CUDA graph may only get memory already free). */
 typedef gpool_status (*gp_drive_fn)(void *owner, uintptr_t tag);
-
-/* A small block freed on a stream other than its slab's: back to the slab once that
- * stream's work up to seq is done. */
-typedef struct gp_pending_slot {
-    uintptr_t ptr, tag;
-    uint64_t seq;
-} gp_pending_slot;
 
 typedef struct gp_arena_counters {
     uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
@@ -115,55 +134,29 @@ typedef struct gp_arena_counters {
     uint64_t small_requested;
 } gp_arena_counters;
 
-struct gp_arena {
-    pthread_mutex_t lock;
-    gpool_mem_kind kind;
-    const gp_backend_ops *ops;
-    void *bctx;
-    size_t page;       /* physical page size of the backend */
-    size_t va_reserve; /* bytes per new address reservation */
-    size_t small_max;
-    /* device bytes in all (0: host memory), for the OOM report */
-    size_t device_total;
-    uintptr_t slab_tag; /* the stream whose small blocks come from slabs (set by the owner) */
-    gp_heap heap;
-    gp_ptrmap blocks; /* large blocks by address */
-    /* Per region: the slab of each 64 KiB granule. Read without the lock by the free fast
-     * path, so the table never moves and entries are atomics. */
-    struct gp_arena_region {
-        uintptr_t base;
-        size_t size;
-        _Atomic(gp_slab *) *granule;
-    } regs[GP_MAX_REGIONS];
-    _Atomic size_t nregs;
-    gp_arena_stream *streams;
-    size_t nstreams, cap_streams;
-    gp_sync_fn sync;
-    gp_poll_fn poll;       /* optional; set after gp_arena_init */
-    gp_seq_fn seq_of;      /* optional; set after gp_arena_init (without it: position 0) */
-    gp_drive_fn may_drive; /* optional; set after gp_arena_init */
-    void *owner;
-    gp_pending_slot *pending;
-    size_t npending, cap_pending;
-    /* While one stream is all the arena has seen, its frees are clean at once (nothing else
-     * could observe them), so free space coalesces freely. The first request on a second
-     * stream synchronizes once and switches to per-stream tags. */
-    int streams_seen; /* 0, 1 or 2 (= several) */
-    /* Frees since the last device synchronize: their memory may still be touched by queued
-     * work even when it is clean for reuse, so it must not be unmapped before a sync. */
-    uint64_t frees_since_sync;
-    /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
-    unsigned allocs_since_poll;
-    size_t poll_want; /* bytes of the request that polls (GP_POLL_QUERY_ONLY) */
-    uintptr_t only_tag;
-    gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */
-    uint64_t check_ops, check_cost; /* GPOOL_DEBUG: sampling of gp_arena_check_or_abort */
-};
+/* A zeroed arena to gp_arena_init (free() it after gp_arena_fini); NULL when out of memory. */
+gp_arena *gp_arena_new(void);
 
 /* Set up an arena over a backend context (owned by the arena from now on). */
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
                            size_t page, size_t va_reserve, size_t small_max, gp_sync_fn sync,
                            void *owner);
+
+/* After gp_arena_init: the optional hooks (any may be NULL). */
+void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive);
+/* After gp_arena_init: the stream whose small blocks come from slabs, and the device's bytes in
+ * all (for the OOM report). */
+void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total);
+
+/* The arena lock, for callers that call *_locked functions or the backend under it. */
+void gp_arena_lock(gp_arena *a);
+void gp_arena_unlock(gp_arena *a);
+/* The backend context the arena owns (its calls that need the arena lock take it). */
+void *gp_arena_backend(gp_arena *a);
+/* The backend's physical page size. */
+size_t gp_arena_page(gp_arena *a);
+/* Lock held: give the backend's cached unmapped memory back (backend release, keep 0). */
+void gp_arena_release_cached_locked(gp_arena *a);
 
 /* Free everything; reports live blocks through *live_count / *live_bytes. */
 void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
@@ -196,6 +189,27 @@ void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
 /* Lock held: every stream's work is known done (after a device-wide synchronize). */
 void gp_arena_clean_all_locked(gp_arena *a);
 
+/* What the event clock (stream.c) asks of the arena; lock held for all but the last. */
+/* Up to max streams with pending (dirty) free ranges. */
+size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max);
+/* 1 when a small block is pending on stream tag. */
+int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
+/* Up to max streams with pending free ranges or pending small blocks. */
+size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
+/* 1 when the largest range pending on tag fits the request that polls (GP_POLL_QUERY_ONLY). */
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag);
+/* Stream to now waits for from's work up to position upto: from's ranges up to there become
+ * to's, pending at to_seq (GPOOL_ALLOC_STREAM_WAIT; pending slots keep waiting). */
+void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
+                               uint64_t to_seq);
+/* 1 when a device-wide synchronize would change anything: pending ranges or slots, or frees
+ * (or queued use) since the last one. */
+int gp_arena_needs_sync(gp_arena *a);
+/* A device-wide synchronize completed: everything is clean, and nothing freed is in use. */
+void gp_arena_synced_locked(gp_arena *a);
+/* Takes the lock: queued work now touches a block (its pages stay mapped until a sync). */
+void gp_arena_note_queued_use(gp_arena *a);
+
 /* Lock held: free a block (for hooks that run under the lock). */
 gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 
@@ -207,11 +221,12 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 /* The slab holding addr, or NULL. Lock-free read of the granule tables. */
 static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
 {
-    size_t n = atomic_load_explicit(&a->nregs, memory_order_acquire);
+    const gp_arena_map *m = (const gp_arena_map *)(const void *)a; /* gp_arena's first member */
+    size_t n = atomic_load_explicit(&m->nregs, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
-        uintptr_t off = addr - a->regs[i].base;
-        if (off < a->regs[i].size)
-            return atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
+        uintptr_t off = addr - m->regs[i].base;
+        if (off < m->regs[i].size)
+            return atomic_load_explicit(&m->regs[i].granule[off >> GP_GRANULE_SHIFT],
                                         memory_order_acquire);
     }
     return NULL;

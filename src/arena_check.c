@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "arena_internal.h"
 #include "check.h"
 
 /* One slab: its range, slot states against the free stack. Returns the bytes of its slots
@@ -57,12 +58,12 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
     uint64_t in_use = 0, requested = 0, large = 0, pending = 0, pending_bytes = 0;
     uint64_t work = 0; /* what this walk visited: sets the sampling rate (check_cost) */
     size_t slabs_with_room = 0;
-    size_t nregs = atomic_load_explicit(&a->nregs, memory_order_relaxed);
+    size_t nregs = atomic_load_explicit(&a->map.nregs, memory_order_relaxed);
     if (nregs != a->heap.nregions)
         gp_check_bad(&c, "%zu arena regions, %zu heap regions", nregs, a->heap.nregions);
     for (size_t i = 0; i < a->heap.nregions && i < nregs; i++) {
         const gp_region *g = &a->heap.regions[i];
-        if (a->regs[i].base != g->base || a->regs[i].size != g->size)
+        if (a->map.regs[i].base != g->base || a->map.regs[i].size != g->size)
             gp_check_bad(&c, "region %zu: arena and heap disagree on its place", i);
         work += g->npages / 2; /* page arrays: sequential, cheap */
         GP_HEAP_FOREACH(&a->heap, i, r)
@@ -70,9 +71,9 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
             work += 64;    /* a range: region walk, treap, dirty list, block map (cache misses) */
             if (!r->aux) { /* no slab: the granules at both ends point to none */
                 uintptr_t off = r->addr - g->base, last = off + r->size - 1;
-                if (atomic_load_explicit(&a->regs[i].granule[off >> GP_GRANULE_SHIFT],
+                if (atomic_load_explicit(&a->map.regs[i].granule[off >> GP_GRANULE_SHIFT],
                                          memory_order_relaxed) ||
-                    atomic_load_explicit(&a->regs[i].granule[last >> GP_GRANULE_SHIFT],
+                    atomic_load_explicit(&a->map.regs[i].granule[last >> GP_GRANULE_SHIFT],
                                          memory_order_relaxed))
                     gp_check_bad(&c,
                                  "range %#" PRIxPTR " (no slab) has a granule pointing to a slab",
@@ -106,9 +107,9 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
             in_use += check_slab(&c, r, s, &pending, &pending_bytes);
             work += GP_SLAB_MAX_SLOTS / 4 + (r->size >> GP_GRANULE_SHIFT);
             slabs_with_room += s->nfree > 0;
-            uintptr_t off = r->addr - a->regs[i].base;
+            uintptr_t off = r->addr - a->map.regs[i].base;
             for (size_t k = 0; k < r->size >> GP_GRANULE_SHIFT; k++)
-                if (atomic_load_explicit(&a->regs[i].granule[(off >> GP_GRANULE_SHIFT) + k],
+                if (atomic_load_explicit(&a->map.regs[i].granule[(off >> GP_GRANULE_SHIFT) + k],
                                          memory_order_relaxed) != s) {
                     gp_check_bad(&c, "slab at %#" PRIxPTR ": granule %zu does not point to it",
                                  r->addr, k);

@@ -3,9 +3,9 @@
  * knows which physical pages hold data. Pure bookkeeping: no locks, no CUDA.
  *
  * Free ranges carry a tag: GP_TAG_CLEAN (no queued GPU work can touch them) or the stream
- * whose work may still use them, with a sequence number. An allocation on stream S may take
- * clean ranges and ranges tagged S; gp_heap_clean() turns S's ranges clean once the work up
- * to a sequence number is known to be done. */
+ * whose work may still use them, with the position (seq) of the free on it. An allocation on stream
+ * S may take clean ranges and ranges tagged S; gp_heap_clean() turns S's ranges clean once the work
+ * up to a position is known to be done (glossary: arena.h; the reuse rule: reuse.c). */
 #ifndef GPOOL_HEAP_H
 #define GPOOL_HEAP_H
 
@@ -22,12 +22,12 @@ struct gp_range {
     size_t size;
     gp_range *prev, *next;   /* address-ordered neighbours in the region */
     gp_range *left, *right;  /* free index (treap) children */
-    gp_range *dprev, *dnext; /* the tag's dirty list (free, not clean) */
+    gp_range *dprev, *dnext; /* the tag's dirty list (free, pending) */
     uint32_t prio;           /* treap priority */
     uint16_t region;         /* index into gp_heap.regions */
     uint8_t is_free;
     uintptr_t tag;    /* free: GP_TAG_CLEAN or stream; block: stream allocated on */
-    uint64_t seq;     /* free & dirty: sequence number of the free on that stream */
+    uint64_t seq;     /* free & pending: position of the free on that stream */
     size_t requested; /* block: bytes the caller asked for */
     uint32_t usage;   /* block: usage hint */
     void *aux;        /* block: arena use (slab, extra streams) */

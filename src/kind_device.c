@@ -25,7 +25,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
     gpool_status st = gp_vidmem_create(&pool->dc, pool->cfg.peer_access, &vctx);
     if (st != GPOOL_OK) return st;
     CUresult r =
-        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceTotalMem(&total, pool->dev));
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDeviceTotalMem(&total, pool->dc.dev));
     if (r != CUDA_SUCCESS) {
         st = gp_cu_fail(r, "cuDeviceTotalMem");
         gp_vidmem_ops.fini(vctx, NULL);
@@ -39,7 +39,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
      * every block in one heap, so free space coalesces across the whole device. */
     size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
     if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE] = calloc(1, sizeof(gp_arena));
+    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE] = gp_arena_new();
     if (!a) {
         gp_vidmem_ops.fini(vctx, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
@@ -52,11 +52,8 @@ gpool_status gp_device_kind_create(gpool_t *pool)
         pool->arena[GPOOL_MEM_DEVICE] = NULL;
         return st;
     }
-    a->poll = gp_stream_poll;
-    a->seq_of = gp_stream_seq_hook;
-    a->may_drive = gp_stream_may_drive;
-    a->slab_tag = (uintptr_t)pool->cfg.default_stream;
-    a->device_total = total;
+    gp_arena_set_hooks(a, gp_stream_poll, gp_stream_seq_hook, gp_stream_may_drive);
+    gp_arena_set_device(a, (uintptr_t)pool->cfg.default_stream, total);
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     st = gp_arena_reserve_first(a);
@@ -135,12 +132,10 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
     if (st == GPOOL_OK) st = arena_alloc_retrying(pool, a, pl, tag, usage, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
-        st = gp_vidmem_zero_async(a->bctx, *out, size, (CUstream)stream);
+        st = gp_vidmem_zero_async(gp_arena_backend(a), *out, size, (CUstream)stream);
         /* queued work now touches the block: its pages are not unmapped before a synchronize
          * (even once it is freed through a thread cache, which counts no free) */
-        pthread_mutex_lock(&a->lock);
-        a->frees_since_sync++;
-        pthread_mutex_unlock(&a->lock);
+        gp_arena_note_queued_use(a);
         if (st != GPOOL_OK) gp_arena_free(a, *out, tag, 0);
     }
     if (st != GPOOL_OK) *out = NULL;
@@ -148,23 +143,6 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
 }
 
 /* ---------- free ---------- */
-
-/* A device block freed on another stream than the one it was allocated on: the memory may
- * still be waiting for work queued on the allocating stream before the block was handed out
- * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
- * for. So the free also waits for the allocating stream, as if the block had been recorded
- * on it. Returns 1 when the free went that way (status in *st). */
-static int cross_stream_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
-                             gpool_status *st)
-{
-    if (gp_stream_record(pool, ptr, tag, ref->tag) != GPOOL_OK) {
-        /* cannot track one more stream for it: wait for the allocating stream now */
-        gp_clear_error();
-        *st = gp_stream_wait(pool, ref->tag);
-        return *st != GPOOL_OK;
-    }
-    return gp_stream_defer_free(pool, ptr, tag, ref, st);
-}
 
 /* Memory above release_threshold goes back at once. */
 static gpool_status release_above_threshold(gpool_t *pool, gp_arena *a)
@@ -211,18 +189,18 @@ static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
                                gp_block_ref *ref)
 {
     gpool_status st;
-    pthread_mutex_lock(&a->lock);
+    gp_arena_lock(a);
     st = gp_arena_block_locked(a, ptr, &ref->base, &ref->size, &ref->requested, &ref->tag,
                                &ref->usage);
     ref->live = st == GPOOL_OK && ref->base == (uintptr_t)ptr;
     int busy = atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) != 0;
     if (!ref->live || (ref->tag == tag && !busy)) {
         st = gp_arena_free_locked(a, ptr, tag, gp_stream_free_seq(pool, tag));
-        pthread_mutex_unlock(&a->lock);
+        gp_arena_unlock(a);
     } else {
-        pthread_mutex_unlock(&a->lock);
+        gp_arena_unlock(a);
         if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
-        if (ref->tag != tag && cross_stream_free(pool, ptr, tag, ref, &st)) return st;
+        if (ref->tag != tag && gp_stream_cross_free(pool, ptr, tag, ref, &st)) return st;
         st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
     }
     if (st == GPOOL_OK && pool->cfg.release_threshold) st = release_above_threshold(pool, a);
@@ -300,9 +278,9 @@ static void device_stats(gpool_t *pool, gpool_stats *out, int exact)
     out->ooms += atomic_load_explicit(&pool->dev_ooms, memory_order_relaxed);
     out->oom_retries += atomic_load_explicit(&pool->dev_oom_retries, memory_order_relaxed);
     out->tcache_hits = tc_hits;
-    pthread_mutex_lock(&a->lock);
-    out->pages_remapped = gp_vidmem_remaps(a->bctx);
-    pthread_mutex_unlock(&a->lock);
+    gp_arena_lock(a);
+    out->pages_remapped = gp_vidmem_remaps(gp_arena_backend(a));
+    gp_arena_unlock(a);
 }
 
 /* The device memory the pool caches: gpool_mem_get_info counts it as free. */
@@ -323,7 +301,7 @@ static uint64_t device_cached(gpool_t *pool)
 gpool_status gp_device_mem_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)
 {
     size_t fr = 0, total = 0;
-    gpool_status st = gp_vidmem_mem_info(device_arena(pool)->bctx, &fr, &total);
+    gpool_status st = gp_vidmem_mem_info(gp_arena_backend(device_arena(pool)), &fr, &total);
     if (st != GPOOL_OK) return st;
     fr += device_cached(pool);
     *free_bytes = fr < total ? fr : total;
@@ -353,9 +331,9 @@ static void device_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
      * for them, yet a kernel may still use them); frees still waiting on other streams are
      * done by the user: finish them too */
     gp_arena *a = device_arena(pool);
-    pthread_mutex_lock(&a->lock);
+    gp_arena_lock(a);
     gp_stream_sync_all(pool, a);
-    pthread_mutex_unlock(&a->lock);
+    gp_arena_unlock(a);
     uint64_t n = 0, b = 0;
     gp_arena_fini(a, &n, &b);
     free(a);

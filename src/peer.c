@@ -15,9 +15,9 @@ gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access)
     gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
     if (!a) return gp_fail(GPOOL_ERR_UNSUPPORTED, "the pool has no device memory");
     /* the arena lock keeps mappings from coming and going meanwhile */
-    pthread_mutex_lock(&a->lock);
-    gpool_status st = gp_vidmem_set_peer_access(a->bctx, peer_access);
+    gp_arena_lock(a);
+    gpool_status st = gp_vidmem_set_peer_access(gp_arena_backend(a), peer_access);
     if (st == GPOOL_OK) pool->cfg.peer_access = peer_access;
-    pthread_mutex_unlock(&a->lock);
+    gp_arena_unlock(a);
     return st;
 }

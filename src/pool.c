@@ -50,7 +50,7 @@ static gpool_status resolve_config(const gpool_config *cfg, gpool_config *out)
 
 static gpool_status open_device(gpool_t *pool)
 {
-    const gp_driver *d = pool->drv;
+    const gp_driver *d = pool->dc.drv;
     int count = 0;
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDeviceGetCount(&count));
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGetCount");
@@ -58,11 +58,11 @@ static gpool_status open_device(gpool_t *pool)
     if (pool->cfg.device >= count)
         return gp_fail(GPOOL_ERR_NO_DEVICE, "device %d requested, but only %d present",
                        pool->cfg.device, count);
-    r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDeviceGet(&pool->dev, pool->cfg.device));
+    r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDeviceGet(&pool->dc.dev, pool->cfg.device));
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDeviceGet");
-    r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, d->cuDevicePrimaryCtxRetain(&pool->ctx, pool->dev));
+    r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+               d->cuDevicePrimaryCtxRetain(&pool->dc.ctx, pool->dc.dev));
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuDevicePrimaryCtxRetain");
-    pool->dc = (gp_devctx){.drv = d, .dev = pool->dev, .ctx = pool->ctx, .cnt = &pool->cnt};
     return GPOOL_OK;
 }
 
@@ -84,7 +84,8 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     pthread_mutex_init(&pool->lock, NULL);
     pthread_mutex_init(&pool->trace_lock, NULL);
     gpool_status st = resolve_config(cfg, &pool->cfg);
-    if (st == GPOOL_OK) st = gp_driver_get(&pool->drv);
+    pool->dc.cnt = &pool->cnt;
+    if (st == GPOOL_OK) st = gp_driver_get(&pool->dc.drv);
     if (st == GPOOL_OK) st = open_device(pool);
     if (st != GPOOL_OK) {
         pool_free_struct(pool);
@@ -92,7 +93,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     }
     st = gp_streams_create(pool);
     if (st != GPOOL_OK) {
-        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDevicePrimaryCtxRelease(pool->dc.dev));
         pool_free_struct(pool);
         return st;
     }
@@ -110,7 +111,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         gp_device_kind_abandon(pool);
         gp_streams_destroy(pool);
         gp_trace_close(pool);
-        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
+        GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDevicePrimaryCtxRelease(pool->dc.dev));
         pool_free_struct(pool);
         return st;
     }
@@ -129,7 +130,7 @@ gpool_status gpool_destroy(gpool_t *pool)
     for (int i = 0; i < GP_KIND_COUNT; i++)
         gp_kinds[i]->destroy(pool, &live, &bytes);
     gp_streams_destroy(pool);
-    GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDevicePrimaryCtxRelease(pool->dev));
+    GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDevicePrimaryCtxRelease(pool->dc.dev));
     gp_trace_close(pool);
     int verbose = pool->cfg.verbose;
     pool_free_struct(pool);

@@ -15,12 +15,8 @@ typedef struct gp_tcache gp_tcache;
 struct gpool {
     uint64_t id; /* unique per pool in this process; thread caches match on it */
     gpool_config cfg;
-    const gp_driver *drv;
-    CUdevice dev;
-    CUcontext ctx;
-    gp_drv_counters cnt;
-    gp_devctx dc; /* drv, dev, ctx and &cnt as one, for the kinds and backends (stream.c and
-                     the pool's own calls still read the fields above) */
+    gp_drv_counters cnt;                   /* the pool's driver calls (dc.cnt points here) */
+    gp_devctx dc;                          /* driver table, device, primary context and &cnt */
     gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE]; host kinds live in sys */
     struct gp_sysmem *sys;                 /* host kinds, created by sysmem.c on first use */
     struct gp_streams *streams;            /* stream-ordered reuse state (stream.c) */

@@ -114,9 +114,9 @@ int gp_registry_relieve(gpool_t *self, int stage)
         any = 1;
         gp_tcache_flush_all(p);
         if (stage == 1) {
-            pthread_mutex_lock(&a->lock);
-            a->ops->release(a->bctx, 0);
-            pthread_mutex_unlock(&a->lock);
+            gp_arena_lock(a);
+            gp_arena_release_cached_locked(a);
+            gp_arena_unlock(a);
         } else {
             gp_arena_trim(a, 0);
         }

@@ -1,5 +1,6 @@
-/* Stream-ordered reuse (stream.c): per-stream free sequence numbers, events, blocks used on
- * several streams (gpool_record_stream). */
+/* Stream-ordered reuse: the event clock (stream.c: tags, per-stream free positions, events,
+ * waits) and the reuse rule (reuse.c: deferred frees of blocks used on several streams, the
+ * arena's poll and sync hooks; the rule is stated at its top). */
 #ifndef GPOOL_STREAM_H
 #define GPOOL_STREAM_H
 
@@ -29,7 +30,7 @@ gpool_status gp_streams_create(gpool_t *pool);
 /* Destroys events; deferred blocks are left to the arenas' teardown. */
 void gp_streams_destroy(gpool_t *pool);
 
-/* The sequence number a free on stream tag gets now (pass it to gp_arena_free). */
+/* The position (seq) a free on stream tag gets now (pass it to gp_arena_free). */
 uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag);
 
 /* Note that the block at ptr (allocated on alloc_tag) is also used on stream tag. */
@@ -41,6 +42,11 @@ gpool_status gp_stream_wait(gpool_t *pool, uintptr_t tag);
 /* If device block ptr (resolved in ref) was used on other streams, queue its free behind
  * events on them and return 1 (*st says how that went); 0 when the caller frees it now. */
 int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                         gpool_status *st);
+
+/* Device block ptr (resolved in ref), allocated on another stream than tag: its free also
+ * waits for the allocating stream. 1 when the free went that way (*st says how). */
+int gp_stream_cross_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
                          gpool_status *st);
 
 /* Free host block ptr (freed on stream tag) once the work queued on tag and on the streams

@@ -99,12 +99,12 @@ static gp_sysmem *sys_of(gpool_t *pool)
 static int registered_pointers_match(gpool_t *pool)
 {
     int n = 0;
-    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->drv->cuDeviceGetCount(&n)) != CUDA_SUCCESS)
+    if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDeviceGetCount(&n)) != CUDA_SUCCESS)
         return 0;
     for (int d = 0; d < n; d++) {
         int v = 0;
         if (GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                   pool->drv->cuDeviceGetAttribute(
+                   pool->dc.drv->cuDeviceGetAttribute(
                        &v, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, d)) !=
                 CUDA_SUCCESS ||
             !v)
@@ -115,7 +115,7 @@ static int registered_pointers_match(gpool_t *pool)
 
 static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
 {
-    const gp_driver *d = pool->drv;
+    const gp_driver *d = pool->dc.drv;
     if (!d->cuMemHostRegister || !d->cuMemHostUnregister || !d->cuMemHostGetDevicePointer)
         return gp_fail(GPOOL_ERR_UNSUPPORTED,
                        "host memory kinds need cuMemHostRegister, cuMemHostUnregister and "
@@ -127,13 +127,13 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     gp_ptrmap_init(&s->blocks);
     s->env = (gp_host_env){.dc = pool->dc, .numa = &s->numa};
     int v = 0, m = 0;
-    CUresult r = GP_DRV(
-        &pool->cnt, GPOOL_DRV_OTHER,
-        pool->drv->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, pool->dev));
+    CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
+                        pool->dc.drv->cuDeviceGetAttribute(
+                            &v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, pool->dc.dev));
     if (r == CUDA_SUCCESS)
         r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
-                   pool->drv->cuDeviceGetAttribute(&m, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
-                                                   pool->dev));
+                   pool->dc.drv->cuDeviceGetAttribute(&m, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
+                                                      pool->dc.dev));
     if (r != CUDA_SUCCESS) { /* a failed query is not "unsupported": say what failed */
         gp_ptrmap_fini(&s->blocks);
         pthread_mutex_destroy(&s->lock);
@@ -143,7 +143,7 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     s->uva = v;
     s->can_map = m;
     s->reg_same_ptr = registered_pointers_match(pool);
-    gp_numa_init(&s->numa, pool->drv, pool->dev, &pool->cnt);
+    gp_numa_init(&s->numa, pool->dc.drv, pool->dc.dev, &pool->cnt);
     *out = s;
     return GPOOL_OK;
 }
@@ -179,7 +179,7 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
     void *b = NULL;
     gpool_status st = gp_hostmem_create(&s->env, kind, page, &k->reserved, &b);
     if (st != GPOOL_OK) return st;
-    gp_arena *a = calloc(1, sizeof *a);
+    gp_arena *a = gp_arena_new();
     if (!a) {
         gp_hostmem_ops.fini(b, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
@@ -412,9 +412,9 @@ static int inside_locked(gp_sysmem *s, uintptr_t p)
         for (int pg = 0; pg < PG_COUNT; pg++) {
             gp_arena *a = s->k[i].large[pg];
             if (!a) continue;
-            pthread_mutex_lock(&a->lock);
+            gp_arena_lock(a);
             int in = gp_arena_contains(a, p);
-            pthread_mutex_unlock(&a->lock);
+            gp_arena_unlock(a);
             if (in) return 1;
         }
         if (s->k[i].small && gp_small_contains(s->k[i].small, p)) return 1;
@@ -643,13 +643,13 @@ static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
             pthread_mutex_unlock(&s->lock);
             if (!a) continue;
             uint64_t regs = 0, bound = 0;
-            pthread_mutex_lock(&a->lock);
-            gp_hostmem_counts(a->bctx, &regs, &bound);
-            pthread_mutex_unlock(&a->lock);
+            gp_arena_lock(a);
+            gp_hostmem_counts(gp_arena_backend(a), &regs, &bound);
+            gp_arena_unlock(a);
             fprintf(f,
                     "%s{\"page\":%zu,\"registrations\":%" PRIu64 ",\"numa_bound_runs\":%" PRIu64
                     ",\"regions\":",
-                    first ? "" : ",", a->page, regs, bound);
+                    first ? "" : ",", gp_arena_page(a), regs, bound);
             gp_arena_dump_json(a, f);
             fprintf(f, "}");
             first = 0;

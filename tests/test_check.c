@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "arena_internal.h"
 #include "check.h"
 #include "pool.h"
 #include "util_pool.h"

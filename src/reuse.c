@@ -1,0 +1,503 @@
+/* The stream-reuse rule, stated here once (the rest of the library points here; stream.c is
+ * the event clock the rule asks: "is this stream position done?", record, wait, synchronize;
+ * arena.c keeps the ranges and slots pending on a stream and cleans them when told).
+ * Which freed memory may go to which stream, and when:
+ *  1. Own stream at once: a block freed on stream S is reusable at once by requests on S
+ *     (stream order makes that safe). Its range is tagged S at the position (seq) of the free;
+ *     a slot freed into its own slab's stream is free at once.
+ *  2. Other streams after an event: a range pending on S turns clean (reusable by every
+ *     stream) once an event recorded on S at or after the free's position has completed
+ *     (gp_arena_clean_locked). One event per stream covers every free up to its position, and
+ *     events are recorded only when a request would otherwise split a free range or need
+ *     fresh pages (the poll hook), so one stream records none. A small block freed on another
+ *     stream than its slab's is a pending slot until then.
+ *  3. Cross-stream frees wait on the allocating stream too: a large block freed on another
+ *     stream than it was allocated on is noted as used on the allocating stream, so its free
+ *     is deferred until events on both complete (gp_stream_cross_free).
+ *  4. gpool_record_stream's extra streams: a block used on other streams is freed only once
+ *     events recorded on each of them complete (the deferred frees below), then as in 1.
+ *  5. GPOOL_ALLOC_STREAM_WAIT hand-over: a request may make its stream wait for another
+ *     stream's pending event (cuStreamWaitEvent) instead of waiting for it to complete; that
+ *     stream's ranges up to the event become the requester's (gp_arena_hand_over_locked):
+ *     reusable by it at once, by others after its own next event. Pending slots still wait.
+ *  6. Single-stream mode: while one stream is all the arena has seen, its frees are clean at
+ *     once and no event is recorded. The first request on a second stream makes the clean
+ *     ranges pending on the first stream at position 0 (any event recorded on it from then on
+ *     covers them); from then on every free is tagged by its stream (arena.c free_tag).
+ *  7. Memory short: a device-wide synchronize (the sync hook) makes everything clean. Freed
+ *     memory that queued work may still touch, even clean, is not unmapped before one
+ *     (frees_since_sync, gp_arena_note_queued_use). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "stream_internal.h"
+#include "sysmem.h"
+
+/* ---------- frees used on several streams ---------- */
+
+/* A device block freed on another stream than the one it was allocated on: the memory may
+ * still be waiting for work queued on the allocating stream before the block was handed out
+ * (stream-ordered reuse of that stream's own frees), which the freeing stream does not wait
+ * for. So the free also waits for the allocating stream, as if the block had been recorded
+ * on it. Returns 1 when the free went that way (status in *st). */
+int gp_stream_cross_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                         gpool_status *st)
+{
+    if (gp_stream_record(pool, ptr, tag, ref->tag) != GPOOL_OK) {
+        /* cannot track one more stream for it: wait for the allocating stream now */
+        gp_clear_error();
+        *st = gp_stream_wait(pool, ref->tag);
+        return *st != GPOOL_OK;
+    }
+    return gp_stream_defer_free(pool, ptr, tag, ref, st);
+}
+
+/* Append d to the deferred list (lock held, room made by the caller) and count it. */
+static void def_push(gp_streams *ss, const deferred_free *d)
+{
+    ss->def[ss->ndef++] = *d;
+    ss->def_n[d->kind]++;
+    ss->def_bytes[d->kind] += d->size;
+    ss->def_req[d->kind] += d->requested;
+}
+
+/* Take d's counts out of the totals (lock held) once it leaves the list. */
+static void def_uncount(gp_streams *ss, const deferred_free *d)
+{
+    ss->def_n[d->kind]--;
+    ss->def_bytes[d->kind] -= d->size;
+    ss->def_req[d->kind] -= d->requested;
+}
+
+gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uintptr_t tag)
+{
+    if (tag == alloc_tag) return GPOOL_OK;
+    gp_streams *ss = pool->streams;
+    gpool_status st = GPOOL_OK;
+    gp_ss_lock(ss);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc || gp_ptrmap_put(&ss->recorded, (uintptr_t)ptr, rc) != 0) {
+            free(rc);
+            st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording a stream");
+            rc = NULL;
+        } else {
+            atomic_fetch_add(&pool->stream_busy, 1);
+        }
+    }
+    if (rc && rc->deferred) {
+        st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was already freed", ptr);
+    } else if (rc) {
+        size_t i = 0;
+        while (i < rc->n && rc->tags[i] != tag)
+            i++;
+        if (i == rc->n && rc->n == DEFER_EVENTS)
+            st = gp_fail(GPOOL_ERR_INVALID_ARG, "block %p already used on %d other streams", ptr,
+                         DEFER_EVENTS);
+        else if (i == rc->n)
+            rc->tags[rc->n++] = tag;
+    }
+    gp_ss_unlock(ss);
+    return st;
+}
+
+int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
+                         gpool_status *st)
+{
+    gp_streams *ss = pool->streams;
+    *st = GPOOL_OK;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
+    if (!ref->live) return 0; /* not a live block: the plain path reports it */
+    uintptr_t btag = ref->tag;
+    size_t bsize = ref->size, breq = ref->requested;
+    gp_ss_lock(ss);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
+    if (!rc) {
+        gp_ss_unlock(ss);
+        return 0;
+    }
+    if (rc->deferred) {
+        gp_ss_unlock(ss);
+        *st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
+        return 1;
+    }
+    if (ss->ndef == ss->cap_def) {
+        size_t cap = ss->cap_def ? ss->cap_def * 2 : 16;
+        deferred_free *nd = realloc(ss->def, cap * sizeof *nd);
+        if (!nd) {
+            gp_ss_unlock(ss);
+            *st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory deferring a free");
+            return 1;
+        }
+        ss->def = nd;
+        ss->cap_def = cap;
+    }
+    stream_rec *r = gp_ss_rec(ss, tag);
+    deferred_free d = {.ptr = ptr,
+                       .kind = GPOOL_MEM_DEVICE,
+                       .size = bsize,
+                       .requested = breq,
+                       .tag = tag,
+                       .seq = r ? r->seq : UINT64_MAX};
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    /* the streams it was used on, and the one it was allocated on (the memory may have been
+     * handed out while that stream's earlier work on it was still queued) */
+    uintptr_t streams[DEFER_EVENTS + 1];
+    size_t ns = 0;
+    for (size_t i = 0; i < rc->n; i++)
+        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+    int listed = btag == tag;
+    for (size_t i = 0; i < ns; i++)
+        listed |= streams[i] == btag;
+    if (!listed) streams[ns++] = btag;
+    for (size_t i = 0; i < ns; i++) {
+        CUevent ev;
+        if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) {
+            /* cannot track it: wait for that stream now instead */
+            if (gp_ss_sync_tag(pool, streams[i]) != CUDA_SUCCESS) d.need_sync = 1;
+            continue;
+        }
+        if (gp_ss_record_on(pool, ev, streams[i])) {
+            gp_ss_event_put(pool, ev);
+            if (gp_ss_sync_tag(pool, streams[i]) != CUDA_SUCCESS) d.need_sync = 1;
+            continue;
+        }
+        d.ev[d.nev++] = ev;
+    }
+    gp_dc_leave(&pool->dc, pushed);
+    rc->deferred = 1; /* the entry stays until the free completes */
+    def_push(ss, &d);
+    gp_ss_unlock(ss);
+    return 1;
+}
+
+/* Take the deferred blocks whose events completed (all of them with force, after a device
+ * synchronize) out of the list (lock held); the caller frees them. Returns how many were put
+ * in out[] (at most max). */
+static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t max)
+{
+    gp_streams *ss = pool->streams;
+    size_t k = 0, got = 0;
+    for (size_t i = 0; i < ss->ndef; i++) {
+        deferred_free *d = &ss->def[i];
+        size_t done = 0;
+        for (size_t e = 0; e < d->nev && got < max; e++)
+            done += force || GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                                    pool->dc.drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
+        if (got == max || done < d->nev || (d->need_sync && !force)) {
+            ss->def[k++] = *d;
+            continue;
+        }
+        for (size_t e = 0; e < d->nev; e++)
+            gp_ss_event_put(pool, d->ev[e]);
+        def_uncount(ss, d);
+        out[got++] = *d;
+        free(gp_ptrmap_del(&ss->recorded, (uintptr_t)d->ptr));
+        atomic_fetch_sub(&pool->stream_busy, 1);
+    }
+    ss->ndef = k;
+    return got;
+}
+
+/* The real free of a deferred block whose events completed. dev_locked: the caller holds the
+ * device arena's lock. */
+static void free_done(gpool_t *pool, const deferred_free *d, int dev_locked)
+{
+    if (d->host) {
+        int owned;
+        gp_sysmem_free(pool, d->ptr, &owned);
+    } else if (dev_locked) {
+        gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
+    } else {
+        gp_arena_free(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
+    }
+}
+
+/* Lock order: an arena's lock, then ss->lock. Here the caller holds the device arena's. */
+static void free_deferred_locked(gpool_t *pool, int force)
+{
+    deferred_free done[64];
+    size_t n;
+    do {
+        n = take_deferred(pool, force, done, 64);
+        for (size_t i = 0; i < n; i++)
+            free_done(pool, &done[i], 1);
+    } while (n == 64);
+}
+
+void gp_stream_process(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
+    deferred_free done[64];
+    size_t n = 0;
+    gp_ss_lock(ss);
+    if (ss->ndef) {
+        int pushed;
+        gp_dc_enter(&pool->dc, &pushed);
+        n = take_deferred(pool, 0, done, 64);
+        gp_dc_leave(&pool->dc, pushed);
+    }
+    gp_ss_unlock(ss);
+    for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
+        free_done(pool, &done[i], 0);
+}
+
+/* Forget the streams that have nothing pending in arena a (lock held, ss->lock held), so a
+ * program that creates and destroys streams does not grow the table (or its events). */
+static void prune_streams(gpool_t *pool, gp_arena *a)
+{
+    gp_streams *ss = pool->streams;
+    if (ss->nrecs <= 16 || a != pool->arena[GPOOL_MEM_DEVICE]) return;
+    uintptr_t tags[64];
+    size_t n = gp_arena_dirty_tags(a, tags, 64);
+    if (n == 64) return; /* too many to tell cheaply: try again later */
+    for (size_t i = 0; i < ss->nrecs;) {
+        stream_rec *r = &ss->recs[i];
+        int keep = r->ev_live || r->tag == pool->default_tag;
+        for (size_t k = 0; k < n && !keep; k++)
+            keep = tags[k] == r->tag;
+        if (!keep) keep = gp_arena_slots_pending_on(a, r->tag);
+        if (keep) {
+            i++;
+            continue;
+        }
+        if (r->ev) gp_ss_event_put(pool, r->ev);
+        ss->recs[i] = ss->recs[--ss->nrecs];
+    }
+}
+
+void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
+{
+    gpool_t *pool = owner;
+    gp_streams *ss = pool->streams;
+    uintptr_t tags[64];
+    size_t n = gp_arena_pending_tags(a, tags, 64);
+    gp_ss_lock(ss);
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    for (size_t i = 0; i < n; i++) {
+        stream_rec *r = gp_ss_rec(ss, tags[i]);
+        if (!r) break;
+        if (r->ev_live && GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                                 pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
+            r->ev_live = 0;
+            gp_arena_clean_locked(a, r->tag, r->ev_seq);
+        }
+        if (!r->ev_live && gp_ss_other_ctx(pool, r->tag)) {
+            /* another context's stream: no event of ours can be recorded there; ask the
+             * stream itself (not while it captures: querying captured work is prohibited) */
+            if (!gp_stream_capturing(pool, r->tag) &&
+                GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                       pool->dc.drv->cuStreamQuery((CUstream)r->tag)) == CUDA_SUCCESS)
+                gp_arena_clean_locked(a, r->tag, r->seq++);
+            continue;
+        }
+        if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
+        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag))
+            continue;      /* nothing there the request fits: no new event for it */
+        if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
+            if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
+                r->ev = NULL;
+                continue;
+            }
+            if (gp_ss_record_on(pool, r->ev, r->tag)) {        /* the OOM path will synchronize */
+                if (!gp_tag_mine(r->tag)) r->foreign_want = 1; /* its owner records it */
+                continue;
+            }
+            r->ev_seq = r->seq++;
+            r->ev_live = 1;
+        }
+        CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev));
+        if (q == CUDA_SUCCESS) {
+            r->ev_live = 0;
+            gp_arena_clean_locked(a, r->tag, r->ev_seq);
+        } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
+                   GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                          pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev,
+                                                          0)) == CUDA_SUCCESS) {
+            /* The requesting stream now runs after that work: its ranges become the
+             * requester's (reusable by it at once, by others after the requester's next
+             * event). Small blocks pending on that stream still wait for the real event. */
+            uintptr_t from = r->tag;
+            uint64_t upto = r->ev_seq;
+            stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
+            if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
+        }
+    }
+    if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
+    prune_streams(pool, a);
+    gp_dc_leave(&pool->dc, pushed);
+    gp_ss_unlock(ss);
+}
+
+static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
+{
+    gp_streams *ss = pool->streams;
+    gp_tcache_flush_all(pool);
+    int pending = force || gp_arena_needs_sync(a) ||
+                  atomic_load_explicit(&pool->stream_busy, memory_order_relaxed);
+    if (!pending) return GPOOL_OK;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
+    gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
+    if (st == GPOOL_OK) st = gp_ss_sync_other_contexts(pool);
+    if (st == GPOOL_OK) {
+        gp_ss_lock(ss);
+        for (size_t i = 0; i < ss->nrecs; i++) {
+            ss->recs[i].ev_live = 0;
+            ss->recs[i].seq++; /* later frees are not covered by this synchronize */
+        }
+        if (a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 1);
+        gp_arena_synced_locked(a);
+        prune_streams(pool, a);
+        gp_ss_unlock(ss);
+    }
+    gp_dc_leave(&pool->dc, pushed);
+    return st;
+}
+
+gpool_status gp_stream_sync(void *owner, gp_arena *a)
+{
+    return stream_sync(owner, a, 0);
+}
+
+gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a)
+{
+    return stream_sync(pool, a, 1);
+}
+
+void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
+                        uint64_t *requested)
+{
+    gp_streams *ss = pool->streams;
+    *count = *bytes = *requested = 0;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
+    gp_ss_lock(ss);
+    *count = ss->def_n[kind]; /* kept by def_push / def_uncount: no walk */
+    *bytes = ss->def_bytes[kind];
+    *requested = ss->def_req[kind];
+    gp_ss_unlock(ss);
+}
+
+/* Host blocks: the CPU may write a block the moment it is handed out again, so even the
+ * freeing stream cannot reuse it early. Each host free is queued behind an event on its
+ * stream (and on streams recorded for it) and really freed once they completed. */
+gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
+                                       const gpool_block_desc *desc)
+{
+    gp_streams *ss = pool->streams;
+    gpool_status st = GPOOL_OK;
+    gp_ss_lock(ss);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
+    if (rc && rc->deferred) {
+        gp_ss_unlock(ss);
+        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
+    }
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc || gp_ptrmap_put(&ss->recorded, (uintptr_t)ptr, rc) != 0) {
+            free(rc);
+            rc = NULL;
+        } else {
+            atomic_fetch_add(&pool->stream_busy, 1);
+        }
+    }
+    if (rc && ss->ndef == ss->cap_def) {
+        size_t cap = ss->cap_def ? ss->cap_def * 2 : 16;
+        deferred_free *nd = realloc(ss->def, cap * sizeof *nd);
+        if (nd) {
+            ss->def = nd;
+            ss->cap_def = cap;
+        }
+    }
+    deferred_free d = {.ptr = ptr,
+                       .host = 1,
+                       .kind = desc->kind,
+                       .size = desc->size,
+                       .requested = desc->requested_size,
+                       .tag = tag};
+    int ok = rc && ss->ndef < ss->cap_def;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    uintptr_t streams[DEFER_EVENTS + 2];
+    size_t ns = 0;
+    streams[ns++] = tag;
+    for (size_t i = 0; rc && i < rc->n; i++)
+        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+    /* and the stream it was allocated on, as for device blocks: its queued copies may still
+     * read or write the block when it is freed on another stream */
+    uintptr_t atag = (uintptr_t)desc->stream;
+    int listed = 0;
+    for (size_t i = 0; i < ns; i++)
+        listed |= streams[i] == atag;
+    if (!listed) streams[ns++] = atag;
+    for (size_t i = 0; ok && i < ns; i++) {
+        CUevent ev;
+        if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) {
+            ok = 0;
+        } else if (gp_ss_record_on(pool, ev, streams[i])) {
+            gp_ss_event_put(pool, ev);
+            ok = 0;
+        } else {
+            d.ev[d.nev++] = ev;
+        }
+    }
+    int done = ok;
+    for (size_t e = 0; ok && e < d.nev; e++) /* idle streams: free at once */
+        done &= GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(d.ev[e])) ==
+                CUDA_SUCCESS;
+    if (done) {
+        for (size_t e = 0; e < d.nev; e++)
+            gp_ss_event_put(pool, d.ev[e]);
+        free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
+        atomic_fetch_sub(&pool->stream_busy, 1);
+    } else if (ok) {
+        rc->deferred = 1;
+        def_push(ss, &d);
+    } else { /* could not track it: wait for the streams now, then free */
+        for (size_t e = 0; e < d.nev; e++)
+            gp_ss_event_put(pool, d.ev[e]);
+        for (size_t i = 0; i < ns && st == GPOOL_OK; i++) {
+            CUresult r = gp_ss_sync_tag(pool, streams[i]);
+            if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (host free)");
+        }
+        if (rc) {
+            free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
+            atomic_fetch_sub(&pool->stream_busy, 1);
+        }
+    }
+    gp_dc_leave(&pool->dc, pushed);
+    gp_ss_unlock(ss);
+    if ((done || !ok) && st == GPOOL_OK) {
+        int owned;
+        st = gp_sysmem_free(pool, ptr, &owned);
+    }
+    return st;
+}
+
+size_t gp_stream_drain(gpool_t *pool)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
+    deferred_free done[64];
+    size_t n, total = 0;
+    do {
+        gp_ss_lock(ss);
+        int pushed;
+        gp_dc_enter(&pool->dc, &pushed);
+        int synced = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize()) ==
+                     CUDA_SUCCESS;
+        n = take_deferred(pool, synced, done, 64);
+        gp_dc_leave(&pool->dc, pushed);
+        gp_ss_unlock(ss);
+        for (size_t i = 0; i < n; i++)
+            free_done(pool, &done[i], 0);
+        total += n;
+    } while (n == 64);
+    return total;
+}
