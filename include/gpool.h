@@ -478,9 +478,9 @@ GPOOL_API gpool_status gpool_config_default_sized(gpool_config *cfg, size_t stru
  * field lies beyond them (a struct from an older header) is GPOOL_ERR_CONFIG.
  *
  * @param[in,out] cfg  the configuration to change; unchanged on error.
- * @param[in]     conf the string; NULL or "" changes nothing.
+ * @param[in]     conf the string; "" changes nothing.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or cfg->struct_size is out of range.
+ * @retval GPOOL_ERR_INVALID_ARG cfg or conf is NULL, or cfg->struct_size is out of range.
  * @retval GPOOL_ERR_CONFIG an unknown key or bad value; the message names it.
  * @retval GPOOL_ERR_OUT_OF_MEMORY no host memory to copy a trace path.
  * @return a gpool_status as listed. Thread-safe (touches only *cfg and the library's table of
@@ -805,11 +805,14 @@ GPOOL_API gpool_status gpool_get_block_desc_sized(gpool_t *pool, const void *ptr
     gpool_get_block_desc_sized((pool), (ptr), (out), sizeof(gpool_block_desc))
 
 /**
- * Deprecated name of gpool_get_block_desc() (0.1); removed in 0.3.
+ * Deprecated name of gpool_get_block_desc() (0.1); removed in 0.3. A function, not a macro:
+ * it reads out->struct_size as the function form `(gpool_get_block_desc)(...)` does (only that
+ * many bytes are written), except that struct_size 0 means the 0.2 layout, so a zeroed
+ * gpool_block_desc still works.
  *
  * @param pool the pool.
  * @param ptr  an address inside the block.
- * @param[in,out] out receives the description, as for gpool_get_block_desc().
+ * @param[in,out] out receives the description.
  * @return a gpool_status, with the errors of gpool_get_block_desc(). Thread-safe.
  */
 GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)

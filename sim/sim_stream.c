@@ -208,9 +208,22 @@ static struct CUstream_st *sim_legacy_of(int dev)
     return l;
 }
 
+static void sim_stream_reap(struct CUstream_st *s);
+
 static void sim_stream_unref(struct CUstream_st *s)
 {
     if (--s->refs > 0 || s->kind == SIM_STREAM_LEGACY_KIND) return;
+    /* Destroyed before the host knew its work complete (queued, held, or done but never
+     * synchronized): that work still completes and a context synchronize still covers it
+     * (cuda.h, cuStreamDestroy; cuCtxSynchronize), so the stream stays listed until one
+     * (sim_streams_force_ctx reaps it). */
+    if (sim_host_clock(s->sid) < s->submitted) return;
+    sim_stream_reap(s);
+}
+
+/* Free a stream nobody refers to any more. */
+static void sim_stream_reap(struct CUstream_st *s)
+{
     for (struct CUstream_st **pp = &sim_streams; *pp; pp = &(*pp)->next) {
         if (*pp == s) {
             *pp = s->next;
@@ -346,10 +359,19 @@ static int sim_streams_force_ctx(int dev)
             sim_host_learn(l->clock, l->nclock);
         }
     }
-    for (struct CUstream_st *s = sim_streams; s; s = s->next) {
-        if (dev >= 0 && s->device != dev) continue;
+    for (struct CUstream_st *s = sim_streams; s;) {
+        if (dev >= 0 && s->device != dev) {
+            s = s->next;
+            continue;
+        }
         forced |= sim_stream_force(s);
         sim_host_learn(s->clock, s->nclock);
+        if (s->refs == 0 && s->kind != SIM_STREAM_LEGACY_KIND) {
+            sim_stream_reap(s); /* may reap the streams it waited for too: start again */
+            s = sim_streams;
+        } else {
+            s = s->next;
+        }
     }
     return forced;
 }

@@ -22,8 +22,10 @@
  *     reusable by it at once, by others after its own next event. Pending slots still wait.
  *  6. Single-stream mode: while one stream is all the arena has seen, its frees are clean at
  *     once and no event is recorded. The first request on a second stream makes the clean
- *     ranges pending on the first stream at position 0 (any event recorded on it from then on
- *     covers them); from then on every free is tagged by its stream (arena.c free_tag).
+ *     ranges on backed pages pending on the first stream at position 0 (any event recorded on
+ *     it from then on covers them; never-backed space holds nothing work touches and stays
+ *     clean: heap.c retag_backed); from then on every free is tagged by its stream (arena.c
+ *     free_tag).
  *  7. Memory short: a device-wide synchronize (the sync hook) makes everything clean. Freed
  *     memory that queued work may still touch, even clean, is not unmapped before one
  *     (frees_since_sync, gp_arena_note_queued_use). */

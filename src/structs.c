@@ -111,9 +111,10 @@ __attribute__((destructor)) static void interned_free(void)
 
 /* ---------- deprecated names (gpool.h, "Deprecated names") ---------- */
 
-/* 0.1 code did not set struct_size: the old name always fills the whole 0.2 layout. */
+/* As the function form of gpool_get_block_desc (struct_size read from the struct, never a
+ * write past it), with struct_size 0 taken as the 0.2 layout. */
 gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
 {
-    if (out) out->struct_size = GP_BLOCK_DESC_SIZE_0_2;
-    return gpool_get_block_desc(pool, ptr, out);
+    if (out && out->struct_size == 0) out->struct_size = GP_BLOCK_DESC_SIZE_0_2;
+    return (gpool_get_block_desc)(pool, ptr, out);
 }

@@ -632,6 +632,26 @@ Test(order, destroyed_streams_queued_work_still_completes, .init = setup1)
     cr_assert_eq(p_gpoolsim_forced_syncs(), 1);
 }
 
+/* A context synchronize covers the work of streams destroyed before it, done or still queued
+ * (an outside tester's finding: the referee forgot a destroyed stream whose work the host had
+ * not yet learned complete, and reported a false race on the next free). */
+Test(order, context_synchronize_covers_destroyed_streams, .init = setup1)
+{
+    CUstream done = stream(0), queued = stream(0);
+    CUdeviceptr p = dalloc(4096), q = dalloc(4096);
+    touch(done, p, 4096, 1);
+    cr_assert_eq(p_gpoolsim_stream_hold(done), 0); /* p's write completes, unknown to the host */
+    cr_assert_eq(p_gpoolsim_stream_hold(queued), 0);
+    touch(queued, q, 4096, 1); /* still queued */
+    cr_assert_eq(p_cuStreamDestroy(done), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamDestroy(queued), CUDA_SUCCESS);
+    cr_assert_eq(p_cuCtxSynchronize(), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_forced_syncs(), 1, "the queued write had to be let go");
+    cr_assert_eq(p_cuMemFree(p), CUDA_SUCCESS);
+    cr_assert_eq(p_cuMemFree(q), CUDA_SUCCESS);
+    cr_assert_eq(p_gpoolsim_violations(), 0);
+}
+
 static void setup_reuse(void)
 {
     deliberate();

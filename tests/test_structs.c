@@ -345,8 +345,9 @@ Test(structs, bad_sizes_are_invalid_args_and_the_pool_stays_usable)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
 }
 
-/* gpool_block_info, the deprecated name, still works; 0.1 code did not set struct_size, so it
- * fills the whole 0.2 layout whatever struct_size holds. */
+/* gpool_block_info, the deprecated name, still works: a zeroed struct (struct_size 0) gets the
+ * 0.2 layout; any other struct_size is honoured, never written past (an outside tester found it
+ * filling the whole 0.2 layout over a 16-byte struct). */
 Test(structs, deprecated_block_info_still_works)
 {
     gpool_t *pool = test_pool(NULL);
@@ -451,4 +452,28 @@ Test(structs, getter_macros_fill_uninitialised_structs)
     cr_assert_eq(gpool_get_stats(NULL, &st), GPOOL_ERR_INVALID_ARG);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     gpool_destroy(pool);
+}
+
+Test(structs, deprecated_block_info_never_writes_past_struct_size)
+{
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc(pool, 777, NULL, &p), GPOOL_OK);
+    struct {
+        gpool_block_desc d;
+        unsigned char guard[64];
+    } buf;
+    memset(&buf, GUARD, sizeof buf);
+    buf.d.struct_size = 16;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    cr_assert_eq(gpool_block_info(pool, p, &buf.d), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(buf.d.struct_size, 16, "struct_size is kept");
+    cr_assert(guard_intact((unsigned char *)&buf.d + 16, sizeof buf - 16), "wrote past 16 bytes");
+    buf.d.struct_size = 65537;
+    cr_assert_eq(gpool_block_info(pool, p, &buf.d), GPOOL_ERR_INVALID_ARG);
+#pragma GCC diagnostic pop
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
 }
