@@ -146,7 +146,7 @@ extern "C" {
 /** Minor version of this header: incremented when functionality is added compatibly. */
 #define GPOOL_VERSION_MINOR 2
 /** Patch version of this header: incremented for compatible fixes. */
-#define GPOOL_VERSION_PATCH 0
+#define GPOOL_VERSION_PATCH 1
 
 /** A CUDA stream; the same type as CUstream and cudaStream_t, so either can be passed
  *  directly. NULL is the legacy default stream. gpool never creates or destroys streams. */
@@ -272,6 +272,16 @@ typedef struct gpool_config {
      *  block another GPU must read needs this. Applied to every mapping the pool makes;
      *  gpool_set_peer_access() changes it later, existing mappings included. */
     int peer_access;
+    /** May a request make its stream wait for another stream's frees (gpool_stream_reuse;
+     *  GPOOL_CONF key stream_reuse=wait|events)? Default GPOOL_STREAM_REUSE_WAIT: when the best
+     *  place for a request is memory another stream freed and its work may still use, and
+     *  taking it spares mapping fresh memory, the requesting stream waits for an event recorded
+     *  after that free (cuStreamWaitEvent) and reuses it, as cuMemAllocAsync does by default
+     *  (CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES). GPOOL_STREAM_REUSE_EVENTS: gpool
+     *  never adds a dependency between streams on its own; another stream's freed memory is
+     *  reused once an event shows its work done (PyTorch's caching allocator's rule).
+     *  Since 0.2.1: a caller built against 0.2.0 gets the default. */
+    int stream_reuse;
 } gpool_config;
 
 /** Initializer for a gpool_config: struct_size set and the values gpool_config_default()
@@ -282,6 +292,12 @@ typedef struct gpool_config {
         .struct_size = sizeof(gpool_config), .tcache_bytes = (size_t)1 << 20,                      \
         .small_max = (size_t)16 << 10                                                              \
     }
+
+/** Values of gpool_config.stream_reuse. */
+typedef enum gpool_stream_reuse {
+    GPOOL_STREAM_REUSE_WAIT = 0,  /**< a stream may wait for another's frees to reuse them */
+    GPOOL_STREAM_REUSE_EVENTS = 1 /**< only frees whose work is known done cross streams */
+} gpool_stream_reuse;
 
 /** Values of gpool_config.peer_access. */
 typedef enum gpool_peer_access {
@@ -461,8 +477,8 @@ GPOOL_API gpool_status gpool_config_default_sized(gpool_config *cfg, size_t stru
  *
  * Keys: device, release_threshold, tcache_bytes, small_max, budget_device, budget_pinned,
  * budget_mapped, va_reserve, verbose (0 or 1), trace (a file path), peer_access (auto, none or
- * all). Spaces and tabs around keys and values are ignored, as are empty items. An unknown key
- * is an error.
+ * all), stream_reuse (wait or events). Spaces and tabs around keys and values are ignored, as are
+ * empty items. An unknown key is an error.
  *
  * Sizes: decimal digits, then optionally a unit -- K, M, G or T, each optionally followed by B
  * or iB, or B alone -- case-insensitive, nothing else (no sign, fraction, space or hex). Units
@@ -591,8 +607,11 @@ GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc
  * As gpool_alloc(), ordered on an explicit stream.
  *
  * The block may be one freed on this stream whose work has not finished yet (stream order
- * makes that safe), never one pending on another stream unless GPOOL_ALLOC_STREAM_WAIT is
- * set (the stream then waits on that block's event).
+ * makes that safe), or one pending on another stream only once this stream waits for that
+ * work: always with GPOOL_ALLOC_STREAM_WAIT, and (gpool_config.stream_reuse = wait, the
+ * default) when that block is the best place for the request and spares mapping fresh memory;
+ * the stream then waits on an event recorded after the free (cuStreamWaitEvent). With
+ * stream_reuse = events and no flag, never a block whose other stream's work may still run.
  *
  * CU_STREAM_PER_THREAD names the calling thread's per-thread default stream: a block freed on
  * it by one thread is reused at once by that thread only, by others once its work completed.

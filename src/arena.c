@@ -208,10 +208,27 @@ static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
     gp_heap_give(&a->heap, r, free_tag(a, tag), a->seq_of ? a->seq_of(a->owner, tag) : 0);
 }
 
+/* Where the best place for the request is a range pending on another stream, claim it first
+ * (reuse.c, rule 5): placement then follows the free space as one stream would see it, instead
+ * of cutting fresh holes while another stream's freed ranges wait. */
+static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags)
+{
+    uintptr_t from;
+    if (!a->poll || a->streams_seen < 2 || (flags & GP_ARENA_SLAB)) return;
+    if (!gp_heap_foreign_fit(&a->heap, size, align, tag, &from)) return;
+    if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {
+        gp_clear_error();
+        return;
+    }
+    a->claim_from = from;
+    a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM);
+}
+
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                unsigned flags, gp_range **out)
 {
     int no_nodes = 0;
+    claim(a, size, align, tag, flags);
     gp_range *r = take(a, size, align, tag, flags, &no_nodes);
     int polls = a->poll &&
                 (!r || (flags & GP_ARENA_SLAB) || needs_backing(a, r) ||
@@ -221,7 +238,10 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     if (a->may_drive && (polls || !r || needs_backing(a, r))) {
         /* driver calls ahead: the owner may forbid them for this stream (graph capture) */
         gpool_status st = a->may_drive(a->owner, tag);
-        if (st != GPOOL_OK) {
+        if (st != GPOOL_OK && r && !needs_backing(a, r)) {
+            gp_clear_error(); /* the poll was optional: serve what is free for the stream */
+            polls = 0;
+        } else if (st != GPOOL_OK) {
             if (r) give_back(a, r, tag);
             return st;
         }
@@ -515,6 +535,11 @@ size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max)
         if (j == n) out[n++] = a->pending[i].tag;
     }
     return n;
+}
+
+uintptr_t gp_arena_claim_from(const gp_arena *a)
+{
+    return a->claim_from;
 }
 
 int gp_arena_poll_fits(gp_arena *a, uintptr_t tag)

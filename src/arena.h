@@ -40,6 +40,9 @@
 /* Flag to the poll hook: the cheap poll a request makes before splitting a free range; it records
  * a new event only on a stream with a pending range of at least poll_want bytes. */
 #define GP_POLL_QUERY_ONLY (1u << 28)
+/* Flag to the poll hook: the request's best place is pending on stream gp_arena_claim_from(a);
+ * make it usable (its event done, or the requesting stream waits for it: reuse.c, rule 5). */
+#define GP_POLL_CLAIM (1u << 27)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 
@@ -198,6 +201,8 @@ int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
 size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
 /* 1 when the largest range pending on tag fits the request that polls (GP_POLL_QUERY_ONLY). */
 int gp_arena_poll_fits(gp_arena *a, uintptr_t tag);
+/* The stream a GP_POLL_CLAIM poll is about. */
+uintptr_t gp_arena_claim_from(const gp_arena *a);
 /* Stream to now waits for from's work up to position upto: from's ranges up to there become
  * to's, pending at to_seq (GPOOL_ALLOC_STREAM_WAIT; pending slots keep waiting). */
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,

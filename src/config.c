@@ -41,6 +41,9 @@ gpool_status gpool_config_default(gpool_config *cfg)
 /* gpool_peer_access, in its order */
 static const char *const peer_access_names[] = {"auto", "none", "all", NULL};
 
+/* gpool_stream_reuse, in its order */
+static const char *const stream_reuse_names[] = {"wait", "events", NULL};
+
 /* gpool's GPOOL_CONF keys: README's GPOOL_CONF row and gpool_config_parse's comment list them. */
 static const gp_option config_keys[] = {
     {.name = "device",
@@ -92,6 +95,11 @@ static const gp_option config_keys[] = {
      .offset = offsetof(gpool_config, peer_access),
      .choices = peer_access_names,
      .help = "devices that get access to device memory"},
+    {.name = "stream_reuse",
+     .type = GP_OPT_CHOICE,
+     .offset = offsetof(gpool_config, stream_reuse),
+     .choices = stream_reuse_names,
+     .help = "wait: a stream may wait for another's frees; events: only completed ones"},
 };
 
 const gp_option_table gp_config_options = {config_keys, sizeof config_keys / sizeof config_keys[0]};
@@ -107,6 +115,10 @@ gpool_status gp_config_check(const gpool_config *cfg)
     if (cfg->peer_access < GPOOL_PEER_AUTO || cfg->peer_access > GPOOL_PEER_ALL)
         return gp_fail(GPOOL_ERR_CONFIG, "config: peer_access %d is not a gpool_peer_access",
                        cfg->peer_access);
+    if (cfg->stream_reuse < GPOOL_STREAM_REUSE_WAIT ||
+        cfg->stream_reuse > GPOOL_STREAM_REUSE_EVENTS)
+        return gp_fail(GPOOL_ERR_CONFIG, "config: stream_reuse %d is not a gpool_stream_reuse",
+                       cfg->stream_reuse);
     return GPOOL_OK;
 }
 

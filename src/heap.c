@@ -338,6 +338,17 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     return r;
 }
 
+/* 1 when range a is a better place than b (NULL) for the request: cached pages first, then the
+ * smaller range. */
+static int better_fit(const gp_heap *h, const gp_range *a, const gp_range *b, size_t size,
+                      size_t align)
+{
+    if (!b) return 1;
+    int af = unbacked(h, a, size, align) != 0, bf = unbacked(h, b, size, align) != 0;
+    if (af != bf) return bf;
+    return a->size < b->size;
+}
+
 /* Best fit over the stream's own pending ranges and the clean ones together (a range on cached
  * pages before one that needs fresh pages, then the smaller one). A tie goes to the
  * stream's own range (reusing it keeps the clean space open for the other streams), but a
@@ -357,6 +368,29 @@ static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, ui
     int own_fresh = unbacked(h, own, size, align), clean_fresh = unbacked(h, clean, size, align);
     if (own_fresh != clean_fresh) return own_fresh ? clean : own;
     return clean->size < own->size ? clean : own;
+}
+
+/* 1 when a better fit for a request of stream tag (pages cached first, then the smaller range)
+ * is a range pending on another stream than the best own-or-clean fit: *from gets that stream. */
+int gp_heap_foreign_fit(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from)
+{
+    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
+    if (want < size) return 0;
+    uintptr_t below = h->slab_floor;
+    gp_range *mine = find_fit(h, want, size, align, tag, below);
+    if (!mine) mine = find_fit(h, want, size, align, tag, below = UINTPTR_MAX);
+    gp_range *best = NULL;
+    for (size_t i = 1; i < h->ntags; i++) {
+        gp_tag_index *t = &h->tags[i];
+        if (t->tag == tag || !t->count) continue;
+        gp_range *c = fit_in(h, t->root, want, size, align, below);
+        if (c && better_fit(h, c, best ? best : mine, size, align)) best = c;
+    }
+    if (!best) return 0;
+    if (mine && !unbacked(h, mine, size, align)) return 0; /* only to spare fresh pages */
+    if (unbacked(h, best, size, align)) return 0;
+    *from = best->tag;
+    return 1;
 }
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)

@@ -82,6 +82,10 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
  * instead of drifting. */
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
+/* 1 when the best place for a request of stream tag is a range pending on another stream (set in
+ * *from): the request may claim it by waiting for that stream (reuse.c, rule 5). */
+int gp_heap_foreign_fit(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from);
+
 /* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same
  * tag. Page counts are updated. */
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq);

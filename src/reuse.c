@@ -20,6 +20,16 @@
  *     stream's pending event (cuStreamWaitEvent) instead of waiting for it to complete; that
  *     stream's ranges up to the event become the requester's (gp_arena_hand_over_locked):
  *     reusable by it at once, by others after its own next event. Pending slots still wait.
+ *     Without the flag, gpool_config.stream_reuse = wait (the default) makes the same
+ *     hand-over when the best place for a large request (cached pages first, then the
+ *     smallest range) is pending on another stream and the request's own or clean ranges
+ *     would need fresh pages (arena.c claim, heap.c gp_heap_foreign_fit; here claim): an
+ *     event covering that stream's frees is recorded or reused, and queried first -- done,
+ *     the ranges turn clean; not done, the requester waits on it. As cuMemAllocAsync with
+ *     CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, its default ("Allow cuMemAllocAsync
+ *     to insert new stream dependencies in order to establish the stream ordering required to
+ *     reuse a piece of memory released by cuMemFreeAsync"). Never on a capturing stream, nor
+ *     with a stream of another context. stream_reuse = events: never.
  *  6. Single-stream mode: while one stream is all the arena has seen, its frees are clean at
  *     once and no event is recorded. The first request on a second stream makes the clean
  *     ranges on backed pages pending on the first stream at position 0 (any event recorded on
@@ -272,10 +282,52 @@ static void prune_streams(gpool_t *pool, gp_arena *a)
     }
 }
 
+/* A request on stream tag whose best place is pending on stream from: clean from's ranges when
+ * an event covering them is done, else make tag wait for that event and hand them over. Lock
+ * held, context entered. */
+static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
+{
+    gp_streams *ss = pool->streams;
+    if (pool->cfg.stream_reuse != GPOOL_STREAM_REUSE_WAIT) return;
+    stream_rec *r = gp_ss_rec(ss, from);
+    if (!r || gp_ss_other_ctx(pool, from) || !gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag))
+        return;
+    if (!r->ev_live) { /* cover every free on that stream so far */
+        if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
+            r->ev = NULL;
+            return;
+        }
+        if (gp_ss_record_on(pool, r->ev, from)) return;
+        r->ev_seq = r->seq++;
+        r->ev_live = 1;
+    }
+    if (GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
+        r->ev_live = 0;
+        gp_arena_clean_locked(a, from, r->ev_seq);
+        return;
+    }
+    uint64_t upto = r->ev_seq;
+    if (GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+               pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) !=
+        CUDA_SUCCESS)
+        return;
+    stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
+    if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
+}
+
 void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
 {
     gpool_t *pool = owner;
     gp_streams *ss = pool->streams;
+    if (flags & GP_POLL_CLAIM) {
+        int pushed;
+        gp_ss_lock(ss);
+        gp_dc_enter(&pool->dc, &pushed);
+        claim(pool, a, tag, gp_arena_claim_from(a));
+        gp_dc_leave(&pool->dc, pushed);
+        gp_ss_unlock(ss);
+        return;
+    }
     uintptr_t tags[64];
     size_t n = gp_arena_pending_tags(a, tags, 64);
     gp_ss_lock(ss);

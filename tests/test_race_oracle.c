@@ -199,7 +199,7 @@ static void teardown(void)
 
 TestSuite(race_oracle, .init = setup, .fini = teardown, .timeout = 120);
 
-Test(race_oracle, threads_streams_kinds_held_completion_trim_and_pressure_make_no_violation)
+static void run_workers(void)
 {
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++)
@@ -212,6 +212,21 @@ Test(race_oracle, threads_streams_kinds_held_completion_trim_and_pressure_make_n
                  "the happens-before referee saw %lu violations "
                  "(the client is correct by construction: each is gpool's)",
                  violations());
+}
+
+/* The default: a stream may wait for another's frees (stream_reuse=wait). */
+Test(race_oracle, threads_streams_kinds_held_completion_trim_and_pressure_make_no_violation)
+{
+    run_workers();
+}
+
+/* The same program with stream_reuse=events: frees cross streams only once done. */
+Test(race_oracle, the_same_with_events_only_reuse_makes_no_violation)
+{
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    pool = test_pool("stream_reuse=events");
+    cr_assert_not_null(pool, "%s", gpool_last_error());
+    run_workers();
 }
 
 /* One stream only, the simplest program: a kernel writes a block, the block is freed on that

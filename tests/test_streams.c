@@ -1,5 +1,8 @@
 /* Stream-ordered reuse, proven on the simulated driver's held-completion mode: work held on
- * a stream does not complete until the test releases it. Every test needs that (and the setup
+ * a stream does not complete until the test releases it. The pools here use
+ * stream_reuse=events, the rule without waits gpool adds on its own (another stream's frees
+ * only once done, or with GPOOL_ALLOC_STREAM_WAIT); the default (wait) is tested in
+ * test_streams_rules.c (stream_reuse) and by the race oracle. Every test needs that (and the setup
  * makes its streams through the simulator), so on a real GPU (GPOOL_TEST_REAL_GPU=1) the whole
  * suite skips. */
 #include <criterion/criterion.h>
@@ -19,7 +22,7 @@ static void setup(void)
     NEED_SIM(); /* skips every test of the suite on a real GPU */
     sim = sim_api();
     cr_assert_not_null(sim);
-    pool = test_pool(NULL);
+    pool = test_pool("stream_reuse=events");
     cr_assert_not_null(pool);
     /* the test thread needs the primary context current to create streams */
     CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
@@ -365,7 +368,7 @@ Test(streams, stream_wait_hands_pending_memory_to_the_requester_only)
     gpool_free_async(pool, q, B);
     sim->stream_release(A);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
-    pool = test_pool(NULL); /* teardown destroys this one */
+    pool = test_pool("stream_reuse=events"); /* teardown destroys this one */
     destroy(C);
 }
 

@@ -492,3 +492,137 @@ Test(stream_rules, block_recorded_on_a_capturing_stream_waits_for_a_synchronize)
     cr_assert_eq(gpool_free_async(pool, other, A), GPOOL_OK);
     if (graph_destroy && g) graph_destroy(g);
 }
+
+/* A request on a capturing stream that fits memory already free for it is served even when
+ * it would split a free range while other streams have frees pending: the poll such a split
+ * makes now and then is optional, and the capture forbids it, so it is skipped instead of
+ * failing the request. (Before: GPOOL_ERR_UNSUPPORTED whenever the split poll came due.) */
+Test(stream_rules, capturing_stream_skips_the_optional_split_poll)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("the simulator has no graph capture yet");
+    void *x = alloc_on(MiB, B, 0);
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, x, B), GPOOL_OK); /* pending on B from now on */
+    void *p = alloc_on(16 * MiB, A, 0);                   /* fresh pages: this request polls */
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    void *keep[4];
+    for (int i = 0; i < 4; i++) /* split fits of A's free range, until the split poll is due */
+        keep[i] = alloc_on(MiB, A, 0);
+    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    sim->reset_counts();
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, NULL, A, &q), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert(overlaps(p, 16 * MiB, q, 4 * MiB), "served from A's own free range");
+    cr_assert_eq(sim->call_count("cuEventQuery"), 0, "no query during the capture");
+    cr_assert_eq(sim->call_count("cuEventRecord"), 0, "no event recorded on a capture");
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+    CUgraph g = NULL;
+    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    if (graph_destroy && g) graph_destroy(g);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], A), GPOOL_OK);
+}
+
+/* ---------- stream_reuse: waiting for another stream's frees ---------- */
+
+/* Take every cached byte of the device kind with a block on stream s (NULL when none), so
+ * that the next request finds no cached memory of its own or clean. */
+static void *take_cached(CUstream s)
+{
+    gpool_stats st = GPOOL_STATS_INIT;
+    cr_assert_eq(gpool_get_stats(pool, &st), GPOOL_OK);
+    size_t cached = st.kind[GPOOL_MEM_DEVICE].cached_bytes;
+    return cached >= MiB ? alloc_on(cached, s, 0) : NULL;
+}
+
+/* The scenario: A's kernel writes p, A frees it (A's work still queued), and B asks for as
+ * much with nothing else cached: the best place is p, pending on A. Returns B's block. */
+static void *reuse_across(void **p_out, size_t sz, void **filler)
+{
+    void *p = alloc_on(sz, A, 0);
+    *filler = take_cached(A);
+    kernel(A, p, sz);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    *p_out = p;
+    return alloc_on(sz, B, 0);
+}
+
+/* stream_reuse=wait (the default): B waits for A's work (cuStreamWaitEvent on an event
+ * recorded after the free) and reuses p instead of mapping fresh memory, and B's kernel on it
+ * is ordered after A's (the referee counts no violation at teardown). */
+Test(stream_rules, default_reuse_waits_for_another_streams_free_instead_of_fresh_memory)
+{
+    const size_t sz = 6 * MiB;
+    void *p, *filler, *ab = alloc_on(MiB, B, 0); /* B is a second stream from the start */
+    cr_assert_eq(gpool_free_async(pool, ab, B), GPOOL_OK);
+    unsigned long waits = sim->call_count("cuStreamWaitEvent");
+    unsigned long creates = sim->call_count("cuMemCreate");
+    void *q = reuse_across(&p, sz, &filler);
+    cr_assert_eq(q, p, "B reuses A's freed block");
+    cr_assert_gt(sim->call_count("cuStreamWaitEvent"), waits, "after waiting for A's work");
+    cr_assert_eq(sim->call_count("cuMemCreate"), creates, "no fresh memory mapped for it");
+    kernel(B, q, sz); /* ordered after A's kernel: the referee checks it */
+    cr_assert_eq(violations(), 0);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+}
+
+/* stream_reuse=events: no dependency between streams on gpool's own; B gets other memory
+ * while A's work on p is queued. */
+Test(stream_rules, events_reuse_never_makes_a_stream_wait)
+{
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    pool = make_pool("stream_reuse=events");
+    const size_t sz = 6 * MiB;
+    void *p, *filler, *ab = alloc_on(MiB, B, 0);
+    cr_assert_eq(gpool_free_async(pool, ab, B), GPOOL_OK);
+    unsigned long waits = sim->call_count("cuStreamWaitEvent");
+    void *q = reuse_across(&p, sz, &filler);
+    cr_assert(!overlaps(p, sz, q, sz), "B got memory A's queued work may use");
+    cr_assert_eq(sim->call_count("cuStreamWaitEvent"), waits, "a wait was added");
+    kernel(B, q, sz);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+}
+
+/* No wait where none is needed: memory of B's own or clean that fits on cached pages comes
+ * first, even when A's pending block would fit better. */
+Test(stream_rules, no_wait_when_cached_memory_of_the_stream_fits)
+{
+    const size_t sz = 6 * MiB;
+    void *p = alloc_on(sz, A, 0);
+    void *filler = take_cached(A);
+    void *mine = alloc_on(8 * MiB, B, 0);
+    cr_assert_eq(gpool_free_async(pool, mine, B), GPOOL_OK); /* B's own, cached */
+    kernel(A, p, sz);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    unsigned long waits = sim->call_count("cuStreamWaitEvent");
+    void *q = alloc_on(sz, B, 0);
+    cr_assert(overlaps(mine, 8 * MiB, q, sz), "B's own cached range serves it");
+    cr_assert_eq(sim->call_count("cuStreamWaitEvent"), waits, "a needless wait");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+}
+
+/* The configuration key: both names, and nothing else. */
+Test(stream_rules, stream_reuse_key_takes_wait_or_events)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    cr_assert_eq(cfg.stream_reuse, GPOOL_STREAM_REUSE_WAIT, "the default");
+    cr_assert_eq(gpool_config_parse(&cfg, "stream_reuse=events"), GPOOL_OK);
+    cr_assert_eq(cfg.stream_reuse, GPOOL_STREAM_REUSE_EVENTS);
+    cr_assert_eq(gpool_config_parse(&cfg, "stream_reuse=wait"), GPOOL_OK);
+    cr_assert_eq(cfg.stream_reuse, GPOOL_STREAM_REUSE_WAIT);
+    cr_assert_eq(gpool_config_parse(&cfg, "stream_reuse=sometimes"), GPOOL_ERR_CONFIG);
+    cr_assert(strstr(gpool_last_error(), "stream_reuse"), "%s", gpool_last_error());
+    cfg.stream_reuse = 7;
+    gpool_t *bad = NULL;
+    cr_assert_eq(gpool_create(&cfg, &bad), GPOOL_ERR_CONFIG);
+    cr_assert_null(bad);
+    cr_assert(strstr(gpool_last_error(), "stream_reuse 7"), "%s", gpool_last_error());
+}

@@ -22,7 +22,7 @@ from . import _lib
 from ._lib import FLAGS, KIND_NAMES, KINDS, USAGE_NAMES, USAGES
 
 __all__ = ["Pool", "Error", "version", "library_path", "KINDS", "USAGES", "FLAGS"]
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 
 class Error(Exception):
@@ -83,7 +83,8 @@ def _conf_string(config):
 def make_config(device=0, env=True, **config):
     """A gpool_config: the defaults, then $GPOOL_CONF (when env is true), then ``config``
     (GPOOL_CONF keys: release_threshold, tcache_bytes, small_max, budget_device,
-    budget_pinned, budget_mapped, va_reserve, verbose, trace; sizes may be ints or "64M"),
+    budget_pinned, budget_mapped, va_reserve, verbose, trace, peer_access, stream_reuse; sizes
+    may be ints or "64M"),
     then ``device``. Raises Error (GPOOL_ERR_CONFIG) naming a bad key or value."""
     lib = _lib.load()
     cfg = _lib.gpool_config()
@@ -147,7 +148,8 @@ class Pool:
     """A gpool pool on one device: ``Pool(device=0, **config)``.
 
     ``config`` takes the GPOOL_CONF keys (release_threshold, tcache_bytes, small_max,
-    budget_device, budget_pinned, budget_mapped, va_reserve, verbose, trace) and is applied
+    budget_device, budget_pinned, budget_mapped, va_reserve, verbose, trace, peer_access,
+    stream_reuse) and is applied
     over the defaults and $GPOOL_CONF. Addresses are ints. Use it as a context manager or call
     close(); blocks still live then are freed and reported (Error GPOOL_ERR_LIVE_BLOCKS)."""
 

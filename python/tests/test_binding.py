@@ -97,6 +97,16 @@ def test_bad_config_names_the_key():
     assert e.value.status == gpool.ERR_CONFIG and "small_max" in e.value.message
 
 
+def test_stream_reuse_keyword_reaches_the_config():
+    assert gpool.make_config(env=False).stream_reuse == 0  # wait, the default
+    assert gpool.make_config(env=False, stream_reuse="events").stream_reuse == 1
+    with gpool.Pool(stream_reuse="events") as pool:
+        pool.free(pool.alloc(4 * MIB))
+    with pytest.raises(gpool.Error) as e:
+        gpool.Pool(stream_reuse="sometimes")
+    assert e.value.status == gpool.ERR_CONFIG and "stream_reuse" in e.value.message
+
+
 def test_absent_device_is_no_device():
     with pytest.raises(gpool.Error) as e:
         gpool.Pool(device=7)
