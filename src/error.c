@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -11,6 +12,28 @@ gpool_status gp_fail(gpool_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return st;
+}
+
+gpool_status gp_named(gpool_status st, const char *call)
+{
+    if (st == GPOOL_OK) return st;
+    size_t n = strlen(call), skip = 0;
+    if (!strncmp(last_error, call, n) && last_error[n] == ':') return st;
+    if (!strncmp(last_error, "gpool_", 6)) { /* another public call's name: replace it */
+        size_t k = 6;
+        while ((last_error[k] >= 'a' && last_error[k] <= 'z') || last_error[k] == '_')
+            k++;
+        if (last_error[k] == ':') skip = k + (last_error[k + 1] == ' ' ? 2 : 1);
+    }
+    char buf[sizeof last_error];
+    int k = snprintf(buf, sizeof buf, "%s: ", call);
+    if (k < 0 || (size_t)k >= sizeof buf) return st;
+    size_t len = strlen(last_error + skip), room = sizeof buf - (size_t)k - 1;
+    if (len > room) len = room; /* the end of a long message goes, as gp_fail's would */
+    memcpy(buf + k, last_error + skip, len);
+    buf[(size_t)k + len] = '\0';
+    memcpy(last_error, buf, (size_t)k + len + 1);
     return st;
 }
 

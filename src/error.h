@@ -7,6 +7,11 @@
 /* Format the calling thread's last-error message and return st. */
 gpool_status gp_fail(gpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* For a public call's failure: make the message start with "call: " (kept when it does,
+ * replacing another public call's name an inner path put there, else prepended). Returns st;
+ * GPOOL_OK leaves the message alone. */
+gpool_status gp_named(gpool_status st, const char *call);
+
 /* Clear the calling thread's message (at the start of each public call). */
 void gp_clear_error(void);
 

@@ -162,13 +162,9 @@ static gpool_status check_params(const gpool_alloc_params *p, size_t size)
     return GPOOL_OK;
 }
 
-static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_params *params,
-                               gpool_stream_t stream, void **out)
+static gpool_status place_and_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params,
+                                    gpool_stream_t stream, void **out)
 {
-    if (!pool || !out)
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_alloc: %s is NULL", pool ? "out" : "pool");
-    *out = NULL;
-    if (size == 0) return GPOOL_OK;
     gpool_status st = check_params(params, size);
     if (st != GPOOL_OK) return st;
     gp_placement pl;
@@ -194,6 +190,17 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     }
     if (pool->trace) gp_trace_event(pool, 1, *out, size, stream);
     return GPOOL_OK;
+}
+
+/* The public allocation calls past their fast paths; call names them in messages. */
+static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_params *params,
+                               gpool_stream_t stream, void **out, const char *call)
+{
+    if (!pool || !out)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "%s: %s is NULL", call, pool ? "out" : "pool");
+    *out = NULL;
+    if (size == 0) return GPOOL_OK;
+    return gp_named(place_and_alloc(pool, size, params, stream, out), call);
 }
 
 /* The caller's params in this library's layout: as they are when struct_size says so,
@@ -227,7 +234,7 @@ gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *p
     }
     gpool_stream_t s =
         params && params->stream ? params->stream : (pool ? pool->cfg.default_stream : NULL);
-    return alloc_impl(pool, size, params, s, out);
+    return alloc_impl(pool, size, params, s, out, "gpool_alloc");
 }
 
 gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_params *params,
@@ -239,7 +246,7 @@ gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_par
         if (out) *out = NULL;
         return st;
     }
-    return alloc_impl(pool, size, params, stream, out);
+    return alloc_impl(pool, size, params, stream, out, "gpool_alloc_async");
 }
 
 static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
@@ -257,9 +264,9 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
 }
 
-static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream)
+static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call)
 {
-    gpool_status st = free_tagged(pool, ptr, stream);
+    gpool_status st = gp_named(free_tagged(pool, ptr, stream), call);
     if (st == GPOOL_OK && ptr && stream == CU_STREAM_PER_THREAD)
         gp_stream_cover(pool, gp_stream_tag(stream));
     return st;
@@ -273,17 +280,17 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
                          1) &&
         gp_tcache_free(pool, ptr))
         return GPOOL_OK;
-    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL);
+    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free");
 }
 
 gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
-    return free_impl(pool, ptr, stream);
+    return free_impl(pool, ptr, stream, "gpool_free_async");
 }
 
 static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out);
 
-gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
+static gpool_status record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
     gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
@@ -291,6 +298,11 @@ gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream
     if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
         return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a block, not its start", ptr);
     return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
+}
+
+gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
+{
+    return gp_named(record_stream(pool, ptr, stream), "gpool_record_stream");
 }
 
 /* ---------- maintenance and introspection ---------- */
@@ -445,7 +457,7 @@ static gpool_status block_desc_out(gpool_t *pool, const void *ptr, gpool_block_d
     if (st != GPOOL_OK) return st;
     gpool_block_desc full = GPOOL_BLOCK_DESC_INIT;
     st = block_info_tagged(pool, ptr, &full);
-    if (st != GPOOL_OK) return st;
+    if (st != GPOOL_OK) return gp_named(st, "gpool_get_block_desc");
     full.stream = gp_tag_stream((uintptr_t)full.stream);
     gp_struct_write(&gp_type_block_desc, out, &full, size, trusted);
     return GPOOL_OK;

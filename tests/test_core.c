@@ -570,3 +570,44 @@ Test(core, unwritable_trace_file_is_an_error)
     cr_assert(strstr(gpool_last_error(), "/nonexistent-dir/trace.csv"), "%s", gpool_last_error());
     cr_assert_eq(sim_live_total(), 0, "nothing left behind");
 }
+
+/* Every refusal names the call that refused, first: "gpool_alloc_async: unknown memory kind
+ * 42", not a bare "unknown memory kind 42" a caller cannot place. */
+static void names_call(gpool_status got, const char *call)
+{
+    cr_assert_neq(got, GPOOL_OK, "%s accepted bad input", call);
+    const char *msg = gpool_last_error();
+    size_t n = strlen(call);
+    cr_assert(!strncmp(msg, call, n) && msg[n] == ':',
+              "%s's message does not start with its name: %s", call, msg);
+}
+
+Test(core, bad_input_messages_name_the_call)
+{
+    gpool_t *p = test_pool(NULL);
+    void *x = NULL;
+    static const gpool_alloc_params bads[] = {
+        {.kind = (gpool_mem_kind)42}, {.alignment = 3000},        {.flags = 1u << 30},
+        {.page_size = 12345},         {.usage = (gpool_usage)99},
+    };
+    for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
+        gpool_alloc_params b = bads[i];
+        b.struct_size = sizeof b;
+        names_call(gpool_alloc(p, 10, &b, &x), "gpool_alloc");
+        names_call(gpool_alloc_async(p, 10, &b, NULL, &x), "gpool_alloc_async");
+    }
+    names_call(gpool_alloc(p, SIZE_MAX - 4096, NULL, &x), "gpool_alloc");
+    names_call(gpool_alloc_async(p, SIZE_MAX - 4096, NULL, NULL, &x), "gpool_alloc_async");
+    names_call(gpool_alloc_async(NULL, 10, NULL, NULL, &x), "gpool_alloc_async");
+    int local;
+    names_call(gpool_free(p, &local), "gpool_free");
+    names_call(gpool_free_async(p, &local, NULL), "gpool_free_async");
+    void *big = NULL;
+    cr_assert_eq(gpool_alloc(p, 3 << 20, NULL, &big), GPOOL_OK);
+    cr_assert_eq(gpool_free(p, big), GPOOL_OK);
+    names_call(gpool_free(p, big), "gpool_free");
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    names_call(gpool_get_block_desc(p, &local, &d), "gpool_get_block_desc");
+    names_call(gpool_record_stream(p, &local, NULL), "gpool_record_stream");
+    cr_assert_eq(gpool_destroy(p), GPOOL_OK);
+}
