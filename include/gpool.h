@@ -272,6 +272,9 @@ typedef struct gpool_config {
      *  block another GPU must read needs this. Applied to every mapping the pool makes;
      *  gpool_set_peer_access() changes it later, existing mappings included. */
     int peer_access;
+    /** Not used: it covers the 0.2.0 layout's tail padding, so that fields added since start
+     *  beyond a 0.2.0 caller's struct_size and are never read from its padding bytes. */
+    int reserved0;
     /** May a request make its stream wait for another stream's frees (gpool_stream_reuse;
      *  GPOOL_CONF key stream_reuse=wait|events)? Default GPOOL_STREAM_REUSE_WAIT: when the best
      *  place for a request is memory another stream freed and its work may still use, and

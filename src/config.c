@@ -1,6 +1,7 @@
 /* gpool_config: its defaults, its GPOOL_CONF keys (a table the reader in options.c walks) and
  * its checks. */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -134,6 +135,44 @@ gpool_status gp_config_apply(gpool_config *cfg, const char *conf, const gp_optio
     return st;
 }
 
+static size_t option_width(gp_option_type t)
+{
+    switch (t) {
+    case GP_OPT_SIZE:
+        return sizeof(size_t);
+    case GP_OPT_PATH:
+        return sizeof(const char *);
+    default:
+        return sizeof(int);
+    }
+}
+
+/* The keys (comma-separated, into out) whose fields, at or past byte size of the struct, a parse
+ * changed from before to after; 0 when none. */
+static int keys_beyond(const gpool_config *after, const gpool_config *before, size_t size,
+                       char *out, size_t cap)
+{
+    size_t len = 0;
+    int n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < gp_config_options.count; i++) {
+        const gp_option *k = &gp_config_options.keys[i];
+        size_t w = option_width(k->type);
+        if (k->offset + w <= size ||
+            !memcmp((const char *)after + k->offset, (const char *)before + k->offset, w))
+            continue;
+        if (len < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", n ? ", " : "", k->name);
+        n++;
+    }
+    if (!n &&
+        memcmp((const char *)after + size, (const char *)before + size, sizeof *after - size)) {
+        snprintf(out, cap, "a setting");
+        n = 1;
+    }
+    return n;
+}
+
 gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
 {
     if (!cfg || !conf)
@@ -147,11 +186,12 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
     memcpy(&before, &tmp, sizeof tmp);
     st = gp_config_apply(&tmp, conf, NULL, NULL);
     if (st != GPOOL_OK) return st;
-    if (size < sizeof tmp && memcmp((char *)&tmp + size, (char *)&before + size, sizeof tmp - size))
+    char beyond[200];
+    if (size < sizeof tmp && keys_beyond(&tmp, &before, size, beyond, sizeof beyond))
         return gp_fail(GPOOL_ERR_CONFIG,
-                       "config: '%s' sets a field beyond the caller's gpool_config (struct_size "
-                       "%zu, this library's %zu): the program was built with an older gpool.h",
-                       conf, size, sizeof tmp);
+                       "config: %s: not in the caller's gpool_config (struct_size %zu, this "
+                       "library's %zu): the program was built with an older gpool.h",
+                       beyond, size, sizeof tmp);
     gp_struct_write(&gp_type_config_zero_ok, cfg, &tmp, size, 0);
     return GPOOL_OK;
 }

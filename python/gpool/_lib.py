@@ -83,6 +83,7 @@ class gpool_config(_Sized):
         ("default_stream", ctypes.c_void_p),
         ("trace_path", ctypes.c_char_p),  # library-owned after gpool_config_parse
         ("peer_access", ctypes.c_int),
+        ("reserved0", ctypes.c_int),
         ("stream_reuse", ctypes.c_int),
     ]
 
