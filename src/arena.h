@@ -147,6 +147,10 @@ gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_op
 
 /* After gp_arena_init: the optional hooks (any may be NULL). */
 void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive);
+/* After gp_arena_init, before the first allocation: 1 when a request may make its stream wait
+ * for another stream's frees (gpool_config.stream_reuse = wait): free ranges then coalesce
+ * whatever streams' frees they hold (heap.h merge_any). */
+void gp_arena_set_stream_reuse(gp_arena *a, int waits);
 /* After gp_arena_init: the stream whose small blocks come from slabs, and the device's bytes in
  * all (for the OOM report). */
 void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total);
