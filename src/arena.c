@@ -488,7 +488,7 @@ void gp_arena_set_stream_reuse(gp_arena *a, int waits)
 {
     a->heap.merge_any = waits;
     const char *e = getenv("GPOOL_CLAIM_PURE"); /* experiment */
-    a->claim_spare_only = !(e && *e == '1');
+    a->claim_spare_only = e ? (*e == '1' ? 0 : *e - '0') : 1;
 }
 
 void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total)

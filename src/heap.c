@@ -513,11 +513,17 @@ size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, int s
     gp_range *mine = find_fit(h, want, size, align, tag, 0, &at_m);
     gp_range *best = find_fit(h, want, size, align, tag, 1, &at_b);
     if (!best || (best == mine && at_b == at_m)) return 0;
-    if (spare_only) {
-        if (mine && !unbacked_at(h, mine, at_m, size)) return 0;
-        if (unbacked_at(h, best, at_b, size)) return 0;
-    } else if (mine && !better_fit(h, best, at_b, mine, at_m, size)) {
-        return 0;
+    int spare = (!mine || unbacked_at(h, mine, at_m, size)) && !unbacked_at(h, best, at_b, size);
+    if (spare_only == 1) {
+        if (!spare) return 0;
+    } else if (spare_only == 0) {
+        if (mine && !better_fit(h, best, at_b, mine, at_m, size)) return 0;
+    } else if (spare_only == 2) {
+        if (!spare && !(better_fit(h, best, at_b, mine, at_m, size) && best->size * 2 <= mine->size)) return 0;
+    } else if (spare_only == 3) {
+        if (!spare && !(better_fit(h, best, at_b, mine, at_m, size) && best->size - size <= size / 8)) return 0;
+    } else if (spare_only == 4) {
+        if (!spare && !(better_fit(h, best, at_b, mine, at_m, size) && best->size - size <= size / 8 && mine->size - size > size / 8)) return 0;
     }
     return blockers(h, best, at_b, size, tag, from, &lo, &hi);
 }
