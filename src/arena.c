@@ -216,7 +216,7 @@ static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigne
 {
     uintptr_t from[GP_MARKS];
     if (!a->poll || a->streams_seen < 2 || (flags & GP_ARENA_SLAB)) return;
-    size_t n = gp_heap_claim(&a->heap, size, align, tag, a->claim_spare_only, from);
+    size_t n = gp_heap_claim(&a->heap, size, align, tag, from);
     if (!n) return;
     if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {
         gp_clear_error();
@@ -487,8 +487,6 @@ void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive
 void gp_arena_set_stream_reuse(gp_arena *a, int waits)
 {
     a->heap.merge_any = waits;
-    const char *e = getenv("GPOOL_CLAIM_PURE"); /* experiment */
-    a->claim_spare_only = e ? (*e == '1' ? 0 : *e - '0') : 1;
 }
 
 void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total)
@@ -721,7 +719,6 @@ gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_op
     a->sync = sync;
     a->owner = owner;
     a->allocs_since_poll = GP_SPLIT_POLL_EVERY; /* the first split fit may poll */
-    a->claim_spare_only = 1;
     gp_ptrmap_init(&a->blocks);
     return GPOOL_OK;
 }

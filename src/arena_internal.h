@@ -52,7 +52,6 @@ struct gp_arena {
     /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
     unsigned allocs_since_poll;
     uintptr_t claim_from; /* the stream a GP_POLL_CLAIM poll is about */
-    int claim_spare_only; /* claims only where they spare fresh pages (gp_heap_claim) */
     size_t poll_want;     /* bytes of the request that polls (GP_POLL_QUERY_ONLY) */
     uintptr_t only_tag;
     gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */

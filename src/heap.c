@@ -399,8 +399,8 @@ static size_t unbacked_at(const gp_heap *h, const gp_range *r, uintptr_t at, siz
 
 /* The lowest aligned place for size bytes in free range r that stream tag may use (any: marks
  * ignored): past the other streams' spans it would meet on backed pages. 1 when one fits. */
-static int place_low(const gp_heap *h, const gp_range *r, size_t size, size_t align,
-                     uintptr_t tag, int any, uintptr_t *at)
+static int place_low(const gp_heap *h, const gp_range *r, size_t size, size_t align, uintptr_t tag,
+                     int any, uintptr_t *at)
 {
     uintptr_t end = r->addr + r->size, a = align_up(r->addr, align), lo, hi;
     for (int i = 0; i <= GP_MARKS; i++) { /* each step passes a span for good */
@@ -493,19 +493,12 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     return r;
 }
 
-/* 1 when place a (at aa) is a better one than b (at ab) for size bytes: cached pages first,
- * then the smaller range. */
-static int better_fit(const gp_heap *h, const gp_range *a, uintptr_t aa, const gp_range *b,
-                      uintptr_t ab, size_t size)
-{
-    if (!b) return 1;
-    int af = unbacked_at(h, a, aa, size) != 0, bf = unbacked_at(h, b, ab, size) != 0;
-    if (af != bf) return bf;
-    return a->size < b->size;
-}
+/* A claim's wait pays when it spares fresh pages, or when the place the request may use now is
+ * a range this many times larger than the best place: splitting it cuts into the large free
+ * space that one stream's layout keeps whole (multi-stream traces, issue 15). */
+#define GP_CLAIM_SPLIT 16
 
-size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, int spare_only,
-                     uintptr_t *from)
+size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from)
 {
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     if (want < size || !h->dirty) return 0;
@@ -513,18 +506,11 @@ size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, int s
     gp_range *mine = find_fit(h, want, size, align, tag, 0, &at_m);
     gp_range *best = find_fit(h, want, size, align, tag, 1, &at_b);
     if (!best || (best == mine && at_b == at_m)) return 0;
-    int spare = (!mine || unbacked_at(h, mine, at_m, size)) && !unbacked_at(h, best, at_b, size);
-    if (spare_only == 1) {
-        if (!spare) return 0;
-    } else if (spare_only == 0) {
-        if (mine && !better_fit(h, best, at_b, mine, at_m, size)) return 0;
-    } else if (spare_only == 2) {
-        if (!spare && !(better_fit(h, best, at_b, mine, at_m, size) && best->size * 2 <= mine->size)) return 0;
-    } else if (spare_only == 3) {
-        if (!spare && !(better_fit(h, best, at_b, mine, at_m, size) && best->size - size <= size / 8)) return 0;
-    } else if (spare_only == 4) {
-        if (!spare && !(better_fit(h, best, at_b, mine, at_m, size) && best->size - size <= size / 8 && mine->size - size > size / 8)) return 0;
-    }
+    int fresh_m = !mine || unbacked_at(h, mine, at_m, size) != 0;
+    int fresh_b = unbacked_at(h, best, at_b, size) != 0;
+    int spares = fresh_m && !fresh_b;
+    int tighter = mine && fresh_m == fresh_b && best->size <= mine->size / GP_CLAIM_SPLIT;
+    if (!spares && !tighter) return 0;
     return blockers(h, best, at_b, size, tag, from, &lo, &hi);
 }
 
@@ -575,7 +561,7 @@ static void top_fit(const gp_heap *h, gp_range *n, size_t size, size_t align, ui
             *at = addr;
         }
         top_fit(h, n->right, size, align, tag, best, at, budget); /* larger ones, any address */
-        n = n->left;                                             /* smaller ones that may fit */
+        n = n->left;                                              /* smaller ones that may fit */
     }
 }
 

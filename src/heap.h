@@ -38,12 +38,12 @@ struct gp_range {
     uint32_t prio;           /* treap priority */
     uint16_t region;         /* index into gp_heap.regions */
     uint8_t is_free;
-    uint8_t nmarks;            /* free: marks in use (0 = clean); block: 0 */
-    uintptr_t tag;             /* block: stream allocated on; free: GP_TAG_CLEAN */
-    size_t requested;          /* block: bytes the caller asked for */
-    uint32_t usage;            /* block: usage hint */
-    void *aux;                 /* block: arena use (slab, extra streams) */
-    gp_mark marks[GP_MARKS];   /* free: streams whose work may still touch parts of it */
+    uint8_t nmarks;          /* free: marks in use (0 = clean); block: 0 */
+    uintptr_t tag;           /* block: stream allocated on; free: GP_TAG_CLEAN */
+    size_t requested;        /* block: bytes the caller asked for */
+    uint32_t usage;          /* block: usage hint */
+    void *aux;               /* block: arena use (slab, extra streams) */
+    gp_mark marks[GP_MARKS]; /* free: streams whose work may still touch parts of it */
 };
 
 typedef struct gp_region {
@@ -91,13 +91,13 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
  * large blocks find their old, still-mapped places again instead of drifting. */
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
-/* When the best place for a request of stream tag over every free range, marks ignored, is
- * better than the best it may use now (spare_only: only when it is on backed pages and the
- * usable one needs fresh pages; else: backed pages first, then the smaller range), the streams
- * whose marks it would wait for: their tags in from[] (up to GP_MARKS), their count returned;
- * 0 otherwise. The request may claim that place by waiting for them (reuse.c, rule 5). */
-size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, int spare_only,
-                     uintptr_t *from);
+/* When the best place for a request of stream tag over every free range, marks ignored (pages
+ * already backed first, then the smallest range), is on backed pages while the best place the
+ * request may use now needs fresh pages, or is at most 1/16 the size of the range that place
+ * would split: the streams whose marks it would wait for, their tags in from[] (up to
+ * GP_MARKS), their count returned; 0 otherwise. The request may claim that place by waiting
+ * for them (reuse.c, rule 5). */
+size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from);
 
 /* Return a block to the free space, marked (tag, seq) over its addresses (no mark for
  * GP_TAG_CLEAN); coalesces with mergeable neighbours. Page counts are updated. */

@@ -211,7 +211,7 @@ Test(heap, marks_coalesce_across_streams_and_claims_name_them)
     cr_assert(one && one->addr == BASE && one->size == 4 * MiB && one->nmarks == 2,
               "one range, two marks");
     uintptr_t from[GP_MARKS];
-    cr_assert_eq(gp_heap_claim(&heap, 4 * MiB, GP_MIN_ALIGN, T, 0, from), 1);
+    cr_assert_eq(gp_heap_claim(&heap, 4 * MiB, GP_MIN_ALIGN, T, from), 1);
     cr_assert_eq(from[0], S, "the whole range waits for S only");
     int oom;
     cr_assert_null(gp_heap_take(&heap, 4 * MiB, GP_MIN_ALIGN, T, &oom), "S's span is not T's");
@@ -219,7 +219,7 @@ Test(heap, marks_coalesce_across_streams_and_claims_name_them)
     cr_assert_eq(t->addr, BASE + 2 * MiB, "T's own span, past S's");
     gp_heap_give(&heap, t, T, 5);
     gp_heap_retag(&heap, S, 3, T, 6); /* T waited for S: S's span is T's now */
-    cr_assert_eq(gp_heap_claim(&heap, 4 * MiB, GP_MIN_ALIGN, T, 0, from), 0);
+    cr_assert_eq(gp_heap_claim(&heap, 4 * MiB, GP_MIN_ALIGN, T, from), 0);
     gp_range *all = take(4 * MiB, T);
     cr_assert_eq(all->addr, BASE);
     gp_heap_give(&heap, all, GP_TAG_CLEAN, 0);
