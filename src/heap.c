@@ -493,10 +493,29 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
     return r;
 }
 
-/* A claim's wait pays when it spares fresh pages, or when the place the request may use now is
- * a range this many times larger than the best place: splitting it cuts into the large free
- * space that one stream's layout keeps whole (multi-stream traces, issue 15). */
+/* A claim's wait pays when it spares fresh pages, or when the place the request may use now
+ * cuts a cached run (both places on fresh pages: a range) this many times larger than the best
+ * place: that cuts into the large free space one stream's layout keeps whole (multi-stream
+ * traces, issue 15). A stream's own cached memory of about the request's size is still used
+ * without a wait. */
 #define GP_CLAIM_SPLIT 16
+
+/* Bytes of free range r on the run of backed pages around address at (its cached part there). */
+static size_t cached_run(const gp_heap *h, const gp_range *r, uintptr_t at)
+{
+    const gp_region *g = &h->regions[r->region];
+    size_t first = (r->addr - g->base) >> g->page_shift;
+    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
+    size_t lo = (at - g->base) >> g->page_shift, hi = lo;
+    while (lo > first && g->page_phys[lo - 1])
+        lo--;
+    while (hi < last && g->page_phys[hi + 1])
+        hi++;
+    uintptr_t a = g->base + (lo << g->page_shift), b = g->base + ((hi + 1) << g->page_shift);
+    if (a < r->addr) a = r->addr;
+    if (b > r->addr + r->size) b = r->addr + r->size;
+    return b - a;
+}
 
 size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from)
 {
@@ -509,7 +528,8 @@ size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintp
     int fresh_m = !mine || unbacked_at(h, mine, at_m, size) != 0;
     int fresh_b = unbacked_at(h, best, at_b, size) != 0;
     int spares = fresh_m && !fresh_b;
-    int tighter = mine && fresh_m == fresh_b && best->size <= mine->size / GP_CLAIM_SPLIT;
+    int tighter = mine && fresh_m == fresh_b &&
+                  best->size <= (fresh_m ? mine->size : cached_run(h, mine, at_m)) / GP_CLAIM_SPLIT;
     if (!spares && !tighter) return 0;
     return blockers(h, best, at_b, size, tag, from, &lo, &hi);
 }

@@ -29,10 +29,10 @@
  *     hand-over for each stream T whose mark is on the best place for a large request over
  *     all free ranges, marks ignored (cached pages first, then the smallest range), when that
  *     place is on cached pages and the best place the request may use now needs fresh pages,
- *     or is a range at least 16 times its size (arena.c claim, heap.c gp_heap_claim; here
- *     claim): an
- *     event covering T's frees is recorded or reused, and queried first -- done, T's marks
- *     drop; not done, the requester waits on it. As cuMemAllocAsync with
+ *     or would cut a cached run (or, both on fresh pages, a range) at least 16 times the best
+ *     place's size (arena.c claim, heap.c gp_heap_claim; here claim): an event covering T's
+ *     frees is recorded or reused, and queried first -- done, T's marks drop; not done, the
+ *     requester waits on it. As cuMemAllocAsync with
  *     CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, its default ("Allow cuMemAllocAsync
  *     to insert new stream dependencies in order to establish the stream ordering required to
  *     reuse a piece of memory released by cuMemFreeAsync"). Never on a capturing stream, nor
