@@ -208,20 +208,24 @@ static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
     gp_heap_give(&a->heap, r, free_tag(a, tag), a->seq_of ? a->seq_of(a->owner, tag) : 0);
 }
 
-/* Where the best place for the request is a range pending on another stream, claim it first
- * (reuse.c, rule 5): placement then follows the free space as one stream would see it, instead
- * of cutting fresh holes while another stream's freed ranges wait. */
+/* Where the best place for the request lies on ranges other streams' frees may still be used
+ * by (their marks), claim it first (reuse.c, rule 5): placement then follows the free space as
+ * one stream would see it, instead of cutting fresh holes while another stream's freed ranges
+ * wait. One claim per stream whose mark is on that place. */
 static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags)
 {
-    uintptr_t from;
+    uintptr_t from[GP_MARKS];
     if (!a->poll || a->streams_seen < 2 || (flags & GP_ARENA_SLAB)) return;
-    if (!gp_heap_foreign_fit(&a->heap, size, align, tag, &from)) return;
+    size_t n = gp_heap_claim(&a->heap, size, align, tag, from);
+    if (!n) return;
     if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {
         gp_clear_error();
         return;
     }
-    a->claim_from = from;
-    a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM);
+    for (size_t i = 0; i < n; i++) {
+        a->claim_from = from[i];
+        a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM);
+    }
 }
 
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
@@ -478,6 +482,11 @@ void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive
     a->poll = poll;
     a->seq_of = seq_of;
     a->may_drive = may_drive;
+}
+
+void gp_arena_set_stream_reuse(gp_arena *a, int waits)
+{
+    a->heap.merge_any = waits;
 }
 
 void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total)
@@ -1043,7 +1052,7 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
         int first = 1;
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
-            if (r->is_free && r->tag == GP_TAG_CLEAN) {
+            if (r->is_free && !r->nmarks) {
                 /* free and reusable: "cached" where pages have memory behind them, "reserved"
                  * where the address space was never backed (or was given back) */
                 dump_free_range(f, g, r->addr, r->size, &first);

@@ -12,11 +12,14 @@
  *            pending on another stream).
  *   tag      the stream a free range or slot may still be used by (stream.h gp_stream_tag),
  *            or GP_TAG_CLEAN.
+ *   mark     on a free range: a stream whose frees there its queued work may still touch, the
+ *            span of those frees and the latest position (heap.h gp_mark); a range holds
+ *            up to GP_MARKS.
  *   position a point in a stream's queued work (seq): a free gets its stream's current
  *            position, and is done once an event recorded at or after it has completed.
  *   pending  freed, but reusable only on its own stream until its position is done
- *            (also called dirty, for free ranges).
- *   clean    free and reusable by every stream: no queued work can touch it. */
+ *            (also called dirty, for free ranges: a range with marks).
+ *   clean    free and reusable by every stream: no queued work can touch it (no mark). */
 /* The arena: one memory kind's blocks. Large blocks are best-fit ranges of the address-space
  * heap; small ones are slots of slabs (per size class and stream). The arena asks its
  * backend to back exactly the pages that hold allocated bytes, and on memory pressure takes
@@ -40,7 +43,7 @@
 /* Flag to the poll hook: the cheap poll a request makes before splitting a free range; it records
  * a new event only on a stream with a pending range of at least poll_want bytes. */
 #define GP_POLL_QUERY_ONLY (1u << 28)
-/* Flag to the poll hook: the request's best place is pending on stream gp_arena_claim_from(a);
+/* Flag to the poll hook: the request's best place carries a mark of stream gp_arena_claim_from(a);
  * make it usable (its event done, or the requesting stream waits for it: reuse.c, rule 5). */
 #define GP_POLL_CLAIM (1u << 27)
 
@@ -105,8 +108,8 @@ typedef struct gp_arena_map {
 /* Opaque outside arena.c and the debug checker (arena_internal.h). */
 typedef struct gp_arena gp_arena;
 
-/* Called under the arena lock when memory is short: make every pending (dirty) free range clean (by
- * waiting for the streams' work) — returns GPOOL_OK or an error. */
+/* Called under the arena lock when memory is short: make every pending (marked) free range clean
+ * (by waiting for the streams' work) — returns GPOOL_OK or an error. */
 typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 
 /* Called under the arena lock when a request on stream `tag` needs fresh pages while other
@@ -147,6 +150,10 @@ gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_op
 
 /* After gp_arena_init: the optional hooks (any may be NULL). */
 void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive);
+/* After gp_arena_init, before the first allocation: 1 when a request may make its stream wait
+ * for another stream's frees (gpool_config.stream_reuse = wait): free ranges then coalesce
+ * whatever streams' frees they hold (heap.h merge_any). */
+void gp_arena_set_stream_reuse(gp_arena *a, int waits);
 /* After gp_arena_init: the stream whose small blocks come from slabs, and the device's bytes in
  * all (for the OOM report). */
 void gp_arena_set_device(gp_arena *a, uintptr_t slab_tag, size_t device_total);
@@ -199,12 +206,12 @@ size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max);
 int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
 /* Up to max streams with pending free ranges or pending small blocks. */
 size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
-/* 1 when the largest range pending on tag fits the request that polls (GP_POLL_QUERY_ONLY). */
+/* 1 when the largest span marked by tag fits the request that polls (GP_POLL_QUERY_ONLY). */
 int gp_arena_poll_fits(gp_arena *a, uintptr_t tag);
 /* The stream a GP_POLL_CLAIM poll is about. */
 uintptr_t gp_arena_claim_from(const gp_arena *a);
-/* Stream to now waits for from's work up to position upto: from's ranges up to there become
- * to's, pending at to_seq (GPOOL_ALLOC_STREAM_WAIT; pending slots keep waiting). */
+/* Stream to now waits for from's work up to position upto: from's marks up to there become
+ * to's, at to_seq (GPOOL_ALLOC_STREAM_WAIT and claims; pending slots keep waiting). */
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
                                uint64_t to_seq);
 /* 1 when a device-wide synchronize would change anything: pending ranges or slots, or frees

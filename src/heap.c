@@ -83,66 +83,173 @@ static gp_range *treap_remove(gp_range *root, gp_range *n)
     return root;
 }
 
-/* ---- tags ---- */
+/* ---- the free index and the dirty list ---- */
 
-static gp_tag_index *tag_find(gp_heap *h, uintptr_t tag)
-{
-    for (size_t i = 0; i < h->ntags; i++)
-        if (h->tags[i].tag == tag) return &h->tags[i];
-    return NULL;
-}
-
-static gp_tag_index *tag_get(gp_heap *h, uintptr_t tag)
-{
-    gp_tag_index *t = tag_find(h, tag);
-    if (t) return t;
-    for (size_t i = 1; i < h->ntags; i++) /* reuse an empty slot */
-        if (h->tags[i].count == 0) {
-            h->tags[i].tag = tag;
-            return &h->tags[i];
-        }
-    if (h->ntags == h->cap_tags) {
-        size_t cap = h->cap_tags ? h->cap_tags * 2 : 8;
-        gp_tag_index *nt = realloc(h->tags, cap * sizeof *nt);
-        if (!nt) return NULL;
-        h->tags = nt;
-        h->cap_tags = cap;
-    }
-    t = &h->tags[h->ntags++];
-    memset(t, 0, sizeof *t);
-    t->tag = tag;
-    return t;
-}
-
-/* Index a free range under its tag (t must be tag_get(h, r->tag)). */
-static void index_add(gp_heap *h, gp_tag_index *t, gp_range *r)
+static void index_add(gp_heap *h, gp_range *r)
 {
     r->left = r->right = NULL;
-    t->root = treap_insert(t->root, r);
-    t->count++;
+    h->root = treap_insert(h->root, r);
+    h->nfree++;
     h->free_bytes += r->size;
-    if (r->tag != GP_TAG_CLEAN) {
+    if (r->nmarks) {
         r->dprev = NULL;
-        r->dnext = t->dirty;
-        if (t->dirty) t->dirty->dprev = r;
-        t->dirty = r;
+        r->dnext = h->dirty;
+        if (h->dirty) h->dirty->dprev = r;
+        h->dirty = r;
     }
 }
 
 static void index_del(gp_heap *h, gp_range *r)
 {
-    gp_tag_index *t = tag_find(h, r->tag);
-    t->root = treap_remove(t->root, r);
-    t->count--;
+    h->root = treap_remove(h->root, r);
+    h->nfree--;
     h->free_bytes -= r->size;
-    if (r->tag != GP_TAG_CLEAN) {
+    if (r->nmarks) {
         if (r->dprev)
             r->dprev->dnext = r->dnext;
         else
-            t->dirty = r->dnext;
+            h->dirty = r->dnext;
         if (r->dnext) r->dnext->dprev = r->dprev;
     }
     r->dprev = r->dnext = r->left = r->right = NULL;
+}
+
+/* ---- marks ---- */
+
+static uintptr_t align_up(uintptr_t a, size_t align)
+{
+    return (a + align - 1) & ~(uintptr_t)(align - 1);
+}
+
+/* Distinct streams among the marks of a and b (a == b: of a). */
+static size_t union_tags(const gp_range *a, const gp_range *b)
+{
+    uintptr_t t[2 * GP_MARKS];
+    size_t n = 0;
+    const gp_range *rs[2] = {a, b};
+    for (int k = 0; k < (a == b ? 1 : 2); k++)
+        for (size_t i = 0; i < rs[k]->nmarks; i++) {
+            size_t j = 0;
+            while (j < n && t[j] != rs[k]->marks[i].tag)
+                j++;
+            if (j == n) t[n++] = rs[k]->marks[i].tag;
+        }
+    return n;
+}
+
+int gp_heap_mergeable(const gp_heap *h, const gp_range *a, const gp_range *b)
+{
+    if (!a || !b || !a->is_free || !b->is_free) return 0;
+    size_t u = union_tags(a, b);
+    if (h->merge_any) return u <= GP_MARKS;
+    return u == union_tags(a, a) && u == union_tags(b, b); /* the same streams */
+}
+
+/* Gap between the spans of two marks (0 when they meet or overlap). */
+static uintptr_t span_gap(const gp_mark *x, const gp_mark *y)
+{
+    uintptr_t lo = x->lo > y->lo ? x->lo : y->lo, hi = x->hi < y->hi ? x->hi : y->hi;
+    return lo > hi ? lo - hi : 0;
+}
+
+static void mark_absorb(gp_mark *into, const gp_mark *m)
+{
+    if (m->lo < into->lo) into->lo = m->lo;
+    if (m->hi > into->hi) into->hi = m->hi;
+    if (m->seq > into->seq) into->seq = m->seq;
+}
+
+/* Add mark m to r: spans of one stream that meet become one (the later position); with every
+ * slot taken, the two nearest spans of one stream do. The caller keeps the streams of r's
+ * marks and m to GP_MARKS at most. */
+static void mark_add(gp_range *r, gp_mark m)
+{
+    for (size_t i = 0; i < r->nmarks;) {
+        if (r->marks[i].tag == m.tag && span_gap(&r->marks[i], &m) == 0) {
+            mark_absorb(&m, &r->marks[i]);
+            r->marks[i] = r->marks[--r->nmarks];
+            i = 0; /* the grown span may meet another */
+            continue;
+        }
+        i++;
+    }
+    while (r->nmarks == GP_MARKS) {
+        /* the nearest pair of one stream, m included (index GP_MARKS) */
+        size_t bi = GP_MARKS, bj = GP_MARKS;
+        uintptr_t best = UINTPTR_MAX;
+        for (size_t i = 0; i <= GP_MARKS; i++)
+            for (size_t j = i + 1; j <= GP_MARKS; j++) {
+                const gp_mark *x = i < GP_MARKS ? &r->marks[i] : &m;
+                const gp_mark *y = j < GP_MARKS ? &r->marks[j] : &m;
+                if (x->tag == y->tag && span_gap(x, y) < best) {
+                    best = span_gap(x, y);
+                    bi = i;
+                    bj = j;
+                }
+            }
+        GP_ASSERT(bi < GP_MARKS);
+        if (bj == GP_MARKS) { /* m joins one of its stream's spans */
+            mark_absorb(&m, &r->marks[bi]);
+            r->marks[bi] = r->marks[--r->nmarks];
+        } else {
+            mark_absorb(&r->marks[bi], &r->marks[bj]);
+            r->marks[bj] = r->marks[--r->nmarks];
+        }
+    }
+    r->marks[r->nmarks++] = m;
+}
+
+/* Keep r's marks to its own addresses (after it was cut). */
+static void marks_clip(gp_range *r)
+{
+    uintptr_t lo = r->addr, hi = r->addr + r->size;
+    size_t k = 0;
+    for (size_t i = 0; i < r->nmarks; i++) {
+        gp_mark m = r->marks[i];
+        if (m.hi <= lo || m.lo >= hi) continue;
+        if (m.lo < lo) m.lo = lo;
+        if (m.hi > hi) m.hi = hi;
+        r->marks[k++] = m;
+    }
+    r->nmarks = (uint8_t)k;
+}
+
+/* 1 when a page of [lo, hi) (inside r's region) is backed. */
+static int backed_in(const gp_heap *h, const gp_range *r, uintptr_t lo, uintptr_t hi)
+{
+    const gp_region *g = &h->regions[r->region];
+    size_t first = (lo - g->base) >> g->page_shift, last = (hi - 1 - g->base) >> g->page_shift;
+    for (size_t p = first; p <= last; p++)
+        if (g->page_phys[p]) return 1;
+    return 0;
+}
+
+/* The marks of free range r that a block at [addr, addr+size) for stream tag must wait for:
+ * another stream's span meeting the block on a backed page. Returns how many streams; their
+ * tags in out[] (when not NULL), the lowest start in *lo and the highest end in *hi. */
+static size_t blockers(const gp_heap *h, const gp_range *r, uintptr_t addr, size_t size,
+                       uintptr_t tag, uintptr_t *out, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t t[GP_MARKS], end = addr + size;
+    size_t n = 0;
+    *lo = UINTPTR_MAX;
+    *hi = 0;
+    for (size_t i = 0; i < r->nmarks; i++) {
+        const gp_mark *m = &r->marks[i];
+        if (m->tag == tag || m->hi <= addr || m->lo >= end) continue;
+        uintptr_t a = m->lo > addr ? m->lo : addr, b = m->hi < end ? m->hi : end;
+        if (!backed_in(h, r, a, b)) continue;
+        if (m->lo < *lo) *lo = m->lo;
+        if (m->hi > *hi) *hi = m->hi;
+        size_t j = 0;
+        while (j < n && t[j] != m->tag)
+            j++;
+        if (j == n) t[n++] = m->tag;
+    }
+    if (out)
+        for (size_t i = 0; i < n; i++)
+            out[i] = t[i];
+    return n;
 }
 
 /* ---- pages ---- */
@@ -172,9 +279,8 @@ int gp_heap_init(gp_heap *h)
     h->regions = calloc(GP_HEAP_MAX_REGIONS, sizeof *h->regions);
     if (!h->regions) return -1;
     h->cap_regions = GP_HEAP_MAX_REGIONS;
-    if (tag_get(h, GP_TAG_CLEAN)) return 0;
-    free(h->regions);
-    return -1;
+    h->merge_any = 1;
+    return 0;
 }
 
 void gp_heap_fini(gp_heap *h)
@@ -195,7 +301,6 @@ void gp_heap_fini(gp_heap *h)
         h->spare = n;
     }
     free(h->regions);
-    free(h->tags);
     memset(h, 0, sizeof *h);
 }
 
@@ -215,7 +320,6 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page)
     g->page_used = calloc(g->npages, sizeof *g->page_used);
     g->page_phys = calloc(g->npages, sizeof *g->page_phys);
     gp_range *r = node_new(h);
-    gp_tag_index *clean = tag_find(h, GP_TAG_CLEAN);
     if (!g->page_used || !g->page_phys || !r) {
         free(g->page_used);
         free(g->page_phys);
@@ -228,7 +332,7 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page)
     r->tag = GP_TAG_CLEAN;
     r->region = (uint16_t)h->nregions;
     g->first = r;
-    index_add(h, clean, r);
+    index_add(h, r);
     return (int)h->nregions++;
 }
 
@@ -237,18 +341,20 @@ gp_range *gp_heap_first(gp_heap *h, size_t ri)
     return h->regions[ri].first;
 }
 
-/* Split r (not indexed) so that [addr, addr+size) becomes its own node; the pieces before
- * and after go back to the index with r's tag. Returns the middle node or NULL. */
-static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
+/* Cut [addr, addr+size) out of free range r (not indexed) as its own node; the pieces before
+ * and after (their marks kept to their addresses) come back in *front and *back, not indexed.
+ * Returns the middle node or NULL. */
+static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size, gp_range **pfront,
+                       gp_range **pback)
 {
     gp_range *front = NULL, *back = NULL;
     uintptr_t end = addr + size, rend = r->addr + r->size;
+    *pfront = *pback = NULL;
     if (addr > r->addr && !(front = node_new(h))) return NULL;
     if (end < rend && !(back = node_new(h))) {
         if (front) node_put(h, front);
         return NULL;
     }
-    gp_tag_index *t = tag_find(h, r->tag);
     gp_region *g = &h->regions[r->region];
     if (front) {
         *front = *r;
@@ -262,7 +368,7 @@ static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
         r->prev = front;
         r->addr = addr;
         r->size -= front->size;
-        index_add(h, t, front);
+        marks_clip(front);
     }
     if (back) {
         *back = *r;
@@ -273,124 +379,159 @@ static gp_range *carve(gp_heap *h, gp_range *r, uintptr_t addr, size_t size)
         if (r->next) r->next->prev = back;
         r->next = back;
         r->size = size;
-        index_add(h, t, back);
+        marks_clip(back);
     }
+    *pfront = front;
+    *pback = back;
     return r;
 }
 
-/* Collect, in (size, addr) order, up to max free ranges of at least want bytes that start
- * below below. */
-static void collect_fits(gp_range *n, size_t want, uintptr_t below, gp_range **out, int *count,
-                         int max)
-{
-    if (!n || *count >= max) return;
-    if (n->size >= want) collect_fits(n->left, want, below, out, count, max);
-    if (*count >= max) return;
-    if (n->size >= want && n->addr < below) out[(*count)++] = n;
-    collect_fits(n->right, want, below, out, count, max);
-}
-
-/* How many of the pages [addr, addr+size) would touch are not backed yet. */
-static size_t unbacked(const gp_heap *h, const gp_range *r, size_t size, size_t align)
+/* How many of the pages [at, at+size) touches are not backed yet. */
+static size_t unbacked_at(const gp_heap *h, const gp_range *r, uintptr_t at, size_t size)
 {
     const gp_region *g = &h->regions[r->region];
-    uintptr_t addr = (r->addr + align - 1) & ~(uintptr_t)(align - 1);
-    size_t first = (addr - g->base) >> g->page_shift;
-    size_t last = (addr + size - 1 - g->base) >> g->page_shift, n = 0;
+    size_t first = (at - g->base) >> g->page_shift;
+    size_t last = (at + size - 1 - g->base) >> g->page_shift, n = 0;
     for (size_t p = first; p <= last; p++)
         n += !g->page_phys[p];
     return n;
 }
 
-#define GP_FIT_CANDIDATES 16
-
-/* Best fit in one index, preferring among the few smallest fits one whose pages are all
- * backed already (no fresh page needed): cached memory is reused before fresh pages are mapped, so
- * a repeated workload settles into its cache (no driver calls) instead of drifting. */
-static gp_range *fit_in(const gp_heap *h, gp_range *root, size_t want, size_t size, size_t align,
-                        uintptr_t below)
+/* The lowest aligned place for size bytes in free range r that stream tag may use (any: marks
+ * ignored): past the other streams' spans it would meet on backed pages. 1 when one fits. */
+static int place_low(const gp_heap *h, const gp_range *r, size_t size, size_t align, uintptr_t tag,
+                     int any, uintptr_t *at)
 {
-    gp_range *c[GP_FIT_CANDIDATES];
-    int n = 0;
-    collect_fits(root, want, below, c, &n, GP_FIT_CANDIDATES);
-    for (int i = 0; i < n; i++)
-        if (!unbacked(h, c[i], size, align)) return c[i];
-    return n ? c[0] : NULL; /* plain best fit when every candidate needs fresh pages */
+    uintptr_t end = r->addr + r->size, a = align_up(r->addr, align), lo, hi;
+    for (int i = 0; i <= GP_MARKS; i++) { /* each step passes a span for good */
+        if (a < r->addr || a > end || end - a < size) return 0;
+        if (any || !r->nmarks || !blockers(h, r, a, size, tag, NULL, &lo, &hi)) {
+            *at = a;
+            return 1;
+        }
+        a = align_up(hi, align);
+    }
+    return 0;
 }
 
-/* Take [addr, addr+size) out of free range best (unindexed by the caller's lookup) as a block
- * of stream tag. */
+#define GP_FIT_CANDIDATES 16
+#define GP_FIT_VISITS     256 /* bounds the search past ranges the request may not use */
+
+typedef struct fit_search {
+    const gp_heap *h;
+    size_t want, size, align;
+    uintptr_t tag, below;
+    int any;
+    unsigned visits;
+    int n;
+    gp_range *c[GP_FIT_CANDIDATES];
+    uintptr_t at[GP_FIT_CANDIDATES];
+} fit_search;
+
+/* Collect, in (size, addr) order, up to GP_FIT_CANDIDATES free ranges of at least want bytes
+ * that start below f->below and have a place the request may use. */
+static void collect_fits(fit_search *f, gp_range *n)
+{
+    if (!n || f->n >= GP_FIT_CANDIDATES || !f->visits) return;
+    if (n->size >= f->want) collect_fits(f, n->left);
+    if (f->n >= GP_FIT_CANDIDATES || !f->visits) return;
+    if (n->size >= f->want && n->addr < f->below) {
+        f->visits--;
+        if (place_low(f->h, n, f->size, f->align, f->tag, f->any, &f->at[f->n])) f->c[f->n++] = n;
+    }
+    collect_fits(f, n->right);
+}
+
+/* Best fit below `below`, preferring among the few smallest fits one whose pages are all
+ * backed already (no fresh page needed): cached memory is reused before fresh pages are mapped,
+ * so a repeated workload settles into its cache (no driver calls) instead of drifting. */
+static gp_range *fit_below(const gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag,
+                           int any, uintptr_t below, uintptr_t *at)
+{
+    fit_search f = {h, want, size, align, tag, below, any, GP_FIT_VISITS, 0, {0}, {0}};
+    collect_fits(&f, h->root);
+    for (int i = 0; i < f.n; i++)
+        if (!unbacked_at(h, f.c[i], f.at[i], size)) {
+            *at = f.at[i];
+            return f.c[i];
+        }
+    if (!f.n) return NULL;
+    *at = f.at[0];
+    return f.c[0]; /* plain best fit when every candidate needs fresh pages */
+}
+
+/* Below the slab zone first: holes between slabs are for slabs, so that zone stays put. */
+static gp_range *find_fit(const gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag,
+                          int any, uintptr_t *at)
+{
+    gp_range *r = fit_below(h, want, size, align, tag, any, h->slab_floor, at);
+    return r ? r : fit_below(h, want, size, align, tag, any, UINTPTR_MAX, at);
+}
+
+static void coalesce_and_index(gp_heap *h, gp_range *r);
+
+/* Take [addr, addr+size) out of free range best (indexed) as a block of stream tag. */
 static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t size, uintptr_t tag,
                            int *out_of_nodes)
 {
+    gp_range *front, *back;
     index_del(h, best);
-    gp_range *r = carve(h, best, addr, size);
+    gp_range *r = carve(h, best, addr, size, &front, &back);
     if (!r) {
-        index_add(h, tag_find(h, best->tag), best);
+        index_add(h, best);
         *out_of_nodes = 1;
         return NULL;
     }
     r->is_free = 0;
+    r->nmarks = 0;
     r->tag = tag;
-    r->seq = 0;
     r->aux = NULL;
     pages_account(&h->regions[r->region], r->addr, r->size, 1);
+    /* a piece whose marks shrank may now coalesce with its outer neighbour */
+    if (front) coalesce_and_index(h, front);
+    if (back) coalesce_and_index(h, back);
     return r;
 }
 
-/* 1 when range a is a better place than b (NULL) for the request: cached pages first, then the
- * smaller range. */
-static int better_fit(const gp_heap *h, const gp_range *a, const gp_range *b, size_t size,
-                      size_t align)
+/* A claim's wait pays when it spares fresh pages, or when the place the request may use now
+ * cuts a cached run (both places on fresh pages: a range) this many times larger than the best
+ * place: that cuts into the large free space one stream's layout keeps whole (multi-stream
+ * traces, issue 15). A stream's own cached memory of about the request's size is still used
+ * without a wait. */
+#define GP_CLAIM_SPLIT 16
+
+/* Bytes of free range r on the run of backed pages around address at (its cached part there). */
+static size_t cached_run(const gp_heap *h, const gp_range *r, uintptr_t at)
 {
-    if (!b) return 1;
-    int af = unbacked(h, a, size, align) != 0, bf = unbacked(h, b, size, align) != 0;
-    if (af != bf) return bf;
-    return a->size < b->size;
+    const gp_region *g = &h->regions[r->region];
+    size_t first = (r->addr - g->base) >> g->page_shift;
+    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
+    size_t lo = (at - g->base) >> g->page_shift, hi = lo;
+    while (lo > first && g->page_phys[lo - 1])
+        lo--;
+    while (hi < last && g->page_phys[hi + 1])
+        hi++;
+    uintptr_t a = g->base + (lo << g->page_shift), b = g->base + ((hi + 1) << g->page_shift);
+    if (a < r->addr) a = r->addr;
+    if (b > r->addr + r->size) b = r->addr + r->size;
+    return b - a;
 }
 
-/* Best fit over the stream's own pending ranges and the clean ones together (a range on cached
- * pages before one that needs fresh pages, then the smaller one). A tie goes to the
- * stream's own range (reusing it keeps the clean space open for the other streams), but a
- * larger pending range is not split while a clean one fits better: that left exact clean holes
- * empty and fragmented the multi-stream traces (issue 15, section 3). */
-static gp_range *find_fit(gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag,
-                          uintptr_t below)
-{
-    gp_range *own = NULL;
-    if (tag != GP_TAG_CLEAN) {
-        gp_tag_index *t = tag_find(h, tag);
-        own = t ? fit_in(h, t->root, want, size, align, below) : NULL;
-    }
-    gp_range *clean = fit_in(h, tag_find(h, GP_TAG_CLEAN)->root, want, size, align, below);
-    if (!own || !clean) return own ? own : clean;
-    /* as fit_in: cached pages first, then the smaller range */
-    int own_fresh = unbacked(h, own, size, align), clean_fresh = unbacked(h, clean, size, align);
-    if (own_fresh != clean_fresh) return own_fresh ? clean : own;
-    return clean->size < own->size ? clean : own;
-}
-
-/* 1 when a better fit for a request of stream tag (pages cached first, then the smaller range)
- * is a range pending on another stream than the best own-or-clean fit: *from gets that stream. */
-int gp_heap_foreign_fit(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from)
+size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from)
 {
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
-    if (want < size) return 0;
-    uintptr_t below = h->slab_floor;
-    gp_range *mine = find_fit(h, want, size, align, tag, below);
-    if (!mine) mine = find_fit(h, want, size, align, tag, below = UINTPTR_MAX);
-    gp_range *best = NULL;
-    for (size_t i = 1; i < h->ntags; i++) {
-        gp_tag_index *t = &h->tags[i];
-        if (t->tag == tag || !t->count) continue;
-        gp_range *c = fit_in(h, t->root, want, size, align, below);
-        if (c && better_fit(h, c, best ? best : mine, size, align)) best = c;
-    }
-    if (!best) return 0;
-    if (mine && !unbacked(h, mine, size, align)) return 0; /* only to spare fresh pages */
-    if (unbacked(h, best, size, align)) return 0;
-    *from = best->tag;
-    return 1;
+    if (want < size || !h->dirty) return 0;
+    uintptr_t at_m = 0, at_b = 0, lo, hi;
+    gp_range *mine = find_fit(h, want, size, align, tag, 0, &at_m);
+    gp_range *best = find_fit(h, want, size, align, tag, 1, &at_b);
+    if (!best || (best == mine && at_b == at_m)) return 0;
+    int fresh_m = !mine || unbacked_at(h, mine, at_m, size) != 0;
+    int fresh_b = unbacked_at(h, best, at_b, size) != 0;
+    int spares = fresh_m && !fresh_b;
+    int tighter = mine && fresh_m == fresh_b &&
+                  best->size <= (fresh_m ? mine->size : cached_run(h, mine, at_m)) / GP_CLAIM_SPLIT;
+    if (!spares && !tighter) return 0;
+    return blockers(h, best, at_b, size, tag, from, &lo, &hi);
 }
 
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
@@ -399,28 +540,34 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0);
     *out_of_nodes = 0;
     if (want < size) return NULL;
-    /* below the slab zone first: holes between slabs are for slabs, so that zone stays put */
-    gp_range *best = find_fit(h, want, size, align, tag, h->slab_floor);
-    if (!best) best = find_fit(h, want, size, align, tag, UINTPTR_MAX);
+    uintptr_t at = 0;
+    gp_range *best = find_fit(h, want, size, align, tag, 0, &at);
     if (!best) return NULL;
-    uintptr_t addr = (best->addr + align - 1) & ~(uintptr_t)(align - 1);
-    return take_from(h, best, addr, size, tag, out_of_nodes);
+    return take_from(h, best, at, size, tag, out_of_nodes);
 }
 
 #define GP_TOP_VISITS 256 /* bounds the search for the highest hole (under the arena lock) */
 
-/* Where size bytes aligned to align end at the top of range n, or 0 if they do not fit. */
-static uintptr_t top_place(const gp_range *n, size_t size, size_t align)
+/* Where size bytes aligned to align end highest in free range n for stream tag (below the
+ * other streams' spans they would meet on backed pages), or 0 if they do not fit. */
+static uintptr_t top_place(const gp_heap *h, const gp_range *n, size_t size, size_t align,
+                           uintptr_t tag)
 {
     if (n->size < size) return 0;
-    uintptr_t addr = (n->addr + n->size - size) & ~(uintptr_t)(align - 1);
-    return addr >= n->addr ? addr : 0;
+    uintptr_t addr = (n->addr + n->size - size) & ~(uintptr_t)(align - 1), lo, hi;
+    for (int i = 0; i <= GP_MARKS; i++) {
+        if (addr < n->addr) return 0;
+        if (!n->nmarks || !blockers(h, n, addr, size, tag, NULL, &lo, &hi)) return addr;
+        if (lo < n->addr || lo - n->addr < size) return 0;
+        addr = (lo - size) & ~(uintptr_t)(align - 1);
+    }
+    return 0;
 }
 
 /* The free range in subtree n where size bytes (aligned) fit at the highest address; visits
  * at most *budget ranges that are large enough (then the best so far stands). */
-static void top_fit(gp_range *n, size_t size, size_t align, gp_range **best, uintptr_t *at,
-                    unsigned *budget)
+static void top_fit(const gp_heap *h, gp_range *n, size_t size, size_t align, uintptr_t tag,
+                    gp_range **best, uintptr_t *at, unsigned *budget)
 {
     while (n && *budget) {
         if (n->size < size) { /* too small, and so is its left subtree */
@@ -428,13 +575,13 @@ static void top_fit(gp_range *n, size_t size, size_t align, gp_range **best, uin
             continue;
         }
         (*budget)--;
-        uintptr_t addr = top_place(n, size, align);
+        uintptr_t addr = top_place(h, n, size, align, tag);
         if (addr && addr > *at) {
             *best = n;
             *at = addr;
         }
-        top_fit(n->right, size, align, best, at, budget); /* larger ranges, any address */
-        n = n->left;                                      /* smaller ones that may still fit */
+        top_fit(h, n->right, size, align, tag, best, at, budget); /* larger ones, any address */
+        n = n->left;                                              /* smaller ones that may fit */
     }
 }
 
@@ -444,29 +591,22 @@ gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
     gp_range *best = NULL;
     uintptr_t at = 0;
     unsigned budget = GP_TOP_VISITS;
-    top_fit(tag_find(h, GP_TAG_CLEAN)->root, size, align, &best, &at, &budget);
-    gp_tag_index *t = tag != GP_TAG_CLEAN ? tag_find(h, tag) : NULL;
-    budget = GP_TOP_VISITS;
-    if (t) top_fit(t->root, size, align, &best, &at, &budget);
+    top_fit(h, h->root, size, align, tag, &best, &at, &budget);
     if (!best) return NULL;
     gp_range *r = take_from(h, best, at, size, tag, out_of_nodes);
     if (r && at < h->slab_floor) h->slab_floor = at;
     return r;
 }
 
-static int can_merge(const gp_range *n, uintptr_t tag)
-{
-    return n && n->is_free && n->tag == tag;
-}
-
-/* Merge free, unindexed r with mergeable free neighbours, then index it. */
+/* Merge free, unindexed r with mergeable free neighbours (their marks joined), then index it. */
 static void coalesce_and_index(gp_heap *h, gp_range *r)
 {
     gp_region *g = &h->regions[r->region];
-    while (can_merge(r->prev, r->tag)) {
+    while (gp_heap_mergeable(h, r->prev, r)) {
         gp_range *p = r->prev;
         index_del(h, p);
-        if (p->seq > r->seq) r->seq = p->seq;
+        for (size_t i = 0; i < p->nmarks; i++)
+            mark_add(r, p->marks[i]);
         r->addr = p->addr;
         r->size += p->size;
         r->prev = p->prev;
@@ -476,10 +616,11 @@ static void coalesce_and_index(gp_heap *h, gp_range *r)
             g->first = r;
         node_put(h, p);
     }
-    while (can_merge(r->next, r->tag)) {
+    while (gp_heap_mergeable(h, r, r->next)) {
         gp_range *n = r->next;
         index_del(h, n);
-        if (n->seq > r->seq) r->seq = n->seq;
+        for (size_t i = 0; i < n->nmarks; i++)
+            mark_add(r, n->marks[i]);
         r->size += n->size;
         r->next = n->next;
         if (n->next) n->next->prev = r;
@@ -488,13 +629,7 @@ static void coalesce_and_index(gp_heap *h, gp_range *r)
     if (r->addr <= h->slab_floor && h->slab_floor - r->addr < r->size)
         /* the lowest slab-zone block is gone: the zone now starts at the next range up */
         h->slab_floor = r->next ? r->addr + r->size : UINTPTR_MAX;
-    gp_tag_index *t = tag_get(h, r->tag);
-    if (!t) { /* no memory for a new tag slot: fall back to the clean index, which is
-                 only safe because gp_heap_give callers synchronise such tags first */
-        r->tag = GP_TAG_CLEAN;
-        t = tag_find(h, GP_TAG_CLEAN);
-    }
-    index_add(h, t, r);
+    index_add(h, r);
 }
 
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq)
@@ -502,9 +637,13 @@ void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq)
     GP_ASSERT(!r->is_free);
     pages_account(&h->regions[r->region], r->addr, r->size, 0);
     r->is_free = 1;
-    r->tag = tag;
-    r->seq = seq;
+    r->tag = GP_TAG_CLEAN;
     r->aux = NULL;
+    r->nmarks = 0;
+    if (tag != GP_TAG_CLEAN) {
+        r->marks[0] = (gp_mark){tag, seq, r->addr, r->addr + r->size};
+        r->nmarks = 1;
+    }
     coalesce_and_index(h, r);
 }
 
@@ -515,22 +654,33 @@ void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto)
 
 void gp_heap_retag(gp_heap *h, uintptr_t tag, uint64_t upto, uintptr_t to, uint64_t to_seq)
 {
-    /* make sure the target index exists first: creating it may move h->tags */
-    if (tag == GP_TAG_CLEAN || tag == to || !tag_get(h, to)) return;
-    gp_tag_index *t = tag_find(h, tag);
-    if (!t) return;
-    gp_range *r = t->dirty;
+    if (tag == GP_TAG_CLEAN || tag == to) return;
+    gp_range *r = h->dirty;
     while (r) {
         gp_range *next = r->dnext;
-        if (r->seq <= upto) {
+        size_t hit = 0;
+        for (size_t i = 0; i < r->nmarks; i++)
+            hit += r->marks[i].tag == tag && r->marks[i].seq <= upto;
+        if (hit) {
             index_del(h, r);
-            r->tag = to;
-            r->seq = to == GP_TAG_CLEAN ? 0 : to_seq;
+            gp_mark moved[GP_MARKS];
+            size_t nm = 0, k = 0;
+            for (size_t i = 0; i < r->nmarks; i++) {
+                if (r->marks[i].tag == tag && r->marks[i].seq <= upto)
+                    moved[nm++] = r->marks[i];
+                else
+                    r->marks[k++] = r->marks[i];
+            }
+            r->nmarks = (uint8_t)k;
+            for (size_t i = 0; to != GP_TAG_CLEAN && i < nm; i++) {
+                moved[i].tag = to;
+                moved[i].seq = to_seq;
+                mark_add(r, moved[i]);
+            }
             /* coalescing may absorb `next`; restart from the list head in that case */
-            gp_range *nb_prev = r->prev, *nb_next = r->next;
-            int absorbs = (next == nb_prev || next == nb_next);
+            int absorbs = next == r->prev || next == r->next;
             coalesce_and_index(h, r);
-            if (absorbs) next = t->dirty;
+            if (absorbs) next = h->dirty;
         }
         r = next;
     }
@@ -539,14 +689,19 @@ void gp_heap_retag(gp_heap *h, uintptr_t tag, uint64_t upto, uintptr_t to, uint6
 size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max)
 {
     size_t n = 0;
-    for (size_t i = 1; i < h->ntags && n < max; i++)
-        if (h->tags[i].count) out[n++] = h->tags[i].tag;
+    for (const gp_range *r = h->dirty; r && n < max; r = r->dnext)
+        for (size_t i = 0; i < r->nmarks && n < max; i++) {
+            size_t j = 0;
+            while (j < n && out[j] != r->marks[i].tag)
+                j++;
+            if (j == n) out[n++] = r->marks[i].tag;
+        }
     return n;
 }
 
 size_t gp_heap_largest_free(const gp_heap *h)
 {
-    gp_range *r = h->ntags ? h->tags[0].root : NULL;
+    gp_range *r = h->root;
     while (r && r->right)
         r = r->right;
     return r ? r->size : 0;
@@ -554,18 +709,18 @@ size_t gp_heap_largest_free(const gp_heap *h)
 
 size_t gp_heap_largest_tagged(gp_heap *h, uintptr_t tag)
 {
-    gp_tag_index *t = tag_find(h, tag);
-    gp_range *r = t ? t->root : NULL;
-    while (r && r->right)
-        r = r->right;
-    return r ? r->size : 0;
+    size_t best = 0;
+    for (const gp_range *r = h->dirty; r; r = r->dnext)
+        for (size_t i = 0; i < r->nmarks; i++)
+            if (r->marks[i].tag == tag && r->marks[i].hi - r->marks[i].lo > best)
+                best = r->marks[i].hi - r->marks[i].lo;
+    return best;
 }
 
 void gp_heap_pin_dirty(gp_heap *h, int pin)
 {
-    for (size_t i = 1; i < h->ntags; i++)
-        for (gp_range *r = h->tags[i].dirty; r; r = r->dnext)
-            pages_account(&h->regions[r->region], r->addr, r->size, pin);
+    for (gp_range *r = h->dirty; r; r = r->dnext)
+        pages_account(&h->regions[r->region], r->addr, r->size, pin);
 }
 
 /* Page index of address a in region g. */
@@ -574,65 +729,48 @@ static size_t page_of(const gp_region *g, uintptr_t a)
     return (a - g->base) >> g->page_shift;
 }
 
-/* Give clean free range r (unindexed) tag t at seq and index it there. */
-static void tag_as(gp_heap *h, gp_tag_index *t, gp_range *r, uint64_t seq)
-{
-    r->tag = t->tag;
-    r->seq = seq;
-    index_add(h, t, r);
-}
-
-/* Free range r, clean until now, may be touched by work queued on t's stream. Only backed
+/* Clean free range r (indexed) may be touched by work queued on stream tag. Only backed
  * pages can hold data that work touches: when r's pages between its first and its last backed
  * run are all unbacked (the region's unmapped top, between the blocks and the slab zone), that
- * middle stays clean, so the other streams keep the unmapped address space for fresh pages;
+ * middle stays unmarked, so the other streams keep the unmapped address space for fresh pages;
  * r's head and tail runs wait. */
-static void retag_backed(gp_heap *h, gp_tag_index *t, gp_range *r, uint64_t seq)
+static void mark_backed(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq)
 {
     const gp_region *g = &h->regions[r->region];
     size_t first = page_of(g, r->addr), last = page_of(g, r->addr + r->size - 1), p;
-    index_del(h, r);
+    uintptr_t end = r->addr + r->size;
     size_t lo = first, hi = last; /* the unbacked middle: pages (lo, hi) exclusive */
     while (lo <= last && g->page_phys[lo])
         lo++;
     while (hi >= lo && hi > first && g->page_phys[hi])
         hi--;
+    gp_mark m[2];
+    size_t n = 0;
     if (lo > last) { /* every page backed */
-        tag_as(h, t, r, seq);
-        return;
+        m[n++] = (gp_mark){tag, seq, r->addr, end};
+    } else {
+        for (p = lo; p <= hi && !g->page_phys[p]; p++)
+            ;
+        if (p <= hi) { /* backed islands in the middle: the whole range waits */
+            m[n++] = (gp_mark){tag, seq, r->addr, end};
+        } else { /* [mid_lo, mid_hi) is on unbacked pages only */
+            uintptr_t mid_lo = lo == first ? r->addr : g->base + (lo << g->page_shift);
+            uintptr_t mid_hi =
+                hi == last && !g->page_phys[last] ? end : g->base + ((hi + 1) << g->page_shift);
+            if (mid_lo > r->addr) m[n++] = (gp_mark){tag, seq, r->addr, mid_lo};
+            if (mid_hi < end) m[n++] = (gp_mark){tag, seq, mid_hi, end};
+        }
     }
-    for (p = lo; p <= hi && !g->page_phys[p]; p++)
-        ;
-    if (p <= hi) { /* backed islands in the middle: the whole range waits */
-        tag_as(h, t, r, seq);
-        return;
-    }
-    /* [mid_lo, mid_hi) is on unbacked pages only */
-    uintptr_t mid_lo = lo == first ? r->addr : g->base + (lo << g->page_shift);
-    uintptr_t mid_hi = hi == last && !g->page_phys[last] ? r->addr + r->size
-                                                         : g->base + ((hi + 1) << g->page_shift);
-    int has_head = mid_lo > r->addr, has_tail = mid_hi < r->addr + r->size;
-    if (!carve(h, r, mid_lo, mid_hi - mid_lo)) { /* no node: the whole range waits (safe) */
-        tag_as(h, t, r, seq);
-        return;
-    }
-    index_add(h, tag_find(h, GP_TAG_CLEAN), r); /* the middle stays clean */
-    /* carve indexed the head and tail as clean: they wait */
-    if (has_head) {
-        index_del(h, r->prev);
-        tag_as(h, t, r->prev, seq);
-    }
-    if (has_tail) {
-        index_del(h, r->next);
-        tag_as(h, t, r->next, seq);
-    }
+    if (!n) return;
+    index_del(h, r);
+    for (size_t i = 0; i < n; i++)
+        mark_add(r, m[i]);
+    index_add(h, r);
 }
 
 void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq)
 {
-    gp_tag_index *t = tag_get(h, tag);
-    if (!t) return; /* no memory: the ranges stay clean (the caller synchronizes instead) */
     for (size_t i = 0; i < h->nregions; i++)
         for (gp_range *r = h->regions[i].first; r; r = r->next)
-            if (r->is_free && r->tag == GP_TAG_CLEAN) retag_backed(h, t, r, seq);
+            if (r->is_free && !r->nmarks) mark_backed(h, r, tag, seq);
 }

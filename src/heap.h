@@ -2,10 +2,14 @@
  * reserved virtual ranges ("regions"), plus a per-page count of allocated bytes so the arena
  * knows which physical pages hold data. Pure bookkeeping: no locks, no CUDA.
  *
- * Free ranges carry a tag: GP_TAG_CLEAN (no queued GPU work can touch them) or the stream
- * whose work may still use them, with the position (seq) of the free on it. An allocation on stream
- * S may take clean ranges and ranges tagged S; gp_heap_clean() turns S's ranges clean once the work
- * up to a position is known to be done (glossary: arena.h; the reuse rule: reuse.c). */
+ * Free ranges coalesce regardless of stream (with merge_any; else only ranges whose marks name
+ * the same streams, the stream_reuse=events layout). A free range carries marks: for each stream
+ * whose queued work may still touch part of it, the span of its frees there and the latest
+ * position (seq) of those frees. A range without marks is clean. An allocation on stream S may
+ * use the addresses of a range that meet no other stream's span on a backed page (unbacked pages
+ * hold nothing queued work touches); gp_heap_clean() drops a stream's marks once its work up to a
+ * position is done, gp_heap_retag() hands them to a stream that waited for it (glossary: arena.h;
+ * the reuse rule: reuse.c). */
 #ifndef GPOOL_HEAP_H
 #define GPOOL_HEAP_H
 
@@ -15,6 +19,14 @@
 #define GP_TAG_CLEAN        UINTPTR_MAX
 #define GP_MIN_ALIGN        256u
 #define GP_HEAP_MAX_REGIONS 64 /* regions never move in memory */
+#define GP_MARKS            4  /* marks per free range (ranges that would need more stay apart) */
+
+/* Stream tag's frees in [lo, hi) may still be touched by its work up to position seq. */
+typedef struct gp_mark {
+    uintptr_t tag;
+    uint64_t seq;
+    uintptr_t lo, hi;
+} gp_mark;
 
 typedef struct gp_range gp_range;
 struct gp_range {
@@ -22,15 +34,16 @@ struct gp_range {
     size_t size;
     gp_range *prev, *next;   /* address-ordered neighbours in the region */
     gp_range *left, *right;  /* free index (treap) children */
-    gp_range *dprev, *dnext; /* the tag's dirty list (free, pending) */
+    gp_range *dprev, *dnext; /* the dirty list (free ranges with marks) */
     uint32_t prio;           /* treap priority */
     uint16_t region;         /* index into gp_heap.regions */
     uint8_t is_free;
-    uintptr_t tag;    /* free: GP_TAG_CLEAN or stream; block: stream allocated on */
-    uint64_t seq;     /* free & pending: position of the free on that stream */
-    size_t requested; /* block: bytes the caller asked for */
-    uint32_t usage;   /* block: usage hint */
-    void *aux;        /* block: arena use (slab, extra streams) */
+    uint8_t nmarks;          /* free: marks in use (0 = clean); block: 0 */
+    uintptr_t tag;           /* block: stream allocated on; free: GP_TAG_CLEAN */
+    size_t requested;        /* block: bytes the caller asked for */
+    uint32_t usage;          /* block: usage hint */
+    void *aux;               /* block: arena use (slab, extra streams) */
+    gp_mark marks[GP_MARKS]; /* free: streams whose work may still touch parts of it */
 };
 
 typedef struct gp_region {
@@ -44,18 +57,13 @@ typedef struct gp_region {
     gp_range *first;     /* lowest range */
 } gp_region;
 
-typedef struct gp_tag_index {
-    uintptr_t tag;
-    gp_range *root;  /* free ranges with this tag, by (size, addr) */
-    gp_range *dirty; /* list of them (not kept for the clean tag) */
-    size_t count;
-} gp_tag_index;
-
 typedef struct gp_heap {
     gp_region *regions;
     size_t nregions, cap_regions;
-    gp_tag_index *tags; /* tags[0] is GP_TAG_CLEAN */
-    size_t ntags, cap_tags;
+    gp_range *root;  /* every free range, by (size, addr) */
+    gp_range *dirty; /* the free ranges with marks */
+    size_t nfree;    /* free ranges */
+    int merge_any;   /* 1: free ranges coalesce whatever their marks (up to GP_MARKS streams) */
     gp_range *spare; /* recycled range nodes */
     uint32_t rng;
     size_t free_bytes;    /* in free ranges */
@@ -69,50 +77,58 @@ void gp_heap_fini(gp_heap *h);
 /* Add a region of [base, base+size), size a multiple of page. Returns its index or -1. */
 int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page);
 
-/* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) among the free
- * ranges tagged tag, else among the clean ones. Returns the new block (is_free 0) or NULL if none
- * fits; with *out_of_nodes set when host memory for bookkeeping ran out. Size must be a multiple of
+/* Best fit for size bytes aligned to align (a power of two >= GP_MIN_ALIGN) for stream tag
+ * (GP_TAG_CLEAN: a stream-less request) among the free ranges it may use: pages already backed
+ * first, then the smallest range; inside a range the lowest address that meets no other stream's
+ * mark on a backed page. Returns the new block (is_free 0) or NULL if none fits; with
+ * *out_of_nodes set when host memory for bookkeeping ran out. Size must be a multiple of
  * GP_MIN_ALIGN. Page counts are updated. */
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
-/* As gp_heap_take, but from the high end of the highest free range that fits (clean, or
- * tagged tag): the arena's slabs gather at the top of the address space, away from large
- * blocks, and fill the holes earlier slabs left there before the zone grows downwards, so a
- * repeated workload's slabs and large blocks find their old, still-mapped places again
- * instead of drifting. */
+/* As gp_heap_take, but from the high end of the highest free place that fits: the arena's
+ * slabs gather at the top of the address space, away from large blocks, and fill the holes
+ * earlier slabs left there before the zone grows downwards, so a repeated workload's slabs and
+ * large blocks find their old, still-mapped places again instead of drifting. */
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
-/* 1 when the best place for a request of stream tag is a range pending on another stream (set in
- * *from): the request may claim it by waiting for that stream (reuse.c, rule 5). */
-int gp_heap_foreign_fit(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from);
+/* When the best place for a request of stream tag over every free range, marks ignored (pages
+ * already backed first, then the smallest range), is on backed pages while the best place the
+ * request may use now needs fresh pages, or is at most 1/16 the size of the cached run (both
+ * on fresh pages: the range) the usable place would cut: the streams whose marks it would wait for,
+ * their tags in from[] (up to GP_MARKS), their count returned; 0 otherwise. The request may claim
+ * that place by waiting for them (reuse.c, rule 5). */
+size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from);
 
-/* Return a block to the free space, tagged (tag, seq); coalesces with neighbours of the same
- * tag. Page counts are updated. */
+/* Return a block to the free space, marked (tag, seq) over its addresses (no mark for
+ * GP_TAG_CLEAN); coalesces with mergeable neighbours. Page counts are updated. */
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq);
 
-/* Mark the ranges of tag with seq <= upto clean (all of them for upto = UINT64_MAX) and
- * coalesce them with clean neighbours. */
+/* Drop the marks of tag with seq <= upto (all of them for upto = UINT64_MAX). */
 void gp_heap_clean(gp_heap *h, uintptr_t tag, uint64_t upto);
 
-/* Count (pin = 1) or uncount (pin = 0) the bytes of every dirty free range in the page
+/* Count (pin = 1) or uncount (pin = 0) the bytes of every marked free range in the page
  * counters, so that reclaiming unused pages leaves pages pending GPU work alone. */
 void gp_heap_pin_dirty(gp_heap *h, int pin);
 
-/* Hand the ranges of tag with seq <= upto to stream `to` at to_seq (to waits for tag's work
+/* Hand the marks of tag with seq <= upto to stream `to` at to_seq (to waits for tag's work
  * now, so only it may use them at once); `to` = GP_TAG_CLEAN is gp_heap_clean. */
 void gp_heap_retag(gp_heap *h, uintptr_t tag, uint64_t upto, uintptr_t to, uint64_t to_seq);
 
-/* Turn every clean free range into a range pending on tag at seq (when a second stream
- * appears and the first stream's frees, made clean, may still be in use). */
+/* Mark every clean free range's backed head and tail runs (or all of it, with backed
+ * islands inside) as pending on tag at seq (when a second stream appears and the first
+ * stream's frees, made clean, may still be in use). Never-backed space stays unmarked. */
 void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq);
 
-/* Tags other than clean that have free ranges (for cleaning them all). */
+/* Streams with marks on free ranges (for cleaning them all). */
 size_t gp_heap_dirty_tags(const gp_heap *h, uintptr_t *out, size_t max);
 
-/* Largest free range tagged tag (0 when none). */
+/* Largest span of tag's marks (0 when none). */
 size_t gp_heap_largest_tagged(gp_heap *h, uintptr_t tag);
 
-/* Largest clean free range (for OOM reports). */
+/* 1 when free ranges a and b, neighbours, would coalesce (the debug checker's rule). */
+int gp_heap_mergeable(const gp_heap *h, const gp_range *a, const gp_range *b);
+
+/* Largest free range (for OOM reports). */
 size_t gp_heap_largest_free(const gp_heap *h);
 
 static inline gp_region *gp_heap_region_of(gp_heap *h, uintptr_t addr)

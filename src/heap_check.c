@@ -21,48 +21,58 @@ static int key_less(const gp_range *a, const gp_range *b)
     return a->size < b->size || (a->size == b->size && a->addr < b->addr);
 }
 
-/* Walk a treap: BST order within (lo, hi), parent priority >= child's, every node free and
- * tagged tag. Returns the node count (bounded, so a cycle cannot hang the check). */
+/* Walk the treap: BST order within (lo, hi), parent priority >= child's, every node free.
+ * Returns the node count (bounded, so a cycle cannot hang the check). */
 static size_t treap_walk(check_ctx *c, const gp_range *n, const gp_range *lo, const gp_range *hi,
-                         uintptr_t tag, size_t *bytes, size_t budget)
+                         size_t *bytes, size_t budget)
 {
     size_t count = 0;
     while (n) {
         if (count >= budget) {
-            gp_check_bad(c, "treap of tag %#" PRIxPTR ": more nodes than free ranges (a cycle?)",
-                         tag);
+            gp_check_bad(c, "treap: more nodes than free ranges (a cycle?)");
             return count;
         }
         count++;
         *bytes += n->size;
         if (!n->is_free)
-            gp_check_bad(c, "range %#" PRIxPTR " is in a free index but allocated", n->addr);
-        if (n->tag != tag)
-            gp_check_bad(c,
-                         "range %#" PRIxPTR " of tag %#" PRIxPTR " is indexed under tag %#" PRIxPTR,
-                         n->addr, n->tag, tag);
+            gp_check_bad(c, "range %#" PRIxPTR " is in the free index but allocated", n->addr);
         if ((lo && !key_less(lo, n)) || (hi && !key_less(n, hi)))
             gp_check_bad(c,
                          "treap order: range %#" PRIxPTR " (%zu bytes) out of (size, addr) order",
                          n->addr, n->size);
         if ((n->left && n->left->prio > n->prio) || (n->right && n->right->prio > n->prio))
             gp_check_bad(c, "treap priority: a child of range %#" PRIxPTR " outranks it", n->addr);
-        count += treap_walk(c, n->left, lo, n, tag, bytes, budget - count);
+        count += treap_walk(c, n->left, lo, n, bytes, budget - count);
         lo = n; /* right subtree: iterate */
         n = n->right;
     }
     return count;
 }
 
+/* A free range's marks: at most GP_MARKS, of real streams, spans inside the range. */
+static void check_marks(check_ctx *c, const gp_range *r)
+{
+    if (r->nmarks > GP_MARKS) {
+        gp_check_bad(c, "range %#" PRIxPTR ": %u marks", r->addr, r->nmarks);
+        return;
+    }
+    for (size_t i = 0; i < r->nmarks; i++) {
+        const gp_mark *m = &r->marks[i];
+        if (m->tag == GP_TAG_CLEAN)
+            gp_check_bad(c, "range %#" PRIxPTR ": a mark of the clean tag", r->addr);
+        if (m->lo >= m->hi || m->lo < r->addr || m->hi > r->addr + r->size)
+            gp_check_bad(c,
+                         "range %#" PRIxPTR ": mark of %#" PRIxPTR " spans [%#" PRIxPTR
+                         ", %#" PRIxPTR ") outside it",
+                         r->addr, m->tag, m->lo, m->hi);
+    }
+}
+
 size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
 {
     check_ctx c = {msg, cap, 0};
     if (msg && cap) msg[0] = 0;
-    if (h->ntags == 0 || h->tags[0].tag != GP_TAG_CLEAN)
-        gp_check_bad(&c, "tags[0] is not the clean tag");
-    if (h->ntags && h->tags[0].dirty) gp_check_bad(&c, "the clean tag has a dirty list");
-    size_t free_ranges = 0, free_bytes = 0;
-    size_t *per_tag = calloc(h->ntags ? h->ntags : 1, sizeof *per_tag);
+    size_t free_ranges = 0, free_bytes = 0, marked = 0;
     for (size_t i = 0; i < h->nregions; i++) {
         const gp_region *g = &h->regions[i];
         uintptr_t at = g->base;
@@ -91,21 +101,18 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
             if (r->is_free) {
                 free_ranges++;
                 free_bytes += r->size;
-                if (prev && prev->is_free && prev->tag == r->tag)
-                    gp_check_bad(
-                        &c, "free ranges %#" PRIxPTR " and %#" PRIxPTR " of one tag not coalesced",
-                        prev->addr, r->addr);
-                size_t t = 0;
-                while (t < h->ntags && h->tags[t].tag != r->tag)
-                    t++;
-                if (t == h->ntags)
-                    gp_check_bad(&c, "free range %#" PRIxPTR ": tag %#" PRIxPTR " has no index",
-                                 r->addr, r->tag);
-                else if (per_tag)
-                    per_tag[t]++;
+                marked += r->nmarks > 0;
+                check_marks(&c, r);
+                if (gp_heap_mergeable(h, prev, r))
+                    gp_check_bad(&c,
+                                 "free ranges %#" PRIxPTR " and %#" PRIxPTR
+                                 " would merge but are not coalesced",
+                                 prev->addr, r->addr);
             } else {
                 if (r->left || r->right || r->dprev || r->dnext)
                     gp_check_bad(&c, "allocated range %#" PRIxPTR " keeps index links", r->addr);
+                if (r->nmarks)
+                    gp_check_bad(&c, "allocated range %#" PRIxPTR " keeps marks", r->addr);
                 if (used) {
                     size_t p0 = (r->addr - g->base) >> g->page_shift;
                     size_t p1 = (r->addr + r->size - 1 - g->base) >> g->page_shift;
@@ -131,41 +138,20 @@ size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap)
     }
     if (free_bytes != h->free_bytes)
         gp_check_bad(&c, "free_bytes %zu, free ranges hold %zu", h->free_bytes, free_bytes);
-    size_t indexed = 0;
-    for (size_t t = 0; t < h->ntags; t++) {
-        const gp_tag_index *ti = &h->tags[t];
-        size_t bytes = 0;
-        size_t n = treap_walk(&c, ti->root, NULL, NULL, ti->tag, &bytes, free_ranges + 1);
-        indexed += n;
-        if (n != ti->count)
-            gp_check_bad(&c, "tag %#" PRIxPTR ": count %zu, treap holds %zu", ti->tag, ti->count,
-                         n);
-        if (per_tag && n != per_tag[t])
-            gp_check_bad(&c,
-                         "tag %#" PRIxPTR ": treap holds %zu ranges, %zu free ranges carry the tag",
-                         ti->tag, n, per_tag[t]);
-        for (size_t u = t + 1; u < h->ntags; u++)
-            if (ti->count && h->tags[u].count && h->tags[u].tag == ti->tag)
-                gp_check_bad(&c, "tag %#" PRIxPTR " indexed twice", ti->tag);
-        if (t == 0) continue;
-        size_t d = 0;
-        const gp_range *dp = NULL;
-        for (const gp_range *r = ti->dirty; r && d <= free_ranges; dp = r, r = r->dnext, d++) {
-            if (r->dprev != dp)
-                gp_check_bad(&c, "tag %#" PRIxPTR ": dirty list links broken", ti->tag);
-            if (!r->is_free || r->tag != ti->tag)
-                gp_check_bad(&c,
-                             "tag %#" PRIxPTR ": dirty list holds range %#" PRIxPTR
-                             " (free %d, tag %#" PRIxPTR ")",
-                             ti->tag, r->addr, r->is_free, r->tag);
-        }
-        if (d != ti->count)
-            gp_check_bad(&c, "tag %#" PRIxPTR ": dirty list holds %zu, count %zu", ti->tag, d,
-                         ti->count);
+    size_t bytes = 0;
+    size_t indexed = treap_walk(&c, h->root, NULL, NULL, &bytes, free_ranges + 1);
+    if (indexed != free_ranges || h->nfree != free_ranges)
+        gp_check_bad(&c, "%zu free ranges, %zu indexed, count %zu", free_ranges, indexed, h->nfree);
+    size_t d = 0;
+    const gp_range *dp = NULL;
+    for (const gp_range *r = h->dirty; r && d <= free_ranges; dp = r, r = r->dnext, d++) {
+        if (r->dprev != dp) gp_check_bad(&c, "dirty list links broken");
+        if (!r->is_free || !r->nmarks)
+            gp_check_bad(&c, "dirty list holds range %#" PRIxPTR " (free %d, %u marks)", r->addr,
+                         r->is_free, r->nmarks);
     }
-    if (indexed != free_ranges)
-        gp_check_bad(&c, "%zu free ranges, %zu indexed", free_ranges, indexed);
-    free(per_tag);
+    if (d != marked)
+        gp_check_bad(&c, "dirty list holds %zu, %zu free ranges have marks", d, marked);
     return c.n;
 }
 

@@ -54,6 +54,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
     }
     gp_arena_set_hooks(a, gp_stream_poll, gp_stream_seq_hook, gp_stream_may_drive);
     gp_arena_set_device(a, (uintptr_t)pool->cfg.default_stream, total);
+    gp_arena_set_stream_reuse(a, pool->cfg.stream_reuse == GPOOL_STREAM_REUSE_WAIT);
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     st = gp_arena_reserve_first(a);

@@ -3,14 +3,19 @@
  * arena.c keeps the ranges and slots pending on a stream and cleans them when told).
  * Which freed memory may go to which stream, and when:
  *  1. Own stream at once: a block freed on stream S is reusable at once by requests on S
- *     (stream order makes that safe). Its range is tagged S at the position (seq) of the free;
- *     a slot freed into its own slab's stream is free at once.
- *  2. Other streams after an event: a range pending on S turns clean (reusable by every
- *     stream) once an event recorded on S at or after the free's position has completed
- *     (gp_arena_clean_locked). One event per stream covers every free up to its position, and
- *     events are recorded only when a request would otherwise split a free range or need
- *     fresh pages (the poll hook), so one stream records none. A small block freed on another
- *     stream than its slab's is a pending slot until then.
+ *     (stream order makes that safe). Its free range gets a mark: (S, the position (seq) of
+ *     the free, the span of the block); a slot freed into its own slab's stream is free at once.
+ *     Free ranges coalesce whatever streams' frees they hold (with stream_reuse = wait; up to
+ *     GP_MARKS streams a range, their marks joined: a span and the latest position per
+ *     stream), so placement sees the free space as one stream would; with stream_reuse = events
+ *     only ranges marked by the same streams coalesce. A request on S may use the addresses of
+ *     a range that meet no other stream's span on a backed page (heap.c place_low).
+ *  2. Other streams after an event: S's marks up to a position drop (their addresses turn
+ *     clean for every stream) once an event recorded on S at or after that position has
+ *     completed (gp_arena_clean_locked). One event per stream covers every free up to its
+ *     position, and events are recorded only when a request would otherwise split a free range
+ *     or need fresh pages (the poll hook), so one stream records none. A small block freed on
+ *     another stream than its slab's is a pending slot until then.
  *  3. Cross-stream frees wait on the allocating stream too: a large block freed on another
  *     stream than it was allocated on is noted as used on the allocating stream, so its free
  *     is deferred until events on both complete (gp_stream_cross_free).
@@ -18,27 +23,30 @@
  *     events recorded on each of them complete (the deferred frees below), then as in 1.
  *  5. GPOOL_ALLOC_STREAM_WAIT hand-over: a request may make its stream wait for another
  *     stream's pending event (cuStreamWaitEvent) instead of waiting for it to complete; that
- *     stream's ranges up to the event become the requester's (gp_arena_hand_over_locked):
+ *     stream's marks up to the event become the requester's (gp_arena_hand_over_locked):
  *     reusable by it at once, by others after its own next event. Pending slots still wait.
  *     Without the flag, gpool_config.stream_reuse = wait (the default) makes the same
- *     hand-over when the best place for a large request (cached pages first, then the
- *     smallest range) is pending on another stream and the request's own or clean ranges
- *     would need fresh pages (arena.c claim, heap.c gp_heap_foreign_fit; here claim): an
- *     event covering that stream's frees is recorded or reused, and queried first -- done,
- *     the ranges turn clean; not done, the requester waits on it. As cuMemAllocAsync with
+ *     hand-over for each stream T whose mark is on the best place for a large request over
+ *     all free ranges, marks ignored (cached pages first, then the smallest range), when that
+ *     place is on cached pages and the best place the request may use now needs fresh pages,
+ *     or would cut a cached run (or, both on fresh pages, a range) at least 16 times the best
+ *     place's size (arena.c claim, heap.c gp_heap_claim; here claim): an event covering T's
+ *     frees is recorded or reused, and queried first -- done, T's marks drop; not done, the
+ *     requester waits on it. As cuMemAllocAsync with
  *     CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, its default ("Allow cuMemAllocAsync
  *     to insert new stream dependencies in order to establish the stream ordering required to
  *     reuse a piece of memory released by cuMemFreeAsync"). Never on a capturing stream, nor
  *     with a stream of another context. stream_reuse = events: never.
  *  6. Single-stream mode: while one stream is all the arena has seen, its frees are clean at
- *     once and no event is recorded. The first request on a second stream makes the clean
- *     ranges on backed pages pending on the first stream at position 0 (any event recorded on
- *     it from then on covers them; never-backed space holds nothing work touches and stays
- *     clean: heap.c retag_backed); from then on every free is tagged by its stream (arena.c
- *     free_tag).
+ *     once (no mark) and no event is recorded. The first request on a second stream marks the
+ *     clean ranges' backed pages as pending on the first stream at position 0 (any event
+ *     recorded on it from then on covers them; never-backed space holds nothing work touches
+ *     and stays unmarked: heap.c mark_backed); from then on every free is marked by its stream
+ *     (arena.c free_tag).
  *  7. Memory short: a device-wide synchronize (the sync hook) makes everything clean. Freed
  *     memory that queued work may still touch, even clean, is not unmapped before one
- *     (frees_since_sync, gp_arena_note_queued_use). */
+ *     (frees_since_sync, gp_arena_note_queued_use; pages under marked ranges are pinned:
+ *     gp_heap_pin_dirty). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -282,9 +290,9 @@ static void prune_streams(gpool_t *pool, gp_arena *a)
     }
 }
 
-/* A request on stream tag whose best place is pending on stream from: clean from's ranges when
- * an event covering them is done, else make tag wait for that event and hand them over. Lock
- * held, context entered. */
+/* A request on stream tag whose best place carries a mark of stream from: drop from's marks
+ * when an event covering them is done, else make tag wait for that event and hand them over
+ * (arena.c claim calls this once per stream marked there). Lock held, context entered. */
 static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
 {
     gp_streams *ss = pool->streams;

@@ -61,7 +61,7 @@ Test(heap_check, a_sound_heap_passes_through_many_operations)
 Test(heap_check, treap_priority)
 {
     populate();
-    gp_range *root = heap.tags[0].root;
+    gp_range *root = heap.root;
     gp_range *child = root->left ? root->left : root->right;
     cr_assert_not_null(child);
     uint32_t saved = child->prio;
@@ -74,7 +74,7 @@ Test(heap_check, treap_priority)
 Test(heap_check, treap_order)
 {
     populate();
-    gp_range *root = heap.tags[0].root;
+    gp_range *root = heap.root;
     cr_assert(root->left || root->right);
     gp_range *l = root->left, *r = root->right;
     root->left = r; /* mirror the root's children: both now sit on the wrong side */
@@ -108,14 +108,13 @@ Test(heap_check, ranges_tile_the_region)
     blocks[0]->size += GP_MIN_ALIGN;
 }
 
-Test(heap_check, free_ranges_of_one_tag_coalesce)
+Test(heap_check, mergeable_free_ranges_coalesce)
 {
     populate();
     /* blocks[2] lies between the clean hole of blocks[1] and the pending range of blocks[3]:
-     * marking it free and clean without coalescing leaves two adjacent clean free ranges */
+     * marking it free without coalescing leaves adjacent free ranges that would merge */
     gp_range *r = blocks[2];
     r->is_free = 1;
-    r->tag = GP_TAG_CLEAN;
     expect_violation("not coalesced");
     r->is_free = 0;
 }
@@ -123,15 +122,23 @@ Test(heap_check, free_ranges_of_one_tag_coalesce)
 Test(heap_check, dirty_list)
 {
     populate();
-    gp_tag_index *t = NULL;
-    for (size_t i = 1; i < heap.ntags; i++)
-        if (heap.tags[i].tag == 7) t = &heap.tags[i];
-    cr_assert_not_null(t);
-    gp_range *d = t->dirty;
+    gp_range *d = heap.dirty;
     cr_assert_not_null(d);
-    t->dirty = NULL;
+    heap.dirty = NULL;
     expect_violation("dirty list");
-    t->dirty = d;
+    heap.dirty = d;
+}
+
+Test(heap_check, marks_inside_their_range)
+{
+    populate();
+    gp_range *d = heap.dirty;
+    cr_assert_not_null(d);
+    cr_assert_gt(d->nmarks, 0);
+    uintptr_t hi = d->marks[0].hi;
+    d->marks[0].hi = d->addr + d->size + GP_MIN_ALIGN;
+    expect_violation("outside it");
+    d->marks[0].hi = hi;
 }
 
 /* ---------- arena (a pool's device arena on the simulated driver) ---------- */

@@ -127,6 +127,7 @@ Test(heap, tags_keep_streams_apart_until_clean)
 {
     const uintptr_t S = 0x1000, T = 0x2000;
     gp_range *a = take(4 * MiB, S);
+    back_pages(0, 1); /* a freed block's pages are backed (unbacked ones hold nothing) */
     uintptr_t addr = a->addr;
     gp_range *rest = take(60 * MiB, GP_TAG_CLEAN); /* fill the region */
     gp_heap_give(&heap, a, S, 5);
@@ -192,6 +193,50 @@ Test(heap, retag_clean_leaves_unbacked_space_clean)
     cr_assert(!u || u->addr >= BASE + 4 * MiB, "pages 0-1 wait for stream 0x42");
     gp_range *own = take(4 * MiB, 0x42);
     cr_assert_eq(own->addr, BASE, "the first stream reuses its own pending range");
+}
+
+/* Under stream_reuse=wait (merge_any) neighbouring frees of two streams form one range with a
+ * mark per stream; each stream may use its own span at once, the other's only after a claim
+ * (waiting for it) or once it is clean. With merge_any off (stream_reuse=events) they stay
+ * apart, as the old per-stream tags kept them. */
+Test(heap, marks_coalesce_across_streams_and_claims_name_them)
+{
+    const uintptr_t S = 0x1000, T = 0x2000;
+    gp_range *a = take(2 * MiB, S), *b = take(2 * MiB, T);
+    gp_range *rest = take(60 * MiB, GP_TAG_CLEAN);
+    back_pages(0, 1);
+    gp_heap_give(&heap, a, S, 3);
+    gp_heap_give(&heap, b, T, 4);
+    gp_range *one = heap.root;
+    cr_assert(one && one->addr == BASE && one->size == 4 * MiB && one->nmarks == 2,
+              "one range, two marks");
+    uintptr_t from[GP_MARKS];
+    cr_assert_eq(gp_heap_claim(&heap, 4 * MiB, GP_MIN_ALIGN, T, from), 1);
+    cr_assert_eq(from[0], S, "the whole range waits for S only");
+    int oom;
+    cr_assert_null(gp_heap_take(&heap, 4 * MiB, GP_MIN_ALIGN, T, &oom), "S's span is not T's");
+    gp_range *t = take(2 * MiB, T);
+    cr_assert_eq(t->addr, BASE + 2 * MiB, "T's own span, past S's");
+    gp_heap_give(&heap, t, T, 5);
+    gp_heap_retag(&heap, S, 3, T, 6); /* T waited for S: S's span is T's now */
+    cr_assert_eq(gp_heap_claim(&heap, 4 * MiB, GP_MIN_ALIGN, T, from), 0);
+    gp_range *all = take(4 * MiB, T);
+    cr_assert_eq(all->addr, BASE);
+    gp_heap_give(&heap, all, GP_TAG_CLEAN, 0);
+    gp_heap_give(&heap, rest, GP_TAG_CLEAN, 0);
+    cr_assert_eq(heap.free_bytes, 64 * MiB);
+
+    heap.merge_any = 0; /* stream_reuse=events */
+    a = take(2 * MiB, S);
+    b = take(2 * MiB, T);
+    rest = take(60 * MiB, GP_TAG_CLEAN);
+    gp_heap_give(&heap, a, S, 3);
+    gp_heap_give(&heap, b, T, 4);
+    cr_assert_eq(heap.nfree, 2, "two streams' frees stay apart");
+    gp_heap_clean(&heap, S, 3);
+    gp_heap_clean(&heap, T, 4);
+    cr_assert_eq(heap.nfree, 1, "clean, they coalesce");
+    gp_heap_give(&heap, rest, GP_TAG_CLEAN, 0);
 }
 
 Test(heap, random_against_a_model)
