@@ -197,6 +197,14 @@ static int split_fit(const gp_range *r)
 static gp_range *take(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
                       int *no_nodes)
 {
+    if (flags & GP_ARENA_SMALL_RANGE) {
+        /* a small block of a stream other than the slab stream: at the top like a slab, out of
+         * the large blocks' holes (it would split them), without moving the slab zone's floor */
+        uintptr_t floor = a->heap.slab_floor;
+        gp_range *r = gp_heap_take_top(&a->heap, size, align, tag, no_nodes);
+        a->heap.slab_floor = floor;
+        return r;
+    }
     return flags & GP_ARENA_SLAB ? gp_heap_take_top(&a->heap, size, align, tag, no_nodes)
                                  : gp_heap_take(&a->heap, size, align, tag, no_nodes);
 }
@@ -215,7 +223,7 @@ static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
 static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags)
 {
     uintptr_t from[GP_MARKS];
-    if (!a->poll || a->streams_seen < 2 || (flags & GP_ARENA_SLAB)) return;
+    if (!a->poll || a->streams_seen < 2 || (flags & (GP_ARENA_SLAB | GP_ARENA_SMALL_RANGE))) return;
     size_t n = gp_heap_claim(&a->heap, size, align, tag, from);
     if (!n) return;
     if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {
@@ -786,6 +794,8 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
     } else {
         size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
         gp_range *r = NULL;
+        if (size <= a->small_max && align <= GP_MIN_ALIGN && a->streams_seen >= 2)
+            flags |= GP_ARENA_SMALL_RANGE;
         st = place(a, rounded, align, tag, flags, &r);
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
             gp_heap_give(&a->heap, r, free_tag(a, tag), 0);

@@ -46,6 +46,9 @@
 /* Flag to the poll hook: the request's best place carries a mark of stream gp_arena_claim_from(a);
  * make it usable (its event done, or the requesting stream waits for it: reuse.c, rule 5). */
 #define GP_POLL_CLAIM (1u << 27)
+/* Internal request flag: a small request (<= small_max) of another stream than the slab stream,
+ * in multi-stream mode: a heap range placed at the top, near the slabs (arena.c take). */
+#define GP_ARENA_SMALL_RANGE (1u << 25)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 
