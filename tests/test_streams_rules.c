@@ -627,3 +627,27 @@ Test(stream_rules, stream_reuse_key_takes_wait_or_events)
     cr_assert_null(bad);
     cr_assert(strstr(gpool_last_error(), "stream_reuse 7"), "%s", gpool_last_error());
 }
+
+/* Several streams: a small block of a stream other than the pool's default one (a heap range,
+ * not a slab slot) is placed up with the slabs, not in the middle of a hole a large block left
+ * (where it would split the hole: a 32-byte block in a 3 MiB hole was batch-decode@2s's
+ * out-of-memory at 48 MiB). */
+Test(stream_rules, small_blocks_of_other_streams_keep_out_of_large_holes)
+{
+    void *b = alloc_on(MiB, B, 0); /* a second stream in play */
+    void *p = alloc_on(8 * MiB, A, 0);
+    void *keep = alloc_on(MiB, A, 0); /* p's hole stays a hole */
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    void *small[8];
+    for (int i = 0; i < 8; i++) {
+        small[i] = alloc_on(32 + 700 * (size_t)i, A, 0);
+        cr_assert(!overlaps(p, 8 * MiB, small[i], 256), "small block %d split the hole", i);
+    }
+    void *q = alloc_on(8 * MiB, A, 0);
+    cr_assert_eq(q, p, "the hole is whole for the next large block");
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(gpool_free_async(pool, small[i], A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, keep, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, b, B), GPOOL_OK);
+}
