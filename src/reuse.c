@@ -297,9 +297,10 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
 {
     gp_streams *ss = pool->streams;
     if (pool->cfg.stream_reuse != GPOOL_STREAM_REUSE_WAIT) return;
+    /* the checks first: gp_ss_other_ctx may add a record, which may move ss->recs */
+    if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_ss_other_ctx(pool, from)) return;
     stream_rec *r = gp_ss_rec(ss, from);
-    if (!r || gp_ss_other_ctx(pool, from) || !gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag))
-        return;
+    if (!r) return;
     if (!r->ev_live) { /* cover every free on that stream so far */
         if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
             r->ev = NULL;
