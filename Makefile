@@ -80,9 +80,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTUTIL_OBJ) $(BUILD)/libgpool.a | $
 
 # The threaded stress program is a plain executable (Criterion cannot run under TSan).
 STRESS_BIN := $(BUILD)/tests/stress_threads
-$(STRESS_BIN): $(BUILD)/obj/tests/stress_threads.o $(TESTUTIL_OBJ) $(BUILD)/libgpool.a | $(SIMLIB)
+STRESS_UTIL_OBJ := $(filter-out %/util_teardown.o,$(TESTUTIL_OBJ))
+$(STRESS_BIN): $(BUILD)/obj/tests/stress_threads.o $(STRESS_UTIL_OBJ) $(BUILD)/libgpool.a | $(SIMLIB)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $< $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS)
+	$(CC) -o $@ $< $(STRESS_UTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS)
 
 # The simulated driver is a strict referee for everything run from here (tests, examples,
 # benchmarks, fuzzers): the first stream-ordering violation aborts (sim/gpool_sim.h).
@@ -92,11 +93,18 @@ export GPOOL_SIM_STRICT ?= 1
 # Every test binary runs against the simulated driver.
 TEST_ENV := GPOOL_LIBCUDA=$(abspath $(SIMLIB)) GPOOL_TEST_BUILD=$(abspath $(BUILD))
 TEST_JOBS ?= 2
+# Criterion ignores what fails in a suite's teardown; the teardowns leave a file in
+# TEARDOWN_DIR when a check failed or they did not finish (tests/util_pool.h teardown_begin).
+TEARDOWN_DIR = $(abspath $(BUILD))/teardown
 test: all $(TEST_BIN) $(STRESS_BIN)
-	@fail=0; for t in $(TEST_BIN); do \
-	  echo "== $$t"; $(TEST_ENV) $(TEST_RUNNER) $$t --jobs $(TEST_JOBS) $(TEST_ARGS) || fail=1; \
+	@rm -rf $(TEARDOWN_DIR); mkdir -p $(TEARDOWN_DIR); \
+	fail=0; for t in $(TEST_BIN); do \
+	  echo "== $$t"; GPOOL_TEST_TEARDOWN_DIR=$(TEARDOWN_DIR) $(TEST_ENV) $(TEST_RUNNER) $$t --jobs $(TEST_JOBS) $(TEST_ARGS) || fail=1; \
 	done; \
 	echo "== $(STRESS_BIN)"; $(TEST_ENV) $(TEST_RUNNER) $(STRESS_BIN) || fail=1; \
+	if [ -n "$$(ls -A $(TEARDOWN_DIR))" ]; then \
+	  echo "== teardowns that failed a check or did not finish:"; cat $(TEARDOWN_DIR)/*; fail=1; \
+	fi; \
 	exit $$fail
 
 # The suite once more on a debug build (build/debug, -DGPOOL_DEBUG=1): invariant checks at

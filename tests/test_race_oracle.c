@@ -185,16 +185,18 @@ static void setup(void)
 static void teardown(void)
 {
     if (!pool) return;
+    teardown_begin();
     CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
     CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
     for (int i = 0; i < NSTREAMS; i++)
         sim->stream_release(created[i]);
     sim->stream_release(NULL);
-    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    teardown_expect(gpool_destroy(pool) == GPOOL_OK, "%s", gpool_last_error());
     for (int i = 0; i < NSTREAMS; i++)
         destroy(created[i]);
     release(0);
-    cr_assert_eq(sim_live_total(), 0, "every mapping, registration and event returned");
+    teardown_expect(sim_live_total() == 0, "every mapping, registration and event returned");
+    teardown_end();
 }
 
 TestSuite(race_oracle, .init = setup, .fini = teardown, .timeout = 120);

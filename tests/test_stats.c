@@ -34,12 +34,14 @@ static void setup(void)
 static void teardown(void)
 {
     if (!sim) return;
+    teardown_begin();
     CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
     CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
     sim->stream_release(B);
-    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    teardown_expect(gpool_destroy(pool) == GPOOL_OK, "%s", gpool_last_error());
     destroy(B);
     release(0);
+    teardown_end();
 }
 
 TestSuite(stats, .init = setup, .fini = teardown);

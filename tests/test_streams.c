@@ -38,15 +38,17 @@ static void setup(void)
 static void teardown(void)
 {
     if (!sim) return; /* skipped (real GPU) or setup failed before the streams existed */
+    teardown_begin();
     CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
     CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
     sim->stream_release(A);
     sim->stream_release(B);
-    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    teardown_expect(gpool_destroy(pool) == GPOOL_OK, "%s", gpool_last_error());
     destroy(A);
     destroy(B);
     release(0);
-    cr_assert_eq(sim_live_total(), 0, "events, mappings and handles all returned");
+    teardown_expect(sim_live_total() == 0, "events, mappings and handles all returned");
+    teardown_end();
 }
 
 TestSuite(streams, .init = setup, .fini = teardown);
