@@ -9,7 +9,10 @@
  *     the simulator's bytes in use;
  *   - a rejected free (interior, foreign, double) changes nothing;
  *   - a block freed on a held stream is not handed to another stream until that stream's
- *     work completed (released, or a forced synchronization);
+ *     work completed (released, or a forced synchronization), under stream_reuse=events;
+ *     under the default (wait) another stream may get it once gpool made it wait for that
+ *     work (cuStreamWaitEvent), which the simulator's happens-before referee checks at the
+ *     new block's first touch (every block is touched on its stream when allocated);
  *   - out of memory only when the pages live blocks touch leave no room (no OOM from
  *     fragmentation), and trim(0) gives back every page that holds no live byte;
  *   - destroy gives everything back: simulator live objects 0, bytes in use 0;
@@ -152,6 +155,7 @@ static struct state {
     uint64_t maybe_pending_rounded, maybe_pending_requested;
     uint32_t next_seed;
     int stream_wait_used; /* a GPOOL_ALLOC_STREAM_WAIT block was allocated in this input */
+    int events_only;      /* stream_reuse=events: gpool never makes a stream wait on its own */
 } S;
 
 static model M; /* the executable model, mirrored from S.b */
@@ -435,7 +439,7 @@ static void op_alloc(reader *r)
                   "new block [%#lx,+%zu) overlaps live slot %d [%#lx,+%zu)", (unsigned long)up,
                   d.size, i, (unsigned long)S.b[i].ptr, S.b[i].rounded);
     for (size_t i = 0; i < S.npend; i++)
-        if (S.pend[i].stream != stream && !(prm.flags & GPOOL_ALLOC_STREAM_WAIT) &&
+        if (S.events_only && S.pend[i].stream != stream && !(prm.flags & GPOOL_ALLOC_STREAM_WAIT) &&
             !(S.pend[i].waited_by & (1u << stream)) &&
             !(S.stream_wait_used && skip_known("stream_wait")))
             CHECK(!overlaps(up, size, S.pend[i].ptr, S.pend[i].size),
@@ -626,6 +630,8 @@ static const char *const configs[] = {
     "small_max=64K,tcache_bytes=64K", /* big small classes, small cache */
     "small_max=0",                    /* everything through the large path */
     "release_threshold=8M,va_reserve=256M",
+    "stream_reuse=events", /* no waits added by gpool: the pending check below is exact */
+    "stream_reuse=events,tcache_bytes=0,small_max=0",
 };
 
 static void setup_input(uint8_t cfgsel)
@@ -638,6 +644,7 @@ static void setup_input(uint8_t cfgsel)
     const char *conf = configs[cfgsel % (sizeof configs / sizeof configs[0])];
     CHECK(gpool_config_parse(&cfg, conf) == GPOOL_OK, "config %s", conf);
     CHECK(gpool_create(&cfg, &S.pool) == GPOOL_OK, "gpool_create (%s)", conf);
+    S.events_only = cfg.stream_reuse == GPOOL_STREAM_REUSE_EVENTS;
     CUcontext ctx;
     CHECK(p_cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS, "cuDevicePrimaryCtxRetain");
     CHECK(p_cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "cuCtxSetCurrent");
