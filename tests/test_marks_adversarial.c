@@ -106,14 +106,8 @@ TestSuite(marks_adv, .init = setup, .fini = teardown, .timeout = 60);
 /* A kernel on stream s writes [p, p+n), one touch per mapping (gpool maps page by page). */
 static void kernel(CUstream s, void *p, size_t n)
 {
-    uintptr_t a = (uintptr_t)p, end = a + n;
-    while (a < end) {
-        uintptr_t next = (a / GPOOL_SIM_GRANULARITY + 1) * GPOOL_SIM_GRANULARITY;
-        if (next > end) next = end;
-        CUresult rc = touch(s, (CUdeviceptr)a, next - a, 1);
-        cr_assert_eq(rc, CUDA_SUCCESS, "gpoolsim_touch: %d", (int)rc);
-        a = next;
-    }
+    CUresult rc = sim_kernel(s, p, n);
+    cr_assert_eq(rc, CUDA_SUCCESS, "gpoolsim_touch: %d", (int)rc);
 }
 
 /* Allocate on s and have a kernel on s write the whole block at once. */

@@ -68,15 +68,8 @@ static void teardown(void)
 static void kernel(CUstream s, void *p, size_t n)
 {
     if (!touch) cr_skip_test("the simulator has no happens-before checker (gpoolsim_touch)");
-    /* one touch per mapping: gpool maps a block page by page */
-    uintptr_t a = (uintptr_t)p, end = a + n;
-    while (a < end) {
-        uintptr_t next = (a / GPOOL_SIM_GRANULARITY + 1) * GPOOL_SIM_GRANULARITY;
-        if (next > end) next = end;
-        CUresult rc = touch(s, (CUdeviceptr)a, next - a, 1);
-        cr_assert_eq(rc, CUDA_SUCCESS, "gpoolsim_touch: %d", (int)rc);
-        a = next;
-    }
+    CUresult rc = sim_kernel(s, p, n);
+    cr_assert_eq(rc, CUDA_SUCCESS, "gpoolsim_touch: %d", (int)rc);
 }
 
 TestSuite(stream_rules, .init = setup, .fini = teardown);

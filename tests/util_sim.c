@@ -1,6 +1,8 @@
 /* util_sim.c — see util_sim.h. */
 #include "util_sim.h"
 
+#include <stdint.h>
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -80,4 +82,19 @@ size_t sim_bytes_in_use(int device)
 {
     const struct sim_api *api = sim_api();
     return api ? api->bytes_in_use(device) : 0;
+}
+
+CUresult sim_kernel(CUstream s, void *p, size_t n)
+{
+    const struct sim_api *api = sim_api();
+    if (!api || !api->touch) return CUDA_ERROR_NOT_SUPPORTED;
+    uintptr_t a = (uintptr_t)p, end = a + n;
+    while (a < end) {
+        uintptr_t next = (a / GPOOL_SIM_GRANULARITY + 1) * GPOOL_SIM_GRANULARITY;
+        if (next > end) next = end;
+        CUresult rc = api->touch(s, (CUdeviceptr)a, next - a, 1);
+        if (rc != CUDA_SUCCESS) return rc;
+        a = next;
+    }
+    return CUDA_SUCCESS;
 }

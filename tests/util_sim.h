@@ -44,6 +44,11 @@ const struct sim_api *sim_api(void);
  * cuGetProcAddress at CUDA_VERSION; NULL if unavailable. */
 void *sim_driver_proc(const char *symbol);
 
+/* A kernel on stream s writes [p, p+n), seen by the referee: one touch per granule-sized
+ * mapping (gpool maps a block page by page). CUDA_ERROR_NOT_SUPPORTED without the simulator's
+ * touch; else the first failing touch's result. */
+CUresult sim_kernel(CUstream s, void *p, size_t n);
+
 /* Sum of all live counters: 0 after a clean shutdown. 0 when sim_api() is NULL, so a leak
  * check `cr_assert_eq(sim_live_total(), 0)` is a no-op on a real GPU and the test still runs. */
 size_t sim_live_total(void);
