@@ -197,16 +197,11 @@ static int split_fit(const gp_range *r)
 static gp_range *take(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
                       int *no_nodes)
 {
-    if (flags & GP_ARENA_SMALL_RANGE) {
-        /* a small block of a stream other than the slab stream: at the top like a slab, out of
-         * the large blocks' holes (it would split them), without moving the slab zone's floor */
-        uintptr_t floor = a->heap.slab_floor;
-        gp_range *r = gp_heap_take_top(&a->heap, size, align, tag, no_nodes);
-        a->heap.slab_floor = floor;
-        return r;
-    }
-    return flags & GP_ARENA_SLAB ? gp_heap_take_top(&a->heap, size, align, tag, no_nodes)
-                                 : gp_heap_take(&a->heap, size, align, tag, no_nodes);
+    /* slabs, and small blocks of streams other than the slab stream (out of the large blocks'
+     * holes, which they would split; they do not move the slab zone), go top-down */
+    if (flags & (GP_ARENA_SLAB | GP_ARENA_SMALL_RANGE))
+        return gp_heap_take_top(&a->heap, size, align, tag, (flags & GP_ARENA_SLAB) != 0, no_nodes);
+    return gp_heap_take(&a->heap, size, align, tag, no_nodes);
 }
 
 /* Put back a range just taken for stream tag: it may have been tag's pending free, so it goes

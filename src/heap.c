@@ -585,7 +585,8 @@ static void top_fit(const gp_heap *h, gp_range *n, size_t size, size_t align, ui
     }
 }
 
-gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
+gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int zone,
+                           int *out_of_nodes)
 {
     *out_of_nodes = 0;
     gp_range *best = NULL;
@@ -594,7 +595,7 @@ gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
     top_fit(h, h->root, size, align, tag, &best, &at, &budget);
     if (!best) return NULL;
     gp_range *r = take_from(h, best, at, size, tag, out_of_nodes);
-    if (r && at < h->slab_floor) h->slab_floor = at;
+    if (r && zone && at < h->slab_floor) h->slab_floor = at;
     return r;
 }
 

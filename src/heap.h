@@ -67,7 +67,7 @@ typedef struct gp_heap {
     gp_range *spare; /* recycled range nodes */
     uint32_t rng;
     size_t free_bytes;    /* in free ranges */
-    uintptr_t slab_floor; /* lowest address gp_heap_take_top ever gave out (the slab zone) */
+    uintptr_t slab_floor; /* lowest address a slab ever got (gp_heap_take_top, zone 1) */
 } gp_heap;
 
 int gp_heap_init(gp_heap *h);
@@ -89,7 +89,10 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
  * slabs gather at the top of the address space, away from large blocks, and fill the holes
  * earlier slabs left there before the zone grows downwards, so a repeated workload's slabs and
  * large blocks find their old, still-mapped places again instead of drifting. */
-gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
+/* zone: 1 for a slab (the slab zone's floor follows it down), 0 for a block placed up there
+ * without moving the zone (a small block of a stream other than the slab stream). */
+gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int zone,
+                           int *out_of_nodes);
 
 /* When the best place for a request of stream tag over every free range, marks ignored (pages
  * already backed first, then the smallest range), is on backed pages while the best place the

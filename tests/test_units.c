@@ -69,7 +69,7 @@ Test(heap, slab_zone_stays_put)
     const size_t slab = 64 << 10;
     gp_range *s[4];
     for (int i = 0; i < 4; i++) {
-        s[i] = gp_heap_take_top(&heap, slab, GP_GRANULE, GP_TAG_CLEAN, &oom);
+        s[i] = gp_heap_take_top(&heap, slab, GP_GRANULE, GP_TAG_CLEAN, 1, &oom);
         cr_assert_not_null(s[i]);
         cr_assert_eq(s[i]->addr, BASE + 64 * MiB - (size_t)(i + 1) * slab, "packed from the top");
     }
@@ -77,7 +77,7 @@ Test(heap, slab_zone_stays_put)
     gp_heap_give(&heap, s[1], GP_TAG_CLEAN, 0); /* a 64 KiB hole in the slab zone */
     gp_range *small = take(40 << 10, GP_TAG_CLEAN);
     cr_assert_eq(small->addr, BASE, "a block that fits below the slab zone does not take its hole");
-    gp_range *again = gp_heap_take_top(&heap, slab, GP_GRANULE, GP_TAG_CLEAN, &oom);
+    gp_range *again = gp_heap_take_top(&heap, slab, GP_GRANULE, GP_TAG_CLEAN, 1, &oom);
     cr_assert_not_null(again);
     cr_assert_eq(again->addr, hole, "the next slab refills the hole: the zone does not creep");
     /* with nothing below that fits, a block may still use the slab zone's holes */
