@@ -1019,23 +1019,36 @@ gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base
     return st;
 }
 
-/* A clean free range of region g as JSON ranges, split where pages change from backed to
- * unbacked: "cached" (memory behind it, reusable at once) or "reserved" (address space only). */
-static void dump_free_range(FILE *f, const gp_region *g, uintptr_t addr, size_t size, int *first)
+/* What free byte x of range r is: "pending" on a backed page inside a mark's span (queued work of
+ * that stream may still touch it), "cached" elsewhere on a backed page (reusable at once),
+ * "reserved" where the address space has no memory behind it (never backed, or given back). */
+static const char *free_state(const gp_region *g, const gp_range *r, uintptr_t x)
 {
-    uintptr_t a = addr, end = addr + size;
+    if (!g->page_phys[(x - g->base) >> g->page_shift]) return "reserved";
+    for (unsigned m = 0; m < r->nmarks; m++)
+        if (x >= r->marks[m].lo && x < r->marks[m].hi) return "pending";
+    return "cached";
+}
+
+/* A free range of region g as JSON ranges, one per run of one free_state: split where pages
+ * change from backed to unbacked and where a mark's span begins or ends. */
+static void dump_free_range(FILE *f, const gp_region *g, const gp_range *r, int *first)
+{
+    uintptr_t a = r->addr, end = r->addr + r->size;
     while (a < end) {
-        size_t p = (a - g->base) >> g->page_shift;
-        int backed = g->page_phys[p] != 0;
+        const char *state = free_state(g, r, a);
         uintptr_t b = a;
-        while (b < end) {
-            size_t q = (b - g->base) >> g->page_shift;
-            if ((g->page_phys[q] != 0) != backed) break;
-            uintptr_t next = g->base + ((uintptr_t)(q + 1) << g->page_shift);
+        while (b < end && free_state(g, r, b) == state) {
+            /* the state can change only at a page boundary or a mark's edge */
+            uintptr_t next = g->base + ((((b - g->base) >> g->page_shift) + 1) << g->page_shift);
+            for (unsigned m = 0; m < r->nmarks; m++) {
+                if (r->marks[m].lo > b && r->marks[m].lo < next) next = r->marks[m].lo;
+                if (r->marks[m].hi > b && r->marks[m].hi < next) next = r->marks[m].hi;
+            }
             b = next < end ? next : end;
         }
         fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"}", *first ? "" : ",", a,
-                (size_t)(b - a), backed ? "cached" : "reserved");
+                (size_t)(b - a), state);
         *first = 0;
         a = b;
     }
@@ -1057,16 +1070,14 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
         int first = 1;
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
-            if (r->is_free && !r->nmarks) {
-                /* free and reusable: "cached" where pages have memory behind them, "reserved"
-                 * where the address space was never backed (or was given back) */
-                dump_free_range(f, g, r->addr, r->size, &first);
+            if (r->is_free) {
+                dump_free_range(f, g, r, &first);
                 continue;
             }
-            const char *state = r->is_free ? "pending" : (r->aux ? "slab" : "in_use");
+            const char *state = r->aux ? "slab" : "in_use";
             fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"", first ? "" : ",",
                     r->addr, r->size, state);
-            if (!r->is_free && !r->aux)
+            if (!r->aux)
                 fprintf(f, ",\"requested\":%zu,\"stream\":%" PRIuPTR, r->requested, r->tag);
             if (r->aux) {
                 gp_slab *s = r->aux;
