@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../bench/bench.h"
+#include "util_sim.h"
 #include "util_skip.h"
 
 #define MIB BENCH_MIB
@@ -90,8 +91,8 @@ Test(bench_multistream, unknown_variants_are_refused)
 }
 
 /* Two streams alternate bursts; with completion lagging, what one stream freed is still pending
- * when the other allocates, so the pool needs more memory than with instant completion (or it
- * waits): either way the replay sees the pending memory, and the fit never beats peak live. */
+ * when the other allocates, so the pool needs more memory than with instant completion, or it
+ * makes the stream wait: either way the replay sees the pending memory. */
 Test(bench_multistream, lagged_completion_leaves_memory_pending_across_streams)
 {
     NEED_SIM();
@@ -109,13 +110,80 @@ Test(bench_multistream, lagged_completion_leaves_memory_pending_across_streams)
     cr_assert(!r_now.error && !r_lag.error, "%s %s", r_now.note, r_lag.note);
     cr_assert_eq(r_lag.failed_allocs, 0);
     cr_assert_geq(r_now.peak_reserved, 16 * MIB);
-    cr_assert_gt(r_lag.peak_reserved, r_now.peak_reserved,
-                 "pending memory is real under lag: %llu vs %llu bytes",
-                 (unsigned long long)r_lag.peak_reserved, (unsigned long long)r_now.peak_reserved);
+    /* gpool either maps more memory or makes one stream wait for the other's work (an event
+     * recorded and waited on: stream calls the instant replay never makes) */
+    uint64_t waits_lag = r_lag.first_pass_by_entry[BENCH_DRV_STREAM];
+    uint64_t waits_now = r_now.first_pass_by_entry[BENCH_DRV_STREAM];
+    cr_assert(r_lag.peak_reserved > r_now.peak_reserved || waits_lag > waits_now,
+              "pending memory is real under lag: %llu vs %llu bytes, %llu vs %llu stream calls",
+              (unsigned long long)r_lag.peak_reserved, (unsigned long long)r_now.peak_reserved,
+              (unsigned long long)waits_lag, (unsigned long long)waits_now);
     bench_result_free(&r_now);
     bench_result_free(&r_lag);
     bench_trace_free(&now);
     bench_trace_free(&lag);
+    bench_trace_free(&t);
+    bench_device_close(&dev);
+}
+
+/* One lag step completes all the work queued before it, a chain of waits between streams too:
+ * A waits on an event of B recorded after B's work, so A's work completes only after B's. A step
+ * that let one stream go and held it again before letting the next go left A behind (it saw B
+ * still held), and with every wait gpool added completion fell further behind. */
+Test(bench_multistream, a_lag_step_completes_waits_across_streams)
+{
+    NEED_SIM();
+    bench_device dev;
+    char err[600];
+    cr_assert_eq(bench_device_open("auto", &dev, err, sizeof err), 0, "%s", err);
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*ctx_set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*rm)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*ev_mk)(CUevent *, unsigned) = sim_driver_proc("cuEventCreate");
+    CUresult (*ev_rm)(CUevent) = sim_driver_proc("cuEventDestroy");
+    CUresult (*rec)(CUevent, CUstream) = sim_driver_proc("cuEventRecord");
+    CUresult (*query)(CUevent) = sim_driver_proc("cuEventQuery");
+    CUresult (*wait)(CUstream, CUevent, unsigned) = sim_driver_proc("cuStreamWaitEvent");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = sim_driver_proc("cuMemAlloc");
+    CUresult (*mfree)(CUdeviceptr) = sim_driver_proc("cuMemFree");
+    CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream) =
+        sim_driver_proc("cuMemsetD8Async");
+    cr_assert(retain && ctx_set && mk && rm && ev_mk && ev_rm && rec && query && wait && alloc &&
+              mfree && memset_async);
+    CUcontext ctx;
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(ctx_set(ctx), CUDA_SUCCESS);
+    CUstream s[2]; /* s[0] = A waits on s[1] = B */
+    CUevent on_b, on_a;
+    CUdeviceptr p;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(mk(&s[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(ev_mk(&on_b, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cr_assert_eq(ev_mk(&on_a, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cr_assert_eq(alloc(&p, 4096), CUDA_SUCCESS);
+    bench_trace t;
+    bench_trace_init(&t, "waits");
+    t.n_streams = 2;
+    t.streams[0] = 0;
+    t.streams[1] = 1;
+    t.lag_ops = 1;
+    bench_lag_begin(&t, s);
+    cr_assert_eq(memset_async(p, 1, 4096, s[1]), CUDA_SUCCESS); /* B's work */
+    cr_assert_eq(rec(on_b, s[1]), CUDA_SUCCESS);
+    cr_assert_eq(wait(s[0], on_b, 0), CUDA_SUCCESS);
+    cr_assert_eq(memset_async(p, 2, 4096, s[0]), CUDA_SUCCESS); /* A's, after B's */
+    cr_assert_eq(rec(on_a, s[0]), CUDA_SUCCESS);
+    cr_assert_eq(query(on_a), CUDA_ERROR_NOT_READY, "held: nothing completes before the step");
+    bench_lag_step(&t, s, 0);
+    cr_assert_eq(query(on_b), CUDA_SUCCESS, "B's work queued before the step completed");
+    cr_assert_eq(query(on_a), CUDA_SUCCESS, "A's work, which waited only for B's, completed too");
+    bench_lag_end(&t, s);
+    cr_assert_eq(mfree(p), CUDA_SUCCESS);
+    cr_assert_eq(ev_rm(on_a), CUDA_SUCCESS);
+    cr_assert_eq(ev_rm(on_b), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(rm(s[i]), CUDA_SUCCESS);
     bench_trace_free(&t);
     bench_device_close(&dev);
 }
