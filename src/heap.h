@@ -97,9 +97,10 @@ gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
 /* When the best place for a request of stream tag over every free range, marks ignored (pages
  * already backed first, then the smallest range), is on backed pages while the best place the
  * request may use now needs fresh pages, or is at most 1/16 the size of the cached run (both
- * on fresh pages: the range) the usable place would cut: the streams whose marks it would wait for,
- * their tags in from[] (up to GP_MARKS), their count returned; 0 otherwise. The request may claim
- * that place by waiting for them (reuse.c, rule 5). */
+ * on fresh pages: the range) the usable place would cut, or is on backed pages while the usable
+ * place is on the frontier (the last backed pages of a range that goes on unbacked): the streams
+ * whose marks it would wait for, their tags in from[] (up to GP_MARKS), their count returned; 0
+ * otherwise. The request may claim that place by waiting for them (reuse.c, rule 5). */
 size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from);
 
 /* Return a block to the free space, marked (tag, seq) over its addresses (no mark for

@@ -30,9 +30,11 @@
  *     all free ranges, marks ignored (cached pages first, then the smallest range), when that
  *     place is on cached pages and the best place the request may use now needs fresh pages,
  *     or would cut a cached run (or, both on fresh pages, a range) at least 16 times the best
- *     place's size (arena.c claim, heap.c gp_heap_claim; here claim): an event covering T's
- *     frees is recorded or reused, and queried first -- done, T's marks drop; not done, the
- *     requester waits on it. As cuMemAllocAsync with
+ *     place's size, or lies on the frontier of the backed memory (arena.c claim, heap.c
+ *     gp_heap_claim; here claim): an event recorded on T now covers all of T's frees (T's own
+ *     event when none is live, else a spare one for this wait alone, so that T's live event is
+ *     never moved later), queried first -- done, T's marks drop; not done, the requester waits
+ *     on it and takes T's marks. As cuMemAllocAsync with
  *     CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, its default ("Allow cuMemAllocAsync
  *     to insert new stream dependencies in order to establish the stream ordering required to
  *     reuse a piece of memory released by cuMemFreeAsync"). Never on a capturing stream, nor
@@ -291,8 +293,14 @@ static void prune_streams(gpool_t *pool, gp_arena *a)
 }
 
 /* A request on stream tag whose best place carries a mark of stream from: drop from's marks
- * when an event covering them is done, else make tag wait for that event and hand them over
- * (arena.c claim calls this once per stream marked there). Lock held, context entered. */
+ * when an event covering them is done, else make tag wait for that work and hand them over
+ * (arena.c claim calls this once per stream marked there). Lock held, context entered.
+ * The wait is on an event recorded now, covering every free on from so far: from's own event,
+ * when none is live; else (its live event may predate the frees on that place) a spare event
+ * recorded for this wait alone, so from's live event, which the polls query, is never moved
+ * later (an event re-recorded at every claim would complete only after the newest work, and
+ * the marks it covers would turn clean ever later). Waiting on from's live event instead, as
+ * before, handed over only the frees it covered: the place claimed often stayed out of reach. */
 static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
 {
     gp_streams *ss = pool->streams;
@@ -301,25 +309,44 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_ss_other_ctx(pool, from)) return;
     stream_rec *r = gp_ss_rec(ss, from);
     if (!r) return;
-    if (!r->ev_live) { /* cover every free on that stream so far */
+    if (r->ev_live &&
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
+        r->ev_live = 0;
+        gp_arena_clean_locked(a, from, r->ev_seq);
+    }
+    CUevent ev;
+    if (r->ev_live) { /* a spare event, for this wait alone */
+        if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) return;
+    } else {
         if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
             r->ev = NULL;
             return;
         }
-        if (gp_ss_record_on(pool, r->ev, from)) return;
-        r->ev_seq = r->seq++;
+        ev = r->ev;
+    }
+    if (gp_ss_record_on(pool, ev, from)) {
+        if (ev != r->ev) gp_ss_event_put(pool, ev);
+        return;
+    }
+    /* ev covers every free on from so far, up to position upto; later frees get a later one */
+    uint64_t upto = r->seq++;
+    if (ev == r->ev) {
+        r->ev_seq = upto;
         r->ev_live = 1;
     }
-    if (GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
-        r->ev_live = 0;
-        gp_arena_clean_locked(a, from, r->ev_seq);
+    CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(ev)), w = q;
+    if (q != CUDA_SUCCESS)
+        w = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                   pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), ev, 0));
+    if (ev == r->ev)
+        r->ev_live = q != CUDA_SUCCESS;
+    else /* the wait took the event's record as it is now: it can go back at once */
+        gp_ss_event_put(pool, ev);
+    if (q == CUDA_SUCCESS) {
+        gp_arena_clean_locked(a, from, upto);
         return;
     }
-    uint64_t upto = r->ev_seq;
-    if (GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
-               pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) !=
-        CUDA_SUCCESS)
-        return;
+    if (w != CUDA_SUCCESS) return;
     stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
     if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
 }

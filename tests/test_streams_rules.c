@@ -131,11 +131,14 @@ Test(stream_rules, zero_fill_is_waited_for_before_its_pages_are_unmapped)
 
 /* A slab whose last block was freed while the slab's stream still has work queued goes back
  * to the free space pending on that stream at the position of that free; an event the pool
- * recorded on the stream before those frees must not make it look finished. */
+ * recorded on the stream before those frees must not make it look finished. Under
+ * stream_reuse=events, where B never waits for the default stream, so B must not get it at all
+ * (under wait, B may take it after waiting on an event recorded after those frees: the claim
+ * tests below). */
 Test(stream_rules, emptied_slab_keeps_the_stream_position_of_its_last_free)
 {
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
-    pool = make_pool("tcache_bytes=0,va_reserve=64M");
+    pool = make_pool("tcache_bytes=0,va_reserve=64M,stream_reuse=events");
     enum { N = 12 };
     const size_t small = 16 * 1024, slab = 64 * 1024; /* four to a slab: three slabs */
     void *s[N];
@@ -567,6 +570,37 @@ Test(stream_rules, default_reuse_waits_for_another_streams_free_instead_of_fresh
     if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
 }
 
+/* A claim covers every free of the other stream so far, not only those its live event covers:
+ * A frees p1, B claims it (an event on A is recorded, B waits on it; A is held, so the event
+ * stays live), then A frees p2 and B asks again. Waiting on A's live event would hand over
+ * nothing new and B would map fresh memory; a spare event recorded now covers p2. */
+Test(stream_rules, a_claim_covers_frees_made_after_the_streams_live_event)
+{
+    const size_t sz = 6 * MiB;
+    void *ab = alloc_on(MiB, B, 0); /* B is a second stream from the start */
+    cr_assert_eq(gpool_free_async(pool, ab, B), GPOOL_OK);
+    void *p1 = alloc_on(sz, A, 0), *sep = alloc_on(MiB, A, 0), *p2 = alloc_on(sz, A, 0);
+    void *filler = take_cached(A);
+    kernel(A, p1, sz);
+    kernel(A, p2, sz);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p1, A), GPOOL_OK);
+    void *q1 = alloc_on(sz, B, 0);
+    cr_assert_eq(q1, p1, "B claims p1");
+    cr_assert_eq(gpool_free_async(pool, p2, A), GPOOL_OK);
+    unsigned long creates = sim->call_count("cuMemCreate");
+    void *q2 = alloc_on(sz, B, 0);
+    cr_assert_eq(q2, p2, "B claims p2, freed after A's event was recorded");
+    cr_assert_eq(sim->call_count("cuMemCreate"), creates, "no fresh memory mapped for it");
+    kernel(B, q1, sz);
+    kernel(B, q2, sz); /* ordered after A's kernels: the referee checks it */
+    cr_assert_eq(violations(), 0);
+    cr_assert_eq(gpool_free_async(pool, q1, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, q2, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, sep, A), GPOOL_OK);
+    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+}
+
 /* stream_reuse=events: no dependency between streams on gpool's own; B gets other memory
  * while A's work on p is queued. */
 Test(stream_rules, events_reuse_never_makes_a_stream_wait)
@@ -585,22 +619,47 @@ Test(stream_rules, events_reuse_never_makes_a_stream_wait)
     if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
 }
 
-/* No wait where none is needed: memory of B's own or clean that fits on cached pages comes
- * first, even when A's pending block would fit better. */
-Test(stream_rules, no_wait_when_cached_memory_of_the_stream_fits)
+/* No wait where none is needed: a cached hole of B's own that fits comes first, even when A's
+ * pending block would fit better. */
+Test(stream_rules, no_wait_when_a_cached_hole_of_the_stream_fits)
 {
     const size_t sz = 6 * MiB;
     void *p = alloc_on(sz, A, 0);
     void *filler = take_cached(A);
     void *mine = alloc_on(8 * MiB, B, 0);
+    void *above = alloc_on(MiB, B, 0);                       /* mine is a hole, not the frontier */
     cr_assert_eq(gpool_free_async(pool, mine, B), GPOOL_OK); /* B's own, cached */
     kernel(A, p, sz);
     sim->stream_hold(A);
     cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
     unsigned long waits = sim->call_count("cuStreamWaitEvent");
     void *q = alloc_on(sz, B, 0);
-    cr_assert(overlaps(mine, 8 * MiB, q, sz), "B's own cached range serves it");
+    cr_assert(overlaps(mine, 8 * MiB, q, sz), "B's own cached hole serves it");
     cr_assert_eq(sim->call_count("cuStreamWaitEvent"), waits, "a needless wait");
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, above, B), GPOOL_OK);
+    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+}
+
+/* B's own cached memory is the frontier (the free range that goes on into unbacked pages):
+ * taking it would push the frontier out, so B waits for A's work and takes A's hole instead,
+ * ordered after A's kernel (the referee checks it). */
+Test(stream_rules, the_frontier_is_kept_when_another_streams_hole_can_be_waited_for)
+{
+    const size_t sz = 6 * MiB;
+    void *p = alloc_on(sz, A, 0);
+    void *filler = take_cached(A);
+    void *mine = alloc_on(8 * MiB, B, 0);
+    cr_assert_eq(gpool_free_async(pool, mine, B), GPOOL_OK); /* at the top: the frontier */
+    kernel(A, p, sz);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    unsigned long waits = sim->call_count("cuStreamWaitEvent");
+    void *q = alloc_on(sz, B, 0);
+    cr_assert_eq(q, p, "B takes A's hole");
+    cr_assert_gt(sim->call_count("cuStreamWaitEvent"), waits, "after waiting for A's work");
+    kernel(B, q, sz);
+    cr_assert_eq(violations(), 0);
     cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
     if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
 }

@@ -195,6 +195,31 @@ Test(heap, retag_clean_leaves_unbacked_space_clean)
     cr_assert_eq(own->addr, BASE, "the first stream reuses its own pending range");
 }
 
+/* A request whose place of its own is on the frontier (the last cached bytes before unbacked
+ * pages) claims a cached hole another stream freed instead: a block there would push the
+ * frontier out, and the next request that fits no hole maps a fresh page (batch-decode@2s).
+ * A place of its own inside the cached memory is still taken without a wait. */
+Test(heap, a_request_on_the_frontier_claims_another_streams_hole)
+{
+    const uintptr_t S = 0x1000, T = 0x2000;
+    gp_range *h = take(2 * MiB, S);           /* [0, 2): S's block */
+    gp_range *mid = take(MiB, GP_TAG_CLEAN);  /* [2, 3) */
+    gp_range *live = take(MiB, GP_TAG_CLEAN); /* [3, 4): stays live */
+    back_pages(0, 2);                         /* [0, 6) cached, the rest unbacked */
+    gp_heap_give(&heap, h, S, 7);             /* a hole pending on S */
+    uintptr_t from[GP_MARKS];
+    cr_assert_eq(gp_heap_claim(&heap, 3 * MiB / 2, GP_MIN_ALIGN, T, from), 1,
+                 "T's own place is [4, 5.5), on the frontier: it claims S's hole");
+    cr_assert_eq(from[0], S);
+    gp_heap_give(&heap, mid, GP_TAG_CLEAN, 0); /* a clean 1 MiB hole at [2, 3) */
+    cr_assert_eq(gp_heap_claim(&heap, MiB / 2, GP_MIN_ALIGN, T, from), 0,
+                 "a cached hole of T's own fits: no wait");
+    gp_heap_clean(&heap, S, 7);
+    cr_assert_eq(gp_heap_claim(&heap, 3 * MiB / 2, GP_MIN_ALIGN, T, from), 0, "nothing pending");
+    gp_heap_give(&heap, live, GP_TAG_CLEAN, 0);
+    cr_assert_eq(heap.free_bytes, 64 * MiB);
+}
+
 /* Under stream_reuse=wait (merge_any) neighbouring frees of two streams form one range with a
  * mark per stream; each stream may use its own span at once, the other's only after a claim
  * (waiting for it) or once it is clean. With merge_any off (stream_reuse=events) they stay
