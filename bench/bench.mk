@@ -2,7 +2,8 @@
 #   make bench          fit every trace (bench/traces/*.csv, heldout/*.csv.gz) with bfc and gpool,
 #                       then their multi-stream variants (2 and 4 streams, side stream) with
 #                       completion lagging BENCH_LAG operations, and the scale table
-#   make fit-check      fail unless gpool meets the fit goal on every trace (part of make test)
+#   make fit-check      fail unless gpool meets the fit goal on every trace and on its
+#                       multi-stream variants (part of make test)
 #   build/libgpoolbench.a  the harness without main(), linked into tests/test_bench_*
 
 BENCH_LIB      := $(BUILD)/libgpoolbench.a
@@ -33,13 +34,20 @@ bench: $(BUILD)/gpool-bench $(SIMLIB) $(BUILD)/bench/dropin_client $(BUILD)/libg
 	@echo "== gpool-bench hotpath --dropin (the pair through libgpool_preload.so)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench hotpath --dropin
 
-# The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace.
+# The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace,
+# and on its multi-stream variants (2 and 4 streams, side stream; completion BENCH_LAG late).
 .PHONY: fit-check
 fit-check: $(BUILD)/gpool-bench $(SIMLIB)
 	@echo "== gpool-bench compare --strategy gpool --require-goal (simulated)"
 	@out=$$(GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) \
 	  --strategy gpool --require-goal 2>&1); rc=$$?; \
 	  printf '%s\n' "$$out" | grep -E '^summary|misses|error'; exit $$rc
+	@for v in 2 4 side; do \
+	  echo "== gpool-bench compare --strategy gpool --streams $$v --lag $(BENCH_LAG) --require-goal (simulated)"; \
+	  out=$$(GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) \
+	    --strategy gpool --streams $$v --lag $(BENCH_LAG) --require-goal 2>&1); rc=$$?; \
+	  printf '%s\n' "$$out" | grep -E '^summary|misses|error'; [ $$rc = 0 ] || exit $$rc; \
+	done
 test: fit-check
 
 # keep the bench test objects (they are intermediate files of the pattern rule above)

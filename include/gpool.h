@@ -278,7 +278,9 @@ typedef struct gpool_config {
     /** May a request make its stream wait for another stream's frees (gpool_stream_reuse;
      *  GPOOL_CONF key stream_reuse=wait|events)? Default GPOOL_STREAM_REUSE_WAIT: when the best
      *  place for a request is memory another stream freed and its work may still use, and
-     *  taking it spares mapping fresh memory, the requesting stream waits for an event recorded
+     *  taking it spares mapping fresh memory (now, or later: the request's own place would be
+     *  the frontier, the free memory next to unmapped address space), the requesting stream
+     *  waits for an event recorded
      *  after that free (cuStreamWaitEvent) and reuses it, as cuMemAllocAsync does by default
      *  (CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES). GPOOL_STREAM_REUSE_EVENTS: gpool
      *  never adds a dependency between streams on its own; another stream's freed memory is
@@ -612,8 +614,10 @@ GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc
  * The block may be one freed on this stream whose work has not finished yet (stream order
  * makes that safe), or one pending on another stream only once this stream waits for that
  * work: always with GPOOL_ALLOC_STREAM_WAIT, and (gpool_config.stream_reuse = wait, the
- * default) when that block is the best place for the request and spares mapping fresh memory;
- * the stream then waits on an event recorded after the free (cuStreamWaitEvent). With
+ * default) when that block is the best place for the request and spares mapping fresh memory,
+ * now or later (the place of the stream's own would be the frontier: the free memory next to
+ * unmapped address space); the stream then waits on an event recorded after the free
+ * (cuStreamWaitEvent). With
  * stream_reuse = events and no flag, never a block whose other stream's work may still run.
  *
  * CU_STREAM_PER_THREAD names the calling thread's per-thread default stream: a block freed on
