@@ -12,6 +12,24 @@
 #include "util_sim.h"
 #include "util_skip.h"
 
+/* The pool's gpool_dump_json read back by gpool-bench's snapshot reader (into *s, the JSON text
+ * in *text for the caller to search and free); returns the device regions' backed bytes. */
+static uint64_t snapshot(gpool_t *pool, bench_snapshot *s, char **text)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *f = open_memstream(text, &len);
+    cr_assert_eq(gpool_dump_json(pool, f), GPOOL_OK);
+    fclose(f);
+    char err[300];
+    cr_assert_eq(bench_snapshot_parse("dump", *text, len, s, err, sizeof err), 0, "%s", err);
+    uint64_t backed = 0;
+    for (size_t i = 0; i < s->n_regions; i++)
+        if (!strcmp(s->regions[i].kind, "device"))
+            backed += s->regions[i].backed_pages * s->regions[i].page;
+    return backed;
+}
+
 Test(bench_dump, free_space_is_cached_where_backed_and_reserved_elsewhere)
 {
     NEED_SIM();
@@ -21,18 +39,9 @@ Test(bench_dump, free_space_is_cached_where_backed_and_reserved_elsewhere)
     cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &a), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &b), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_free(pool, a), GPOOL_OK);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    cr_assert_eq(gpool_dump_json(pool, f), GPOOL_OK);
-    fclose(f);
+    char *text;
     bench_snapshot s;
-    char err[300];
-    cr_assert_eq(bench_snapshot_parse("dump", text, len, &s, err, sizeof err), 0, "%s", err);
-    uint64_t backed = 0;
-    for (size_t i = 0; i < s.n_regions; i++)
-        if (!strcmp(s.regions[i].kind, "device"))
-            backed += s.regions[i].backed_pages * s.regions[i].page;
+    uint64_t backed = snapshot(pool, &s, &text);
     cr_assert_eq(s.state_bytes[BENCH_RANGE_IN_USE], 2 * MiB);
     cr_assert_eq(s.state_bytes[BENCH_RANGE_CACHED], backed - 2 * MiB,
                  "every backed free page, and nothing more, is cached (%llu backed)",
@@ -67,18 +76,9 @@ Test(bench_dump, pending_is_only_the_marked_backed_bytes)
     cr_assert_eq(gpool_alloc_async(pool, 2 * MiB, NULL, B, &b), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, NULL, A, &a), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_free_async(pool, a, A), GPOOL_OK);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    cr_assert_eq(gpool_dump_json(pool, f), GPOOL_OK);
-    fclose(f);
+    char *text;
     bench_snapshot s;
-    char err[300];
-    cr_assert_eq(bench_snapshot_parse("dump", text, len, &s, err, sizeof err), 0, "%s", err);
-    uint64_t backed = 0;
-    for (size_t i = 0; i < s.n_regions; i++)
-        if (!strcmp(s.regions[i].kind, "device"))
-            backed += s.regions[i].backed_pages * s.regions[i].page;
+    uint64_t backed = snapshot(pool, &s, &text);
     cr_assert_eq(s.state_bytes[BENCH_RANGE_IN_USE], 2 * MiB);
     cr_assert_eq(s.state_bytes[BENCH_RANGE_PENDING], 4 * MiB,
                  "pending: the 4 MiB freed on the held stream, no more (%llu)",

@@ -619,49 +619,61 @@ Test(stream_rules, events_reuse_never_makes_a_stream_wait)
     if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
 }
 
+/* B has 8 MiB of its own cached (a hole under a live 1 MiB block of B's when `hole`, else the
+ * frontier: the free range at the top, running on into unbacked pages), and A frees p (sz
+ * bytes, A's kernel on it still queued); then B asks for sz bytes. Returns B's block, with
+ * the cuStreamWaitEvent calls that request made in *waits. */
+typedef struct own_cache_case {
+    void *p, *filler, *mine, *above;
+} own_cache_case;
+
+static void *b_asks_with_own_cache(own_cache_case *c, size_t sz, int hole, unsigned long *waits)
+{
+    c->p = alloc_on(sz, A, 0);
+    c->filler = take_cached(A);
+    c->mine = alloc_on(8 * MiB, B, 0);
+    c->above = hole ? alloc_on(MiB, B, 0) : NULL;
+    cr_assert_eq(gpool_free_async(pool, c->mine, B), GPOOL_OK); /* B's own, cached */
+    kernel(A, c->p, sz);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, c->p, A), GPOOL_OK);
+    unsigned long before = sim->call_count("cuStreamWaitEvent");
+    void *q = alloc_on(sz, B, 0);
+    *waits = sim->call_count("cuStreamWaitEvent") - before;
+    return q;
+}
+
+static void own_cache_case_end(own_cache_case *c, void *q)
+{
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    if (c->above) cr_assert_eq(gpool_free_async(pool, c->above, B), GPOOL_OK);
+    if (c->filler) cr_assert_eq(gpool_free_async(pool, c->filler, A), GPOOL_OK);
+}
+
 /* No wait where none is needed: a cached hole of B's own that fits comes first, even when A's
  * pending block would fit better. */
 Test(stream_rules, no_wait_when_a_cached_hole_of_the_stream_fits)
 {
-    const size_t sz = 6 * MiB;
-    void *p = alloc_on(sz, A, 0);
-    void *filler = take_cached(A);
-    void *mine = alloc_on(8 * MiB, B, 0);
-    void *above = alloc_on(MiB, B, 0);                       /* mine is a hole, not the frontier */
-    cr_assert_eq(gpool_free_async(pool, mine, B), GPOOL_OK); /* B's own, cached */
-    kernel(A, p, sz);
-    sim->stream_hold(A);
-    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
-    unsigned long waits = sim->call_count("cuStreamWaitEvent");
-    void *q = alloc_on(sz, B, 0);
-    cr_assert(overlaps(mine, 8 * MiB, q, sz), "B's own cached hole serves it");
-    cr_assert_eq(sim->call_count("cuStreamWaitEvent"), waits, "a needless wait");
-    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
-    cr_assert_eq(gpool_free_async(pool, above, B), GPOOL_OK);
-    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+    own_cache_case c;
+    unsigned long waits;
+    void *q = b_asks_with_own_cache(&c, 6 * MiB, 1, &waits);
+    cr_assert(overlaps(c.mine, 8 * MiB, q, 6 * MiB), "B's own cached hole serves it");
+    cr_assert_eq(waits, 0, "a needless wait");
+    own_cache_case_end(&c, q);
 }
 
-/* B's own cached memory is the frontier (the free range that goes on into unbacked pages):
- * taking it would push the frontier out, so B waits for A's work and takes A's hole instead,
- * ordered after A's kernel (the referee checks it). */
+/* B's own cached memory is the frontier: taking it would push the frontier out, so B waits for
+ * A's work and takes A's hole instead, ordered after A's kernel (the referee checks it). */
 Test(stream_rules, the_frontier_is_kept_when_another_streams_hole_can_be_waited_for)
 {
-    const size_t sz = 6 * MiB;
-    void *p = alloc_on(sz, A, 0);
-    void *filler = take_cached(A);
-    void *mine = alloc_on(8 * MiB, B, 0);
-    cr_assert_eq(gpool_free_async(pool, mine, B), GPOOL_OK); /* at the top: the frontier */
-    kernel(A, p, sz);
-    sim->stream_hold(A);
-    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
-    unsigned long waits = sim->call_count("cuStreamWaitEvent");
-    void *q = alloc_on(sz, B, 0);
-    cr_assert_eq(q, p, "B takes A's hole");
-    cr_assert_gt(sim->call_count("cuStreamWaitEvent"), waits, "after waiting for A's work");
-    kernel(B, q, sz);
+    own_cache_case c;
+    unsigned long waits;
+    void *q = b_asks_with_own_cache(&c, 6 * MiB, 0, &waits);
+    cr_assert_eq(q, c.p, "B takes A's hole");
+    cr_assert_gt(waits, 0, "after waiting for A's work");
+    kernel(B, q, 6 * MiB);
     cr_assert_eq(violations(), 0);
-    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
-    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+    own_cache_case_end(&c, q);
 }
 
 /* The configuration key: both names, and nothing else. */
