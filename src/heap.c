@@ -506,16 +506,23 @@ static gp_range *take_from(gp_heap *h, gp_range *best, uintptr_t addr, size_t si
 #define GP_CLAIM_SPLIT 16
 
 /* Bytes of free range r on the run of backed pages around address at (its cached part there). */
+/* The last page of free range r's run of backed pages around address at. */
+static size_t run_last_page(const gp_region *g, const gp_range *r, uintptr_t at)
+{
+    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
+    size_t hi = (at - g->base) >> g->page_shift;
+    while (hi < last && g->page_phys[hi + 1])
+        hi++;
+    return hi;
+}
+
 static size_t cached_run(const gp_heap *h, const gp_range *r, uintptr_t at)
 {
     const gp_region *g = &h->regions[r->region];
     size_t first = (r->addr - g->base) >> g->page_shift;
-    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
-    size_t lo = (at - g->base) >> g->page_shift, hi = lo;
+    size_t lo = (at - g->base) >> g->page_shift, hi = run_last_page(g, r, at);
     while (lo > first && g->page_phys[lo - 1])
         lo--;
-    while (hi < last && g->page_phys[hi + 1])
-        hi++;
     uintptr_t a = g->base + (lo << g->page_shift), b = g->base + ((hi + 1) << g->page_shift);
     if (a < r->addr) a = r->addr;
     if (b > r->addr + r->size) b = r->addr + r->size;
@@ -534,11 +541,7 @@ static size_t cached_run(const gp_heap *h, const gp_range *r, uintptr_t at)
 static int at_frontier(const gp_heap *h, const gp_range *r, uintptr_t at)
 {
     const gp_region *g = &h->regions[r->region];
-    size_t last = (r->addr + r->size - 1 - g->base) >> g->page_shift;
-    size_t hi = (at - g->base) >> g->page_shift;
-    while (hi < last && g->page_phys[hi + 1])
-        hi++;
-    return hi < last;
+    return run_last_page(g, r, at) < (r->addr + r->size - 1 - g->base) >> g->page_shift;
 }
 
 size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from)

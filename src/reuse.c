@@ -292,6 +292,17 @@ static void prune_streams(gpool_t *pool, gp_arena *a)
     }
 }
 
+/* When stream record r's live event has completed: it is no longer live, and its stream's frees
+ * up to the event's position turn clean in arena a. Lock held, context entered. */
+static void live_event_done(gpool_t *pool, gp_arena *a, stream_rec *r)
+{
+    if (r->ev_live &&
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
+        r->ev_live = 0;
+        gp_arena_clean_locked(a, r->tag, r->ev_seq);
+    }
+}
+
 /* A request on stream tag whose best place carries a mark of stream from: drop from's marks
  * when an event covering them is done, else make tag wait for that work and hand them over
  * (arena.c claim calls this once per stream marked there). Lock held, context entered.
@@ -309,11 +320,7 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_ss_other_ctx(pool, from)) return;
     stream_rec *r = gp_ss_rec(ss, from);
     if (!r) return;
-    if (r->ev_live &&
-        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
-        r->ev_live = 0;
-        gp_arena_clean_locked(a, from, r->ev_seq);
-    }
+    live_event_done(pool, a, r);
     CUevent ev;
     if (r->ev_live) { /* a spare event, for this wait alone */
         if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) return;
@@ -330,18 +337,16 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     }
     /* ev covers every free on from so far, up to position upto; later frees get a later one */
     uint64_t upto = r->seq++;
+    CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(ev)), w = q;
     if (ev == r->ev) {
         r->ev_seq = upto;
-        r->ev_live = 1;
+        r->ev_live = q != CUDA_SUCCESS;
     }
-    CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(ev)), w = q;
     if (q != CUDA_SUCCESS)
         w = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
                    pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), ev, 0));
-    if (ev == r->ev)
-        r->ev_live = q != CUDA_SUCCESS;
-    else /* the wait took the event's record as it is now: it can go back at once */
-        gp_ss_event_put(pool, ev);
+    /* the wait took the event's record as it is now: a spare can go back at once */
+    if (ev != r->ev) gp_ss_event_put(pool, ev);
     if (q == CUDA_SUCCESS) {
         gp_arena_clean_locked(a, from, upto);
         return;
@@ -372,11 +377,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     for (size_t i = 0; i < n; i++) {
         stream_rec *r = gp_ss_rec(ss, tags[i]);
         if (!r) break;
-        if (r->ev_live && GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
-                                 pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
-            r->ev_live = 0;
-            gp_arena_clean_locked(a, r->tag, r->ev_seq);
-        }
+        live_event_done(pool, a, r);
         if (!r->ev_live && gp_ss_other_ctx(pool, r->tag)) {
             /* another context's stream: no event of ours can be recorded there; ask the
              * stream itself (not while it captures: querying captured work is prohibited) */
