@@ -542,13 +542,16 @@ GPOOL_API gpool_status gpool_create(const gpool_config *cfg, gpool_t **out);
 /**
  * Destroy a pool and give all its memory back to the driver.
  *
- * Waits for pending stream-ordered frees. Blocks still live are freed too and reported: the
- * message gives their count and bytes (also printed on stderr when verbose). Every pointer the
- * pool handed out is invalid afterwards.
+ * Waits for the work queued on the pool's context (cuCtxSynchronize, tried twice) and for
+ * pending stream-ordered frees. Blocks still live are freed too and reported: the message gives
+ * their count and bytes (also printed on stderr when verbose). Every pointer the pool handed
+ * out is invalid afterwards.
  *
- * @param pool the pool; it is freed even when live blocks are reported.
+ * @param pool the pool; it is freed even when live blocks or a failure are reported.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
+ * @retval GPOOL_ERR_DRIVER the synchronize failed twice; the memory was given back anyway, without
+ *         knowing the queued work done (the message names the call).
  * @retval GPOOL_ERR_LIVE_BLOCKS live blocks were found (and freed).
  * @return a gpool_status as listed. Not thread-safe for this pool: no other thread may use
  *         it meanwhile.

@@ -31,8 +31,9 @@ typedef struct gp_kind {
     gpool_status (*trim)(gpool_t *pool, size_t keep);
     /* This kind's members of gpool_dump_json's "arenas" object; *first: none written yet. */
     void (*dump_json)(gpool_t *pool, FILE *f, int *first);
-    /* Free everything at gpool_destroy; add live blocks to *live / *bytes. */
-    void (*destroy)(gpool_t *pool, uint64_t *live, uint64_t *bytes);
+    /* Free everything at gpool_destroy; add live blocks to *live / *bytes. Returns GPOOL_OK,
+     * or the failure that made it give memory back without knowing queued work done. */
+    gpool_status (*destroy)(gpool_t *pool, uint64_t *live, uint64_t *bytes);
 } gp_kind;
 
 extern const gp_kind gp_device_kind; /* kind_device.c */

@@ -325,15 +325,16 @@ static void device_dump_json(gpool_t *pool, FILE *f, int *first)
     *first = 0;
 }
 
-static void device_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+static gpool_status device_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     /* every page goes back to the driver: the work queued so far on any stream must be done
      * first (blocks freed on their only stream are reusable at once, so nothing is pending
      * for them, yet a kernel may still use them); frees still waiting on other streams are
-     * done by the user: finish them too */
+     * done by the user: finish them too. If the synchronize keeps failing, the pool still goes
+     * (its caller has nothing else to do) and says so. */
     gp_arena *a = device_arena(pool);
     gp_arena_lock(a);
-    gp_stream_sync_all(pool, a);
+    gpool_status st = gp_stream_sync_all(pool, a);
     gp_arena_unlock(a);
     uint64_t n = 0, b = 0;
     gp_arena_fini(a, &n, &b);
@@ -341,6 +342,7 @@ static void device_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
     pool->arena[GPOOL_MEM_DEVICE] = NULL;
     *live += n;
     *bytes += b;
+    return st;
 }
 
 const gp_kind gp_device_kind = {

@@ -127,13 +127,29 @@ gpool_status gpool_destroy(gpool_t *pool)
     gp_tcache_pool_gone(pool);
     pthread_mutex_unlock(&pool->lock);
     uint64_t live = 0, bytes = 0;
-    for (int i = 0; i < GP_KIND_COUNT; i++)
-        gp_kinds[i]->destroy(pool, &live, &bytes);
+    gpool_status failed = GPOOL_OK;
+    char why[512] = "";
+    for (int i = 0; i < GP_KIND_COUNT; i++) {
+        gpool_status st = gp_kinds[i]->destroy(pool, &live, &bytes);
+        if (st != GPOOL_OK && failed == GPOOL_OK) {
+            failed = st;
+            snprintf(why, sizeof why, "%s", gpool_last_error());
+        }
+    }
     gp_streams_destroy(pool);
     GP_DRV(&pool->cnt, GPOOL_DRV_OTHER, pool->dc.drv->cuDevicePrimaryCtxRelease(pool->dc.dev));
     gp_trace_close(pool);
     int verbose = pool->cfg.verbose;
     pool_free_struct(pool);
+    if (failed != GPOOL_OK) {
+        gpool_status st = gp_fail(failed,
+                                  "gpool_destroy: %s; its memory was given back without knowing "
+                                  "the work queued on it done (%" PRIu64 " blocks still allocated "
+                                  "or waiting on streams)",
+                                  why, live);
+        if (verbose) fprintf(stderr, "gpool: %s\n", gpool_last_error());
+        return st;
+    }
     if (!live) return GPOOL_OK;
     gpool_status st = gp_fail(GPOOL_ERR_LIVE_BLOCKS,
                               "gpool_destroy: %" PRIu64 " live blocks (%" PRIu64

@@ -425,7 +425,9 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
     gp_ss_unlock(ss);
 }
 
-static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
+/* others: 1 when a failed synchronize of another context's stream fails the call too; 0 when it
+ * is let pass (at destroy: such a stream may be gone, destroyed by its owner). */
+static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force, int others)
 {
     gp_streams *ss = pool->streams;
     gp_tcache_flush_all(pool);
@@ -436,7 +438,13 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
     gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
     gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuCtxSynchronize");
-    if (st == GPOOL_OK) st = gp_ss_sync_other_contexts(pool);
+    if (st == GPOOL_OK) {
+        st = gp_ss_sync_other_contexts(pool);
+        if (st != GPOOL_OK && !others) {
+            gp_clear_error();
+            st = GPOOL_OK;
+        }
+    }
     if (st == GPOOL_OK) {
         gp_ss_lock(ss);
         for (size_t i = 0; i < ss->nrecs; i++) {
@@ -454,12 +462,13 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force)
 
 gpool_status gp_stream_sync(void *owner, gp_arena *a)
 {
-    return stream_sync(owner, a, 0);
+    return stream_sync(owner, a, 0, 1);
 }
 
 gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a)
 {
-    return stream_sync(pool, a, 1);
+    gpool_status st = stream_sync(pool, a, 1, 0);
+    return st == GPOOL_OK ? st : stream_sync(pool, a, 1, 0); /* a failure is tried once more */
 }
 
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,

@@ -70,7 +70,9 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
 /* As gp_stream_sync, but always: the pool is about to give every page back (gpool_destroy), and
  * blocks freed on their only stream may still be used by work queued there (a free on a single
- * stream is reusable at once, so nothing is marked pending for it). Lock of a held. */
+ * stream is reusable at once, so nothing is marked pending for it). A failed synchronize is
+ * tried once more; another context's stream that cannot be synchronized (its owner may have
+ * destroyed it) is let pass. Lock of a held. */
 gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a);
 uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
 

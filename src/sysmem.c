@@ -693,10 +693,10 @@ static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
 
 /* ---------- teardown and diagnostics ---------- */
 
-static void host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
+static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
-    if (!s) return;
+    if (!s) return GPOOL_OK;
     for (size_t i = 0; i < s->blocks.cap; i++) {
         if (!s->blocks.keys[i]) continue;
         host_block *b = s->blocks.vals[i];
@@ -718,6 +718,7 @@ static void host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
     pthread_mutex_destroy(&s->lock);
     free(s);
     __atomic_store_n(&pool->sys, NULL, __ATOMIC_RELEASE);
+    return GPOOL_OK;
 }
 
 const gp_kind gp_host_kind = {

@@ -525,6 +525,42 @@ Test(stream_rules, capturing_stream_skips_the_optional_split_poll)
         cr_assert_eq(gpool_free_async(pool, keep[i], A), GPOOL_OK);
 }
 
+/* ---------- destroy ---------- */
+
+/* gpool_destroy gives every page back, so the work queued on any stream must be done first: a
+ * failed cuCtxSynchronize is tried once more rather than unmapping memory a kernel still
+ * writes (an outsider's fault-pair run found destroy returning OK after such an unmap). */
+Test(stream_rules, destroy_retries_a_failed_synchronize_before_unmapping)
+{
+    void *p = alloc_on(4 * MiB, A, 0);
+    kernel(A, p, 4 * MiB);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    cr_assert_eq(sim->fail_nth("cuCtxSynchronize", 1), 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    pool = make_pool(NULL);
+    cr_assert_eq(violations(), 0, "no page unmapped under queued work");
+}
+
+/* When the synchronize fails again, gpool_destroy still frees everything (the pool is gone
+ * either way) and says so: the driver error, naming the call, not OK. */
+Test(stream_rules, destroy_reports_a_synchronize_that_keeps_failing)
+{
+    void *p = alloc_on(4 * MiB, A, 0);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    cr_assert_eq(sim->fail_nth("cuCtxSynchronize", 1), 0);
+    cr_assert_eq(sim->fail_nth("cuCtxSynchronize", 2), 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_ERR_DRIVER);
+    cr_assert(strstr(gpool_last_error(), "gpool_destroy") &&
+                  strstr(gpool_last_error(), "cuCtxSynchronize"),
+              "%s", gpool_last_error());
+    struct gpoolsim_live l;
+    sim->get_live(&l);
+    cr_assert(!l.handles && !l.mappings && !l.reservations && !l.events,
+              "every handle, mapping, reservation and event of the old pool returned");
+    pool = make_pool(NULL);
+}
+
 /* ---------- stream_reuse: waiting for another stream's frees ---------- */
 
 /* Take every cached byte of the device kind with a block on stream s (NULL when none), so
