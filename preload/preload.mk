@@ -55,5 +55,5 @@ $(PRELOAD_TDIR)/next_prog: $(BUILD)/obj/tests/preload/next_prog.o $(PRELOAD_TDIR
 	$(CC) -o $@ $< -Wl,--no-as-needed $(PRELOAD_TDIR)/libnext_wrap.so \
 	  $(PRELOAD_TDIR)/libnext_base.so -Wl,--as-needed -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
 
-$(BUILD)/tests/test_preload: | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB) $(BUILD)/gpool-bench \
+$(filter $(BUILD)/tests/test_preload%,$(TEST_BIN)): | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB) $(BUILD)/gpool-bench \
   $(BUILD)/bench/dropin_client $(BUILD)/bench/dropin_replay

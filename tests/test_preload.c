@@ -12,74 +12,10 @@
 
 #include "gpool.h"
 #include "gpool_torch.h"
+#include "util_preload.h"
 #include "util_sim.h"
 #include "util_sizes.h"
 #include "util_skip.h"
-
-enum { OUT_MAX = 1 << 16 };
-
-struct run {
-    int rc;
-    char out[OUT_MAX]; /* stdout and stderr */
-};
-
-static const char *build_dir(void)
-{
-    const char *b = getenv("GPOOL_TEST_BUILD");
-    cr_assert_not_null(b, "GPOOL_TEST_BUILD is not set (run the tests with make test)");
-    return b;
-}
-
-/* Run helper `prog` with argument `mode`; env is extra VAR=value words (GPOOL_CONF is unset
- * unless given); preload = 1 puts libgpool_preload.so in LD_PRELOAD. */
-static void run(struct run *r, const char *prog, const char *mode, int preload, const char *env)
-{
-    char cmd[8192];
-    const char *b = build_dir();
-    char pre[4200] = "";
-    if (preload) snprintf(pre, sizeof pre, "LD_PRELOAD='%s/libgpool_preload.so'", b);
-    /* sanitizer builds: the helpers and the interposer both carry the runtime */
-    snprintf(
-        cmd, sizeof cmd,
-        "env -u GPOOL_CONF -u LD_PRELOAD ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\""
-        " %s %s '%s/tests/preload/%s' %s 2>&1",
-        pre, env ? env : "", b, prog, mode);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p, "cannot run %s", cmd);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = 0;
-    int st = pclose(p);
-    r->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
-/* run(), then check the helper's exit code (its output is the message when it differs). */
-static void run_expect(struct run *r, const char *prog, const char *mode, int preload,
-                       const char *env, int rc)
-{
-    run(r, prog, mode, preload, env);
-    cr_assert_eq(r->rc, rc, "%s", r->out);
-}
-
-static unsigned long field(const struct run *r, const char *key)
-{
-    char pat[128];
-    snprintf(pat, sizeof pat, "%s=", key);
-    const char *p = r->out;
-    while ((p = strstr(p, pat))) {
-        if (p == r->out || p[-1] == ' ' || p[-1] == '\n') return strtoul(p + strlen(pat), NULL, 10);
-        p++;
-    }
-    cr_assert_fail("no %s= in the output:\n%s", key, r->out);
-    return 0;
-}
-
-static int count_lines_with(const char *text, const char *needle)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
-}
 
 static void setup(void)
 {
