@@ -45,6 +45,32 @@ Test(preload_query, foreign_pointers_get_the_drivers_answer)
     run_expect(&pre, "query_prog", "foreign", 1, NULL, 0);
 }
 
+/* The simulator's own attributes for VMM, managed and pitched memory (no interposer). */
+Test(preload_query, simulator_answers_vmm_managed_and_pitched_memory)
+{
+    static struct run plain;
+    run_expect(&plain, "query_prog", "sim", 0, NULL, 0);
+}
+
+/* Nothing cached: the retry finds nothing to give back and the driver's error stands. */
+Test(preload_query, live_memory_is_not_given_back)
+{
+    static struct run plain, pre;
+    run_expect(&plain, "query_prog", "others_live", 0, "GPOOL_SIM_MEMORY=1G", 0);
+    run_expect(&pre, "query_prog", "others_live", 1, "GPOOL_SIM_MEMORY=1G", 0);
+}
+
+/* A program linked with -lcuda calling the driver by name. */
+Test(preload_query, linked_programs_get_the_blocks_range)
+{
+    static struct run plain, pre;
+    run_expect(&plain, "query_direct", "", 0, NULL, 0);
+    run_expect(&pre, "query_direct", "", 1, NULL, 0);
+    cr_assert_eq(field(&pre, "size"), 512, "%s", pre.out);
+    cr_assert_eq(field(&pre, "pool_allocs"), 4, "gpool served the blocks:\n%s", pre.out);
+    cr_assert_eq(field(&plain, "pool_allocs"), 0, "%s", plain.out);
+}
+
 /* 800 MiB cached by gpool, then 512 MiB of `kind` on a 1 GiB device. */
 static void others(const char *kind)
 {

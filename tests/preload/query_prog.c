@@ -147,6 +147,19 @@ static int device_range(void)
     CHECK(device_queries(big, big_size, 0, ctx) == 0);
     CHECK(device_queries(big, big_size, big_size / 2 + 100, ctx) == 0);
     CHECK(device_queries(big, big_size, big_size - 1, ctx) == 0);
+    /* past the bytes asked for (gpool's rounding tail): no allocation holds it */
+    CUdeviceptr odd, base;
+    size_t len;
+    unsigned type = 7;
+    CHECK(mem_alloc(&odd, 1000) == CUDA_SUCCESS);
+    CHECK(device_queries(odd, 1000, 999, ctx) == 0);
+    CHECK(addr_range(&base, &len, odd + 1010) == CUDA_ERROR_NOT_FOUND);
+    CHECK(ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, odd + 1010) ==
+          CUDA_ERROR_INVALID_VALUE);
+    CUpointer_attribute ta[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+    void *td[] = {&type};
+    CHECK(ptr_attrs(1, ta, td, odd + 1010) == CUDA_SUCCESS && type == 0);
+    CHECK(mem_free(odd) == CUDA_SUCCESS);
     for (int i = 0; i < 8; i++)
         CHECK(mem_free(small[i]) == CUDA_SUCCESS);
     CHECK(mem_free(big) == CUDA_SUCCESS);
@@ -197,6 +210,84 @@ static int foreign(void)
     CUpointer_attribute a[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
     void *data[] = {&type};
     CHECK(ptr_attrs(1, a, data, q) == CUDA_SUCCESS && type == 0);
+    return 0;
+}
+
+/* The simulator's own answers (run without the interposer): a VMM mapping reports the reserved
+ * range as RANGE_* and the mapping as cuMemGetAddressRange; managed memory is host-reachable;
+ * pitched rows are padded. */
+static int sim_answers(void)
+{
+    CHECK(ptr_attr && alloc_managed && alloc_pitch);
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*unmap)(CUdeviceptr, size_t);
+    CUresult (*addr_free)(CUdeviceptr, size_t);
+    *(void **)&reserve = proc("cuMemAddressReserve");
+    *(void **)&map = proc("cuMemMap");
+    *(void **)&unmap = proc("cuMemUnmap");
+    *(void **)&addr_free = proc("cuMemAddressFree");
+    CHECK(reserve && map && unmap && addr_free);
+    size_t page = (size_t)2 << 20;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va, base, start;
+    size_t len, rsize;
+    CHECK(mem_create(&h, page, &prop, 0) == CUDA_SUCCESS);
+    CHECK(reserve(&va, 4 * page, 0, 0, 0) == CUDA_SUCCESS);
+    CHECK(map(va + page, page, 0, h, 0) == CUDA_SUCCESS);
+    CHECK(addr_range(&base, &len, va + page + 5) == CUDA_SUCCESS);
+    CHECK(ptr_attr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, va + page + 5) == CUDA_SUCCESS);
+    CHECK(ptr_attr(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, va + page + 5) == CUDA_SUCCESS);
+    printf("vmm: map_off=%lld map_size=%zu range_off=%lld range_size=%zu\n", (long long)(base - va),
+           len, (long long)(start - va), rsize);
+    CHECK(base == va + page && len == page && start == va && rsize == 4 * page);
+    unsigned type = 0;
+    void *host = NULL;
+    CHECK(ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + page) == CUDA_SUCCESS);
+    CHECK(type == CU_MEMORYTYPE_DEVICE);
+    CHECK(ptr_attr(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, va + page) ==
+          CUDA_ERROR_INVALID_VALUE);
+    CHECK(ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(unmap(va + page, page) == CUDA_SUCCESS && addr_free(va, 4 * page) == CUDA_SUCCESS);
+    CHECK(mem_release(h) == CUDA_SUCCESS);
+    CUdeviceptr m, pp;
+    int managed = 0;
+    CHECK(alloc_managed(&m, 4096, 0x7) == CUDA_ERROR_INVALID_VALUE); /* not a documented flag */
+    CHECK(alloc_managed(&m, 4096, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+    CHECK(ptr_attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m + 10) == CUDA_SUCCESS && managed);
+    CHECK(ptr_attr(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, m + 10) == CUDA_SUCCESS);
+    CHECK(host == (void *)(uintptr_t)(m + 10));
+    CHECK(mem_free(m) == CUDA_SUCCESS);
+    size_t pitch = 0;
+    CHECK(alloc_pitch(&pp, &pitch, 1000, 10, 3) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(alloc_pitch(&pp, &pitch, 1000, 10, 8) == CUDA_SUCCESS);
+    CHECK(addr_range(&base, &len, pp + 5000) == CUDA_SUCCESS);
+    printf("pitch=%zu size=%zu\n", pitch, len);
+    CHECK(pitch >= 1000 && pitch % 512 == 0 && base == pp && len == pitch * 10);
+    CHECK(mem_free(pp) == CUDA_SUCCESS);
+    return 0;
+}
+
+/* gpool holds 800 MiB live (nothing cached): a 512 MiB cuMemCreate fails with the driver's
+ * out-of-memory, after one give-back that finds nothing to release. */
+static int others_live(void)
+{
+    CUdeviceptr big;
+    CHECK(mem_alloc(&big, (size_t)800 << 20) == CUDA_SUCCESS);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h;
+    CUresult r = mem_create(&h, (size_t)512 << 20, &prop, 0);
+    printf("create_live=%d\n", (int)r);
+    CHECK(r == CUDA_ERROR_OUT_OF_MEMORY);
+    *(volatile char *)(uintptr_t)big = 1; /* the live block is intact */
+    CHECK(mem_free(big) == CUDA_SUCCESS);
     return 0;
 }
 
@@ -264,6 +355,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "device")) return device_range();
     if (!strcmp(argv[1], "host")) return host_range();
     if (!strcmp(argv[1], "foreign")) return foreign();
+    if (!strcmp(argv[1], "sim")) return sim_answers();
+    if (!strcmp(argv[1], "others_live")) return others_live();
     if (!strcmp(argv[1], "others") && argc > 2) return others(argv[2]);
     printf("unknown mode %s\n", argv[1]);
     return 2;
