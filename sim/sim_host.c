@@ -23,6 +23,7 @@ struct sim_host_range {
     unsigned flags;
     uintptr_t alias; /* device address when it differs from ptr, else 0 */
     int device;      /* the context's device when it was allocated or registered */
+    unsigned long long buffer_id;
 };
 
 static struct sim_host_range *sim_host_allocs;
@@ -95,6 +96,7 @@ static CUresult sim_host_alloc(void **pp, size_t bytesize, unsigned flags)
     r->flags = flags;
     r->alias = 0;
     r->device = dev;
+    r->buffer_id = sim_next_buffer_id();
     if ((flags & CU_MEMHOSTALLOC_WRITECOMBINED) && sim_host_make_alias(r) != 0) {
         munmap(p, r->mapped);
         free(r);
@@ -177,6 +179,7 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     r->mapped = 0;
     r->flags = Flags;
     r->device = dev;
+    r->buffer_id = sim_next_buffer_id();
     if (sim_host_make_alias(r) != 0) {
         free(r);
         return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -310,6 +313,7 @@ int sim_host_describe(uintptr_t p, struct sim_ptr_info *out)
     out->size = r->size;
     out->map_base = out->base;
     out->map_size = r->size;
+    out->buffer_id = r->buffer_id;
     out->devp = (r->alias ? r->alias : r->ptr) + off;
     out->host = r->ptr + off;
     return 1;

@@ -306,9 +306,12 @@ struct sim_ptr_info {
     size_t size;        /* its size in bytes */
     uintptr_t map_base; /* the mapping holding p (VMM: one cuMemMap; else the allocation) */
     size_t map_size;
-    uintptr_t devp; /* device address of p, 0 if none */
-    uintptr_t host; /* host address of p, 0 if the host cannot reach it */
+    unsigned long long buffer_id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID of the allocation */
+    uintptr_t devp;               /* device address of p, 0 if none */
+    uintptr_t host;               /* host address of p, 0 if the host cannot reach it */
 };
+/* A new allocation's buffer id: unique in the process, never reused. Lock held. */
+unsigned long long sim_next_buffer_id(void);
 /* Fill *out for the memory holding p: 1, or 0 when the driver does not know p. Lock held. */
 int sim_vmm_describe(uintptr_t p, struct sim_ptr_info *out);
 int sim_legacy_describe(uintptr_t p, struct sim_ptr_info *out);

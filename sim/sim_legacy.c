@@ -22,6 +22,7 @@ struct sim_legacy_alloc {
     size_t mapped; /* page rounded */
     int device;
     int managed; /* cuMemAllocManaged: the host reaches it at the same address */
+    unsigned long long buffer_id;
 };
 
 static struct sim_legacy_alloc *sim_legacy;
@@ -53,6 +54,7 @@ static CUresult sim_alloc_kind(CUdeviceptr *dptr, size_t bytesize, int managed)
     a->size = bytesize;
     a->device = dev;
     a->managed = managed;
+    a->buffer_id = sim_next_buffer_id();
     a->next = sim_legacy;
     sim_legacy = a;
     sim_live_add(SIM_LIVE_LEGACY, 1);
@@ -222,6 +224,7 @@ int sim_legacy_describe(uintptr_t p, struct sim_ptr_info *out)
         out->size = a->size;
         out->map_base = a->ptr;
         out->map_size = a->size;
+        out->buffer_id = a->buffer_id;
         out->devp = p;
         out->host = a->managed ? p : 0;
         return 1;

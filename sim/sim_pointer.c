@@ -15,6 +15,9 @@
  *                    cuMemAddressReserve)"), not the mapping (that is cuMemGetAddressRange).
  *   MAPPING_BASE_ADDR / MAPPING_SIZE  the mapping holding ptr.
  *   MAPPED           boolean: ptr lies in a range mapped to a backing allocation.
+ *   BUFFER_ID        unsigned long long, "unique within the process ... Subsequent
+ *                    allocations do not reuse IDs": one per allocation, registration and
+ *                    cuMemMap mapping.
  * Other attributes are not simulated: CUDA_ERROR_NOT_SUPPORTED. A pointer the driver does not
  * know: cuPointerGetAttribute answers CUDA_ERROR_INVALID_VALUE; cuPointerGetAttributes
  * succeeds with every attribute zero (its reference: "Unlike cuPointerGetAttribute, this
@@ -23,6 +26,13 @@
 #include <string.h>
 
 #include "sim_internal.h"
+
+static unsigned long long sim_buffer_ids;
+
+unsigned long long sim_next_buffer_id(void)
+{
+    return ++sim_buffer_ids;
+}
 
 static int sim_describe(uintptr_t p, struct sim_ptr_info *info)
 {
@@ -65,6 +75,9 @@ static CUresult sim_attribute(void *data, CUpointer_attribute a, const struct si
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
         *(size_t *)data = info->map_size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = info->buffer_id;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED:
         *(int *)data = known;

@@ -69,6 +69,7 @@ struct sim_mapping {
     size_t size;
     struct sim_handle *handle;
     struct sim_reservation *res;
+    unsigned long long buffer_id;           /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     unsigned char access[SIM_LOC_HOST + 1]; /* per device, then host: 0, PROT_READ, PROT_RW */
     int cpu_prot;
 };
@@ -489,6 +490,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     m->addr = p;
     m->size = size;
     m->handle = h;
+    m->buffer_id = sim_next_buffer_id();
     m->res = r;
     m->cpu_prot = PROT_NONE;
     m->next = sim_mappings;
@@ -702,6 +704,7 @@ int sim_vmm_describe(uintptr_t p, struct sim_ptr_info *out)
     out->size = m->res ? m->res->size : m->size;
     out->map_base = m->addr;
     out->map_size = m->size;
+    out->buffer_id = m->buffer_id;
     out->devp = p;
     out->host = on_host ? p : 0;
     return 1;

@@ -254,6 +254,16 @@ static int sim_answers(void)
     CHECK(ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va) == CUDA_ERROR_INVALID_VALUE);
     CHECK(unmap(va + page, page) == CUDA_SUCCESS && addr_free(va, 4 * page) == CUDA_SUCCESS);
     CHECK(mem_release(h) == CUDA_SUCCESS);
+    unsigned long long id1 = 0, id2 = 0, id3 = 0;
+    CUdeviceptr a1, a2;
+    CHECK(mem_alloc(&a1, 4096) == CUDA_SUCCESS && mem_alloc(&a2, 4096) == CUDA_SUCCESS);
+    CHECK(ptr_attr(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, a1) == CUDA_SUCCESS);
+    CHECK(ptr_attr(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, a2 + 4095) == CUDA_SUCCESS);
+    CHECK(mem_free(a1) == CUDA_SUCCESS && mem_alloc(&a1, 4096) == CUDA_SUCCESS);
+    CHECK(ptr_attr(&id3, CU_POINTER_ATTRIBUTE_BUFFER_ID, a1) == CUDA_SUCCESS);
+    printf("buffer_ids=%llu,%llu,%llu\n", id1, id2, id3);
+    CHECK(id1 && id2 && id3 && id1 != id2 && id3 != id1 && id3 != id2); /* never reused */
+    CHECK(mem_free(a1) == CUDA_SUCCESS && mem_free(a2) == CUDA_SUCCESS);
     CUdeviceptr m, pp;
     int managed = 0;
     CHECK(alloc_managed(&m, 4096, 0x7) == CUDA_ERROR_INVALID_VALUE); /* not a documented flag */
