@@ -29,6 +29,7 @@ Test(preload_query, device_block_ranges_name_the_block)
     static struct run plain, pre;
     run_expect(&plain, "query_prog", "device", 0, NULL, 0);
     run_expect(&pre, "query_prog", "device", 1, NULL, 0);
+    cr_assert_eq(count_lines_with(pre.out, "range("), 10, "%s", pre.out);
 }
 
 Test(preload_query, host_block_ranges_name_the_block)
@@ -36,6 +37,7 @@ Test(preload_query, host_block_ranges_name_the_block)
     static struct run plain, pre;
     run_expect(&plain, "query_prog", "host", 0, NULL, 0);
     run_expect(&pre, "query_prog", "host", 1, NULL, 0);
+    cr_assert_eq(field(&pre, "pool_host_allocs"), 4, "gpool served the blocks:\n%s", pre.out);
 }
 
 Test(preload_query, foreign_pointers_get_the_drivers_answer)
