@@ -205,7 +205,8 @@ CUresult gpp_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attribu
  * CUDA_ERROR_OUT_OF_MEMORY gets gpool's cache of that device back (gpp_give_back) and is tried
  * once more. */
 /* Flush the cudaFree batches, then give dev's cached memory to the driver (gpool_trim, 0
- * kept). 1 when that released something (a retry may succeed), else 0. */
+ * kept). 1 when that released something (a retry may succeed), else 0 (also while a stream
+ * capture begun through the hooks is running: no synchronize then). */
 int gpp_give_back(int dev);
 CUresult gpp_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                          const CUmemAllocationProp *prop, unsigned long long flags);

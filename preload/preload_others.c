@@ -19,7 +19,9 @@ static uint64_t reserved_bytes(gpool_t *pool)
 
 int gpp_give_back(int dev)
 {
-    if (!gpp_enabled()) return 0;
+    /* while a stream captures, the trim's context synchronize is not allowed (it would
+     * invalidate the capture): the error stands */
+    if (!gpp_enabled() || atomic_load_explicit(&gpp_captures, memory_order_relaxed)) return 0;
     gpool_t *pool = gpp_pool_peek(dev < 0 ? 0 : dev);
     if (!pool) return 0;
     gpp_batch_flush_all(); /* blocks waiting in a batch become cache first */

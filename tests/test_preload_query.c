@@ -62,6 +62,15 @@ Test(preload_query, live_memory_is_not_given_back)
     run_expect(&pre, "query_prog", "others_live", 1, "GPOOL_SIM_MEMORY=1G", 0);
 }
 
+/* During a stream capture nothing is given back: the capture stays valid. */
+Test(preload_query, no_give_back_while_a_stream_captures)
+{
+    static struct run plain, pre;
+    run_expect(&plain, "query_prog", "others_capture", 0, "GPOOL_SIM_MEMORY=1G", 0);
+    run_expect(&pre, "query_prog", "others_capture", 1, "GPOOL_SIM_MEMORY=1G", 0);
+    cr_assert_eq(field(&pre, "create_capturing"), 2, "out of memory stands:\n%s", pre.out);
+}
+
 /* A program linked with -lcuda calling the driver by name. */
 Test(preload_query, linked_programs_get_the_blocks_range)
 {

@@ -321,6 +321,43 @@ static int others_live(void)
     return 0;
 }
 
+/* 800 MiB cached by gpool, then cuMemCreate(512 MiB) while a stream captures (global mode):
+ * no give-back (its synchronize would invalidate the capture), the driver's out-of-memory
+ * stands and the capture stays active. */
+static int others_capture(void)
+{
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*begin)(CUstream, CUstreamCaptureMode);
+    CUresult (*end)(CUstream, CUgraph *);
+    CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*graph_destroy)(CUgraph);
+    *(void **)&stream_create = proc("cuStreamCreate");
+    *(void **)&begin = proc("cuStreamBeginCapture");
+    *(void **)&end = proc("cuStreamEndCapture");
+    *(void **)&is_capturing = proc("cuStreamIsCapturing");
+    *(void **)&graph_destroy = proc("cuGraphDestroy");
+    CHECK(stream_create && begin && end && is_capturing && graph_destroy);
+    CUdeviceptr big;
+    CHECK(mem_alloc(&big, (size_t)800 << 20) == CUDA_SUCCESS && mem_free(big) == CUDA_SUCCESS);
+    CUstream s;
+    CHECK(stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = mem_create(&h, (size_t)512 << 20, &prop, 0);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHECK(is_capturing(s, &st) == CUDA_SUCCESS);
+    printf("create_capturing=%d capture_status=%d\n", (int)r, (int)st);
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CUgraph g = NULL;
+    CHECK(end(s, &g) == CUDA_SUCCESS && g && graph_destroy(g) == CUDA_SUCCESS);
+    if (r == CUDA_SUCCESS) CHECK(mem_release(h) == CUDA_SUCCESS);
+    return 0;
+}
+
 static size_t mib(size_t b)
 {
     return b >> 20;
@@ -387,6 +424,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "foreign")) return foreign();
     if (!strcmp(argv[1], "sim")) return sim_answers();
     if (!strcmp(argv[1], "others_live")) return others_live();
+    if (!strcmp(argv[1], "others_capture")) return others_capture();
     if (!strcmp(argv[1], "others") && argc > 2) return others(argv[2]);
     printf("unknown mode %s\n", argv[1]);
     return 2;
