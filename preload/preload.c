@@ -336,6 +336,12 @@ static void load_driver(void)
     GPP_RESOLVE(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 12000, ptsz);
     GPP_RESOLVE(cuStreamEndCapture, "cuStreamEndCapture", 12000, legacy);
     GPP_RESOLVE(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 12000, ptsz);
+    GPP_RESOLVE(cuMemGetAddressRange, "cuMemGetAddressRange", 12000, dflt);
+    GPP_RESOLVE(cuPointerGetAttribute, "cuPointerGetAttribute", 12000, dflt);
+    GPP_RESOLVE(cuPointerGetAttributes, "cuPointerGetAttributes", 12000, dflt);
+    GPP_RESOLVE(cuMemCreate, "cuMemCreate", 12000, dflt);
+    GPP_RESOLVE(cuMemAllocManaged, "cuMemAllocManaged", 12000, dflt);
+    GPP_RESOLVE(cuMemAllocPitch, "cuMemAllocPitch", 12000, dflt);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
         d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
         d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)
@@ -679,6 +685,12 @@ static const struct {
     {"cuStreamBeginCapture_v2_ptsz", (void *)gpp_cuStreamBeginCapture_v2_ptsz},
     {"cuStreamEndCapture", (void *)gpp_cuStreamEndCapture},
     {"cuStreamEndCapture_ptsz", (void *)gpp_cuStreamEndCapture_ptsz},
+    {"cuMemGetAddressRange_v2", (void *)gpp_cuMemGetAddressRange_v2},
+    {"cuPointerGetAttribute", (void *)gpp_cuPointerGetAttribute},
+    {"cuPointerGetAttributes", (void *)gpp_cuPointerGetAttributes},
+    {"cuMemCreate", (void *)gpp_cuMemCreate},
+    {"cuMemAllocManaged", (void *)gpp_cuMemAllocManaged},
+    {"cuMemAllocPitch_v2", (void *)gpp_cuMemAllocPitch_v2},
 };
 
 void *gpp_hook_for_symbol(const char *name)
@@ -715,6 +727,12 @@ static const struct {
      (void *)gpp_cuStreamEndCapture_ptsz},
     {"cuGetProcAddress", 12000, (void *)gpp_cuGetProcAddress_v2, NULL},
     {"cuGetProcAddress", 11030, (void *)gpp_cuGetProcAddress_v1, NULL},
+    {"cuMemGetAddressRange", 3020, (void *)gpp_cuMemGetAddressRange_v2, NULL},
+    {"cuPointerGetAttribute", 4000, (void *)gpp_cuPointerGetAttribute, NULL},
+    {"cuPointerGetAttributes", 7000, (void *)gpp_cuPointerGetAttributes, NULL},
+    {"cuMemCreate", 10020, (void *)gpp_cuMemCreate, NULL},
+    {"cuMemAllocManaged", 6000, (void *)gpp_cuMemAllocManaged, NULL},
+    {"cuMemAllocPitch", 3020, (void *)gpp_cuMemAllocPitch_v2, NULL},
 };
 
 /* Our replacement for what the real cuGetProcAddress answered (real_fn), or NULL to keep it. */

@@ -53,6 +53,14 @@ typedef struct gpp_real_driver {
     PFN_cuEventRecord_v2000 cuEventRecord;
     PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture, cuStreamBeginCapture_ptsz;
     PFN_cuStreamEndCapture_v10000 cuStreamEndCapture, cuStreamEndCapture_ptsz;
+    /* pointer queries (preload_query.c) and allocations gpool does not serve (preload_others.c);
+     * each may be NULL */
+    PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange;
+    PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute;
+    PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
+    PFN_cuMemCreate_v10020 cuMemCreate;
+    PFN_cuMemAllocManaged_v6000 cuMemAllocManaged;
+    PFN_cuMemAllocPitch_v3020 cuMemAllocPitch;
     /* the addresses the driver exports for the per-thread-stream variants (may be NULL) */
     void *sym_cuMemAllocAsync_ptsz, *sym_cuMemFreeAsync_ptsz;
 } gpp_real_driver;
@@ -184,6 +192,29 @@ CUresult gpp_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode);
 CUresult gpp_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode);
 CUresult gpp_cuStreamEndCapture(CUstream s, CUgraph *g);
 CUresult gpp_cuStreamEndCapture_ptsz(CUstream s, CUgraph *g);
+
+/* Pointer queries (preload_query.c): for an address inside a gpool block, the block's own base
+ * and requested size, memory type, device and context (what cudaMalloc memory reports); every
+ * other pointer and attribute gets the real driver's answer. */
+CUresult gpp_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+CUresult gpp_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CUresult gpp_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes, void **data,
+                                    CUdeviceptr ptr);
+
+/* Memory for others (preload_others.c): allocations gpool does not serve. One that fails with
+ * CUDA_ERROR_OUT_OF_MEMORY gets gpool's cache of that device back (gpp_give_back) and is tried
+ * once more. */
+/* Flush the cudaFree batches, then give dev's cached memory to the driver (gpool_trim, 0
+ * kept). 1 when that released something (a retry may succeed), else 0 (also while a stream
+ * capture begun through the hooks is running: no synchronize then). */
+int gpp_give_back(int dev);
+CUresult gpp_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                         const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult gpp_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CUresult gpp_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                unsigned int element_size);
+/* cuMemAlloc passed through to the driver (gpool did not serve it), with the same retry. */
+CUresult gpp_real_mem_alloc(CUdeviceptr *dptr, size_t bytesize);
 
 /* One line on stderr, "gpool preload: <message>", at most once per process and kind
  * (preload_notice.c): the interposer turned itself off, or cannot do what GPOOL_CONF asks. */

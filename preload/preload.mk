@@ -11,6 +11,7 @@ PRELOAD_TDIR  := $(BUILD)/tests/preload
 PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
 	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
+PRELOAD_HELPERS += $(PRELOAD_TDIR)/query_prog $(PRELOAD_TDIR)/query_direct
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -37,11 +38,17 @@ $(PRELOAD_TDIR)/libcudart.so.13: $(BUILD)/obj/tests/preload/cudart_standin.o
 	$(CC) -shared -Wl,-soname,libcudart.so.13 -o $@ $< $(LDFLAGS)
 $(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOAD_TDIR)/libcudart.so.13
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+# Pointer queries and memory for others (tests/test_preload_query.c): driver and runtime.
+$(PRELOAD_TDIR)/query_prog: $(BUILD)/obj/tests/preload/query_prog.o $(PRELOAD_TDIR)/libcudart.so.13
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LDFLAGS) -ldl
 # Linked with -lcuda (the simulator, found through its rpath): calls the driver by its names.
 $(PRELOAD_TDIR)/direct_prog: $(BUILD)/obj/tests/preload/direct_prog.o $(SIMLIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
+$(PRELOAD_TDIR)/query_direct: $(BUILD)/obj/tests/preload/query_direct.o $(SIMLIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
 # dlsym(RTLD_NEXT) through the interposed dlsym: libnext_wrap's next_value() wraps libnext_base's.

@@ -61,3 +61,19 @@ DIRECT(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode mode), (s, mode
 DIRECT(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode mode), (s, mode))
 DIRECT(cuStreamEndCapture, (CUstream s, CUgraph *g), (s, g))
 DIRECT(cuStreamEndCapture_ptsz, (CUstream s, CUgraph *g), (s, g))
+DIRECT(cuMemGetAddressRange_v2, (CUdeviceptr * pbase, size_t *psize, CUdeviceptr dptr),
+       (pbase, psize, dptr))
+DIRECT(cuPointerGetAttribute, (void *data, CUpointer_attribute attribute, CUdeviceptr ptr),
+       (data, attribute, ptr))
+DIRECT(cuPointerGetAttributes,
+       (unsigned int n, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr),
+       (n, attributes, data, ptr))
+DIRECT(cuMemCreate,
+       (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp *prop,
+        unsigned long long flags),
+       (handle, size, prop, flags))
+DIRECT(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
+       (dptr, bytesize, flags))
+DIRECT(cuMemAllocPitch_v2,
+       (CUdeviceptr * dptr, size_t *pitch, size_t width, size_t height, unsigned int elem),
+       (dptr, pitch, width, height, elem))

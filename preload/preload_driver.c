@@ -42,7 +42,7 @@ CUresult gpp_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         r = alloc_device(dptr, bytesize, NULL, &served);
         if (served) return r;
     }
-    return d->cuMemAlloc(dptr, bytesize);
+    return gpp_real_mem_alloc(dptr, bytesize); /* out of memory: gpool's cache back, once more */
 }
 
 CUresult gpp_cuMemFree_v2(CUdeviceptr dptr)

@@ -22,6 +22,8 @@ struct sim_host_range {
     size_t mapped; /* allocations only: page rounded length of the mapping */
     unsigned flags;
     uintptr_t alias; /* device address when it differs from ptr, else 0 */
+    int device;      /* the context's device when it was allocated or registered */
+    unsigned long long buffer_id;
 };
 
 static struct sim_host_range *sim_host_allocs;
@@ -93,6 +95,8 @@ static CUresult sim_host_alloc(void **pp, size_t bytesize, unsigned flags)
     r->size = bytesize;
     r->flags = flags;
     r->alias = 0;
+    r->device = dev;
+    r->buffer_id = sim_next_buffer_id();
     if ((flags & CU_MEMHOSTALLOC_WRITECOMBINED) && sim_host_make_alias(r) != 0) {
         munmap(p, r->mapped);
         free(r);
@@ -174,6 +178,8 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     r->size = bytesize;
     r->mapped = 0;
     r->flags = Flags;
+    r->device = dev;
+    r->buffer_id = sim_next_buffer_id();
     if (sim_host_make_alias(r) != 0) {
         free(r);
         return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -284,4 +290,31 @@ int sim_host_contains(uintptr_t p, size_t n)
     struct sim_host_range *r = sim_host_containing(sim_host_allocs, p);
     if (!r) r = sim_host_containing(sim_host_regs, p);
     return r && n <= r->size - (p - r->ptr);
+}
+
+/* Pointer attributes of pinned or registered host memory, asked by its host pointer or its
+ * device alias: the range is the allocation (registration) in that address space; the device
+ * pointer is the host pointer under unified addressing, the alias where one exists (cuda.h,
+ * cuMemHostGetDevicePointer, as for sim_host_classify). Lock held. */
+int sim_host_describe(uintptr_t p, struct sim_ptr_info *out)
+{
+    struct sim_host_range *r = sim_alias_containing(sim_host_regs, p);
+    if (!r) r = sim_alias_containing(sim_host_allocs, p);
+    int by_alias = r != NULL;
+    if (!r) r = sim_host_containing(sim_host_allocs, p);
+    if (!r) r = sim_host_containing(sim_host_regs, p);
+    if (!r) return 0;
+    size_t off = p - (by_alias ? r->alias : r->ptr);
+    out->memtype = CU_MEMORYTYPE_HOST;
+    out->device = r->device;
+    out->managed = 0;
+    out->vmm = 0;
+    out->base = by_alias ? r->alias : r->ptr;
+    out->size = r->size;
+    out->map_base = out->base;
+    out->map_size = r->size;
+    out->buffer_id = r->buffer_id;
+    out->devp = (r->alias ? r->alias : r->ptr) + off;
+    out->host = r->ptr + off;
+    return 1;
 }

@@ -57,6 +57,10 @@
     X(cuMemAllocAsync, SIM_OOM)                                                                    \
     X(cuMemFreeAsync, SIM_INV)                                                                     \
     X(cuMemGetAddressRange, SIM_INV)                                                               \
+    X(cuMemAllocManaged, SIM_OOM)                                                                  \
+    X(cuMemAllocPitch, SIM_OOM)                                                                    \
+    X(cuPointerGetAttribute, SIM_INV)                                                              \
+    X(cuPointerGetAttributes, SIM_INV)                                                             \
     X(cuMemHostAlloc, SIM_OOM)                                                                     \
     X(cuMemAllocHost, SIM_OOM)                                                                     \
     X(cuMemFreeHost, SIM_INV)                                                                      \
@@ -290,6 +294,28 @@ int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig);
 /* ---- sim_legacy.c ---- */
 /* Owning device of the cuMemAlloc allocation containing p, or -1. Lock held. */
 int sim_legacy_device(uintptr_t p);
+
+/* ---- pointer attributes (sim_pointer.c): what each kind of memory says about p ---- */
+struct sim_ptr_info {
+    int memtype;        /* CU_MEMORYTYPE_DEVICE or CU_MEMORYTYPE_HOST */
+    int device;         /* owning device (host memory: the device current when it was made) */
+    int managed;        /* cuMemAllocManaged memory */
+    int vmm;            /* a cuMemMap mapping */
+    uintptr_t base;     /* start of the allocation (VMM: the reserved range) holding p, in p's
+                           address space */
+    size_t size;        /* its size in bytes */
+    uintptr_t map_base; /* the mapping holding p (VMM: one cuMemMap; else the allocation) */
+    size_t map_size;
+    unsigned long long buffer_id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID of the allocation */
+    uintptr_t devp;               /* device address of p, 0 if none */
+    uintptr_t host;               /* host address of p, 0 if the host cannot reach it */
+};
+/* A new allocation's buffer id: unique in the process, never reused. Lock held. */
+unsigned long long sim_next_buffer_id(void);
+/* Fill *out for the memory holding p: 1, or 0 when the driver does not know p. Lock held. */
+int sim_vmm_describe(uintptr_t p, struct sim_ptr_info *out);
+int sim_legacy_describe(uintptr_t p, struct sim_ptr_info *out);
+int sim_host_describe(uintptr_t p, struct sim_ptr_info *out);
 
 /* ---- sim_host.c: device addresses of pinned host memory (lock held) ---- */
 enum sim_host_addr {

@@ -21,11 +21,13 @@ struct sim_legacy_alloc {
     size_t size;   /* requested */
     size_t mapped; /* page rounded */
     int device;
+    int managed; /* cuMemAllocManaged: the host reaches it at the same address */
+    unsigned long long buffer_id;
 };
 
 static struct sim_legacy_alloc *sim_legacy;
 
-static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize)
+static CUresult sim_alloc_kind(CUdeviceptr *dptr, size_t bytesize, int managed)
 {
     int dev;
     CUresult rc;
@@ -51,11 +53,18 @@ static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize)
     sim_hb_forget(a->ptr, a->mapped); /* fresh memory: older shadow entries are not its past */
     a->size = bytesize;
     a->device = dev;
+    a->managed = managed;
+    a->buffer_id = sim_next_buffer_id();
     a->next = sim_legacy;
     sim_legacy = a;
     sim_live_add(SIM_LIVE_LEGACY, 1);
     *dptr = (CUdeviceptr)a->ptr;
     return CUDA_SUCCESS;
+}
+
+static CUresult sim_alloc(CUdeviceptr *dptr, size_t bytesize)
+{
+    return sim_alloc_kind(dptr, bytesize, 0);
 }
 
 size_t sim_legacy_extent(uintptr_t p)
@@ -161,6 +170,66 @@ CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dpt
     if (pbase) *pbase = (CUdeviceptr)base;
     if (psize) *psize = size;
     return sim_leave(CUDA_SUCCESS);
+}
+
+/* cuda.h, cuMemAllocManaged: memory "automatically managed by the Unified Memory system",
+ * accessible from the host and every device at the same address; flags must be
+ * CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST, a size of 0 is CUDA_ERROR_INVALID_VALUE. The
+ * simulator counts it against the current device's capacity, as memory that starts there. */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult rc = sim_enter(SIM_cuMemAllocManaged);
+    if (rc == CUDA_SUCCESS && flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) rc = sim_capture_unsafe_call();
+    if (rc == CUDA_SUCCESS) rc = sim_alloc_kind(dptr, bytesize, 1);
+    return sim_leave(rc);
+}
+
+/* The pitch the simulator pads rows to: the 512 bytes current GPUs report as
+ * CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT's multiple for cuMemAllocPitch rows. */
+#define SIM_PITCH_ALIGN ((size_t)512)
+
+/* cuda.h, cuMemAllocPitch: at least WidthInBytes * Height bytes, rows padded to *pPitch;
+ * ElementSizeBytes "may be 4, 8 or 16". Counted like cuMemAlloc (the padded size). */
+CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                         unsigned int ElementSizeBytes)
+{
+    CUresult rc = sim_enter(SIM_cuMemAllocPitch);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    if (!dptr || !pPitch || !WidthInBytes || !Height ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+        WidthInBytes > SIZE_MAX - SIM_PITCH_ALIGN)
+        return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    size_t pitch = (WidthInBytes + SIM_PITCH_ALIGN - 1) & ~(SIM_PITCH_ALIGN - 1);
+    if (Height > SIZE_MAX / pitch) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    if ((rc = sim_capture_unsafe_call()) == CUDA_SUCCESS &&
+        (rc = sim_alloc(dptr, pitch * Height)) == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return sim_leave(rc);
+}
+
+/* Pointer attributes of a cuMemAlloc/cuMemAllocPitch/cuMemAllocManaged allocation: its base
+ * and size (cuda.h, cuMemGetAddressRange); managed memory is reachable from the host too.
+ * Lock held. */
+int sim_legacy_describe(uintptr_t p, struct sim_ptr_info *out)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next) {
+        if (p < a->ptr || p - a->ptr >= a->size) continue;
+        out->memtype = CU_MEMORYTYPE_DEVICE;
+        out->device = a->device;
+        out->managed = a->managed;
+        out->vmm = 0;
+        out->base = a->ptr;
+        out->size = a->size;
+        out->map_base = a->ptr;
+        out->map_size = a->size;
+        out->buffer_id = a->buffer_id;
+        out->devp = p;
+        out->host = a->managed ? p : 0;
+        return 1;
+    }
+    return 0;
 }
 
 void sim_legacy_teardown(void)

@@ -69,6 +69,7 @@ struct sim_mapping {
     size_t size;
     struct sim_handle *handle;
     struct sim_reservation *res;
+    unsigned long long buffer_id;           /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     unsigned char access[SIM_LOC_HOST + 1]; /* per device, then host: 0, PROT_READ, PROT_RW */
     int cpu_prot;
 };
@@ -489,6 +490,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     m->addr = p;
     m->size = size;
     m->handle = h;
+    m->buffer_id = sim_next_buffer_id();
     m->res = r;
     m->cpu_prot = PROT_NONE;
     m->next = sim_mappings;
@@ -681,4 +683,29 @@ void sim_vmm_teardown(void)
         sim_reservations = r->next;
         free(r);
     }
+}
+
+/* Pointer attributes of a cuMemMap mapping (sim_pointer.c): the range is the reserved range
+ * that holds it (cuda.h, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: "the mappable address range
+ * ptr references (e.g. from cuMemAddressReserve)"), the mapping what cuMemGetAddressRange
+ * answers; device memory is not reachable by the host (cuda.h,
+ * CU_POINTER_ATTRIBUTE_HOST_POINTER), host-located memory (CU_MEM_LOCATION_TYPE_HOST*) is, at
+ * the same address. Lock held. */
+int sim_vmm_describe(uintptr_t p, struct sim_ptr_info *out)
+{
+    struct sim_mapping *m = sim_mapping_at(p);
+    if (!m) return 0;
+    int on_host = m->handle->device < 0;
+    out->memtype = on_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    out->device = on_host ? sim_current_ctx_device() : m->handle->device;
+    out->managed = 0;
+    out->vmm = 1;
+    out->base = m->res ? m->res->base : m->addr;
+    out->size = m->res ? m->res->size : m->size;
+    out->map_base = m->addr;
+    out->map_size = m->size;
+    out->buffer_id = m->buffer_id;
+    out->devp = p;
+    out->host = on_host ? p : 0;
+    return 1;
 }

@@ -3,8 +3,11 @@
  * call that gpool should serve reached "CUDA". The host-memory functions work (malloc), because
  * gpool passes those through until it has the host kinds. standin_calls() counts every call.
  * Each stand-in keeps cudart's signature, so the parameters it ignores are marked (void). */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -89,5 +92,86 @@ cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned int flags)
     (void)flags;
     atomic_fetch_add(&calls, 1);
     *dev = host;
+    return cudaSuccess;
+}
+
+/* Functions that reach the driver, as libcudart does: dlopen the driver ($GPOOL_LIBCUDA),
+ * dlsym(cuGetProcAddress_v2), then cuGetProcAddress (so, under LD_PRELOAD, gpool's hooks).
+ * The caller has made a context current (the runtime would make the primary one current). */
+static void *driver_proc(const char *name)
+{
+    static void *lib;
+    static CUresult (*getproc)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+    if (!lib) {
+        const char *path = getenv("GPOOL_LIBCUDA");
+        lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (lib) *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
+    }
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    if (!getproc || getproc(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
+        q != CU_GET_PROC_ADDRESS_SUCCESS)
+        return NULL;
+    return fn;
+}
+
+static cudaError_t runtime_code(CUresult r)
+{
+    return r == CUDA_SUCCESS               ? cudaSuccess
+           : r == CUDA_ERROR_OUT_OF_MEMORY ? cudaErrorMemoryAllocation
+                                           : cudaErrorInvalidValue;
+}
+
+cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flags)
+{
+    atomic_fetch_add(&calls, 1);
+    CUresult (*fn)(CUdeviceptr *, size_t, unsigned);
+    *(void **)&fn = driver_proc("cuMemAllocManaged");
+    if (!fn) return cudaErrorInitializationError;
+    CUdeviceptr d = 0;
+    CUresult r = fn(&d, size, flags);
+    *p = (void *)(uintptr_t)d;
+    return runtime_code(r);
+}
+
+cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
+{
+    atomic_fetch_add(&calls, 1);
+    CUresult (*fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+    *(void **)&fn = driver_proc("cuMemAllocPitch");
+    if (!fn) return cudaErrorInitializationError;
+    CUdeviceptr d = 0;
+    CUresult r = fn(&d, pitch, width, height, 16);
+    *p = (void *)(uintptr_t)d;
+    return runtime_code(r);
+}
+
+/* cudaPointerAttributes from one cuPointerGetAttributes call. */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *out, const void *ptr)
+{
+    atomic_fetch_add(&calls, 1);
+    CUresult (*fn)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+    *(void **)&fn = driver_proc("cuPointerGetAttributes");
+    if (!fn) return cudaErrorInitializationError;
+    if (!out) return cudaErrorInvalidValue;
+    unsigned type = 0;
+    int managed = 0, ordinal = 0;
+    CUdeviceptr devp = 0;
+    void *host = NULL;
+    CUpointer_attribute a[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                               CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                               CU_POINTER_ATTRIBUTE_HOST_POINTER};
+    void *data[] = {&type, &managed, &ordinal, &devp, &host};
+    CUresult r = fn(5, a, data, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS) return runtime_code(r);
+    out->type = managed                        ? cudaMemoryTypeManaged
+                : type == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
+                : type == CU_MEMORYTYPE_HOST   ? cudaMemoryTypeHost
+                                               : cudaMemoryTypeUnregistered;
+    out->device = ordinal;
+    out->devicePointer = (void *)(uintptr_t)devp;
+    out->hostPointer = host;
     return cudaSuccess;
 }

@@ -1,0 +1,167 @@
+/* preload_query.c — pointer queries on gpool's blocks: cuMemGetAddressRange,
+ * cuPointerGetAttribute and cuPointerGetAttributes (and so the runtime's
+ * cudaPointerGetAttributes, which reaches the driver through them).
+ *
+ * A gpool block is part of a larger driver allocation (a VMM range of pages, a pinned chunk), so
+ * the driver's answer for it describes that allocation: other live blocks included, and for a
+ * block spanning pages, a different base at each end. NCCL's buffer registration, UCX and MPI
+ * build on these queries, and with cudaMalloc memory the answer is the allocation the program
+ * got. So for an address inside a gpool block (its first requested_size bytes):
+ *   cuMemGetAddressRange, RANGE_START_ADDR, RANGE_SIZE  the block's address and the size the
+ *       program asked for, in the address space of the pointer asked about (the device or the
+ *       host address of a mapped host block);
+ *   MEMORY_TYPE, DEVICE_ORDINAL  the block's kind (device / host) and the pool's device;
+ *   device blocks also: CONTEXT the device's primary context (where cudaMalloc memory lives),
+ *       DEVICE_POINTER the address itself, HOST_POINTER none (CUDA_ERROR_INVALID_VALUE from
+ *       cuPointerGetAttribute, NULL from cuPointerGetAttributes), IS_MANAGED 0.
+ * An address in a block's rounding tail (past the requested size) belongs to no allocation the
+ * program made: the driver's answer for such an address (CUDA_ERROR_NOT_FOUND /
+ * CUDA_ERROR_INVALID_VALUE, zeros from cuPointerGetAttributes). Every other attribute, every
+ * pointer gpool does not hold, and every call while the interposer is off get the real
+ * driver's answer unchanged. Cost: one block lookup per pool (gpool_get_block_desc), no driver
+ * call beyond the real query. */
+#include <stdint.h>
+#include <string.h>
+
+#include "preload.h"
+
+/* What gpool knows about the address asked about. */
+struct block_view {
+    int past_end;   /* inside a block, but past the bytes the program asked for */
+    int device_mem; /* a device block (else a host block) */
+    int dev;        /* the pool's device */
+    uintptr_t base; /* the block's start, in the address space of the pointer */
+    size_t size;    /* the size the program asked for */
+};
+
+/* 1 when p lies inside a live gpool block (v filled), else 0. */
+static int block_at(CUdeviceptr dptr, struct block_view *v)
+{
+    if (!dptr || !gpp_enabled()) return 0;
+    uintptr_t p = (uintptr_t)dptr;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = gpp_pool_peek(dev);
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        if (!pool || gpool_get_block_desc(pool, (const void *)p, &d) != GPOOL_OK) continue;
+        uintptr_t host = (uintptr_t)d.host_ptr, devp = (uintptr_t)d.device_ptr;
+        /* a mapped host block has two addresses: the range is in the one asked about */
+        v->base = host && p - host < d.size ? host : devp;
+        v->size = d.requested_size;
+        v->past_end = p - v->base >= d.requested_size;
+        v->device_mem = d.kind == GPOOL_MEM_DEVICE;
+        v->dev = d.device;
+        return 1;
+    }
+    return 0;
+}
+
+/* The answer for attribute a of the gpool block v at p: CUDA_SUCCESS or an error with *data
+ * written, or -1: the real driver's answer stands. */
+static int block_attribute(void *data, CUpointer_attribute a, const struct block_view *v,
+                           CUdeviceptr p)
+{
+    if (v->past_end) return -1; /* handled by the callers */
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)v->base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = v->size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = v->device_mem ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = v->dev;
+        return CUDA_SUCCESS;
+    default:
+        break;
+    }
+    if (!v->device_mem) return -1; /* the driver knows pinned memory's addresses and context */
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: {
+        CUcontext ctx = gpp_device_context(v->dev);
+        if (!ctx) return -1;
+        *(CUcontext *)data = ctx;
+        return CUDA_SUCCESS;
+    }
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = p;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: /* device memory: the host cannot reach it */
+        *(void **)data = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(int *)data = 0;
+        return CUDA_SUCCESS;
+    default:
+        return -1;
+    }
+}
+
+/* cuPointerGetAttributes' answer for an address no allocation holds: zeros (its reference:
+ * "the attributes are assigned default NULL values"), for the attributes this file answers. */
+static void zero_attribute(void *data, CUpointer_attribute a)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = NULL;
+        break;
+    default:
+        break;
+    }
+}
+
+CUresult gpp_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuMemGetAddressRange) return CUDA_ERROR_NOT_INITIALIZED;
+    struct block_view v;
+    if (!block_at(dptr, &v)) return d->cuMemGetAddressRange(pbase, psize, dptr);
+    if (v.past_end) return CUDA_ERROR_NOT_FOUND; /* no allocation of the program holds it */
+    if (pbase) *pbase = (CUdeviceptr)v.base;
+    if (psize) *psize = v.size;
+    return CUDA_SUCCESS;
+}
+
+CUresult gpp_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuPointerGetAttribute) return CUDA_ERROR_NOT_INITIALIZED;
+    struct block_view v;
+    if (!data || !block_at(ptr, &v)) return d->cuPointerGetAttribute(data, attribute, ptr);
+    if (v.past_end) return CUDA_ERROR_INVALID_VALUE; /* as for a pointer the driver does not know */
+    int r = block_attribute(data, attribute, &v, ptr);
+    return r >= 0 ? (CUresult)r : d->cuPointerGetAttribute(data, attribute, ptr);
+}
+
+CUresult gpp_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes, void **data,
+                                    CUdeviceptr ptr)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuPointerGetAttributes) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = d->cuPointerGetAttributes(n, attributes, data, ptr);
+    struct block_view v;
+    if (r != CUDA_SUCCESS || !block_at(ptr, &v)) return r;
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i]) continue;
+        if (v.past_end)
+            zero_attribute(data[i], attributes[i]);
+        else
+            block_attribute(data[i], attributes[i], &v, ptr); /* HOST_POINTER: NULL, no error */
+    }
+    return CUDA_SUCCESS;
+}
