@@ -8,6 +8,7 @@
 # Environment: TEST_RUNNER (e.g. valgrind ...), TEST_JOBS, TEST_ARGS, and what the tests need
 # (GPOOL_LIBCUDA, GPOOL_TEST_BUILD, GPOOL_TEST_TEARDOWN_DIR).
 set -u
+set -f # TEST_RUNNER and TEST_ARGS hold patterns (valgrind --trace-children-skip=*/sh): no globbing
 logdir=$1 stress=$2
 shift 2
 mkdir -p "$logdir"
