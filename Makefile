@@ -37,11 +37,13 @@ DEPS_OK   := $(BUILD)/.deps-ok
 
 .PHONY: all lib sim tests bench test test-debug test-asan test-tsan test-valgrind clean format deps
 all: lib sim $(if $(BENCH_SRC),$(BUILD)/gpool-bench)
+# make bench's and make test's shell: bash (PIPESTATUS, the verdict lines)
+SHELL := /bin/bash
 lib: $(BUILD)/libgpool.so $(BUILD)/libgpool.a
 sim: $(SIMLIB)
 tests: $(TEST_BIN)
 
-$(DEPS_OK):
+$(DEPS_OK): scripts/deps.sh
 	@CC="$(CC)" CUDA_HOME="$(CUDA_HOME)" scripts/deps.sh
 	@mkdir -p $(@D) && touch $@
 
@@ -96,15 +98,27 @@ TEST_JOBS ?= 2
 # Criterion ignores what fails in a suite's teardown; the teardowns leave a file in
 # TEARDOWN_DIR when a check failed or they did not finish (tests/util_pool.h teardown_begin).
 TEARDOWN_DIR = $(abspath $(BUILD))/teardown
+# Each binary's output goes to TEST_LOGS/NAME.log (the violations and failed checks tests
+# provoke on purpose stay there); one line per binary, then the checks fragments add to
+# TEST_AFTER (fit-check, test-python), run after the C suite, then one verdict line.
+# `make test TEST_AFTER=` runs the C suite alone.
+TEST_LOGS = $(abspath $(BUILD))/test-logs
 test: all $(TEST_BIN) $(STRESS_BIN)
-	@rm -rf $(TEARDOWN_DIR); mkdir -p $(TEARDOWN_DIR); \
-	fail=0; for t in $(TEST_BIN); do \
-	  echo "== $$t"; GPOOL_TEST_TEARDOWN_DIR=$(TEARDOWN_DIR) $(TEST_ENV) $(TEST_RUNNER) $$t --jobs $(TEST_JOBS) $(TEST_ARGS) || fail=1; \
-	done; \
-	echo "== $(STRESS_BIN)"; $(TEST_ENV) $(TEST_RUNNER) $(STRESS_BIN) || fail=1; \
+	@rm -rf $(TEARDOWN_DIR) $(TEST_LOGS); mkdir -p $(TEARDOWN_DIR) $(TEST_LOGS); \
+	fail=0; echo "== the C suite ($(words $(TEST_BIN)) Criterion binaries and the stress program; logs in $(TEST_LOGS))"; \
+	GPOOL_TEST_TEARDOWN_DIR=$(TEARDOWN_DIR) $(TEST_ENV) TEST_RUNNER="$(TEST_RUNNER)" \
+	  TEST_JOBS=$(TEST_JOBS) TEST_ARGS="$(TEST_ARGS)" scripts/test-suite.sh $(TEST_LOGS) \
+	  $(STRESS_BIN) $(TEST_BIN) || fail=1; \
 	if [ -n "$$(ls -A $(TEARDOWN_DIR))" ]; then \
 	  echo "== teardowns that failed a check or did not finish:"; cat $(TEARDOWN_DIR)/*; fail=1; \
 	fi; \
+	after=""; for t in $(TEST_AFTER); do \
+	  if $(MAKE) --no-print-directory $$t 2>&1 | tee $(TEST_LOGS)/$$t.log; [ $${PIPESTATUS[0]} = 0 ]; \
+	  then after="$$after, $$t passed"; else after="$$after, $$t FAILED"; fail=1; fi; \
+	done; \
+	[ -f $(TEST_LOGS)/c-suite ] || { echo '0 0 0 1 0' > $(TEST_LOGS)/c-suite; fail=1; }; \
+	read -r suites tests passed failed skipped < $(TEST_LOGS)/c-suite; \
+	echo "make test: $$suites suites, $$tests tests: $$passed passed, $$failed failed, $$skipped skipped$$after; $$([ $$fail = 0 ] && echo PASS || echo FAIL); logs in $(TEST_LOGS)"; \
 	exit $$fail
 
 # The suite once more on a debug build (build/debug, -DGPOOL_DEBUG=1): invariant checks at

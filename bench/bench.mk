@@ -22,7 +22,15 @@ $(BUILD)/tests/test_bench_%: $(BUILD)/obj/tests/test_bench_%.o $(BENCH_LIB) $(TE
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(BENCH_LIB) $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS) -lcriterion
 
+# make bench: the steps below, their output teed into BENCH_REPORT, then one verdict line
+# (scripts/bench-verdict.sh).
+BENCH_REPORT = $(abspath $(BUILD))/bench-report.txt
+.PHONY: bench bench-steps
 bench: $(BUILD)/gpool-bench $(SIMLIB) $(BUILD)/bench/dropin_client $(BUILD)/libgpool_preload.so
+	@$(MAKE) --no-print-directory bench-steps 2>&1 | tee $(BENCH_REPORT); \
+	scripts/bench-verdict.sh $(BENCH_REPORT) $${PIPESTATUS[0]}
+
+bench-steps: $(BUILD)/gpool-bench $(SIMLIB) $(BUILD)/bench/dropin_client $(BUILD)/libgpool_preload.so
 	@echo "== gpool-bench compare (device: simulated unless a GPU is present)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench compare $(BENCH_TRACES) $(BENCH_ARGS)
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench scale
@@ -48,7 +56,7 @@ fit-check: $(BUILD)/gpool-bench $(SIMLIB)
 	    --strategy gpool --streams $$v --lag $(BENCH_LAG) --require-goal 2>&1); rc=$$?; \
 	  printf '%s\n' "$$out" | grep -E '^summary|misses|error'; [ $$rc = 0 ] || exit $$rc; \
 	done
-test: fit-check
+TEST_AFTER += fit-check
 
 # keep the bench test objects (they are intermediate files of the pattern rule above)
 .SECONDARY: $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(wildcard tests/test_bench_*.c))
@@ -82,4 +90,4 @@ bench-dropin-batch: $(DROPIN_REPLAY) $(BUILD)/libgpool_preload.so $(SIMLIB)
 	  LD_PRELOAD=$(abspath $(BUILD))/libgpool_preload.so $(DROPIN_REPLAY) --nb --busy $$t \
 	  | sed "s/^/cudafree_flush=$$f /" || exit 1; \
 	done; done
-bench: bench-dropin-batch
+bench-steps: bench-dropin-batch

@@ -483,7 +483,10 @@ GPOOL_API gpool_status gpool_config_default_sized(gpool_config *cfg, size_t stru
  * Keys: device, release_threshold, tcache_bytes, small_max, budget_device, budget_pinned,
  * budget_mapped, va_reserve, verbose (0 or 1), trace (a file path), peer_access (auto, none or
  * all), stream_reuse (wait or events). Spaces and tabs around keys and values are ignored, as are
- * empty items. An unknown key is an error.
+ * empty items. The LD_PRELOAD interposer's keys (disable, sync_free, cudafree, cudafree_batch,
+ * cudafree_flush) are accepted, their values checked as the interposer checks them, and
+ * otherwise ignored, so one GPOOL_CONF serves a process that has both. Any other key is an
+ * error.
  *
  * Sizes: decimal digits, then optionally a unit -- K, M, G or T, each optionally followed by B
  * or iB, or B alone -- case-insensitive, nothing else (no sign, fraction, space or hex). Units

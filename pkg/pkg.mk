@@ -1,6 +1,10 @@
 # pkg.mk — install, pkg-config and the API reference. Included by the main Makefile.
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]   headers, libgpool.so.X.Y.Z + links,
-#                      libgpool.a, libgpool_preload.so (when built), gpool-bench, gpool.pc
+#                      libgpool.a, libgpool_preload.so (when built), gpool-bench, gpool.pc;
+#                      what gpool-bench runs lies in $(LIBDIR)/gpool/ (GPOOL_TOOLDIR): the
+#                      binary itself, sim/libcuda.so.1 (the simulated driver), bench/dropin_client
+#                      and bench/dropin_replay; $(BINDIR)/gpool-bench is a link to it (gpool-bench
+#                      finds them next to its own resolved path)
 #   make uninstall     the same variables; removes exactly what install put there, and the
 #                      folders it made when they are left empty
 #   make docs          build/docs/html from include/gpool.h (Doxygen; a warning is an error)
@@ -15,7 +19,13 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 INSTALL      ?= install
 PKG_CONFIG   ?= pkg-config
 
-PKG_HEADERS  := include/gpool.h $(wildcard include/gpool_torch.h)
+PKG_HEADERS  := include/gpool.h $(wildcard include/gpool_torch.h include/gpool_preload.h)
+GPOOL_TOOLDIR ?= $(LIBDIR)/gpool
+# the programs gpool-bench runs (hotpath --dropin, bench-dropin-batch), installed when built
+PKG_TOOL_PROGS := $(BUILD)/bench/dropin_client $(BUILD)/bench/dropin_replay
+# cuda.h's folder for the .pc's Cflags (a program calling the driver itself needs it; gpool.h
+# does not): none when it is the compiler's own /usr/include
+PKG_CUDA_CFLAGS := $(if $(filter /usr/include,$(CUDA_HOME)/include),,-I$(CUDA_HOME)/include)
 PKG_SHARED   := libgpool.so.$(GPOOL_VERSION)
 PKG_PRELOAD  := $(BUILD)/libgpool_preload.so
 # Build the preload library first when its fragment knows how; install it whenever it exists.
@@ -41,11 +51,12 @@ pkg_write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' \
 	    -e 's|@LIBDIR@|$(call pkg_rel,$(EXEC_PREFIX),exec_prefix,$(LIBDIR))|' \
 	    -e 's|@INCLUDEDIR@|$(call pkg_rel,$(PREFIX),prefix,$(INCLUDEDIR))|' \
 	    -e 's|@VERSION@|$(GPOOL_VERSION)|' \
+	    -e 's|@CUDA_CFLAGS@|$(PKG_CUDA_CFLAGS)|' \
 	    -e 's|@LIBS_PRIVATE@|$(PKG_LIBS_PRIVATE)|' pkg/gpool.pc.in > $(1)
 
-install: lib $(BUILD)/gpool-bench pkg/gpool.pc.in $(PKG_PRELOAD_DEP)
+install: lib $(BUILD)/gpool-bench $(SIMLIB) pkg/gpool.pc.in $(PKG_PRELOAD_DEP)
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
-	  $(DESTDIR)$(PKGCONFIGDIR)
+	  $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(GPOOL_TOOLDIR)/sim $(DESTDIR)$(GPOOL_TOOLDIR)/bench
 	$(INSTALL) -m 644 $(PKG_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
 	$(INSTALL) -m 755 $(BUILD)/$(PKG_SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(PKG_SHARED) $(DESTDIR)$(LIBDIR)/$(GPOOL_SONAME)
@@ -55,19 +66,31 @@ install: lib $(BUILD)/gpool-bench pkg/gpool.pc.in $(PKG_PRELOAD_DEP)
 	  echo "$(INSTALL) -m 755 $(PKG_PRELOAD) $(DESTDIR)$(LIBDIR)/"; \
 	  $(INSTALL) -m 755 $(PKG_PRELOAD) $(DESTDIR)$(LIBDIR)/; \
 	else echo "gpool: $(PKG_PRELOAD) not built; not installing the LD_PRELOAD library"; fi
-	$(INSTALL) -m 755 $(BUILD)/gpool-bench $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(BUILD)/gpool-bench $(DESTDIR)$(GPOOL_TOOLDIR)/
+	ln -sfr $(DESTDIR)$(GPOOL_TOOLDIR)/gpool-bench $(DESTDIR)$(BINDIR)/gpool-bench
+	$(INSTALL) -m 755 $(SIMLIB) $(DESTDIR)$(GPOOL_TOOLDIR)/sim/libcuda.so.1
+	ln -sf libcuda.so.1 $(DESTDIR)$(GPOOL_TOOLDIR)/sim/libcuda.so
+	@for p in $(PKG_TOOL_PROGS); do if [ -f $$p ]; then \
+	  echo "$(INSTALL) -m 755 $$p $(DESTDIR)$(GPOOL_TOOLDIR)/bench/"; \
+	  $(INSTALL) -m 755 $$p $(DESTDIR)$(GPOOL_TOOLDIR)/bench/; \
+	else echo "gpool: $$p not built; gpool-bench cannot run it when installed"; fi; done
+	@if [ -f $(PKG_PRELOAD) ]; then \
+	  ln -sfr $(DESTDIR)$(LIBDIR)/libgpool_preload.so $(DESTDIR)$(GPOOL_TOOLDIR)/libgpool_preload.so; fi
 	$(call pkg_write_pc,$(DESTDIR)$(PKGCONFIGDIR)/gpool.pc)
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	  ldconfig; fi
 
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,gpool.h gpool_torch.h)
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/,gpool.h gpool_torch.h gpool_preload.h)
+	rm -f $(addprefix $(DESTDIR)$(GPOOL_TOOLDIR)/,gpool-bench libgpool_preload.so \
+	  sim/libcuda.so.1 sim/libcuda.so bench/dropin_client bench/dropin_replay)
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,$(PKG_SHARED) $(GPOOL_SONAME) libgpool.so libgpool.a \
 	  libgpool_preload.so)
 	rm -f $(DESTDIR)$(BINDIR)/gpool-bench $(DESTDIR)$(PKGCONFIGDIR)/gpool.pc
 	@# the folders install made, when nothing else is in them (pkgconfig before lib)
-	@for d in $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) \
-	  $(DESTDIR)$(BINDIR); do \
+	@for d in $(DESTDIR)$(GPOOL_TOOLDIR)/sim $(DESTDIR)$(GPOOL_TOOLDIR)/bench \
+	  $(DESTDIR)$(GPOOL_TOOLDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR); do \
 	  if [ -d "$$d" ] && [ -z "$$(ls -A "$$d")" ]; then rmdir "$$d"; fi; done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	  ldconfig; fi

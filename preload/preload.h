@@ -232,21 +232,7 @@ void gpp_notice_once(gpp_notice kind, const char *fmt, ...) __attribute__((forma
 /* Bytes of dev's blocks waiting in the cudaFree batches of all threads (cudafree=batch). */
 size_t gpp_pending_bytes(int dev);
 
-/* The counters of the interposer's pool of device (GPOOL_ERR_NO_DEVICE before it exists). */
-__attribute__((visibility("default"))) gpool_status gpool_preload_stats_get(int device,
-                                                                            gpool_stats *out);
-
-/* The batch's counters since start (all threads), exported for the benchmarks. */
-typedef struct gpool_preload_batch_stats {
-    unsigned long long frees;              /* cudaFree/cuMemFree calls queued in a batch */
-    unsigned long long flushes;            /* flushes (each: one synchronize per device in it) */
-    unsigned long long syncs;              /* device synchronizes made by flushes */
-    unsigned long long peak_bytes;         /* most bytes one thread's batch held */
-    unsigned long long limit_bytes;        /* the batch limit of device 0 */
-    unsigned long long events;             /* events recorded by flushes (cudafree_flush=event) */
-    unsigned long long peak_waiting_bytes; /* most bytes flushed but waiting on events */
-} gpool_preload_batch_stats;
-__attribute__((visibility("default"))) void
-gpool_preload_batch_stats_get(gpool_preload_batch_stats *out);
+/* gpool_preload_stats_get, gpool_preload_batch_stats(_get): the installed header. */
+#include "gpool_preload.h"
 
 #endif

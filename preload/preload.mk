@@ -64,3 +64,5 @@ $(PRELOAD_TDIR)/next_prog: $(BUILD)/obj/tests/preload/next_prog.o $(PRELOAD_TDIR
 
 $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN)): | $(PRELOAD_LIB) $(PRELOAD_HELPERS) $(SIMLIB) $(BUILD)/gpool-bench \
   $(BUILD)/bench/dropin_client $(BUILD)/bench/dropin_replay
+# test_preload_conf runs examples/training_step under the interposer
+$(BUILD)/tests/test_preload_conf: | examples

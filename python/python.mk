@@ -10,7 +10,7 @@ PY_TEST_ENV := GPOOL_TEST_BUILD=$(abspath $(BUILD)) GPOOL_LIBRARY=$(abspath $(BU
 .PHONY: test-python install-python
 test-python: lib $(SIMLIB) $(BUILD)/gpool-bench
 	@echo "== python/tests (pytest, simulated driver)"
-	@$(PYTHON) -c 'import pytest' 2>/dev/null || { echo "test-python: $(PYTHON) has no pytest; apt-get install python3-pytest" >&2; exit 1; }
+	@$(PYTHON) -c 'import pytest' 2>/dev/null || { echo "test-python: $(PYTHON) has no pytest; run: apt-get install python3-pytest (as root, make installs it: scripts/deps.sh)" >&2; exit 1; }
 	cd python && $(PY_TEST_ENV) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
 
 install-python:
@@ -18,7 +18,7 @@ install-python:
 
 # sanitizer builds cannot be loaded into an uninstrumented Python
 ifeq ($(SAN),)
-test: test-python
+TEST_AFTER += test-python
 endif
 
 # `gpool-bench import` runs the snapshot converter; installed next to gpool-bench
@@ -28,5 +28,8 @@ uninstall: uninstall-snapshot-import
 install-snapshot-import:
 	$(INSTALL) -d $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 755 tools/snapshot_import.py $(DESTDIR)$(BINDIR)/gpool-snapshot-import
+	@# the installed gpool-bench runs from $(GPOOL_TOOLDIR) (pkg.mk) and looks for it there
+	$(INSTALL) -d $(DESTDIR)$(GPOOL_TOOLDIR)
+	ln -sfr $(DESTDIR)$(BINDIR)/gpool-snapshot-import $(DESTDIR)$(GPOOL_TOOLDIR)/gpool-snapshot-import
 uninstall-snapshot-import:
-	rm -f $(DESTDIR)$(BINDIR)/gpool-snapshot-import
+	rm -f $(DESTDIR)$(BINDIR)/gpool-snapshot-import $(DESTDIR)$(GPOOL_TOOLDIR)/gpool-snapshot-import

@@ -7,6 +7,8 @@
 #include "error.h"
 #include "gpool.h"
 #include "options.h"
+/* the interposer's keys: gpool accepts, checks and ignores them (gpool_config_parse) */
+#include "../preload/preload_options.h"
 #include "pool.h"
 #include "sizeclass.h"
 #include "structs.h"
@@ -184,7 +186,9 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
     gpool_config tmp = GPOOL_CONFIG_INIT, before;
     gp_struct_read(&gp_type_config_zero_ok, &tmp, cfg, size);
     memcpy(&before, &tmp, sizeof tmp);
-    st = gp_config_apply(&tmp, conf, NULL, NULL);
+    /* One GPOOL_CONF serves a process that has the LD_PRELOAD interposer and the library: the
+     * interposer's declared keys are checked here as it checks them, and dropped. */
+    st = gp_config_apply(&tmp, conf, &gpp_option_table, NULL);
     if (st != GPOOL_OK) return st;
     char beyond[200];
     if (size < sizeof tmp && keys_beyond(&tmp, &before, size, beyond, sizeof beyond))

@@ -6,7 +6,11 @@
  * The install re-runs make with this test run's build directory, compiler and flags
  * ($GPOOL_TEST_BUILD, $GPOOL_TEST_CC, $GPOOL_TEST_SAN, $GPOOL_TEST_OPT, exported by make test);
  * the current directory must be the repository root. On a real GPU (GPOOL_TEST_REAL_GPU=1) it
- * skips: the outside program runs on the simulated driver. */
+ * skips: the outside program runs on the simulated driver.
+ * The installed tree is complete: the installed gpool-bench runs `info` and `hotpath --dropin`
+ * with nothing from the build tree (the simulated driver and the drop-in client lie in
+ * $LIBDIR/gpool/), and README.md's example (the ```c block after the "compiled by
+ * tests/test_install.c" mark) builds with `pkg-config --cflags --libs gpool` -lcuda and runs. */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdio.h>
@@ -48,7 +52,8 @@ static const char script[] =
     "root=$1 stage=$2 work=$(dirname \"$2\")\n"
     "unset MAKEFLAGS MFLAGS MAKELEVEL\n"
     "# install what make test built; remake nothing (others may be editing src/ meanwhile)\n"
-    "noremake=\"-o lib -o $BUILD/gpool-bench -o $BUILD/libgpool_preload.so\"\n"
+    "noremake=\"-o lib -o $BUILD/gpool-bench -o $BUILD/libgpool_preload.so -o "
+    "$BUILD/sim/libcuda.so.1\"\n"
     "echo '== make install'\n"
     "make -s -C \"$root\" install $noremake DESTDIR=\"$stage\" PREFIX=/usr BUILD=\"$BUILD\" "
     "CC=\"$CC\" "
@@ -72,6 +77,26 @@ static const char script[] =
     "if readelf -d \"$work/probe-static\" | grep -q libgpool; then\n"
     "  echo 'static probe still needs libgpool.so'; exit 1; fi\n"
     "\"$work/probe-static\"\n"
+    "echo '== the installed gpool-bench, nothing from the build tree'\n"
+    "env -u GPOOL_LIBCUDA \"$stage/usr/bin/gpool-bench\" info\n"
+    "# its timing goal may miss on a busy machine: what counts is that every row ran\n"
+    "env -u GPOOL_LIBCUDA \"$stage/usr/bin/gpool-bench\" hotpath --dropin --pairs 200 --rounds 1 "
+    ">\"$work/hotpath\" 2>&1 || true\n"
+    "grep -q '100000    1 MiB' \"$work/hotpath\" && grep -q 'goal <= 4x at every row' "
+    "\"$work/hotpath\" || { cat \"$work/hotpath\"; exit 1; }\n"
+    "echo '== the README example, with the README line'\n"
+    "awk '/compiled by tests\\/test_install.c/ {m=1} m && /^```$/ && f {exit} f {print} "
+    "m && /^```c$/ {f=1}' \"$root/README.md\" > \"$work/readme_example.c\"\n"
+    "grep -q gpool_create \"$work/readme_example.c\" || { echo 'no example in README.md'; exit 1; "
+    "}\n"
+    "# pkg-config prefixes the sysroot to cuda.h's folder too: show it the real one there\n"
+    "cuda=${CUDA_HOME:-/usr/local/cuda}\n"
+    "mkdir -p \"$stage$(dirname \"$cuda\")\" && ln -s \"$cuda\" \"$stage$cuda\"\n"
+    "$CC $SAN -o \"$work/readme_example\" \"$work/readme_example.c\" "
+    "$(pkg-config --cflags --libs gpool) -L\"$stage/usr/lib/gpool/sim\" -lcuda\n"
+    "LD_LIBRARY_PATH=$stage/usr/lib:$stage/usr/lib/gpool/sim \"$work/readme_example\"\n"
+    "rm \"$stage$cuda\"; d=$(dirname \"$cuda\"); while [ \"$d\" != / ]; do "
+    "rmdir \"$stage$d\" 2>/dev/null || break; d=$(dirname \"$d\"); done\n"
     "echo '== make uninstall'\n"
     "touch \"$stage/usr/bin/not-ours\"\n"
     "make -s -C \"$root\" uninstall DESTDIR=\"$stage\" PREFIX=/usr BUILD=\"$BUILD\" CC=\"$CC\" "
@@ -239,14 +264,28 @@ static void check_layout(const char *root)
     cr_expect(link_points_to(p, want), "%s is not a link to %s", p, want);
     snprintf(p, sizeof p, "%s/opt/gp/lib64/libgpool.so", work);
     cr_expect(link_points_to(p, soname), "%s is not a link to %s", p, soname);
-    static const char *files[] = {"opt/gp/include/gpool.h", "opt/gp/lib64/libgpool.a",
-                                  "opt/gp/bin/gpool-bench", "opt/gp/lib64/pkgconfig/gpool.pc"};
+    static const char *files[] = {
+        "opt/gp/include/gpool.h",         "opt/gp/include/gpool_preload.h",
+        "opt/gp/lib64/libgpool.a",        "opt/gp/lib64/pkgconfig/gpool.pc",
+        "opt/gp/lib64/gpool/gpool-bench", "opt/gp/lib64/gpool/sim/libcuda.so.1"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", work, files[i]);
         cr_expect(is_file(p), "%s missing", p);
     }
+    /* $BINDIR/gpool-bench: a relative link to the one beside what it runs */
     snprintf(p, sizeof p, "%s/opt/gp/bin/gpool-bench", work);
+    cr_expect(link_points_to(p, "../lib64/gpool/gpool-bench"), "%s is not a link into lib64/gpool",
+              p);
     cr_expect_eq(access(p, X_OK), 0, "gpool-bench is not executable");
+    /* the programs gpool-bench runs: installed exactly when built */
+    static const char *progs[] = {"dropin_client", "dropin_replay"};
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        char built[PATH_MAX + 64];
+        snprintf(built, sizeof built, "%s/bench/%s", getenv("GPOOL_TEST_BUILD"), progs[i]);
+        snprintf(p, sizeof p, "%s/opt/gp/lib64/gpool/bench/%s", work, progs[i]);
+        cr_expect_eq(is_file(p), is_file(built), "%s installed: %d, built: %d", progs[i],
+                     is_file(p), is_file(built));
+    }
     /* optional parts: installed exactly when they exist in the tree */
     char src[PATH_MAX + 64];
     snprintf(src, sizeof src, "%s/include/gpool_torch.h", root);
@@ -270,6 +309,11 @@ static void check_layout(const char *root)
     cr_expect(strstr(pc, "Libs: -L${libdir} -lgpool\n"), "gpool.pc:\n%s", pc);
     cr_expect(strstr(pc, "Libs.private:") && strstr(pc, "-ldl -lm -lpthread"), "gpool.pc:\n%s", pc);
     cr_expect(!strstr(pc, "jemalloc") && strstr(pc, "hwloc"), "gpool.pc:\n%s", pc);
+    /* cuda.h's folder, for a program that makes its own streams (README's example) */
+    const char *cuda = getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda";
+    char cflags[PATH_MAX + 64];
+    snprintf(cflags, sizeof cflags, "Cflags: -I${includedir} -I%s/include", cuda);
+    cr_expect(strstr(pc, cflags), "gpool.pc lacks '%s':\n%s", cflags, pc);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
     cr_expect_eq(system(cmd), 0);
