@@ -11,6 +11,7 @@ PRELOAD_TDIR  := $(BUILD)/tests/preload
 PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
 	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
+PRELOAD_HELPERS += $(PRELOAD_TDIR)/order_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -37,6 +38,8 @@ $(PRELOAD_TDIR)/libcudart.so.13: $(BUILD)/obj/tests/preload/cudart_standin.o
 	$(CC) -shared -Wl,-soname,libcudart.so.13 -o $@ $< $(LDFLAGS)
 $(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOAD_TDIR)/libcudart.so.13
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+$(PRELOAD_TDIR)/order_prog: $(BUILD)/obj/tests/preload/order_prog.o $(PRELOAD_TDIR)/libcudart.so.13
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl -lpthread
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LDFLAGS) -ldl
