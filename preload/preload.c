@@ -62,6 +62,11 @@ int gpp_flush_with_events(void)
     return conf_own.flush_events;
 }
 
+int gpp_free_mode(void)
+{
+    return conf_own.free_mode;
+}
+
 static gpool_config conf_pool = GPOOL_CONFIG_INIT;
 static atomic_int exiting;
 /* 1 while serving (conf_enabled and not exiting), 0 when not, -1 before read_conf ran: the
@@ -336,6 +341,8 @@ static void load_driver(void)
     GPP_RESOLVE(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 12000, ptsz);
     GPP_RESOLVE(cuStreamEndCapture, "cuStreamEndCapture", 12000, legacy);
     GPP_RESOLVE(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 12000, ptsz);
+    GPP_RESOLVE(cuMemHostGetFlags, "cuMemHostGetFlags", 12000, dflt);
+    GPP_RESOLVE(cuStreamGetCtx, "cuStreamGetCtx", 12000, legacy);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
         d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
         d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)
@@ -500,6 +507,13 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
     return st;
 }
 
+/* Every device gpool serves: its work is done. */
+static void sync_all_devices(void)
+{
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
+        if (gpp_pool_peek(dev)) gpp_device_sync(dev);
+}
+
 static gpp_free_result free_result(gpool_status st)
 {
     return st == GPOOL_OK                    ? GPP_FREED
@@ -527,10 +541,23 @@ void gpp_device_sync(int dev)
 }
 
 /* Order a cudaFree-style free of a block of dev after all work issued so far (see the top of
- * this file): nothing to do in stream mode (legacy-stream order), a synchronize in sync mode. */
+ * this file): a synchronize in sync mode, else the legacy-stream fence (preload_fence.c). */
 static void legacy_barrier(int dev)
 {
-    if (conf_own.free_mode == GPP_CUDAFREE_SYNC) gpp_device_sync(dev);
+    if (conf_own.free_mode == GPP_CUDAFREE_SYNC)
+        gpp_device_sync(dev);
+    else
+        gpp_legacy_fence(dev);
+}
+
+/* A cudaFree/cuMemFree/cudaFreeHost goes to the batch in batch and stream mode (stream falls
+ * back to the batch, preload_streams.c) once a non-blocking stream exists, and while a stream
+ * capture runs (the fence's legacy-stream record would join or invalidate it). */
+static int free_to_batch(void)
+{
+    return conf_own.free_mode != GPP_CUDAFREE_SYNC &&
+           (gpp_nonblocking_streams() ||
+            atomic_load_explicit(&gpp_captures, memory_order_relaxed) != 0);
 }
 
 gpp_free_result gpp_free_now(void *p, int dev)
@@ -559,9 +586,11 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
      * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
     gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
-    /* batch mode with no non-blocking stream: the stream mode's free is exact (see
-     * preload_streams.c), and the block is reusable at once */
-    if (legacy && conf_own.free_mode == GPP_CUDAFREE_BATCH && gpp_nonblocking_streams()) {
+    /* a pinned host block is not what cudaFree/cuMemFree/cudaFreeAsync free */
+    if (__builtin_expect(gpp_host_blocks() != 0, 0) && gpp_host_block(p)) return GPP_FREE_INVALID;
+    /* no non-blocking stream: the block is reusable at once, ordered by the legacy-stream
+     * fence (preload_fence.c); with one, it waits in the batch */
+    if (legacy && free_to_batch()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */
         size_t size;
         for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
@@ -571,7 +600,10 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
         return GPP_NOT_OURS;
     }
     if (pool) {
-        if (legacy) legacy_barrier(cur);
+        if (legacy)
+            legacy_barrier(cur);
+        else if (!stream) /* a stream-ordered free on the legacy stream */
+            gpp_legacy_fence(cur);
         /* gpool_free's inline thread-cache path serves the default (legacy) stream */
         gpp_free_result r =
             free_result(!stream && !conf_pool.default_stream ? gpool_free(pool, p)
@@ -581,13 +613,16 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         if (dev == cur || !(pool = gpp_pool_peek(dev))) continue;
         if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK) continue;
-        if (legacy) legacy_barrier(dev);
+        if (legacy)
+            legacy_barrier(dev);
+        else if (!stream) /* a stream-ordered free on the legacy stream */
+            gpp_legacy_fence(dev);
         return free_result(gpool_free_async(pool, p, stream));
     }
     return GPP_NOT_OURS;
 }
 
-gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out)
+gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, unsigned flags, void **out)
 {
     int dev = gpp_current_device();
     gpool_t *pool = gpp_pool(dev < 0 ? 0 : dev);
@@ -599,6 +634,11 @@ gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out)
         gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
         if (gpool_get_block_desc(pool, *out, &desc) == GPOOL_OK && desc.host_ptr)
             *out = desc.host_ptr;
+    }
+    if (st == GPOOL_OK && !gpp_host_flags_put(*out, flags)) { /* no room to remember it */
+        gpp_free_host(*out);
+        *out = NULL;
+        return GPOOL_ERR_OUT_OF_MEMORY;
     }
     return st;
 }
@@ -612,10 +652,18 @@ gpp_free_result gpp_free_host(void *p)
         gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
         if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE)
             continue;
-        if (conf_own.sync_free) legacy_barrier(dev);
         /* the block is freed by the address gpool handed out */
         void *handle =
             desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr : desc.host_ptr;
+        gpp_host_flags_drop(p);
+        /* the same modes as cudaFree (see the top of this file); host memory is reachable
+         * from every device, so each device gpool serves is covered */
+        if (conf_own.free_mode == GPP_CUDAFREE_SYNC)
+            sync_all_devices();
+        else if (free_to_batch())
+            return gpp_batch_add_host(handle ? handle : p, dev, desc.size);
+        else
+            gpp_legacy_fence_all();
         gpool_status st = gpool_free(pool, handle ? handle : p);
         if (st == GPOOL_ERR_INVALID_POINTER && handle && handle != p) st = gpool_free(pool, p);
         return free_result(st);
@@ -668,6 +716,7 @@ static const struct {
     {"cuMemHostAlloc", (void *)gpp_cuMemHostAlloc},
     {"cuMemAllocHost_v2", (void *)gpp_cuMemAllocHost_v2},
     {"cuMemFreeHost", (void *)gpp_cuMemFreeHost},
+    {"cuMemHostGetFlags", (void *)gpp_cuMemHostGetFlags},
     {"cuMemGetInfo_v2", (void *)gpp_cuMemGetInfo_v2},
     {"cuCtxSetCurrent", (void *)gpp_cuCtxSetCurrent},
     {"cuCtxPushCurrent_v2", (void *)gpp_cuCtxPushCurrent_v2},
@@ -702,6 +751,7 @@ static const struct {
     {"cuMemHostAlloc", 2020, (void *)gpp_cuMemHostAlloc, NULL},
     {"cuMemAllocHost", 3020, (void *)gpp_cuMemAllocHost_v2, NULL},
     {"cuMemFreeHost", 2000, (void *)gpp_cuMemFreeHost, NULL},
+    {"cuMemHostGetFlags", 2030, (void *)gpp_cuMemHostGetFlags, NULL},
     {"cuMemGetInfo", 3020, (void *)gpp_cuMemGetInfo_v2, NULL},
     {"cuCtxSetCurrent", 4000, (void *)gpp_cuCtxSetCurrent, NULL},
     {"cuCtxPushCurrent", 4000, (void *)gpp_cuCtxPushCurrent_v2, NULL},

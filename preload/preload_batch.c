@@ -29,11 +29,19 @@ typedef struct pending_free {
     int dev;
 } pending_free;
 
+/* A batch's host blocks (cudaFreeHost/cuMemFreeHost): reachable from every device, so a
+ * flush holding one covers every device gpool serves. */
+static int covers(const size_t *bytes, int host, int dev)
+{
+    return bytes[dev] || (host && gpp_pool_peek(dev));
+}
+
 typedef struct gpp_batch {
     atomic_int lock; /* the owner on every free; a flush-all from another thread, rarely */
     pending_free *e;
     size_t n, cap;
-    size_t bytes[GPP_MAX_DEVICES];
+    size_t bytes[GPP_MAX_DEVICES]; /* device blocks */
+    size_t host_bytes;             /* host blocks (counted apart: not device memory) */
     unsigned long long frees, flushes, syncs, peak; /* owner-written, read under lock */
     struct gpp_batch *prev, *next;                  /* all_batches, under registry_lock */
 } gpp_batch;
@@ -98,14 +106,14 @@ static size_t reap(int wait)
 
 /* Event flush of list (see preload_streams.c): record the events, queue the blocks until they
  * complete. 0 when queued (list is copied); -1 when the caller must synchronize instead. */
-static int flush_with_events(const pending_free *list, size_t n, const size_t *bytes)
+static int flush_with_events(const pending_free *list, size_t n, const size_t *bytes, int host)
 {
     const gpp_real_driver *d = gpp_driver();
     waiting_group *g = calloc(1, sizeof *g);
     pending_free *copy = g ? malloc(n * sizeof *copy) : NULL;
     int ok = d && d->cuEventQuery && d->cuEventSynchronize && copy;
     for (int k = 0; ok && k < GPP_MAX_DEVICES; k++) {
-        if (!bytes[k]) continue;
+        if (!covers(bytes, host, k)) continue;
         size_t got = gpp_record_flush_events(k, g->ev + g->nev, GPP_MAX_FLUSH_EVENTS - g->nev);
         if (got == (size_t)-1)
             ok = 0;
@@ -150,15 +158,15 @@ static void batch_unlock(gpp_batch *b)
 
 /* Synchronize each device of list, then give every block back to its pool; the number of
  * synchronizes. The caller owns list (taken out of a batch). */
-static unsigned drain(pending_free *list, size_t n, const size_t *bytes)
+static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int host)
 {
-    if (gpp_flush_with_events() && flush_with_events(list, n, bytes) == 0) {
+    if (gpp_flush_with_events() && flush_with_events(list, n, bytes, host) == 0) {
         reap(0); /* earlier flushes whose work is done */
         return 0;
     }
     unsigned syncs = 0;
     for (int d = 0; d < GPP_MAX_DEVICES; d++)
-        if (bytes[d]) {
+        if (covers(bytes, host, d)) {
             gpp_device_sync(d);
             syncs++;
         }
@@ -176,6 +184,8 @@ static size_t batch_flush(gpp_batch *b)
     size_t n = b->n, cap = b->cap;
     memcpy(bytes, b->bytes, sizeof bytes);
     memset(b->bytes, 0, sizeof b->bytes);
+    int host = b->host_bytes != 0;
+    b->host_bytes = 0;
     b->e = NULL;
     b->n = b->cap = 0;
     batch_unlock(b);
@@ -186,7 +196,7 @@ static size_t batch_flush(gpp_batch *b)
         free(list);
         return 0;
     }
-    unsigned syncs = drain(list, n, bytes);
+    unsigned syncs = drain(list, n, bytes, host);
     batch_lock(b);
     b->flushes++;
     b->syncs += syncs;
@@ -240,28 +250,47 @@ static gpp_batch *batch_create(void)
     return b;
 }
 
-gpp_free_result gpp_batch_add(void *p, int dev, size_t size)
+/* No room to queue p: an exact synchronize (of every device for a host block) instead. */
+static gpp_free_result free_now(void *p, int dev, int host)
+{
+    for (int d = 0; host && d < GPP_MAX_DEVICES; d++)
+        if (d != dev && gpp_pool_peek(d)) gpp_device_sync(d);
+    return gpp_free_now(p, dev);
+}
+
+/* Queue p of dev's pool (host: a host block); flush once the batch holds the limit. */
+static gpp_free_result batch_add(void *p, int dev, size_t size, int host)
 {
     gpp_batch *b = tl_batch;
-    if (__builtin_expect(!b, 0) && !(b = batch_create())) return gpp_free_now(p, dev);
+    if (__builtin_expect(!b, 0) && !(b = batch_create())) return free_now(p, dev, host);
     batch_lock(b);
     if (__builtin_expect(b->n == b->cap, 0)) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
         pending_free *ne = realloc(b->e, cap * sizeof *ne);
         if (!ne) { /* no room to queue it: an exact synchronize instead */
             batch_unlock(b);
-            return gpp_free_now(p, dev);
+            return free_now(p, dev, host);
         }
         b->e = ne;
         b->cap = cap;
     }
     b->e[b->n++] = (pending_free){p, dev};
-    size_t held = b->bytes[dev] += size;
+    size_t held = host ? (b->host_bytes += size) : (b->bytes[dev] += size);
     b->frees++;
     if (held > b->peak) b->peak = held;
     batch_unlock(b);
     if (__builtin_expect(held >= gpp_batch_limit(dev), 0)) batch_flush(b);
     return GPP_FREED;
+}
+
+gpp_free_result gpp_batch_add(void *p, int dev, size_t size)
+{
+    return batch_add(p, dev, size, 0);
+}
+
+gpp_free_result gpp_batch_add_host(void *handle, int dev, size_t size)
+{
+    return batch_add(handle, dev, size, 1);
 }
 
 size_t gpp_batch_flush_all(void)

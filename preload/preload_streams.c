@@ -32,6 +32,7 @@
 #include <stdlib.h>
 
 #include "preload.h"
+#include "preload_options.h"
 
 static atomic_int nonblocking_streams;
 
@@ -161,10 +162,16 @@ int gpp_nonblocking_streams(void)
     return atomic_load_explicit(&nonblocking_streams, memory_order_relaxed);
 }
 
-/* A non-blocking stream now exists (its creation succeeded). */
+/* A non-blocking stream now exists (its creation succeeded). cudafree=stream assumes none
+ * does (its frees are ordered by the legacy-stream fence alone, preload_fence.c): it says so
+ * once and from now on frees into the batch, as the default mode does. */
 static void saw_nonblocking_stream(void)
 {
     if (atomic_fetch_add(&nonblocking_streams, 1) != 0) return;
+    if (gpp_free_mode() == GPP_CUDAFREE_STREAM)
+        gpp_notice_once(GPP_NOTICE_STREAM_MODE,
+                        "cudafree=stream assumes no non-blocking stream, and the program made "
+                        "one: cudaFree/cudaFreeHost batch from now on (cudafree=batch)");
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
         if (gpp_pool_peek(dev)) gpp_device_sync(dev);
 }
@@ -234,4 +241,22 @@ cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int prio
         saw_nonblocking_stream();
     }
     return e;
+}
+
+/* cuda.h, cuMemAllocAsync: the allocation is made on the device of hStream's context
+ * (cuStreamGetCtx), not the current one. The primary contexts the pools retained are matched
+ * without a call; any other context is asked (pushed, cuCtxGetDevice, popped). */
+int gpp_stream_device(CUstream s)
+{
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return -1;
+    const gpp_real_driver *d = gpp_driver();
+    CUcontext ctx = NULL, popped;
+    if (!d || !d->cuStreamGetCtx || d->cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS || !ctx) return -1;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
+        if (gpp_device_context(dev) == ctx) return dev;
+    CUdevice cudev = -1;
+    if (d->cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
+    if (d->cuCtxGetDevice(&cudev) != CUDA_SUCCESS) cudev = -1;
+    d->cuCtxPopCurrent(&popped);
+    return cudev;
 }

@@ -91,8 +91,9 @@ Test(preload, runtime_calls_are_served_by_gpool)
     cr_assert_eq(field(&pre, "standin"), 0);
     cr_assert_eq(field(&pre, "cuMemAlloc"), 0);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
-    /* cudaFree (batch mode): no driver call per free, one synchronize per batch */
-    cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
+    /* cudaFree (batch mode, no non-blocking stream): no synchronize; one legacy-stream event
+     * record per allocation after a free orders the reuse (preload/preload_fence.c) */
+    cr_assert_leq(field(&pre, "cuEventRecord"), field(&pre, "frees"), "%s", pre.out);
     cr_assert_lt(field(&pre, "cuCtxSynchronize"), field(&pre, "frees") / 10, "%s", pre.out);
 }
 
@@ -101,7 +102,7 @@ Test(preload, cudafree_stream_mode_makes_no_synchronize)
     static struct run pre;
     run_expect(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree=stream", 0);
     cr_assert_leq(field(&pre, "cuCtxSynchronize"), 1, "%s", pre.out);
-    cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
+    cr_assert_leq(field(&pre, "cuEventRecord"), field(&pre, "frees"), "%s", pre.out);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
 }
 
@@ -132,14 +133,18 @@ Test(preload, cudafree_batches_are_per_thread_and_flushed_at_thread_exit)
     run_expect(&pre, "runtime_prog", "threads", 1, NULL, 0);
 }
 
-/* The cached path of cuMemAlloc+cuMemFree makes no driver call (no cuCtxGetCurrent, no
- * cuMemGetInfo), and the device still follows the thread's context switches. */
+/* The cached path of cuMemAlloc+cuMemFree makes one driver call, the legacy-stream event
+ * record that orders the reuse (preload/preload_fence.c; its event made once: push, create,
+ * pop), no cuCtxGetCurrent, no cuMemGetInfo, and the device still follows the thread's
+ * context switches. */
 Test(preload, cached_pairs_make_no_driver_call_and_follow_context_switches)
 {
     static struct run pre;
     run_expect(&pre, "driver_prog", "devices", 1, "GPOOL_SIM_DEVICES=2", 0);
     cr_assert(strstr(pre.out, "cuCtxSetCurrent_from=libgpool_preload.so"), "%s", pre.out);
-    cr_assert_eq(field(&pre, "driver_calls"), 0, "%s", pre.out);
+    cr_assert_leq(field(&pre, "driver_calls"), field(&pre, "pairs") + 3, "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuCtxGetCurrent"), 0, "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuMemGetInfo"), 0, "%s", pre.out);
 }
 
 /* cudafree_flush=event: a flush records events (legacy stream + the non-blocking stream)

@@ -19,6 +19,7 @@
 unsigned long standin_calls(void);
 unsigned long standin_null_frees(void);
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
+cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
 
 static void *lib;
 static CUresult (*touch)(CUstream, CUdeviceptr, size_t, int);
@@ -107,7 +108,7 @@ static int two_streams(unsigned flags)
  * it, another allocates and writes on its own. */
 struct ptds_arg {
     void *p;
-    int alloc, same;
+    int async, same;
     int failed;
 };
 
@@ -115,18 +116,23 @@ static void *ptds_thread(void *arg)
 {
     struct ptds_arg *t = arg;
     void *q = NULL;
-    if (ctx_set(ctx0) != CUDA_SUCCESS || cudaMalloc(&q, BLOCK) != cudaSuccess ||
-        touch(CU_STREAM_PER_THREAD, (CUdeviceptr)(uintptr_t)q, BLOCK, 1) != CUDA_SUCCESS ||
-        cudaFree(q) != cudaSuccess)
+    if (t->async) { /* the _ptsz entry points, NULL = the thread's own default stream */
+        if (ctx_set(ctx0) != CUDA_SUCCESS || cudaMallocAsync_ptsz(&q, BLOCK, NULL) != cudaSuccess ||
+            touch(CU_STREAM_PER_THREAD, (CUdeviceptr)(uintptr_t)q, BLOCK, 1) != CUDA_SUCCESS ||
+            cudaFreeAsync_ptsz(q, NULL) != cudaSuccess)
+            t->failed = 1;
+    } else if (ctx_set(ctx0) != CUDA_SUCCESS || cudaMalloc(&q, BLOCK) != cudaSuccess ||
+               touch(CU_STREAM_PER_THREAD, (CUdeviceptr)(uintptr_t)q, BLOCK, 1) != CUDA_SUCCESS ||
+               cudaFree(q) != cudaSuccess)
         t->failed = 1;
     t->same += q == t->p;
     t->p = q;
     return NULL;
 }
 
-static int ptds(void)
+static int ptds(int async)
 {
-    struct ptds_arg t = {0};
+    struct ptds_arg t = {.async = async};
     void *keep;
     CHECK(cudaMalloc(&keep, BLOCK) == cudaSuccess);
     for (int i = 0; i < 2 * ROUNDS; i++) {
@@ -263,7 +269,8 @@ int main(int argc, char **argv)
     if (setup()) return 1;
     if (!strcmp(mode, "blocking")) return two_streams(0);
     if (!strcmp(mode, "nonblocking")) return two_streams(CU_STREAM_NON_BLOCKING);
-    if (!strcmp(mode, "ptds")) return ptds();
+    if (!strcmp(mode, "ptds")) return ptds(0);
+    if (!strcmp(mode, "ptds_async")) return ptds(1);
     if (!strcmp(mode, "host")) return host();
     if (!strcmp(mode, "null_free")) return null_free();
     if (!strcmp(mode, "host_to_free")) return host_to_free();
