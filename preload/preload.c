@@ -18,23 +18,29 @@
  * does not resolve to a hooked symbol of the driver, get the real answer, so gpool's own table
  * holds the real functions and nothing recurses.
  *
- * cudaFree / cuMemFree semantics. The real calls synchronize the device, so memory they free
- * can be handed out again at once, whichever stream used it. We do not synchronize per free.
- * GPOOL_CONF's cudafree key chooses how a block freed by cudaFree/cuMemFree becomes reusable:
- *   batch (default): while the process has no non-blocking stream, as stream below (exact
- *     then: every stream waits for the legacy one; see preload_streams.c). Once one exists,
- *     the block joins the calling thread's batch (preload_batch.c); when that batch holds
- *     cudafree_batch bytes of a device (default: 1/64 of the device's memory, at least
- *     64 MiB), when the thread exits, or when an allocation finds no memory, one
- *     cuCtxSynchronize per device covers the whole batch and its blocks go back to the pool.
- *     Safe for work on any stream, blocking or not (PyTorch's side streams are non-blocking),
- *     at the cost of one synchronize per batch instead of one per free.
- *   stream: the block is freed at once, ordered on the legacy default stream. That is safe for
- *     work on the legacy stream and on every *blocking* stream (the legacy stream waits for
- *     earlier work on blocking streams, and later work on them waits for it), and makes no
- *     driver call at all; it is not safe for memory still used on cudaStreamNonBlocking streams.
- *   sync (or sync_free=1): a cuCtxSynchronize per free, exactly as CUDA does.
- * cudaFreeAsync/cuMemFreeAsync are stream-ordered frees (gpool_free_async) in every mode.
+ * cudaFree / cuMemFree / cudaFreeHost / cuMemFreeHost semantics. The real calls may
+ * synchronize, and programs rely on it (Programming Guide, "Implicit Synchronization": a
+ * device or page-locked host allocation between two commands of different streams serializes
+ * them): memory they free is never handed to other work before the work queued on it
+ * completes, whatever streams touched it. We do not synchronize per free. GPOOL_CONF's
+ * cudafree key chooses how a freed block becomes reusable (docs/dropin.md has the costs):
+ *   batch (default): while the process has no non-blocking stream, the block goes back to
+ *     the pool at once after the legacy-stream fence, one event record on the legacy stream
+ *     (preload_fence.c): it orders the legacy, blocking and per-thread default streams, which
+ *     the legacy stream orders only through work enqueued on it. Once a non-blocking stream
+ *     exists (or while a stream capture runs), the block joins the calling thread's batch
+ *     (preload_batch.c); when that batch holds cudafree_batch bytes of a device (default:
+ *     1/64 of the device's memory, at least 64 MiB), when the thread exits, or when an
+ *     allocation finds no memory, one cuCtxSynchronize per device (cudafree_flush=event:
+ *     events on the legacy and every non-blocking stream) covers the whole batch and its
+ *     blocks go back to the pool.
+ *   stream: the same; it assumes no non-blocking stream, and when one appears it says so
+ *     once (preload_notice.c) and frees into the batch from then on.
+ *   sync (or sync_free=1): a cuCtxSynchronize per free (of every device gpool serves for a
+ *     host block), exactly as CUDA does.
+ * Host blocks are reachable from every device: their fence and their batch flush cover every
+ * device gpool serves. cudaFreeAsync/cuMemFreeAsync are stream-ordered frees
+ * (gpool_free_async) in every mode; on the legacy stream they get the fence too.
  *
  * Process teardown: pools are never destroyed. Once exit() starts (our atexit handler or
  * destructor ran), frees of gpool pointers succeed without touching gpool or the driver: the
@@ -550,14 +556,12 @@ static void legacy_barrier(int dev)
         gpp_legacy_fence(dev);
 }
 
-/* A cudaFree/cuMemFree/cudaFreeHost goes to the batch in batch and stream mode (stream falls
- * back to the batch, preload_streams.c) once a non-blocking stream exists, and while a stream
- * capture runs (the fence's legacy-stream record would join or invalidate it). */
+/* A cudaFree/cuMemFree/cudaFreeHost goes to the calling thread's batch in batch and stream
+ * mode: flushed by the legacy-stream fence every 64 blocks while no non-blocking stream
+ * exists, by a synchronize per cudafree_batch bytes once one does (preload_batch.c). */
 static int free_to_batch(void)
 {
-    return conf_own.free_mode != GPP_CUDAFREE_SYNC &&
-           (gpp_nonblocking_streams() ||
-            atomic_load_explicit(&gpp_captures, memory_order_relaxed) != 0);
+    return conf_own.free_mode != GPP_CUDAFREE_SYNC;
 }
 
 gpp_free_result gpp_free_now(void *p, int dev)
@@ -588,8 +592,7 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     /* a pinned host block is not what cudaFree/cuMemFree/cudaFreeAsync free */
     if (__builtin_expect(gpp_host_blocks() != 0, 0) && gpp_host_block(p)) return GPP_FREE_INVALID;
-    /* no non-blocking stream: the block is reusable at once, ordered by the legacy-stream
-     * fence (preload_fence.c); with one, it waits in the batch */
+    /* batch and stream mode: the block waits in the batch until its fence or synchronize */
     if (legacy && free_to_batch()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */
         size_t size;
@@ -658,11 +661,11 @@ gpp_free_result gpp_free_host(void *p)
         gpp_host_flags_drop(p);
         /* the same modes as cudaFree (see the top of this file); host memory is reachable
          * from every device, so each device gpool serves is covered */
-        if (conf_own.free_mode == GPP_CUDAFREE_SYNC)
+        if (!free_to_batch())
             sync_all_devices();
-        else if (free_to_batch())
+        else if (!gpp_batch_fences()) /* a non-blocking stream exists, or a capture runs */
             return gpp_batch_add_host(handle ? handle : p, dev, desc.size);
-        else
+        else /* host frees are few: the fence at once, the block reusable at once */
             gpp_legacy_fence_all();
         gpool_status st = gpool_free(pool, handle ? handle : p);
         if (st == GPOOL_ERR_INVALID_POINTER && handle && handle != p) st = gpool_free(pool, p);

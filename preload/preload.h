@@ -178,10 +178,13 @@ void gpp_legacy_fence(int dev);
 void gpp_legacy_fence_all(void);
 /* GPOOL_CONF's cudafree mode, GPP_CUDAFREE_* (preload_options.h; sync_free=1 is SYNC). */
 int gpp_free_mode(void);
-/* cudaFreeHost/cuMemFreeHost in batch mode: queue host block p of dev's pool; handle is the
- * pointer gpool_free takes. A flush covers every device gpool serves (host memory is
- * reachable from all). */
+/* cudaFreeHost/cuMemFreeHost in batch mode once the batch synchronizes: queue host block
+ * handle (the pointer gpool_free takes) of dev's pool. A flush covers every device gpool
+ * serves (host memory is reachable from all). */
 gpp_free_result gpp_batch_add_host(void *handle, int dev, size_t size);
+/* 1 while batches are flushed by the legacy-stream fence (no non-blocking stream exists, no
+ * stream capture runs), 0 while they synchronize. */
+int gpp_batch_fences(void);
 /* The flags a gpool host block was allocated with (preload_hostflags.c): put at allocation
  * (p: the pointer the program got), dropped at free; get finds p or any address inside the
  * block: 1 and *flags, or 0 when p is no gpool host block. gpp_host_blocks() counts the live

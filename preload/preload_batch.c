@@ -14,6 +14,10 @@
  * blocks never make an allocation fail, and a flush never happens while the pool still has
  * memory it can hand out safely (gpool tries its cache and the driver first).
  *
+ * cudaFreeHost/cuMemFreeHost queue host blocks the same way (counted apart from the device
+ * bytes: they are not device memory); a flush holding one covers every device gpool serves,
+ * since pinned memory is reachable from all of them.
+ *
  * A second cudaFree of a block that is still in a batch is not detected at the call (the
  * real cudaFree would report it): the second gpool_free of the flush fails, and is dropped. */
 #include <pthread.h>
@@ -156,10 +160,35 @@ static void batch_unlock(gpp_batch *b)
     atomic_store_explicit(&b->lock, 0, memory_order_release);
 }
 
-/* Synchronize each device of list, then give every block back to its pool; the number of
- * synchronizes. The caller owns list (taken out of a batch). */
-static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int host)
+/* While no non-blocking stream exists and no capture runs, the legacy-stream fence
+ * (preload_fence.c) orders every stream a freed block may meet: a batch is then flushed by one
+ * event record per device every GPP_FENCE_BLOCKS blocks or GPP_FENCE_BYTES bytes of a device,
+ * whichever comes first (memory held back: that much per thread). */
+#define GPP_FENCE_BLOCKS 64
+#define GPP_FENCE_BYTES  ((size_t)8 << 20)
+static int fence_flush_ok(void)
 {
+    return !gpp_nonblocking_streams() &&
+           atomic_load_explicit(&gpp_captures, memory_order_relaxed) == 0;
+}
+
+int gpp_batch_fences(void)
+{
+    return fence_flush_ok();
+}
+
+/* Synchronize each device of list (or fence it: *fenced = 1), then give every block back to
+ * its pool; the number of synchronizes. The caller owns list (taken out of a batch). */
+static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int host, int *fenced)
+{
+    *fenced = fence_flush_ok();
+    if (*fenced) {
+        for (int d = 0; d < GPP_MAX_DEVICES; d++)
+            if (covers(bytes, host, d)) gpp_legacy_fence(d);
+        for (size_t i = 0; i < n; i++)
+            gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
+        return 0;
+    }
     if (gpp_flush_with_events() && flush_with_events(list, n, bytes, host) == 0) {
         reap(0); /* earlier flushes whose work is done */
         return 0;
@@ -196,9 +225,10 @@ static size_t batch_flush(gpp_batch *b)
         free(list);
         return 0;
     }
-    unsigned syncs = drain(list, n, bytes, host);
+    int fenced;
+    unsigned syncs = drain(list, n, bytes, host, &fenced);
     batch_lock(b);
-    b->flushes++;
+    b->flushes += !fenced; /* the counters are the synchronizing batch's */
     b->syncs += syncs;
     if (!b->e) { /* give the array back for reuse */
         b->e = list;
@@ -276,10 +306,15 @@ static gpp_free_result batch_add(void *p, int dev, size_t size, int host)
     }
     b->e[b->n++] = (pending_free){p, dev};
     size_t held = host ? (b->host_bytes += size) : (b->bytes[dev] += size);
-    b->frees++;
-    if (held > b->peak) b->peak = held;
+    int fence = fence_flush_ok();
+    b->frees += !fence; /* the counters are the synchronizing batch's */
+    if (held > b->peak && !fence) b->peak = held;
+    size_t n = b->n;
     batch_unlock(b);
-    if (__builtin_expect(held >= gpp_batch_limit(dev), 0)) batch_flush(b);
+    if (__builtin_expect(fence ? n >= GPP_FENCE_BLOCKS || held >= GPP_FENCE_BYTES
+                               : held >= gpp_batch_limit(dev),
+                         0))
+        batch_flush(b);
     return GPP_FREED;
 }
 

@@ -1,27 +1,31 @@
 /* preload_streams.c — whether the process has a non-blocking stream, which decides what a
- * cudaFree/cuMemFree in the default (batch) mode must do.
+ * cudaFree/cuMemFree/cudaFreeHost in the default (batch) and stream modes must do, and the
+ * device of a stream (stream-ordered allocations are served on it).
  *
- * The real cudaFree synchronizes the device, so a freed block can be handed out again whatever
- * stream used it. Without a synchronize, a block given back to the pool at once on the legacy
- * default stream (gpool_free) is safe for work on the legacy stream and on every *blocking*
- * stream of its context: the legacy stream first waits for the work issued earlier to every
- * blocking stream, and those streams then wait for it (CUDA driver API docs, "Stream
- * synchronization behavior", Legacy default stream: it synchronizes with every other stream of
- * the same CUcontext except non-blocking ones; the per-thread default stream is not
- * non-blocking and synchronizes with it too). A stream created with CU_STREAM_NON_BLOCKING /
- * cudaStreamNonBlocking is the exception (cuStreamCreate's doc comment in cuda.h: its work may
- * run concurrently with stream 0). Work of another context (a second context on the device,
- * or peer access from another device) is not ordered either; the interposer does not track
- * it (nor did its per-batch synchronize, which covers the block's own device).
+ * The real cudaFree may synchronize, so a freed block can be handed out again whatever stream
+ * used it. Without a synchronize, a block given back to the pool after the legacy-stream
+ * fence (preload_fence.c: one event record on the legacy stream) is safe for work on the
+ * legacy stream, on every *blocking* stream and on the per-thread default streams of its
+ * context: the record waits for the work issued earlier to every blocking stream, and those
+ * streams' later work waits for it (CUDA driver API docs, "Stream synchronization behavior",
+ * Legacy default stream: it synchronizes with every other stream of the same CUcontext
+ * except non-blocking ones, through the work enqueued on it; the per-thread default stream is
+ * not non-blocking and synchronizes with it too). A stream created with
+ * CU_STREAM_NON_BLOCKING / cudaStreamNonBlocking is the exception (cuStreamCreate's doc
+ * comment in cuda.h: its work may run concurrently with stream 0). Work of another context (a
+ * second context on the device, or peer access from another device) is not ordered either;
+ * the interposer does not track it (nor did its per-batch synchronize, which covers the
+ * block's own device).
  *
  * So the batch is needed only once such a stream exists. The interposer hands out its own
  * cuStreamCreate and cuStreamCreateWithPriority (dlsym / cuGetProcAddress substitution, as for
  * the memory entry points; cudart's cudaStreamCreateWithFlags reaches them through its table)
  * and exports cudaStreamCreateWithFlags/WithPriority. The first non-blocking stream raises
  * nonblocking_streams, then synchronizes every device gpool serves once: blocks freed
- * before may still be used by queued legacy-stream work, and from now on a block may be
- * handed out to work on a stream that does not wait for it. From then on cudaFree queues into
- * the batch (preload_batch.c). The switch is one way: a destroyed stream may still have work.
+ * before may still be used by queued work, and from now on a block may be handed out to work
+ * on a stream that does not wait for the fence. From then on cudaFree queues into the batch
+ * (preload_batch.c); cudafree=stream, which assumes no such stream, says so once. The switch
+ * is one way: a destroyed stream may still have work.
  *
  * The cached path reads nonblocking_streams with one relaxed load (no lock, no write): a
  * cudaFree of a block that other work used on a non-blocking stream happens after that

@@ -118,8 +118,9 @@ Test(preload, cudafree_batch_bounds_pending_memory)
                  "and holds less memory back:\n%s\n%s", small.out, big.out);
 }
 
-/* Without a non-blocking stream a cudaFree'd block is reusable at once with no synchronize;
- * the first such stream costs one synchronize and sends later frees to the batch. */
+/* Without a non-blocking stream a cudaFree'd block is reusable after the legacy-stream fence,
+ * with no synchronize; the first such stream costs one synchronize and sends later frees to
+ * the synchronizing batch. */
 Test(preload, cudafree_batch_only_once_a_nonblocking_stream_exists)
 {
     static struct run pre;
@@ -232,7 +233,10 @@ Test(preload, direct_driver_calls_are_served_by_gpool)
     /* the pool served them all: 2000 cuMemAlloc + 300 cuMemAllocAsync (legacy, stream,
      * per-thread), 150 host blocks, all freed */
     cr_assert_eq(field(&pre, "pool_device_allocs"), 2300, "%s", pre.out);
-    cr_assert_eq(field(&pre, "pool_device_frees"), 2300, "%s", pre.out);
+    /* up to 64 cuMemFree'd blocks still wait in the thread's batch for their legacy-stream
+     * fence (preload/preload_batch.c) */
+    cr_assert_geq(field(&pre, "pool_device_frees") + 64, 2300, "%s", pre.out);
+    cr_assert_leq(field(&pre, "pool_device_frees"), 2300, "%s", pre.out);
     cr_assert_eq(field(&pre, "pool_host_allocs"), 150, "%s", pre.out);
     cr_assert_eq(field(&pre, "pool_host_frees"), 150, "%s", pre.out);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);

@@ -262,6 +262,59 @@ static int other_device(void)
     return violations() == 0 ? 0 : 2;
 }
 
+typedef struct batch_stats {
+    unsigned long long frees, flushes, syncs, peak_bytes, limit_bytes, events, peak_waiting;
+} batch_stats; /* gpool_preload_batch_stats (preload/preload.h) */
+
+/* What a free costs in the mode GPOOL_CONF names: N pairs of `size` bytes, device (cudaFree)
+ * or host (cudaFreeHost), after a non-blocking stream was made when nb; driver calls per free
+ * and the batch's counters (for docs/dropin.md). */
+static int cost(int nb, int host_mem)
+{
+    enum { N = 4000 };
+    void (*stats)(batch_stats *);
+    unsigned long (*total)(void);
+    void (*reset)(void);
+    *(void **)&stats = dlsym(RTLD_DEFAULT, "gpool_preload_batch_stats_get");
+    SYM(total, "gpoolsim_call_total");
+    SYM(reset, "gpoolsim_reset_counts");
+    CHECK(stats && total && reset);
+    void *p;
+    CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
+    if (nb) {
+        CUstream s;
+        CHECK(stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    }
+    for (int size = 4096; size <= (1 << 20); size <<= 8) {
+        batch_stats b0, b1;
+        stats(&b0);
+        reset();
+        for (int i = 0; i < N; i++) {
+            if (host_mem)
+                CHECK(cudaMallocHost(&p, size) == cudaSuccess && cudaFreeHost(p) == cudaSuccess);
+            else
+                CHECK(cudaMalloc(&p, size) == cudaSuccess && cudaFree(p) == cudaSuccess);
+        }
+        stats(&b1);
+        printf("size=%d frees=%d driver_calls_per_free=%.3f cuEventRecord=%lu cuCtxSynchronize=%lu "
+               "flushes=%llu syncs=%llu flush_events=%llu cuMemCreate=%lu\n",
+               size, N, (double)total() / N, sim_count("cuEventRecord"),
+               sim_count("cuCtxSynchronize"), b1.flushes - b0.flushes, b1.syncs - b0.syncs,
+               b1.events - b0.events, sim_count("cuMemCreate"));
+        if (getenv("ORDER_PROG_CALLS")) {
+            const char *const *names;
+            size_t n;
+            const char *const *(*entry_names)(size_t *);
+            SYM(entry_names, "gpoolsim_entry_names");
+            names = entry_names(&n);
+            for (size_t k = 0; k < n; k++)
+                if (sim_count(names[k])) printf("  %s=%lu", names[k], sim_count(names[k]));
+            printf("\n");
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -277,6 +330,10 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "host_flags_bad")) return host_flags_bad();
     if (!strcmp(mode, "host_get_flags")) return host_get_flags_mode();
     if (!strcmp(mode, "other_device")) return other_device();
+    if (!strcmp(mode, "cost")) return cost(0, 0);
+    if (!strcmp(mode, "cost_nb")) return cost(1, 0);
+    if (!strcmp(mode, "cost_host_nb")) return cost(1, 1);
+    if (!strcmp(mode, "cost_host")) return cost(0, 1);
     fprintf(stderr, "unknown mode %s\n", mode);
     return 64;
 }
