@@ -24,23 +24,24 @@
  * them): memory they free is never handed to other work before the work queued on it
  * completes, whatever streams touched it. We do not synchronize per free. GPOOL_CONF's
  * cudafree key chooses how a freed block becomes reusable (docs/dropin.md has the costs):
- *   batch (default): while the process has no non-blocking stream, the block goes back to
- *     the pool at once after the legacy-stream fence, one event record on the legacy stream
- *     (preload_fence.c): it orders the legacy, blocking and per-thread default streams, which
- *     the legacy stream orders only through work enqueued on it. Once a non-blocking stream
- *     exists (or while a stream capture runs), the block joins the calling thread's batch
- *     (preload_batch.c); when that batch holds cudafree_batch bytes of a device (default:
- *     1/64 of the device's memory, at least 64 MiB), when the thread exits, or when an
- *     allocation finds no memory, one cuCtxSynchronize per device (cudafree_flush=event:
- *     events on the legacy and every non-blocking stream) covers the whole batch and its
- *     blocks go back to the pool.
+ *   batch (default): the block joins the calling thread's batch (preload_batch.c). While the
+ *     process has no non-blocking stream (and no stream capture runs), every 64 blocks or
+ *     8 MiB of a device the batch is flushed by the legacy-stream fence, one event record on
+ *     the legacy stream per device (preload_fence.c): it orders the legacy, blocking and
+ *     per-thread default streams, which the legacy stream orders only through work enqueued
+ *     on it. Once a non-blocking stream exists, when the batch holds cudafree_batch bytes of
+ *     a device (default: 1/64 of the device's memory, at least 64 MiB), one
+ *     cuCtxSynchronize per device (cudafree_flush=event: events on the legacy and every
+ *     non-blocking stream) covers the whole batch. Either way a thread's exit and an
+ *     allocation that finds no memory flush it too, and then the blocks go back to the pool.
  *   stream: the same; it assumes no non-blocking stream, and when one appears it says so
  *     once (preload_notice.c) and frees into the batch from then on.
  *   sync (or sync_free=1): a cuCtxSynchronize per free (of every device gpool serves for a
  *     host block), exactly as CUDA does.
- * Host blocks are reachable from every device: their fence and their batch flush cover every
- * device gpool serves. cudaFreeAsync/cuMemFreeAsync are stream-ordered frees
- * (gpool_free_async) in every mode; on the legacy stream they get the fence too.
+ * Host blocks are reachable from every device: their fence (made at once: host frees are
+ * few) and their batch flush cover every device gpool serves. cudaFreeAsync/cuMemFreeAsync are
+ * stream-ordered frees (gpool_free_async) in every mode; on the legacy stream they get the fence
+ * too.
  *
  * Process teardown: pools are never destroyed. Once exit() starts (our atexit handler or
  * destructor ran), frees of gpool pointers succeed without touching gpool or the driver: the
@@ -547,7 +548,8 @@ void gpp_device_sync(int dev)
 }
 
 /* Order a cudaFree-style free of a block of dev after all work issued so far (see the top of
- * this file): a synchronize in sync mode, else the legacy-stream fence (preload_fence.c). */
+ * this file): a synchronize in sync mode, else the legacy-stream fence (preload_fence.c; the
+ * other modes queue into the batch, which fences or synchronizes per flush). */
 static void legacy_barrier(int dev)
 {
     if (conf_own.free_mode == GPP_CUDAFREE_SYNC)

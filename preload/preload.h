@@ -157,9 +157,11 @@ size_t gpp_record_flush_events(int dev, CUevent *out, size_t max);
 /* The primary context of dev the interposer retained (NULL before its pool exists). */
 CUcontext gpp_device_context(int dev);
 
-/* cudaFree/cuMemFree in batch mode (preload_batch.c): queue p, a live block of size bytes of
- * dev's pool. The calling thread's batch is flushed (one synchronize per device in it, then
- * every block back to its pool) once it holds the batch limit of a device. */
+/* cudaFree/cuMemFree in batch and stream mode (preload_batch.c): queue p, a live block of size
+ * bytes of dev's pool. The calling thread's batch is flushed (the legacy-stream fence per
+ * device every 64 blocks or 8 MiB while no non-blocking stream exists; one synchronize per
+ * device once it holds the batch limit of a device when one does; then every block back to
+ * its pool). */
 gpp_free_result gpp_batch_add(void *p, int dev, size_t size);
 /* Flush every thread's batch (an allocation found no memory); how many blocks went back. */
 size_t gpp_batch_flush_all(void);
@@ -241,7 +243,8 @@ __attribute__((visibility("default"))) gpool_status gpool_preload_stats_get(int 
 
 /* The batch's counters since start (all threads), exported for the benchmarks. */
 typedef struct gpool_preload_batch_stats {
-    unsigned long long frees;              /* cudaFree/cuMemFree calls queued in a batch */
+    unsigned long long frees;              /* cudaFree/cuMemFree calls queued in a
+                                              synchronizing batch (not the fenced ones) */
     unsigned long long flushes;            /* flushes (each: one synchronize per device in it) */
     unsigned long long syncs;              /* device synchronizes made by flushes */
     unsigned long long peak_bytes;         /* most bytes one thread's batch held */

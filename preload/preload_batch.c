@@ -14,6 +14,12 @@
  * blocks never make an allocation fail, and a flush never happens while the pool still has
  * memory it can hand out safely (gpool tries its cache and the driver first).
  *
+ * While no non-blocking stream exists (and no stream capture runs), the flush is the
+ * legacy-stream fence instead (preload_fence.c: one event record on the legacy stream per
+ * device, no synchronize), made every 64 blocks or 8 MiB of a device, whichever comes first:
+ * the fence orders every stream a block may meet then, and the batch holds back little. The
+ * counters (gpool_preload_batch_stats) are the synchronizing batch's only.
+ *
  * cudaFreeHost/cuMemFreeHost queue host blocks the same way (counted apart from the device
  * bytes: they are not device memory); a flush holding one covers every device gpool serves,
  * since pinned memory is reachable from all of them.

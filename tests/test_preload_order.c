@@ -58,12 +58,6 @@ Test(order, per_thread_default_streams_of_two_threads)
     every_mode("ptds", NULL);
 }
 
-/* The same with the _ptsz stream-ordered entry points: NULL is each thread's own stream. */
-Test(order, per_thread_default_streams_of_two_threads_stream_ordered)
-{
-    every_mode("ptds_async", NULL);
-}
-
 Test(order, pinned_host_block_used_on_a_nonblocking_stream)
 {
     every_mode("host", NULL);

@@ -145,13 +145,12 @@ static int ptds(int async)
     return violations() == 0 ? 0 : 2;
 }
 
-/* A pinned block in an async copy (a kernel read) on a non-blocking stream, cudaFreeHost,
- * cudaMallocHost; the new block is written on another non-blocking stream. */
-static int host(void)
+/* A pinned block in an async copy (a kernel read) on a non-blocking stream (or a blocking
+ * one), cudaFreeHost, cudaMallocHost; the new block is written on another such stream. */
+static int host(unsigned flags)
 {
     CUstream a, b;
-    CHECK(stream_create(&a, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
-    CHECK(stream_create(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(stream_create(&a, flags) == CUDA_SUCCESS && stream_create(&b, flags) == CUDA_SUCCESS);
     int same = 0;
     for (int i = 0; i < ROUNDS; i++) {
         void *h, *g;
@@ -324,7 +323,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "nonblocking")) return two_streams(CU_STREAM_NON_BLOCKING);
     if (!strcmp(mode, "ptds")) return ptds(0);
     if (!strcmp(mode, "ptds_async")) return ptds(1);
-    if (!strcmp(mode, "host")) return host();
+    if (!strcmp(mode, "host")) return host(CU_STREAM_NON_BLOCKING);
     if (!strcmp(mode, "null_free")) return null_free();
     if (!strcmp(mode, "host_to_free")) return host_to_free();
     if (!strcmp(mode, "host_flags_bad")) return host_flags_bad();
