@@ -37,7 +37,8 @@ GPOOL_API gpool_status gpool_preload_stats_get(int device, gpool_stats *out);
 /** What the cudaFree batch (GPOOL_CONF cudafree=batch, the default) did since start, summed
  *  over all threads. */
 typedef struct gpool_preload_batch_stats {
-    unsigned long long frees;              /**< cudaFree/cuMemFree calls queued in a batch */
+    unsigned long long frees; /**< cudaFree/cuMemFree calls queued in a synchronizing batch (not the
+                                 fenced ones) */
     unsigned long long flushes;            /**< flushes (each: one synchronize per device in it) */
     unsigned long long syncs;              /**< device synchronizes made by flushes */
     unsigned long long peak_bytes;         /**< most bytes one thread's batch held */

@@ -18,23 +18,30 @@
  * does not resolve to a hooked symbol of the driver, get the real answer, so gpool's own table
  * holds the real functions and nothing recurses.
  *
- * cudaFree / cuMemFree semantics. The real calls synchronize the device, so memory they free
- * can be handed out again at once, whichever stream used it. We do not synchronize per free.
- * GPOOL_CONF's cudafree key chooses how a block freed by cudaFree/cuMemFree becomes reusable:
- *   batch (default): while the process has no non-blocking stream, as stream below (exact
- *     then: every stream waits for the legacy one; see preload_streams.c). Once one exists,
- *     the block joins the calling thread's batch (preload_batch.c); when that batch holds
- *     cudafree_batch bytes of a device (default: 1/64 of the device's memory, at least
- *     64 MiB), when the thread exits, or when an allocation finds no memory, one
- *     cuCtxSynchronize per device covers the whole batch and its blocks go back to the pool.
- *     Safe for work on any stream, blocking or not (PyTorch's side streams are non-blocking),
- *     at the cost of one synchronize per batch instead of one per free.
- *   stream: the block is freed at once, ordered on the legacy default stream. That is safe for
- *     work on the legacy stream and on every *blocking* stream (the legacy stream waits for
- *     earlier work on blocking streams, and later work on them waits for it), and makes no
- *     driver call at all; it is not safe for memory still used on cudaStreamNonBlocking streams.
- *   sync (or sync_free=1): a cuCtxSynchronize per free, exactly as CUDA does.
- * cudaFreeAsync/cuMemFreeAsync are stream-ordered frees (gpool_free_async) in every mode.
+ * cudaFree / cuMemFree / cudaFreeHost / cuMemFreeHost semantics. The real calls may
+ * synchronize, and programs rely on it (Programming Guide, "Implicit Synchronization": a
+ * device or page-locked host allocation between two commands of different streams serializes
+ * them): memory they free is never handed to other work before the work queued on it
+ * completes, whatever streams touched it. We do not synchronize per free. GPOOL_CONF's
+ * cudafree key chooses how a freed block becomes reusable (docs/dropin.md has the costs):
+ *   batch (default): the block joins the calling thread's batch (preload_batch.c). While the
+ *     process has no non-blocking stream (and no stream capture runs), every 64 blocks or
+ *     8 MiB of a device the batch is flushed by the legacy-stream fence, one event record on
+ *     the legacy stream per device (preload_fence.c): it orders the legacy, blocking and
+ *     per-thread default streams, which the legacy stream orders only through work enqueued
+ *     on it. Once a non-blocking stream exists, when the batch holds cudafree_batch bytes of
+ *     a device (default: 1/64 of the device's memory, at least 64 MiB), one
+ *     cuCtxSynchronize per device (cudafree_flush=event: events on the legacy and every
+ *     non-blocking stream) covers the whole batch. Either way a thread's exit and an
+ *     allocation that finds no memory flush it too, and then the blocks go back to the pool.
+ *   stream: the same; it assumes no non-blocking stream, and when one appears it says so
+ *     once (preload_notice.c) and frees into the batch from then on.
+ *   sync (or sync_free=1): a cuCtxSynchronize per free (of every device gpool serves for a
+ *     host block), exactly as CUDA does.
+ * Host blocks are reachable from every device: their fence (made at once: host frees are
+ * few) and their batch flush cover every device gpool serves. cudaFreeAsync/cuMemFreeAsync are
+ * stream-ordered frees (gpool_free_async) in every mode; on the legacy stream they get the fence
+ * too.
  *
  * Process teardown: pools are never destroyed. Once exit() starts (our atexit handler or
  * destructor ran), frees of gpool pointers succeed without touching gpool or the driver: the
@@ -60,6 +67,11 @@ static gpp_options conf_own; /* the interposer's keys (preload_options.h), read 
 int gpp_flush_with_events(void)
 {
     return conf_own.flush_events;
+}
+
+int gpp_free_mode(void)
+{
+    return conf_own.free_mode;
 }
 
 static gpool_config conf_pool = GPOOL_CONFIG_INIT;
@@ -342,6 +354,8 @@ static void load_driver(void)
     GPP_RESOLVE(cuMemCreate, "cuMemCreate", 12000, dflt);
     GPP_RESOLVE(cuMemAllocManaged, "cuMemAllocManaged", 12000, dflt);
     GPP_RESOLVE(cuMemAllocPitch, "cuMemAllocPitch", 12000, dflt);
+    GPP_RESOLVE(cuMemHostGetFlags, "cuMemHostGetFlags", 12000, dflt);
+    GPP_RESOLVE(cuStreamGetCtx, "cuStreamGetCtx", 12000, legacy);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
         d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
         d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)
@@ -506,6 +520,13 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
     return st;
 }
 
+/* Every device gpool serves: its work is done. */
+static void sync_all_devices(void)
+{
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
+        if (gpp_pool_peek(dev)) gpp_device_sync(dev);
+}
+
 static gpp_free_result free_result(gpool_status st)
 {
     return st == GPOOL_OK                    ? GPP_FREED
@@ -533,10 +554,22 @@ void gpp_device_sync(int dev)
 }
 
 /* Order a cudaFree-style free of a block of dev after all work issued so far (see the top of
- * this file): nothing to do in stream mode (legacy-stream order), a synchronize in sync mode. */
+ * this file): a synchronize in sync mode, else the legacy-stream fence (preload_fence.c; the
+ * other modes queue into the batch, which fences or synchronizes per flush). */
 static void legacy_barrier(int dev)
 {
-    if (conf_own.free_mode == GPP_CUDAFREE_SYNC) gpp_device_sync(dev);
+    if (conf_own.free_mode == GPP_CUDAFREE_SYNC)
+        gpp_device_sync(dev);
+    else
+        gpp_legacy_fence(dev);
+}
+
+/* A cudaFree/cuMemFree/cudaFreeHost goes to the calling thread's batch in batch and stream
+ * mode: flushed by the legacy-stream fence every 64 blocks while no non-blocking stream
+ * exists, by a synchronize per cudafree_batch bytes once one does (preload_batch.c). */
+static int free_to_batch(void)
+{
+    return conf_own.free_mode != GPP_CUDAFREE_SYNC;
 }
 
 gpp_free_result gpp_free_now(void *p, int dev)
@@ -565,9 +598,10 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
      * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
     gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
-    /* batch mode with no non-blocking stream: the stream mode's free is exact (see
-     * preload_streams.c), and the block is reusable at once */
-    if (legacy && conf_own.free_mode == GPP_CUDAFREE_BATCH && gpp_nonblocking_streams()) {
+    /* a pinned host block is not what cudaFree/cuMemFree/cudaFreeAsync free */
+    if (__builtin_expect(gpp_host_blocks() != 0, 0) && gpp_host_block(p)) return GPP_FREE_INVALID;
+    /* batch and stream mode: the block waits in the batch until its fence or synchronize */
+    if (legacy && free_to_batch()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */
         size_t size;
         for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
@@ -577,7 +611,10 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
         return GPP_NOT_OURS;
     }
     if (pool) {
-        if (legacy) legacy_barrier(cur);
+        if (legacy)
+            legacy_barrier(cur);
+        else if (!stream) /* a stream-ordered free on the legacy stream */
+            gpp_legacy_fence(cur);
         /* gpool_free's inline thread-cache path serves the default (legacy) stream */
         gpp_free_result r =
             free_result(!stream && !conf_pool.default_stream ? gpool_free(pool, p)
@@ -587,13 +624,16 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         if (dev == cur || !(pool = gpp_pool_peek(dev))) continue;
         if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK) continue;
-        if (legacy) legacy_barrier(dev);
+        if (legacy)
+            legacy_barrier(dev);
+        else if (!stream) /* a stream-ordered free on the legacy stream */
+            gpp_legacy_fence(dev);
         return free_result(gpool_free_async(pool, p, stream));
     }
     return GPP_NOT_OURS;
 }
 
-gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out)
+gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, unsigned flags, void **out)
 {
     int dev = gpp_current_device();
     gpool_t *pool = gpp_pool(dev < 0 ? 0 : dev);
@@ -605,6 +645,11 @@ gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out)
         gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
         if (gpool_get_block_desc(pool, *out, &desc) == GPOOL_OK && desc.host_ptr)
             *out = desc.host_ptr;
+    }
+    if (st == GPOOL_OK && !gpp_host_flags_put(*out, flags)) { /* no room to remember it */
+        gpp_free_host(*out);
+        *out = NULL;
+        return GPOOL_ERR_OUT_OF_MEMORY;
     }
     return st;
 }
@@ -618,10 +663,18 @@ gpp_free_result gpp_free_host(void *p)
         gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
         if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE)
             continue;
-        if (conf_own.sync_free) legacy_barrier(dev);
         /* the block is freed by the address gpool handed out */
         void *handle =
             desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr : desc.host_ptr;
+        gpp_host_flags_drop(p);
+        /* the same modes as cudaFree (see the top of this file); host memory is reachable
+         * from every device, so each device gpool serves is covered */
+        if (!free_to_batch())
+            sync_all_devices();
+        else if (!gpp_batch_fences()) /* a non-blocking stream exists, or a capture runs */
+            return gpp_batch_add_host(handle ? handle : p, dev, desc.size);
+        else /* host frees are few: the fence at once, the block reusable at once */
+            gpp_legacy_fence_all();
         gpool_status st = gpool_free(pool, handle ? handle : p);
         if (st == GPOOL_ERR_INVALID_POINTER && handle && handle != p) st = gpool_free(pool, p);
         return free_result(st);
@@ -674,6 +727,7 @@ static const struct {
     {"cuMemHostAlloc", (void *)gpp_cuMemHostAlloc},
     {"cuMemAllocHost_v2", (void *)gpp_cuMemAllocHost_v2},
     {"cuMemFreeHost", (void *)gpp_cuMemFreeHost},
+    {"cuMemHostGetFlags", (void *)gpp_cuMemHostGetFlags},
     {"cuMemGetInfo_v2", (void *)gpp_cuMemGetInfo_v2},
     {"cuCtxSetCurrent", (void *)gpp_cuCtxSetCurrent},
     {"cuCtxPushCurrent_v2", (void *)gpp_cuCtxPushCurrent_v2},
@@ -714,6 +768,7 @@ static const struct {
     {"cuMemHostAlloc", 2020, (void *)gpp_cuMemHostAlloc, NULL},
     {"cuMemAllocHost", 3020, (void *)gpp_cuMemAllocHost_v2, NULL},
     {"cuMemFreeHost", 2000, (void *)gpp_cuMemFreeHost, NULL},
+    {"cuMemHostGetFlags", 2030, (void *)gpp_cuMemHostGetFlags, NULL},
     {"cuMemGetInfo", 3020, (void *)gpp_cuMemGetInfo_v2, NULL},
     {"cuCtxSetCurrent", 4000, (void *)gpp_cuCtxSetCurrent, NULL},
     {"cuCtxPushCurrent", 4000, (void *)gpp_cuCtxPushCurrent_v2, NULL},

@@ -61,6 +61,8 @@ typedef struct gpp_real_driver {
     PFN_cuMemCreate_v10020 cuMemCreate;
     PFN_cuMemAllocManaged_v6000 cuMemAllocManaged;
     PFN_cuMemAllocPitch_v3020 cuMemAllocPitch;
+    PFN_cuMemHostGetFlags_v2030 cuMemHostGetFlags;
+    PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
     /* the addresses the driver exports for the per-thread-stream variants (may be NULL) */
     void *sym_cuMemAllocAsync_ptsz, *sym_cuMemFreeAsync_ptsz;
 } gpp_real_driver;
@@ -91,7 +93,9 @@ void gpp_current_device_changed(void);
 CUstream gpp_stream(CUstream s, int per_thread);
 
 /* Outcome of trying to free a pointer through gpool. */
-typedef enum { GPP_NOT_OURS = 0, GPP_FREED, GPP_FREE_FAILED } gpp_free_result;
+/* GPP_FREE_INVALID: gpool's, but not what the call frees (a host block given to cudaFree):
+ * nothing freed, CUDA's invalid value. */
+typedef enum { GPP_NOT_OURS = 0, GPP_FREED, GPP_FREE_FAILED, GPP_FREE_INVALID } gpp_free_result;
 
 /* Allocate size device bytes on device dev for stream; returns the gpool status (OK with
  * *out set, OUT_OF_MEMORY, or another error meaning "pass through"). */
@@ -99,9 +103,10 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
 /* Free p: legacy = 1 for cudaFree/cuMemFree semantics (see preload.c), else stream-ordered
  * on stream. */
 gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy);
-/* Host memory: kind is GPOOL_MEM_HOST_PINNED or _MAPPED. Returns the gpool status; UNSUPPORTED
- * (host kinds not available) and other non-OOM errors mean "pass through". */
-gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, void **out);
+/* Host memory: kind is GPOOL_MEM_HOST_PINNED or _MAPPED, flags the CU_MEMHOSTALLOC_* asked
+ * (cuMemHostGetFlags answers them). Returns the gpool status; UNSUPPORTED (host kinds not
+ * available) and other non-OOM errors mean "pass through". */
+gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, unsigned flags, void **out);
 gpp_free_result gpp_free_host(void *p);
 /* Device address of host pointer p if gpool owns it: 1 and *dev set, else 0. */
 int gpp_host_device_pointer(void *p, void **dev);
@@ -132,6 +137,7 @@ CUresult gpp_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
 CUresult gpp_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
 CUresult gpp_cuMemAllocHost_v2(void **pp, size_t bytesize);
 CUresult gpp_cuMemFreeHost(void *p);
+CUresult gpp_cuMemHostGetFlags(unsigned int *pFlags, void *p);
 CUresult gpp_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status);
@@ -159,9 +165,11 @@ size_t gpp_record_flush_events(int dev, CUevent *out, size_t max);
 /* The primary context of dev the interposer retained (NULL before its pool exists). */
 CUcontext gpp_device_context(int dev);
 
-/* cudaFree/cuMemFree in batch mode (preload_batch.c): queue p, a live block of size bytes of
- * dev's pool. The calling thread's batch is flushed (one synchronize per device in it, then
- * every block back to its pool) once it holds the batch limit of a device. */
+/* cudaFree/cuMemFree in batch and stream mode (preload_batch.c): queue p, a live block of size
+ * bytes of dev's pool. The calling thread's batch is flushed (the legacy-stream fence per
+ * device every 64 blocks or 8 MiB while no non-blocking stream exists; one synchronize per
+ * device once it holds the batch limit of a device when one does; then every block back to
+ * its pool). */
 gpp_free_result gpp_batch_add(void *p, int dev, size_t size);
 /* Flush every thread's batch (an allocation found no memory); how many blocks went back. */
 size_t gpp_batch_flush_all(void);
@@ -172,6 +180,33 @@ void gpp_device_sync(int dev);
 size_t gpp_batch_limit(int dev);
 /* Free through gpool after an exact synchronize (the batch's fallback when it cannot queue). */
 gpp_free_result gpp_free_now(void *p, int dev);
+
+/* The legacy-stream fence (preload_fence.c): one event record on the legacy stream of dev
+ * (of every device gpool serves: _all, for host blocks), made by a legacy free before the
+ * block goes back to its pool; a synchronize when the record fails. */
+void gpp_legacy_fence(int dev);
+void gpp_legacy_fence_all(void);
+/* GPOOL_CONF's cudafree mode, GPP_CUDAFREE_* (preload_options.h; sync_free=1 is SYNC). */
+int gpp_free_mode(void);
+/* cudaFreeHost/cuMemFreeHost in batch mode once the batch synchronizes: queue host block
+ * handle (the pointer gpool_free takes) of dev's pool. A flush covers every device gpool
+ * serves (host memory is reachable from all). */
+gpp_free_result gpp_batch_add_host(void *handle, int dev, size_t size);
+/* 1 while batches are flushed by the legacy-stream fence (no non-blocking stream exists, no
+ * stream capture runs), 0 while they synchronize. */
+int gpp_batch_fences(void);
+/* The flags a gpool host block was allocated with (preload_hostflags.c): put at allocation
+ * (p: the pointer the program got), dropped at free; get finds p or any address inside the
+ * block: 1 and *flags, or 0 when p is no gpool host block. gpp_host_blocks() counts the live
+ * ones (0: a device free needs no host check). */
+int gpp_host_flags_put(void *p, unsigned flags);
+void gpp_host_flags_drop(void *p);
+int gpp_host_flags_get(void *p, unsigned *flags);
+int gpp_host_block(void *p);
+long gpp_host_blocks(void);
+/* The device of a stream (preload_streams.c): -1 for the default streams (the caller uses the
+ * current device) and when it cannot be told. */
+int gpp_stream_device(CUstream s);
 
 /* Stream capture (preload_capture.c). gpp_captures counts the captures begun through the
  * hooks and not yet ended: while it is not 0, gpp_capture_check() asks the driver whether a
@@ -223,6 +258,7 @@ typedef enum {
     GPP_NOTICE_POOL,        /* a device's pool cannot be created: its calls pass through */
     GPP_NOTICE_LINKED,      /* the program's linked libcuda is not the one gpool loaded */
     GPP_NOTICE_FLUSH_EVENT, /* cudafree_flush=event cannot track a stream: flushes synchronize */
+    GPP_NOTICE_STREAM_MODE, /* cudafree=stream met a non-blocking stream: batch from then on */
     GPP_NOTICE_COUNT
 } gpp_notice;
 void gpp_notice_once(gpp_notice kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -12,6 +12,7 @@ PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog 
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
 	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
 PRELOAD_HELPERS += $(PRELOAD_TDIR)/query_prog $(PRELOAD_TDIR)/query_direct
+PRELOAD_HELPERS += $(PRELOAD_TDIR)/order_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -41,6 +42,8 @@ $(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOA
 # Pointer queries and memory for others (tests/test_preload_query.c): driver and runtime.
 $(PRELOAD_TDIR)/query_prog: $(BUILD)/obj/tests/preload/query_prog.o $(PRELOAD_TDIR)/libcudart.so.13
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+$(PRELOAD_TDIR)/order_prog: $(BUILD)/obj/tests/preload/order_prog.o $(PRELOAD_TDIR)/libcudart.so.13
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl -lpthread
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LDFLAGS) -ldl

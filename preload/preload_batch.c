@@ -14,6 +14,16 @@
  * blocks never make an allocation fail, and a flush never happens while the pool still has
  * memory it can hand out safely (gpool tries its cache and the driver first).
  *
+ * While no non-blocking stream exists (and no stream capture runs), the flush is the
+ * legacy-stream fence instead (preload_fence.c: one event record on the legacy stream per
+ * device, no synchronize), made every 64 blocks or 8 MiB of a device, whichever comes first:
+ * the fence orders every stream a block may meet then, and the batch holds back little. The
+ * counters (gpool_preload_batch_stats) are the synchronizing batch's only.
+ *
+ * cudaFreeHost/cuMemFreeHost queue host blocks the same way (counted apart from the device
+ * bytes: they are not device memory); a flush holding one covers every device gpool serves,
+ * since pinned memory is reachable from all of them.
+ *
  * A second cudaFree of a block that is still in a batch is not detected at the call (the
  * real cudaFree would report it): the second gpool_free of the flush fails, and is dropped. */
 #include <pthread.h>
@@ -29,11 +39,19 @@ typedef struct pending_free {
     int dev;
 } pending_free;
 
+/* A batch's host blocks (cudaFreeHost/cuMemFreeHost): reachable from every device, so a
+ * flush holding one covers every device gpool serves. */
+static int covers(const size_t *bytes, int host, int dev)
+{
+    return bytes[dev] || (host && gpp_pool_peek(dev));
+}
+
 typedef struct gpp_batch {
     atomic_int lock; /* the owner on every free; a flush-all from another thread, rarely */
     pending_free *e;
     size_t n, cap;
-    size_t bytes[GPP_MAX_DEVICES];
+    size_t bytes[GPP_MAX_DEVICES]; /* device blocks */
+    size_t host_bytes;             /* host blocks (counted apart: not device memory) */
     unsigned long long frees, flushes, syncs, peak; /* owner-written, read under lock */
     struct gpp_batch *prev, *next;                  /* all_batches, under registry_lock */
 } gpp_batch;
@@ -98,14 +116,14 @@ static size_t reap(int wait)
 
 /* Event flush of list (see preload_streams.c): record the events, queue the blocks until they
  * complete. 0 when queued (list is copied); -1 when the caller must synchronize instead. */
-static int flush_with_events(const pending_free *list, size_t n, const size_t *bytes)
+static int flush_with_events(const pending_free *list, size_t n, const size_t *bytes, int host)
 {
     const gpp_real_driver *d = gpp_driver();
     waiting_group *g = calloc(1, sizeof *g);
     pending_free *copy = g ? malloc(n * sizeof *copy) : NULL;
     int ok = d && d->cuEventQuery && d->cuEventSynchronize && copy;
     for (int k = 0; ok && k < GPP_MAX_DEVICES; k++) {
-        if (!bytes[k]) continue;
+        if (!covers(bytes, host, k)) continue;
         size_t got = gpp_record_flush_events(k, g->ev + g->nev, GPP_MAX_FLUSH_EVENTS - g->nev);
         if (got == (size_t)-1)
             ok = 0;
@@ -148,17 +166,42 @@ static void batch_unlock(gpp_batch *b)
     atomic_store_explicit(&b->lock, 0, memory_order_release);
 }
 
-/* Synchronize each device of list, then give every block back to its pool; the number of
- * synchronizes. The caller owns list (taken out of a batch). */
-static unsigned drain(pending_free *list, size_t n, const size_t *bytes)
+/* While no non-blocking stream exists and no capture runs, the legacy-stream fence
+ * (preload_fence.c) orders every stream a freed block may meet: a batch is then flushed by one
+ * event record per device every GPP_FENCE_BLOCKS blocks or GPP_FENCE_BYTES bytes of a device,
+ * whichever comes first (memory held back: that much per thread). */
+#define GPP_FENCE_BLOCKS 64
+#define GPP_FENCE_BYTES  ((size_t)8 << 20)
+static int fence_flush_ok(void)
 {
-    if (gpp_flush_with_events() && flush_with_events(list, n, bytes) == 0) {
+    return !gpp_nonblocking_streams() &&
+           atomic_load_explicit(&gpp_captures, memory_order_relaxed) == 0;
+}
+
+int gpp_batch_fences(void)
+{
+    return fence_flush_ok();
+}
+
+/* Synchronize each device of list (or fence it: *fenced = 1), then give every block back to
+ * its pool; the number of synchronizes. The caller owns list (taken out of a batch). */
+static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int host, int *fenced)
+{
+    *fenced = fence_flush_ok();
+    if (*fenced) {
+        for (int d = 0; d < GPP_MAX_DEVICES; d++)
+            if (covers(bytes, host, d)) gpp_legacy_fence(d);
+        for (size_t i = 0; i < n; i++)
+            gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
+        return 0;
+    }
+    if (gpp_flush_with_events() && flush_with_events(list, n, bytes, host) == 0) {
         reap(0); /* earlier flushes whose work is done */
         return 0;
     }
     unsigned syncs = 0;
     for (int d = 0; d < GPP_MAX_DEVICES; d++)
-        if (bytes[d]) {
+        if (covers(bytes, host, d)) {
             gpp_device_sync(d);
             syncs++;
         }
@@ -176,6 +219,8 @@ static size_t batch_flush(gpp_batch *b)
     size_t n = b->n, cap = b->cap;
     memcpy(bytes, b->bytes, sizeof bytes);
     memset(b->bytes, 0, sizeof b->bytes);
+    int host = b->host_bytes != 0;
+    b->host_bytes = 0;
     b->e = NULL;
     b->n = b->cap = 0;
     batch_unlock(b);
@@ -186,9 +231,10 @@ static size_t batch_flush(gpp_batch *b)
         free(list);
         return 0;
     }
-    unsigned syncs = drain(list, n, bytes);
+    int fenced;
+    unsigned syncs = drain(list, n, bytes, host, &fenced);
     batch_lock(b);
-    b->flushes++;
+    b->flushes += !fenced; /* the counters are the synchronizing batch's */
     b->syncs += syncs;
     if (!b->e) { /* give the array back for reuse */
         b->e = list;
@@ -240,28 +286,52 @@ static gpp_batch *batch_create(void)
     return b;
 }
 
-gpp_free_result gpp_batch_add(void *p, int dev, size_t size)
+/* No room to queue p: an exact synchronize (of every device for a host block) instead. */
+static gpp_free_result free_now(void *p, int dev, int host)
+{
+    for (int d = 0; host && d < GPP_MAX_DEVICES; d++)
+        if (d != dev && gpp_pool_peek(d)) gpp_device_sync(d);
+    return gpp_free_now(p, dev);
+}
+
+/* Queue p of dev's pool (host: a host block); flush once the batch holds the limit. */
+static gpp_free_result batch_add(void *p, int dev, size_t size, int host)
 {
     gpp_batch *b = tl_batch;
-    if (__builtin_expect(!b, 0) && !(b = batch_create())) return gpp_free_now(p, dev);
+    if (__builtin_expect(!b, 0) && !(b = batch_create())) return free_now(p, dev, host);
     batch_lock(b);
     if (__builtin_expect(b->n == b->cap, 0)) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
         pending_free *ne = realloc(b->e, cap * sizeof *ne);
         if (!ne) { /* no room to queue it: an exact synchronize instead */
             batch_unlock(b);
-            return gpp_free_now(p, dev);
+            return free_now(p, dev, host);
         }
         b->e = ne;
         b->cap = cap;
     }
     b->e[b->n++] = (pending_free){p, dev};
-    size_t held = b->bytes[dev] += size;
-    b->frees++;
-    if (held > b->peak) b->peak = held;
+    size_t held = host ? (b->host_bytes += size) : (b->bytes[dev] += size);
+    int fence = fence_flush_ok();
+    b->frees += !fence; /* the counters are the synchronizing batch's */
+    if (held > b->peak && !fence) b->peak = held;
+    size_t n = b->n;
     batch_unlock(b);
-    if (__builtin_expect(held >= gpp_batch_limit(dev), 0)) batch_flush(b);
+    if (__builtin_expect(fence ? n >= GPP_FENCE_BLOCKS || held >= GPP_FENCE_BYTES
+                               : held >= gpp_batch_limit(dev),
+                         0))
+        batch_flush(b);
     return GPP_FREED;
+}
+
+gpp_free_result gpp_batch_add(void *p, int dev, size_t size)
+{
+    return batch_add(p, dev, size, 0);
+}
+
+gpp_free_result gpp_batch_add_host(void *handle, int dev, size_t size)
+{
+    return batch_add(handle, dev, size, 1);
 }
 
 size_t gpp_batch_flush_all(void)

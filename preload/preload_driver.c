@@ -12,7 +12,8 @@
 static CUresult alloc_device(CUdeviceptr *dptr, size_t size, CUstream stream, int *served)
 {
     *served = 0;
-    int dev = gpp_current_device();
+    int dev = stream ? gpp_stream_device(stream) : -1; /* an explicit stream: its device */
+    if (dev < 0) dev = gpp_current_device();
     if (dev < 0) return CUDA_SUCCESS;
     void *p = NULL;
     gpool_status st = gpp_alloc_device(dev, size, stream, &p);
@@ -28,7 +29,9 @@ static CUresult alloc_device(CUdeviceptr *dptr, size_t size, CUstream stream, in
 
 static CUresult free_code(gpp_free_result r)
 {
-    return r == GPP_FREED ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+    return r == GPP_FREED          ? CUDA_SUCCESS
+           : r == GPP_FREE_INVALID ? CUDA_ERROR_INVALID_VALUE /* cuda.h, cuMemFree */
+                                   : CUDA_ERROR_UNKNOWN;
 }
 
 CUresult gpp_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -103,17 +106,26 @@ CUresult gpp_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
     return free_async(dptr, stream, 1);
 }
 
+/* cuda.h, cuMemHostAlloc: the flags are CU_MEMHOSTALLOC_PORTABLE, _DEVICEMAP and
+ * _WRITECOMBINED; any other bit is CUDA_ERROR_INVALID_VALUE. */
+#define GPP_HOST_ALLOC_FLAGS                                                                       \
+    (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)
+
 /* Host memory: gpool serves it when it has the host kinds (UNSUPPORTED until then: the real
  * entry point serves it). Write-combined memory always goes to the driver. */
 static CUresult host_alloc(void **pp, size_t size, unsigned flags, int *served)
 {
     *served = 0;
+    if (gpp_enabled() && (flags & ~(unsigned)GPP_HOST_ALLOC_FLAGS)) {
+        *served = 1;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     if (!pp || !size || (flags & CU_MEMHOSTALLOC_WRITECOMBINED) || !gpp_enabled() ||
         gpp_current_device() < 0)
         return CUDA_SUCCESS;
     gpool_mem_kind kind =
         flags & CU_MEMHOSTALLOC_DEVICEMAP ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
-    gpool_status st = gpp_alloc_host(size, kind, pp);
+    gpool_status st = gpp_alloc_host(size, kind, flags, pp);
     if (st == GPOOL_OK || st == GPOOL_ERR_OUT_OF_MEMORY) *served = 1;
     return st == GPOOL_OK ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -145,6 +157,19 @@ CUresult gpp_cuMemFreeHost(void *p)
         if (r != GPP_NOT_OURS) return free_code(r);
     }
     return d->cuMemFreeHost(p);
+}
+
+/* cuda.h, cuMemHostGetFlags: the flags the block was allocated with (any address in it). */
+CUresult gpp_cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuMemHostGetFlags) return CUDA_ERROR_NOT_INITIALIZED;
+    unsigned flags;
+    if (pFlags && p && gpp_enabled() && gpp_host_flags_get(p, &flags)) {
+        *pFlags = flags;
+        return CUDA_SUCCESS;
+    }
+    return d->cuMemHostGetFlags(pFlags, p);
 }
 
 CUresult gpp_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)

@@ -37,8 +37,9 @@ static const gp_option gpp_option_keys[] = {
      .type = GP_OPT_CHOICE,
      .offset = offsetof(gpp_options, free_mode),
      .choices = gpp_free_modes,
-     .help = "how a cudaFree/cuMemFree'd block becomes reusable: per batch, on the legacy "
-             "stream, or after a device synchronize"},
+     .help = "how a cudaFree/cudaFreeHost'd block becomes reusable: after a legacy-stream "
+             "event record, per batch once a non-blocking stream exists (batch; stream: "
+             "the same, with a notice), or after a device synchronize (sync)"},
     {.name = "cudafree_batch",
      .type = GP_OPT_SIZE,
      .offset = offsetof(gpp_options, batch_bytes),

@@ -41,7 +41,10 @@ static int serve_alloc(void **out, size_t size, cudaStream_t stream, int per_thr
                        cudaError_t *code)
 {
     void *p = NULL;
-    gpool_status st = gpp_alloc_device(current_device(), size, gpp_stream(stream, per_thread), &p);
+    /* cuda_runtime_api.h, cudaMallocAsync: the allocation is on hStream's device */
+    int dev = stream ? gpp_stream_device(stream) : -1;
+    gpool_status st = gpp_alloc_device(dev >= 0 ? dev : current_device(), size,
+                                       gpp_stream(stream, per_thread), &p);
     if (st == GPOOL_OK) {
         *out = p;
         *code = cudaSuccess;
@@ -56,7 +59,9 @@ static int serve_alloc(void **out, size_t size, cudaStream_t stream, int per_thr
 
 static cudaError_t free_code(gpp_free_result r)
 {
-    return r == GPP_FREED ? cudaSuccess : cudaErrorUnknown;
+    return r == GPP_FREED          ? cudaSuccess
+           : r == GPP_FREE_INVALID ? cudaErrorInvalidValue /* cuda_runtime_api.h, cudaFree */
+                                   : cudaErrorUnknown;
 }
 
 /* The runtime's code for a driver's refusal during stream capture (preload_capture.c). */
@@ -91,10 +96,11 @@ GPP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     return real_cudaMalloc(devPtr, size);
 }
 
+/* cudaFree(NULL) goes to cudart: NCCL and cuDF call it to bring the runtime up (its context
+ * is made there), and cuda_runtime_api.h gives it no meaning of ours. */
 GPP_EXPORT cudaError_t cudaFree(void *devPtr)
 {
-    if (!devPtr) return cudaSuccess;
-    if (gpp_enabled() || gpp_exiting()) {
+    if (devPtr && (gpp_enabled() || gpp_exiting())) {
         CUresult c = gpp_capture_check();
         if (__builtin_expect(c != CUDA_SUCCESS, 0)) return capture_code(c);
         gpp_free_result r = gpp_free_device(devPtr, NULL, 1);
@@ -184,12 +190,16 @@ GPP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cud
  * everything while gpool answers UNSUPPORTED, through the runtime. */
 static int serve_host_alloc(void **pHost, size_t size, unsigned flags, cudaError_t *code)
 {
-    if (!gpp_enabled() || (flags & cudaHostAllocWriteCombined)) return 0;
-    if (!pHost) {
+    if (!gpp_enabled()) return 0;
+    /* cuda_runtime_api.h, cudaHostAlloc: Default, Portable, Mapped, WriteCombined; any
+     * other bit is cudaErrorInvalidValue, write-combined or not */
+    if (flags &
+        ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined)) {
         *code = cudaErrorInvalidValue;
         return 1;
     }
-    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped)) {
+    if (flags & cudaHostAllocWriteCombined) return 0;
+    if (!pHost) {
         *code = cudaErrorInvalidValue;
         return 1;
     }
@@ -200,7 +210,8 @@ static int serve_host_alloc(void **pHost, size_t size, unsigned flags, cudaError
     }
     gpool_mem_kind kind =
         flags & cudaHostAllocMapped ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
-    gpool_status st = gpp_alloc_host(size, kind, pHost);
+    gpool_status st =
+        gpp_alloc_host(size, kind, flags, pHost); /* cudaHostAlloc* = CU_MEMHOSTALLOC_* */
     if (st == GPOOL_OK) {
         *code = cudaSuccess;
         return 1;
@@ -249,6 +260,20 @@ GPP_EXPORT cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, uns
     }
     REAL(host_devptr_fn, cudaHostGetDevicePointer);
     return real_cudaHostGetDevicePointer(pDevice, pHost, flags);
+}
+
+/* cuda_runtime_api.h, cudaHostGetFlags: the flags a block was allocated with, for any pointer
+ * in its range; other pointers go to cudart. */
+typedef cudaError_t (*host_flags_fn)(unsigned int *, void *);
+GPP_EXPORT cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+    unsigned flags;
+    if (pFlags && pHost && gpp_enabled() && gpp_host_flags_get(pHost, &flags)) {
+        *pFlags = flags;
+        return cudaSuccess;
+    }
+    REAL(host_flags_fn, cudaHostGetFlags);
+    return real_cudaHostGetFlags(pFlags, pHost);
 }
 
 GPP_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)

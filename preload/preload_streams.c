@@ -1,27 +1,31 @@
 /* preload_streams.c — whether the process has a non-blocking stream, which decides what a
- * cudaFree/cuMemFree in the default (batch) mode must do.
+ * cudaFree/cuMemFree/cudaFreeHost in the default (batch) and stream modes must do, and the
+ * device of a stream (stream-ordered allocations are served on it).
  *
- * The real cudaFree synchronizes the device, so a freed block can be handed out again whatever
- * stream used it. Without a synchronize, a block given back to the pool at once on the legacy
- * default stream (gpool_free) is safe for work on the legacy stream and on every *blocking*
- * stream of its context: the legacy stream first waits for the work issued earlier to every
- * blocking stream, and those streams then wait for it (CUDA driver API docs, "Stream
- * synchronization behavior", Legacy default stream: it synchronizes with every other stream of
- * the same CUcontext except non-blocking ones; the per-thread default stream is not
- * non-blocking and synchronizes with it too). A stream created with CU_STREAM_NON_BLOCKING /
- * cudaStreamNonBlocking is the exception (cuStreamCreate's doc comment in cuda.h: its work may
- * run concurrently with stream 0). Work of another context (a second context on the device,
- * or peer access from another device) is not ordered either; the interposer does not track
- * it (nor did its per-batch synchronize, which covers the block's own device).
+ * The real cudaFree may synchronize, so a freed block can be handed out again whatever stream
+ * used it. Without a synchronize, a block given back to the pool after the legacy-stream
+ * fence (preload_fence.c: one event record on the legacy stream) is safe for work on the
+ * legacy stream, on every *blocking* stream and on the per-thread default streams of its
+ * context: the record waits for the work issued earlier to every blocking stream, and those
+ * streams' later work waits for it (CUDA driver API docs, "Stream synchronization behavior",
+ * Legacy default stream: it synchronizes with every other stream of the same CUcontext
+ * except non-blocking ones, through the work enqueued on it; the per-thread default stream is
+ * not non-blocking and synchronizes with it too). A stream created with
+ * CU_STREAM_NON_BLOCKING / cudaStreamNonBlocking is the exception (cuStreamCreate's doc
+ * comment in cuda.h: its work may run concurrently with stream 0). Work of another context (a
+ * second context on the device, or peer access from another device) is not ordered either;
+ * the interposer does not track it (nor did its per-batch synchronize, which covers the
+ * block's own device).
  *
  * So the batch is needed only once such a stream exists. The interposer hands out its own
  * cuStreamCreate and cuStreamCreateWithPriority (dlsym / cuGetProcAddress substitution, as for
  * the memory entry points; cudart's cudaStreamCreateWithFlags reaches them through its table)
  * and exports cudaStreamCreateWithFlags/WithPriority. The first non-blocking stream raises
  * nonblocking_streams, then synchronizes every device gpool serves once: blocks freed
- * before may still be used by queued legacy-stream work, and from now on a block may be
- * handed out to work on a stream that does not wait for it. From then on cudaFree queues into
- * the batch (preload_batch.c). The switch is one way: a destroyed stream may still have work.
+ * before may still be used by queued work, and from now on a block may be handed out to work
+ * on a stream that does not wait for the fence. From then on cudaFree queues into the batch
+ * (preload_batch.c); cudafree=stream, which assumes no such stream, says so once. The switch
+ * is one way: a destroyed stream may still have work.
  *
  * The cached path reads nonblocking_streams with one relaxed load (no lock, no write): a
  * cudaFree of a block that other work used on a non-blocking stream happens after that
@@ -32,6 +36,7 @@
 #include <stdlib.h>
 
 #include "preload.h"
+#include "preload_options.h"
 
 static atomic_int nonblocking_streams;
 
@@ -161,10 +166,16 @@ int gpp_nonblocking_streams(void)
     return atomic_load_explicit(&nonblocking_streams, memory_order_relaxed);
 }
 
-/* A non-blocking stream now exists (its creation succeeded). */
+/* A non-blocking stream now exists (its creation succeeded). cudafree=stream assumes none
+ * does (its frees are ordered by the legacy-stream fence alone, preload_fence.c): it says so
+ * once and from now on frees into the batch, as the default mode does. */
 static void saw_nonblocking_stream(void)
 {
     if (atomic_fetch_add(&nonblocking_streams, 1) != 0) return;
+    if (gpp_free_mode() == GPP_CUDAFREE_STREAM)
+        gpp_notice_once(GPP_NOTICE_STREAM_MODE,
+                        "cudafree=stream assumes no non-blocking stream, and the program made "
+                        "one: cudaFree/cudaFreeHost batch from now on (cudafree=batch)");
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
         if (gpp_pool_peek(dev)) gpp_device_sync(dev);
 }
@@ -234,4 +245,22 @@ cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int prio
         saw_nonblocking_stream();
     }
     return e;
+}
+
+/* cuda.h, cuMemAllocAsync: the allocation is made on the device of hStream's context
+ * (cuStreamGetCtx), not the current one. The primary contexts the pools retained are matched
+ * without a call; any other context is asked (pushed, cuCtxGetDevice, popped). */
+int gpp_stream_device(CUstream s)
+{
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return -1;
+    const gpp_real_driver *d = gpp_driver();
+    CUcontext ctx = NULL, popped;
+    if (!d || !d->cuStreamGetCtx || d->cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS || !ctx) return -1;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
+        if (gpp_device_context(dev) == ctx) return dev;
+    CUdevice cudev = -1;
+    if (d->cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
+    if (d->cuCtxGetDevice(&cudev) != CUDA_SUCCESS) cudev = -1;
+    d->cuCtxPopCurrent(&popped);
+    return cudev;
 }

@@ -91,8 +91,9 @@ Test(preload, runtime_calls_are_served_by_gpool)
     cr_assert_eq(field(&pre, "standin"), 0);
     cr_assert_eq(field(&pre, "cuMemAlloc"), 0);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
-    /* cudaFree (batch mode): no driver call per free, one synchronize per batch */
-    cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
+    /* cudaFree (batch mode, no non-blocking stream): no synchronize; one legacy-stream event
+     * record per allocation after a free orders the reuse (preload/preload_fence.c) */
+    cr_assert_leq(field(&pre, "cuEventRecord"), field(&pre, "frees"), "%s", pre.out);
     cr_assert_lt(field(&pre, "cuCtxSynchronize"), field(&pre, "frees") / 10, "%s", pre.out);
 }
 
@@ -101,7 +102,7 @@ Test(preload, cudafree_stream_mode_makes_no_synchronize)
     static struct run pre;
     run_expect(&pre, "runtime_prog", "serve", 1, "GPOOL_CONF=cudafree=stream", 0);
     cr_assert_leq(field(&pre, "cuCtxSynchronize"), 1, "%s", pre.out);
-    cr_assert_leq(field(&pre, "cuEventRecord"), 1, "%s", pre.out);
+    cr_assert_leq(field(&pre, "cuEventRecord"), field(&pre, "frees"), "%s", pre.out);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);
 }
 
@@ -117,8 +118,9 @@ Test(preload, cudafree_batch_bounds_pending_memory)
                  "and holds less memory back:\n%s\n%s", small.out, big.out);
 }
 
-/* Without a non-blocking stream a cudaFree'd block is reusable at once with no synchronize;
- * the first such stream costs one synchronize and sends later frees to the batch. */
+/* Without a non-blocking stream a cudaFree'd block is reusable after the legacy-stream fence,
+ * with no synchronize; the first such stream costs one synchronize and sends later frees to
+ * the synchronizing batch. */
 Test(preload, cudafree_batch_only_once_a_nonblocking_stream_exists)
 {
     static struct run pre;
@@ -132,14 +134,18 @@ Test(preload, cudafree_batches_are_per_thread_and_flushed_at_thread_exit)
     run_expect(&pre, "runtime_prog", "threads", 1, NULL, 0);
 }
 
-/* The cached path of cuMemAlloc+cuMemFree makes no driver call (no cuCtxGetCurrent, no
- * cuMemGetInfo), and the device still follows the thread's context switches. */
+/* The cached path of cuMemAlloc+cuMemFree makes one driver call, the legacy-stream event
+ * record that orders the reuse (preload/preload_fence.c; its event made once: push, create,
+ * pop), no cuCtxGetCurrent, no cuMemGetInfo, and the device still follows the thread's
+ * context switches. */
 Test(preload, cached_pairs_make_no_driver_call_and_follow_context_switches)
 {
     static struct run pre;
     run_expect(&pre, "driver_prog", "devices", 1, "GPOOL_SIM_DEVICES=2", 0);
     cr_assert(strstr(pre.out, "cuCtxSetCurrent_from=libgpool_preload.so"), "%s", pre.out);
-    cr_assert_eq(field(&pre, "driver_calls"), 0, "%s", pre.out);
+    cr_assert_leq(field(&pre, "driver_calls"), field(&pre, "pairs") + 3, "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuCtxGetCurrent"), 0, "%s", pre.out);
+    cr_assert_eq(field(&pre, "cuMemGetInfo"), 0, "%s", pre.out);
 }
 
 /* cudafree_flush=event: a flush records events (legacy stream + the non-blocking stream)
@@ -227,7 +233,10 @@ Test(preload, direct_driver_calls_are_served_by_gpool)
     /* the pool served them all: 2000 cuMemAlloc + 300 cuMemAllocAsync (legacy, stream,
      * per-thread), 150 host blocks, all freed */
     cr_assert_eq(field(&pre, "pool_device_allocs"), 2300, "%s", pre.out);
-    cr_assert_eq(field(&pre, "pool_device_frees"), 2300, "%s", pre.out);
+    /* up to 64 cuMemFree'd blocks still wait in the thread's batch for their legacy-stream
+     * fence (preload/preload_batch.c) */
+    cr_assert_geq(field(&pre, "pool_device_frees") + 64, 2300, "%s", pre.out);
+    cr_assert_leq(field(&pre, "pool_device_frees"), 2300, "%s", pre.out);
     cr_assert_eq(field(&pre, "pool_host_allocs"), 150, "%s", pre.out);
     cr_assert_eq(field(&pre, "pool_host_frees"), 150, "%s", pre.out);
     cr_assert_lt(field(&pre, "cuMemCreate") * 20, field(&pre, "allocs"), "%s", pre.out);

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static atomic_ulong calls;
+static atomic_ulong calls, null_frees;
 
 unsigned long standin_calls(void);
 unsigned long standin_calls(void)
@@ -31,9 +31,18 @@ cudaError_t cudaMalloc(void **p, size_t size)
     (void)p, (void)size;
     return fail_loudly("cudaMalloc");
 }
+/* cudaFree(NULL) is how NCCL and cuDF bring the runtime up: it succeeds, counted apart */
+unsigned long standin_null_frees(void);
+unsigned long standin_null_frees(void)
+{
+    return atomic_load(&null_frees);
+}
 cudaError_t cudaFree(void *p)
 {
-    (void)p;
+    if (!p) {
+        atomic_fetch_add(&null_frees, 1);
+        return cudaSuccess;
+    }
     return fail_loudly("cudaFree");
 }
 cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s)

@@ -39,8 +39,9 @@ static int create_nonblocking_stream(void)
     return 0;
 }
 
-/* cudaFree: immediate reuse while no non-blocking stream exists; once one does, the block
- * waits in the batch (a different block is handed out) until a flush synchronizes. */
+/* cudaFree: no synchronize while no non-blocking stream exists (the batch is flushed by the
+ * legacy-stream fence, preload/preload_fence.c); once one does, the block waits in the batch
+ * (a different block is handed out) until a flush synchronizes. */
 static int reuse(void)
 {
     void *p, *q, *r;
@@ -48,7 +49,7 @@ static int reuse(void)
     CHECK(cudaMalloc(&q, 4096) == cudaSuccess);
     unsigned long syncs0 = sim_count("cuCtxSynchronize");
     printf("before: same_block=%d cuCtxSynchronize=%lu\n", p == q, syncs0);
-    CHECK(p == q && syncs0 == 0);
+    CHECK(syncs0 == 0);
     CHECK(create_nonblocking_stream() == 0);
     unsigned long syncs1 = sim_count("cuCtxSynchronize");
     CHECK(cudaFree(q) == cudaSuccess && cudaMalloc(&r, 4096) == cudaSuccess);
