@@ -47,7 +47,7 @@ static const cmd_help helps[] = {
          COMMON_HELP},
     {"fit", "usage: gpool-bench fit TRACE --strategy S [options]\n"
             "Find the smallest capacity at which the strategy replays the whole trace.\n"
-            "  --strategy S           the strategy (exactly one)\n"
+            "  --strategy S           the strategy (exactly one; compare fits several)\n"
             "  --json                 JSON on stdout\n" TRACE_HELP COMMON_HELP},
     {"compare", "usage: gpool-bench compare TRACE... [options]\n"
                 "fit every trace with each strategy (default bfc and gpool) and tabulate the "
