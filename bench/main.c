@@ -503,8 +503,8 @@ static void steady_run(const bench_device *dev, const char *spec, const bench_tr
     if (r.error || r.skipped)
         snprintf(out->note, sizeof out->note, "%.190s", r.note);
     else if (r.failed_allocs)
-        snprintf(out->note, sizeof out->note, "%llu failed allocations at full capacity",
-                 (unsigned long long)r.failed_allocs);
+        snprintf(out->note, sizeof out->note, "%llu failed allocation%s at full capacity",
+                 (unsigned long long)r.failed_allocs, BENCH_PLURAL(r.failed_allocs));
     bench_result_free(&r);
 }
 

@@ -232,9 +232,9 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
     /* a trace with host kinds (GPOOL_TRACE's Kind column): say how they were replayed */
     if (!r->error && !r->skipped && r->host_skipped)
         snprintf(r->note, sizeof r->note,
-                 "%llu pinned/mapped allocations of the trace not replayed: %s serves device "
+                 "%llu pinned/mapped allocation%s of the trace not replayed: %s serves device "
                  "memory only",
-                 (unsigned long long)r->host_skipped, s.ops->name);
+                 (unsigned long long)r->host_skipped, BENCH_PLURAL(r->host_skipped), s.ops->name);
     else if (!r->error && !r->skipped &&
              (t->mem_allocs[BENCH_MEM_PINNED] || t->mem_allocs[BENCH_MEM_MAPPED]))
         snprintf(r->note, sizeof r->note,

@@ -343,6 +343,7 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
     fprintf(f, "  ratio               %.4f\n", x->ratio);
     fprintf(f, "  goal (<= 1.05 x peak + 4 MiB = %.1f MiB): %s\n",
             mib((uint64_t)(1.05 * (double)x->peak_live)) + 4.0, x->goal_met ? "met" : "NOT met");
-    fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replays\n",
-            (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays);
+    fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replay%s\n",
+            (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays,
+            BENCH_PLURAL(x->replays));
 }

@@ -838,3 +838,14 @@ Test(bench_cli, strategy_errors_name_the_call_once)
     s.ops->fini(&s);
     bench_device_close(&dev);
 }
+
+/* Counts agree with their nouns: "1 allocation, 1 free" (issue 26; it said "1 allocations"). */
+Test(bench_cli, counts_agree_with_their_nouns)
+{
+    cr_assert_eq(bench("replay bench/traces/test/one-6mib.csv --strategy cuda"), 0, "%s",
+                 slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "replay one-6mib: 1 allocation, 1 free, "), "%s", out);
+    cr_assert_null(strstr(out, " 1 allocations"), "%s", out);
+    cr_assert_null(strstr(out, " 1 frees"), "%s", out);
+}
