@@ -391,11 +391,6 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     size_t host_total = a->device_total ? 0 : host_physical_bytes(); /* host arenas only */
     if (giveback_why[0])
         snprintf(cause, sizeof cause, "cached memory could not be given back: %s", giveback_why);
-    else if (a->device_total && size > a->device_total)
-        snprintf(cause, sizeof cause,
-                 "device memory: the request is larger than the device's %zu bytes "
-                 "(cuDeviceTotalMem)",
-                 a->device_total);
     else if (host_total && size > host_total)
         snprintf(cause, sizeof cause,
                  "host memory: the request is larger than the host's %zu bytes of physical "
