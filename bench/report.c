@@ -55,9 +55,9 @@ static void last_pass_calls(FILE *f, const bench_trace *t, const bench_result *x
             "creation is not among them):");
     if (by[BENCH_DRV_EVENT] && host)
         fprintf(f,
-                " the trace's %llu pinned/mapped allocation%s: a host block's free is queued "
-                "behind events on the streams that may still use it (the freeing and the "
-                "allocating stream), recorded and queried at each free;",
+                " the trace's %llu pinned/mapped allocation%s: each host block's free is "
+                "queued behind an event on every stream that may still use it (the freeing "
+                "one, the allocating one if another), recorded and queried at the free;",
                 (unsigned long long)host, BENCH_PLURAL(host));
     if ((by[BENCH_DRV_EVENT] || by[BENCH_DRV_STREAM]) && t->n_streams > 1)
         fprintf(f,
