@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gpool.h"
+#include "gpool_torch.h"
 #include "util_pool.h"
 #include "util_sim.h"
 #include "util_skip.h"
@@ -443,6 +444,18 @@ Test(core, config_messages_name_their_source_once)
     m = gpool_last_error();
     cr_assert(!strncmp(m, "gpool_config: small_max ", 24), "%s", m);
     cr_assert_eq(occurrences(m, "config: "), 1, "%s", m);
+}
+
+/* The PyTorch hook reads GPOOL_CONF too: its message names GPOOL_CONF once, no "config: ". */
+Test(core, torch_config_message_names_gpool_conf_once)
+{
+    setenv("GPOOL_CONF", "bogus=3", 1);
+    cr_assert_null(gpool_torch_alloc(4096, 0, NULL));
+    const char *m = gpool_last_error();
+    cr_assert(!strncmp(m, "GPOOL_CONF: unknown key 'bogus'", 31), "%s", m);
+    cr_assert_eq(occurrences(m, "GPOOL_CONF"), 1, "%s", m);
+    cr_assert_eq(occurrences(m, "config: "), 0, "%s", m);
+    unsetenv("GPOOL_CONF");
 }
 
 Test(core, trace_records_rmm_csv)
