@@ -726,15 +726,16 @@ static int occurrences(const char *hay, const char *needle)
     return n;
 }
 
-/* In the table whose header line starts with "trace" and names col, every row (a line starting
+/* In the table whose header line starts with head and names col, every row (a line starting
  * with row) up to the next blank line has a number ending where col's header ends (numbers are
  * right-aligned). */
-static void columns_aligned(const char *out, const char *col, const char *row)
+static void columns_aligned_under(const char *out, const char *head, const char *col,
+                                  const char *row)
 {
     const char *h = NULL;
     for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         const char *nl = strchr(l, '\n'), *c = strstr(l, col);
-        if (!strncmp(l, "trace ", 6) && c && (!nl || c < nl)) {
+        if (!strncmp(l, head, strlen(head)) && c && (!nl || c < nl)) {
             h = l;
             break;
         }
@@ -756,6 +757,11 @@ static void columns_aligned(const char *out, const char *col, const char *row)
         if (!nl) break;
     }
     cr_assert_gt(rows, 0, "no rows under:\n%.*s", hlen, h);
+}
+
+static void columns_aligned(const char *out, const char *col, const char *row)
+{
+    columns_aligned_under(out, "trace ", col, row);
 }
 
 /* compare sizes its columns to the strategy names (issue 26: a long name pushed the row's
@@ -789,9 +795,12 @@ Test(bench_cli, replay_driver_call_labels_say_what_they_count)
     json_check("(lambda s: s['driver_calls_init'] > 0 and s['driver_calls'] == "
                "s['driver_calls_init'] + s['driver_calls_first_pass'] and "
                "s['driver_calls_first_pass'] == s['driver_calls_last_pass'])(d['strategies'][0])");
-    cr_assert_eq(bench("replay frame --frames 5 --passes 3 --strategy gpool"), 0, "%s",
-                 slurp(err_path));
+    cr_assert_eq(bench("replay frame --frames 5 --passes 3 --strategy gpool --strategy "
+                       "gpool:release_threshold=0,tcache_bytes=0,small_max=64K"),
+                 0, "%s", slurp(err_path));
     out = slurp(out_path);
+    columns_aligned_under(out, "strategy ", "allocs", "gpool"); /* a long name keeps them */
+    columns_aligned_under(out, "strategy ", "drv last pass", "gpool");
     cr_assert(strstr(out, "drv last pass") && strstr(out, "drv last pass: those of the last pass"),
               "%s", out);
 }
