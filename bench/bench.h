@@ -536,6 +536,10 @@ int bench_dropin_run(const bench_device *dev, uint64_t size, uint64_t live, uint
 
 /* ---- report.c ----------------------------------------------------------------------------- */
 
+/* What counter e counts, in a few words: "cuMemMap", or a class ("event calls", "context and
+ * device calls"): the words replay's steady-state line and compare's summary use. */
+const char *bench_drv_class(bench_drv e);
+
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,
                               const bench_result *r, size_t n);
 void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace *t,

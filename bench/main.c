@@ -485,6 +485,7 @@ typedef struct steady {
     int ok;  /* replayed with no error and no failed allocation */
     uint64_t first, last;
     uint64_t first_by_entry[BENCH_DRV_N]; /* first-pass calls per entry point */
+    uint64_t last_by_entry[BENCH_DRV_N];  /* last-pass calls per entry point */
     double first_est_us;                  /* their estimated time (bench/drvcost.c) */
     char note[200];
 } steady;
@@ -498,6 +499,7 @@ static void steady_run(const bench_device *dev, const char *spec, const bench_tr
     out->first = r.driver_calls_first_pass;
     out->last = r.driver_calls_last_pass;
     memcpy(out->first_by_entry, r.first_pass_by_entry, sizeof out->first_by_entry);
+    memcpy(out->last_by_entry, r.last_pass_by_entry, sizeof out->last_by_entry);
     out->first_est_us = bench_drvcost_total_us(out->first_by_entry);
     out->ok = !r.error && !r.skipped && !r.failed_allocs && r.passes == STEADY_PASSES;
     if (r.error || r.skipped)
@@ -518,6 +520,11 @@ static void steady_json(const steady *st)
             if (st->first_by_entry[e])
                 printf("%s\"%s\":%llu", n++ ? "," : "", bench_drvcost_name((bench_drv)e),
                        (unsigned long long)st->first_by_entry[e]);
+        printf("},\"last_pass_by_entry\":{");
+        for (int e = 0, n = 0; e < BENCH_DRV_N; e++)
+            if (st->last_by_entry[e])
+                printf("%s\"%s\":%llu", n++ ? "," : "", bench_drvcost_name((bench_drv)e),
+                       (unsigned long long)st->last_by_entry[e]);
         printf("}");
     } else
         printf(",\"driver_calls_first_pass\":null,\"driver_calls_last_pass\":null");
@@ -740,8 +747,16 @@ static int cmd_compare(cli *c, const bench_device *dev)
                 summary_calls(c->strategies[ib], &steadies[k * ns + ib]);
             }
             const steady *gs = &steadies[k * ns + ig];
-            printf("; steady state (0 in the last pass): %s\n",
+            printf("; steady state (0 in the last pass): %s",
                    gs->ran && gs->ok && gs->last == 0 ? "yes" : "no");
+            const char *sep = " (last pass: "; /* what gpool's last pass called */
+            for (int e = 0; gs->ran && gs->ok && e < BENCH_DRV_N; e++)
+                if (gs->last_by_entry[e]) {
+                    printf("%s%llu %s", sep, (unsigned long long)gs->last_by_entry[e],
+                           bench_drv_class((bench_drv)e));
+                    sep = ", ";
+                }
+            printf("%s\n", *sep == ',' ? "; replay --passes 2 says why)" : "");
         }
     }
 out:

@@ -35,6 +35,22 @@ static const char *const drv_what[BENCH_DRV_N] = {
     [BENCH_DRV_OTHER] = "context and device calls (cuCtxPushCurrent/PopCurrent, queries, memsets)",
 };
 
+const char *bench_drv_class(bench_drv e)
+{
+    switch (e) {
+    case BENCH_DRV_HOST:
+        return "pinned host calls";
+    case BENCH_DRV_EVENT:
+        return "event calls";
+    case BENCH_DRV_STREAM:
+        return "stream calls";
+    case BENCH_DRV_OTHER:
+        return "context and device calls";
+    default:
+        return bench_drvcost_name(e);
+    }
+}
+
 /* The last pass's driver calls by what they are ("event calls (...) 4, context ... 2"), then
  * whose they are and why, from what the trace holds. */
 static void last_pass_calls(FILE *f, const bench_trace *t, const bench_result *x)

@@ -827,6 +827,14 @@ Test(bench_cli, steady_state_names_the_last_pass_calls)
     cr_assert(strstr(out, "gpool's own calls"), "%s", out);
     cr_assert_eq(bench("replay %s --passes 2 --strategy gpool --json", csv), 0);
     json_check("d['strategies'][0]['last_pass_by_entry'].get('cuEventRecord', 0) > 0");
+    /* compare's summary line names them too (its JSON: last_pass_by_entry) */
+    cr_assert_eq(bench("compare %s --strategy gpool", csv), 0, "%s", slurp(err_path));
+    out = slurp(out_path);
+    cr_assert(strstr(out, "steady state (0 in the last pass): no (last pass: ") &&
+                  strstr(out, " event calls") && strstr(out, "replay --passes 2 says why)"),
+              "%s", out);
+    cr_assert_eq(bench("compare %s --strategy gpool --json", csv), 0);
+    json_check("d['results'][0]['last_pass_by_entry'].get('cuEventRecord', 0) > 0");
     unlink(csv);
 }
 
