@@ -866,3 +866,22 @@ Test(bench_cli, counts_agree_with_their_nouns)
     cr_assert_null(strstr(out, " 1 allocations"), "%s", out);
     cr_assert_null(strstr(out, " 1 frees"), "%s", out);
 }
+
+/* A driver that cannot be loaded is said once (it said "cannot load the CUDA driver: cannot
+ * load the CUDA driver /nonexistent ..."). */
+Test(bench_cli, missing_driver_is_said_once)
+{
+    const char *was = getenv("GPOOL_LIBCUDA");
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", was ? was : "");
+    setenv("GPOOL_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    int rc = bench("info");
+    if (was)
+        setenv("GPOOL_LIBCUDA", saved, 1);
+    else
+        unsetenv("GPOOL_LIBCUDA");
+    cr_assert_eq(rc, 1, "%s", slurp(err_path));
+    const char *e = slurp(err_path);
+    cr_assert(strstr(e, "/nonexistent/libcuda.so.1"), "%s", e);
+    cr_assert_eq(occurrences(e, "cannot load the CUDA driver"), 1, "%s", e);
+}
