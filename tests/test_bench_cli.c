@@ -659,10 +659,6 @@ Test(bench_cli, unknown_command_lists_every_command)
     cr_assert(strstr(list, "unknown command \"frobnicate\" ("), "%s", list);
     const char *cmds[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view", "import"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        char want[32];
-        snprintf(want, sizeof want, " %s%s", cmds[i],
-                 i + 1 < sizeof cmds / sizeof cmds[0] ? "," : ")");
-        cr_assert(strstr(list, want) || strstr(list, cmds[i]), "%s missing:\n%s", cmds[i], list);
         cr_assert(strstr(list, cmds[i]), "%s missing from the unknown-command list:\n%s", cmds[i],
                   list);
     }
