@@ -20,6 +20,16 @@
 /* Largest request size a trace may hold: anything above is a corrupt row. */
 #define BENCH_MAX_REQUEST BENCH_TIB
 
+/* ---- gpool_msg.c ----------------------------------------------------------------------- */
+
+/* A failed gpool call's text for a harness message, "call: STATUS: detail" with detail
+ * gpool_last_error() less the "call: " it may start with: the call is named once. Writes buf
+ * (len bytes) and returns it. Reads the calling thread's last error; no cost beyond a copy. */
+const char *bench_gpool_msg(char *buf, size_t len, const char *call, gpool_status st);
+
+/* The plural ending of a count: "1 pass", "2 passes" ("es" words spell it out). */
+#define BENCH_PLURAL(n) ((n) == 1 ? "" : "s")
+
 /* ---- util.c ---------------------------------------------------------------------------- */
 
 /* Monotonic clock in nanoseconds. */
@@ -311,10 +321,12 @@ typedef struct bench_result {
     uint64_t allocs, failed_allocs, frees;
     uint64_t peak_live;                        /* of the blocks actually allocated */
     uint64_t peak_reserved;                    /* strategy's own count */
-    uint64_t driver_calls;                     /* all passes */
+    uint64_t driver_calls;                     /* all: creating the instance and every pass */
+    uint64_t driver_calls_init;                /* creating the instance (before the first op) */
     uint64_t driver_calls_first_pass;          /* in the first pass (with its end-of-pass frees) */
     uint64_t driver_calls_last_pass;           /* in the last pass: 0 is steady state */
     uint64_t first_pass_by_entry[BENCH_DRV_N]; /* first-pass calls by entry point */
+    uint64_t last_pass_by_entry[BENCH_DRV_N];  /* last-pass calls by entry point */
     unsigned passes;                           /* passes run (fewer than asked after an error) */
     int snapshot; /* 1 written, -1 failed (snapshot_err), 0 not asked */
     char snapshot_err[256];
@@ -523,6 +535,10 @@ int bench_dropin_run(const bench_device *dev, uint64_t size, uint64_t live, uint
                      unsigned rounds, bench_dropin_row *row, char *err, size_t errlen);
 
 /* ---- report.c ----------------------------------------------------------------------------- */
+
+/* What counter e counts, in a few words: "cuMemMap", or a class ("event calls", "context and
+ * device calls"): the words replay's steady-state line and compare's summary use. */
+const char *bench_drv_class(bench_drv e);
 
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,
                               const bench_result *r, size_t n);

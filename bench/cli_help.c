@@ -38,7 +38,8 @@ static const cmd_help helps[] = {
      "  --strategy S           a strategy (repeatable; default cuda, bfc, gpool)\n"
      "  --capacity SIZE        device memory limit (simulated driver; at least 4K)\n"
      "  --stop-at-failure      stop at the first failed allocation, as fit does\n"
-     "  --passes N             replay N times in one instance (1 to 1000)\n"
+     "  --passes N             replay N times in one instance (1 to 1000); a 'drv last pass'\n"
+     "                         column counts the driver calls of the last one\n"
      "  --json                 JSON on stdout instead of the table\n"
      "  --csv FILE             per-strategy results as CSV\n"
      "  --plot FILE.png        reserved and live memory over the trace (needs gnuplot)\n"
@@ -47,7 +48,7 @@ static const cmd_help helps[] = {
          COMMON_HELP},
     {"fit", "usage: gpool-bench fit TRACE --strategy S [options]\n"
             "Find the smallest capacity at which the strategy replays the whole trace.\n"
-            "  --strategy S           the strategy (exactly one)\n"
+            "  --strategy S           the strategy (exactly one; compare fits several)\n"
             "  --json                 JSON on stdout\n" TRACE_HELP COMMON_HELP},
     {"compare", "usage: gpool-bench compare TRACE... [options]\n"
                 "fit every trace with each strategy (default bfc and gpool) and tabulate the "

@@ -82,7 +82,9 @@ int bench_device_open(const char *mode, bench_device *d, char *err, size_t errle
     }
     const gp_driver *drv;
     if (gp_driver_get(&drv) != GPOOL_OK) {
-        snprintf(err, errlen, "cannot load the CUDA driver: %s", gpool_last_error());
+        /* gpool's message names the driver and what failed: "cannot load the CUDA driver
+         * PATH ...", "PATH has no cuGetProcAddress_v2 ...", "cuInit: ..." */
+        snprintf(err, errlen, "%s", gpool_last_error());
         return -1;
     }
     d->drv = drv;

@@ -46,7 +46,7 @@ static int library_pair(const bench_device *dev, uint64_t size, uint64_t live, u
     gpool_t *pool = NULL;
     gpool_status st = gpool_create(&cfg, &pool);
     if (st != GPOOL_OK) {
-        snprintf(err, errlen, "gpool_create: %s", gpool_last_error());
+        bench_gpool_msg(err, errlen, "gpool_create", st);
         return -1;
     }
     void **held = calloc(live ? live : 1, sizeof *held);
@@ -63,8 +63,11 @@ static int library_pair(const bench_device *dev, uint64_t size, uint64_t live, u
         uint64_t t0 = bench_now_ns();
         for (uint64_t i = 0; i < pairs; i++) {
             void *p;
-            if (gpool_alloc(pool, size, NULL, &p) != GPOOL_OK || gpool_free(pool, p) != GPOOL_OK) {
-                snprintf(err, errlen, "gpool_alloc: %s", gpool_last_error());
+            gpool_status pst = gpool_alloc(pool, size, NULL, &p);
+            const char *call = "gpool_alloc";
+            if (pst == GPOOL_OK) pst = gpool_free(pool, p), call = "gpool_free";
+            if (pst != GPOOL_OK) {
+                bench_gpool_msg(err, errlen, call, pst);
                 rc = -1;
                 break;
             }

@@ -31,8 +31,7 @@ static int hot_loop(hot_ctx *c, uint64_t pairs)
             void *p;
             gpool_status st = gpool_alloc(c->pool, hot_sizes[i % N_HOT_SIZES], NULL, &p);
             if (st != GPOOL_OK) {
-                snprintf(c->err, sizeof c->err, "gpool_alloc: %s: %s", gpool_strerror(st),
-                         gpool_last_error());
+                bench_gpool_msg(c->err, sizeof c->err, "gpool_alloc", st);
                 return -1;
             }
             acc += (uintptr_t)p;
@@ -115,7 +114,7 @@ int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, 
     gpool_t *pool = NULL;
     gpool_status st = dev->ordinal == 0 ? gpool_create(NULL, &pool) : gpool_create(&cfg, &pool);
     if (st != GPOOL_OK) {
-        snprintf(err, errlen, "gpool_create: %s: %s", gpool_strerror(st), gpool_last_error());
+        bench_gpool_msg(err, errlen, "gpool_create", st);
         return -1;
     }
     hot_ctx proto = {.use_gpool = 1, .pool = pool, .dev = dev, .pairs = pairs};

@@ -41,12 +41,12 @@ static void usage(FILE *f)
            "  replay TRACE [--strategy S]... [--capacity SIZE] [--json] [--csv FILE] "
            "[--plot FILE.png]\n"
            "         [--stop-at-failure] (stop at the first failed allocation, as fit does)\n"
-           "         [--passes N] (replay N times in one instance; drv calls of the last pass "
-           "shown)\n"
+           "         [--passes N] (replay N times in one instance; a 'drv last pass' column "
+           "counts the last)\n"
            "         [--snapshot FILE.json] (gpool_dump_json of the first gpool strategy at the "
            "peak;\n"
            "          with --stop-at-failure, at the failed allocation instead)\n"
-           "  fit TRACE --strategy S [--json]\n"
+           "  fit TRACE --strategy S [--json] (exactly one S)\n"
            "  compare TRACE... [--strategy S]... [--json]\n"
            "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
            "trace)\n"
@@ -460,17 +460,20 @@ static int cmd_fit(cli *c, const bench_device *dev)
         fprintf(stderr, "gpool-bench: usage: fit TRACE --strategy S [--json]\n");
         return 2;
     }
+    if (c->n_strategies > 1) { /* one fit, one answer (one JSON object) */
+        fprintf(stderr,
+                "gpool-bench: fit takes exactly one --strategy (got %d); compare fits "
+                "several\n",
+                c->n_strategies);
+        return 2;
+    }
     bench_trace t;
     if (load_trace(c, c->args[0], &t) != 0) return 1;
-    int failed = 0;
-    for (int i = 0; i < c->n_strategies; i++) {
-        bench_fit f;
-        bench_fit_run(dev, c->strategies[i], &t, 1, &f);
-        if (f.error) failed = 1;
-        bench_print_fit(stdout, dev, &t, &f, c->json);
-    }
+    bench_fit f;
+    bench_fit_run(dev, c->strategies[0], &t, 1, &f);
+    bench_print_fit(stdout, dev, &t, &f, c->json);
     bench_trace_free(&t);
-    return failed;
+    return f.error ? 1 : 0;
 }
 
 /* The steady-state replay of compare: STEADY_PASSES passes in one instance at the device's
@@ -482,6 +485,7 @@ typedef struct steady {
     int ok;  /* replayed with no error and no failed allocation */
     uint64_t first, last;
     uint64_t first_by_entry[BENCH_DRV_N]; /* first-pass calls per entry point */
+    uint64_t last_by_entry[BENCH_DRV_N];  /* last-pass calls per entry point */
     double first_est_us;                  /* their estimated time (bench/drvcost.c) */
     char note[200];
 } steady;
@@ -495,13 +499,14 @@ static void steady_run(const bench_device *dev, const char *spec, const bench_tr
     out->first = r.driver_calls_first_pass;
     out->last = r.driver_calls_last_pass;
     memcpy(out->first_by_entry, r.first_pass_by_entry, sizeof out->first_by_entry);
+    memcpy(out->last_by_entry, r.last_pass_by_entry, sizeof out->last_by_entry);
     out->first_est_us = bench_drvcost_total_us(out->first_by_entry);
     out->ok = !r.error && !r.skipped && !r.failed_allocs && r.passes == STEADY_PASSES;
     if (r.error || r.skipped)
         snprintf(out->note, sizeof out->note, "%.190s", r.note);
     else if (r.failed_allocs)
-        snprintf(out->note, sizeof out->note, "%llu failed allocations at full capacity",
-                 (unsigned long long)r.failed_allocs);
+        snprintf(out->note, sizeof out->note, "%llu failed allocation%s at full capacity",
+                 (unsigned long long)r.failed_allocs, BENCH_PLURAL(r.failed_allocs));
     bench_result_free(&r);
 }
 
@@ -515,6 +520,11 @@ static void steady_json(const steady *st)
             if (st->first_by_entry[e])
                 printf("%s\"%s\":%llu", n++ ? "," : "", bench_drvcost_name((bench_drv)e),
                        (unsigned long long)st->first_by_entry[e]);
+        printf("},\"last_pass_by_entry\":{");
+        for (int e = 0, n = 0; e < BENCH_DRV_N; e++)
+            if (st->last_by_entry[e])
+                printf("%s\"%s\":%llu", n++ ? "," : "", bench_drvcost_name((bench_drv)e),
+                       (unsigned long long)st->last_by_entry[e]);
         printf("}");
     } else
         printf(",\"driver_calls_first_pass\":null,\"driver_calls_last_pass\":null");
@@ -522,7 +532,8 @@ static void steady_json(const steady *st)
 
 /* The first-pass driver calls per entry point of every trace and strategy, and the cost
  * table that prices them (its numbers and sources). */
-static void compare_first_pass(const cli *c, char (*names)[128], const steady *steadies, int ns)
+static void compare_first_pass(const cli *c, char (*names)[128], const steady *steadies, int ns,
+                               int tw, int sw)
 {
     printf("\nfirst-pass driver calls by entry point, and estimated first-pass driver time "
            "(ms; %s cost per call below)\n",
@@ -530,7 +541,7 @@ static void compare_first_pass(const cli *c, char (*names)[128], const steady *s
     static const char *col[BENCH_DRV_N] = {"Alloc",    "Free", "AllocAs", "FreeAs", "Create",
                                            "Release",  "Map",  "Unmap",   "SetAcc", "AddrRes",
                                            "AddrFree", "Host", "Event",   "Stream", "Other"};
-    printf("%-20s %-20s", "trace", "strategy");
+    printf("%-*s %-*s", tw, "trace", sw, "strategy");
     for (int e = 0; e < BENCH_DRV_N; e++)
         printf(" %8s", col[e]);
     printf(" %9s\n", "est. ms");
@@ -538,7 +549,7 @@ static void compare_first_pass(const cli *c, char (*names)[128], const steady *s
         for (int i = 0; i < ns; i++) {
             const steady *st = &steadies[k * ns + i];
             if (!st->ran || !st->ok) continue;
-            printf("%-20s %-20.20s", names[k], c->strategies[i]);
+            printf("%-*s %-*s", tw, names[k], sw, c->strategies[i]);
             for (int e = 0; e < BENCH_DRV_N; e++)
                 printf(" %8llu", (unsigned long long)st->first_by_entry[e]);
             printf(" %9.2f\n", st->first_est_us / 1000);
@@ -627,6 +638,11 @@ static int cmd_compare(cli *c, const bench_device *dev)
         bench_trace_free(&t);
     }
     int ig = find_strategy(c, "gpool"), ib = find_strategy(c, "bfc");
+    int tw = 20, sw = 20; /* the trace and strategy columns: as wide as their longest name */
+    for (int k = 0; k < c->n_args; k++)
+        if ((int)strlen(names[k]) > tw) tw = (int)strlen(names[k]);
+    for (int i = 0; i < ns; i++)
+        if ((int)strlen(c->strategies[i]) > sw) sw = (int)strlen(c->strategies[i]);
     if (c->json) {
         printf("{\"command\":\"compare\",\"device\":");
         bench_json_string(stdout, dev->name);
@@ -662,7 +678,7 @@ static int cmd_compare(cli *c, const bench_device *dev)
            "first / last pass: driver calls in each of %d passes over the trace in one instance "
            "at the full simulated capacity (goal for gpool: 0 in the last pass)\n\n",
            STEADY_PASSES);
-    printf("%-20s %-20s %13s %12s %9s %5s %12s %10s %21s %14s\n", "trace", "strategy",
+    printf("%-*s %-*s %13s %12s %9s %5s %12s %10s %21s %15s\n", tw, "trace", sw, "strategy",
            "peak live MiB", "min cap MiB", "fit ratio", "goal", "driver calls", "first pass",
            "drv calls (last pass)", "1st pass drv ms");
     for (int k = 0; k < c->n_args; k++)
@@ -670,7 +686,7 @@ static int cmd_compare(cli *c, const bench_device *dev)
             const bench_fit *f = &fits[k * ns + i];
             const steady *st = &steadies[k * ns + i];
             if (f->skipped || f->error || !f->min_capacity) {
-                printf("%-20s %-20s %13.1f  %s: %s\n", names[k], f->strategy,
+                printf("%-*s %-*s %13.1f  %s: %s\n", tw, names[k], sw, f->strategy,
                        (double)peaks[k] / BENCH_MIB,
                        f->skipped ? "skipped"
                        : f->error ? "error"
@@ -678,28 +694,29 @@ static int cmd_compare(cli *c, const bench_device *dev)
                        f->note);
                 continue;
             }
-            printf("%-20s %-20s %13.1f %12.0f %9.3f %5s %12llu", names[k], f->strategy,
+            printf("%-*s %-*s %13.1f %12.0f %9.3f %5s %12llu", tw, names[k], sw, f->strategy,
                    (double)peaks[k] / BENCH_MIB, (double)f->min_capacity / BENCH_MIB, f->ratio,
                    f->goal_met ? "met" : "no", (unsigned long long)f->driver_calls);
             if (st->ran && st->ok)
-                printf(" %10llu %21llu %14.2f\n", (unsigned long long)st->first,
+                printf(" %10llu %21llu %15.2f\n", (unsigned long long)st->first,
                        (unsigned long long)st->last, st->first_est_us / 1000);
             else
                 printf("  steady-state replay: %s\n", st->note);
         }
-    compare_first_pass(c, names, steadies, ns);
-    printf("\nfit ratio (min capacity / peak live), device: %s\n%-20s", dev->name, "trace");
-    for (int i = 0; i < ns; i++)
-        printf(" %14.14s", c->strategies[i]);
+    compare_first_pass(c, names, steadies, ns, tw, sw);
+    printf("\nfit ratio (min capacity / peak live), device: %s\n%-*s", dev->name, tw, "trace");
+    for (int i = 0; i < ns; i++) /* each column as wide as its strategy's name, at least 14 */
+        printf(" %14s", c->strategies[i]);
     printf("\n");
     for (int k = 0; k < c->n_args; k++) {
-        printf("%-20s", names[k]);
+        printf("%-*s", tw, names[k]);
         for (int i = 0; i < ns; i++) {
             const bench_fit *f = &fits[k * ns + i];
+            int w = (int)strlen(c->strategies[i]) > 14 ? (int)strlen(c->strategies[i]) : 14;
             if (f->min_capacity)
-                printf(" %14.3f", f->ratio);
+                printf(" %*.3f", w, f->ratio);
             else
-                printf(" %14s", f->skipped ? "skipped" : f->error ? "error" : "no fit");
+                printf(" %*s", w, f->skipped ? "skipped" : f->error ? "error" : "no fit");
         }
         printf("\n");
     }
@@ -710,7 +727,7 @@ static int cmd_compare(cli *c, const bench_device *dev)
                c->strategies[ig]);
         for (int k = 0; k < c->n_args; k++) {
             const bench_fit *g = &fits[k * ns + ig];
-            printf("summary %-20s fit ratio %s ", names[k], c->strategies[ig]);
+            printf("summary %-*s fit ratio %s ", tw, names[k], c->strategies[ig]);
             if (g->min_capacity)
                 printf("%.3f", g->ratio);
             else
@@ -730,8 +747,16 @@ static int cmd_compare(cli *c, const bench_device *dev)
                 summary_calls(c->strategies[ib], &steadies[k * ns + ib]);
             }
             const steady *gs = &steadies[k * ns + ig];
-            printf("; steady state (0 in the last pass): %s\n",
+            printf("; steady state (0 in the last pass): %s",
                    gs->ran && gs->ok && gs->last == 0 ? "yes" : "no");
+            const char *sep = " (last pass: "; /* what gpool's last pass called */
+            for (int e = 0; gs->ran && gs->ok && e < BENCH_DRV_N; e++)
+                if (gs->last_by_entry[e]) {
+                    printf("%s%llu %s", sep, (unsigned long long)gs->last_by_entry[e],
+                           bench_drv_class((bench_drv)e));
+                    sep = ", ";
+                }
+            printf("%s\n", *sep == ',' ? "; replay --passes 2 says why)" : "");
         }
     }
 out:
@@ -945,7 +970,7 @@ static void print_page_sizes(int ordinal, int json)
     gpool_status st = gpool_create(&cfg, &pool);
     if (st != GPOOL_OK) {
         char why[400];
-        snprintf(why, sizeof why, "gpool_create: %s: %s", gpool_strerror(st), gpool_last_error());
+        bench_gpool_msg(why, sizeof why, "gpool_create", st);
         if (json) {
             printf("{\"error\":");
             bench_json_string(stdout, why);
@@ -977,8 +1002,7 @@ static void print_page_sizes(int ordinal, int json)
         for (int j = 0; j < NS; j++) {
             st = gpool_page_size(pool, kinds[k].kind, sizes[j], &page[j]);
             ok[j] = st == GPOOL_OK;
-            if (!ok[j] && !*why)
-                snprintf(why, sizeof why, "%s: %s", gpool_strerror(st), gpool_last_error());
+            if (!ok[j] && !*why) bench_gpool_msg(why, sizeof why, "gpool_page_size", st);
         }
         if (json) {
             printf(",\"%s\":{", kinds[k].name);
@@ -1111,13 +1135,39 @@ static int cmd_info(cli *c, const bench_device *dev)
     return 0;
 }
 
-static const char *commands[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view"};
+static int cmd_view_file(cli *c, const bench_device *dev)
+{
+    (void)dev; /* a file: no device needed */
+    return cmd_view(c);
+}
+
+/* The commands: the one table dispatch, the unknown-command list and usage errors read. A new
+ * command is one line here. */
+typedef struct bench_command {
+    const char *name;
+    int (*run)(cli *c, const bench_device *dev); /* 2: a usage error, already one line */
+    int needs_device;                            /* 0: run gets NULL (no driver is loaded) */
+    int (*own_main)(int argc, char **argv);      /* reads its own arguments (after its name) */
+} bench_command;
+
+static const bench_command commands[] = {
+    {"replay", cmd_replay, 1, NULL},   {"fit", cmd_fit, 1, NULL},
+    {"compare", cmd_compare, 1, NULL}, {"hotpath", cmd_hotpath, 1, NULL},
+    {"scale", cmd_scale, 1, NULL},     {"info", cmd_info, 1, NULL},
+    {"view", cmd_view_file, 0, NULL},  {"import", NULL, 0, bench_import_main},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
+static const bench_command *find_command(const char *s)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(s, commands[i].name)) return &commands[i];
+    return NULL;
+}
 
 static int is_command(const char *s)
 {
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(s, commands[i])) return 1;
-    return 0;
+    return find_command(s) != NULL;
 }
 
 /* After a usage error: one line pointing at the help of the command being run (the first
@@ -1157,7 +1207,8 @@ static int check_outputs(const cli *c)
 int main(int argc, char **argv)
 {
     cli c;
-    if (argc > 1 && !strcmp(argv[1], "import")) return bench_import_main(argc - 2, argv + 2);
+    const bench_command *own = argc > 1 ? find_command(argv[1]) : NULL;
+    if (own && own->own_main) return own->own_main(argc - 2, argv + 2);
     if (parse_cli(argc, argv, &c) != 0) return usage_error(argc, argv);
     if (c.version) {
         printf("gpool-bench (gpool %s)\n", gpool_version());
@@ -1170,17 +1221,18 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    if (!is_command(c.command)) {
-        fprintf(stderr, "gpool-bench: unknown command \"%s\" (%s", c.command, commands[0]);
-        for (size_t i = 1; i < sizeof commands / sizeof commands[0]; i++)
-            fprintf(stderr, ", %s", commands[i]);
+    const bench_command *cmd = find_command(c.command);
+    if (!cmd) {
+        fprintf(stderr, "gpool-bench: unknown command \"%s\" (", c.command);
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", commands[i].name);
         fprintf(stderr, ")\n");
         return usage_error(argc, argv);
     }
-    if (check_strategies(&c) != 0) return 2;
+    if (check_strategies(&c) != 0) return usage_error(argc, argv);
     if (check_outputs(&c) != 0) return 2;
-    if (!strcmp(c.command, "view")) { /* a file: no device needed */
-        int vrc = cmd_view(&c);
+    if (!cmd->needs_device) {
+        int vrc = cmd->run ? cmd->run(&c, NULL) : 2;
         return vrc == 2 ? usage_error(argc, argv) : vrc;
     }
     bench_device dev;
@@ -1193,19 +1245,7 @@ int main(int argc, char **argv)
         bench_device_close(&dev);
         return 2;
     }
-    int rc;
-    if (!strcmp(c.command, "replay"))
-        rc = cmd_replay(&c, &dev);
-    else if (!strcmp(c.command, "fit"))
-        rc = cmd_fit(&c, &dev);
-    else if (!strcmp(c.command, "compare"))
-        rc = cmd_compare(&c, &dev);
-    else if (!strcmp(c.command, "scale"))
-        rc = cmd_scale(&c, &dev);
-    else if (!strcmp(c.command, "hotpath"))
-        rc = cmd_hotpath(&c, &dev);
-    else
-        rc = cmd_info(&c, &dev);
+    int rc = cmd->run(&c, &dev);
     bench_device_close(&dev);
     return rc == 2 ? usage_error(argc, argv) : rc; /* 2: a usage error, already one line */
 }

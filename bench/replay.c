@@ -137,6 +137,7 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
     for (unsigned pass = 0; pass < passes && !stop; pass++) {
         s.ops->stats(&s, &st);
         calls_at_pass = st.driver_calls;
+        if (pass == 0) r->driver_calls_init = st.driver_calls;
         memcpy(by_entry_at_pass, st.by_entry, sizeof by_entry_at_pass);
         for (size_t i = 0; i < t->n_ops; i++) {
             const bench_op *op = &t->ops[i];
@@ -220,6 +221,8 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
         for (int e = 0; pass == 0 && e < BENCH_DRV_N; e++)
             r->first_pass_by_entry[e] = st.by_entry[e] - by_entry_at_pass[e];
         r->driver_calls_last_pass = st.driver_calls - calls_at_pass;
+        for (int e = 0; e < BENCH_DRV_N; e++)
+            r->last_pass_by_entry[e] = st.by_entry[e] - by_entry_at_pass[e];
         r->passes = pass + 1;
         if (step)
             r->samples[r->n_samples++] = (bench_sample){(pass + 1) * t->n_ops, 0, st.reserved};
@@ -229,9 +232,9 @@ int bench_replay(const bench_device *dev, const char *spec, const bench_trace *t
     /* a trace with host kinds (GPOOL_TRACE's Kind column): say how they were replayed */
     if (!r->error && !r->skipped && r->host_skipped)
         snprintf(r->note, sizeof r->note,
-                 "%llu pinned/mapped allocations of the trace not replayed: %s serves device "
+                 "%llu pinned/mapped allocation%s of the trace not replayed: %s serves device "
                  "memory only",
-                 (unsigned long long)r->host_skipped, s.ops->name);
+                 (unsigned long long)r->host_skipped, BENCH_PLURAL(r->host_skipped), s.ops->name);
     else if (!r->error && !r->skipped &&
              (t->mem_allocs[BENCH_MEM_PINNED] || t->mem_allocs[BENCH_MEM_MAPPED]))
         snprintf(r->note, sizeof r->note,

@@ -15,43 +15,131 @@ static const char *status_of(const bench_result *r)
     return r->skipped ? "skipped" : r->error ? "error" : "ok";
 }
 
+/* What each counter of bench_drv counts, as the steady-state line names it: one entry point,
+ * or a class of them (gpool_driver_call's). */
+static const char *const drv_what[BENCH_DRV_N] = {
+    [BENCH_DRV_MEM_ALLOC] = "cuMemAlloc",
+    [BENCH_DRV_MEM_FREE] = "cuMemFree",
+    [BENCH_DRV_MEM_ALLOC_ASYNC] = "cuMemAllocAsync",
+    [BENCH_DRV_MEM_FREE_ASYNC] = "cuMemFreeAsync",
+    [BENCH_DRV_MEM_CREATE] = "cuMemCreate",
+    [BENCH_DRV_MEM_RELEASE] = "cuMemRelease",
+    [BENCH_DRV_MEM_MAP] = "cuMemMap",
+    [BENCH_DRV_MEM_UNMAP] = "cuMemUnmap",
+    [BENCH_DRV_MEM_SET_ACCESS] = "cuMemSetAccess",
+    [BENCH_DRV_ADDRESS_RESERVE] = "cuMemAddressReserve",
+    [BENCH_DRV_ADDRESS_FREE] = "cuMemAddressFree",
+    [BENCH_DRV_HOST] = "pinned host calls (cuMemHostAlloc/FreeHost/Register/Unregister)",
+    [BENCH_DRV_EVENT] = "event calls (cuEventCreate/Record/Query/Synchronize/Destroy)",
+    [BENCH_DRV_STREAM] = "stream calls (cuStreamWaitEvent/Synchronize)",
+    [BENCH_DRV_OTHER] = "context and device calls (cuCtxPushCurrent/PopCurrent, queries, memsets)",
+};
+
+const char *bench_drv_class(bench_drv e)
+{
+    switch (e) {
+    case BENCH_DRV_HOST:
+        return "pinned host calls";
+    case BENCH_DRV_EVENT:
+        return "event calls";
+    case BENCH_DRV_STREAM:
+        return "stream calls";
+    case BENCH_DRV_OTHER:
+        return "context and device calls";
+    default:
+        return bench_drvcost_name(e);
+    }
+}
+
+/* The last pass's driver calls by what they are ("event calls (...) 4, context ... 2"), then
+ * whose they are and why, from what the trace holds. */
+static void last_pass_calls(FILE *f, const bench_trace *t, const bench_result *x)
+{
+    const char *sep = ": ";
+    for (int e = 0; e < BENCH_DRV_N; e++)
+        if (x->last_pass_by_entry[e]) {
+            fprintf(f, "%s%s %llu", sep, drv_what[e], (unsigned long long)x->last_pass_by_entry[e]);
+            sep = ", ";
+        }
+    const uint64_t *by = x->last_pass_by_entry;
+    uint64_t host = (uint64_t)t->mem_allocs[BENCH_MEM_PINNED] + t->mem_allocs[BENCH_MEM_MAPPED];
+    uint64_t mem = 0;
+    for (int e = BENCH_DRV_MEM_ALLOC; e <= BENCH_DRV_ADDRESS_FREE; e++)
+        mem += by[e];
+    fprintf(f,
+            ".\n    These are gpool's own calls (gpool_get_stats counts them; the harness's stream "
+            "creation is not among them):");
+    if (by[BENCH_DRV_EVENT] && host)
+        fprintf(f,
+                " the trace's %llu pinned/mapped allocation%s: each host block's free is "
+                "queued behind an event on every stream that may still use it (the freeing "
+                "one, the allocating one if another), recorded and queried at the free;",
+                (unsigned long long)host, BENCH_PLURAL(host));
+    if ((by[BENCH_DRV_EVENT] || by[BENCH_DRV_STREAM]) && t->n_streams > 1)
+        fprintf(f,
+                " the trace's %zu streams: a block freed on one stream is given to another only "
+                "after an event shows that work done, or that stream waits for it "
+                "(cuStreamWaitEvent);",
+                t->n_streams);
+    if (by[BENCH_DRV_HOST])
+        fprintf(f, " pinned host memory obtained or given back (cuMemHostAlloc/Register and their "
+                   "frees): the host kinds did not keep it cached between passes;");
+    if (mem)
+        fprintf(f, " device memory mapped or given back in the last pass: the cache did not hold "
+                   "the first pass's pages (release_threshold, trims or memory pressure);");
+    if (by[BENCH_DRV_OTHER]) fprintf(f, " making the pool's context current around those calls.");
+    fprintf(f, "\n");
+}
+
 void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trace *t,
                               const bench_result *r, size_t n)
 {
     fprintf(f,
-            "replay %s: %zu allocations, %zu frees, peak live %.1f MiB, largest %.1f MiB"
+            "replay %s: %zu allocation%s, %zu free%s, peak live %.1f MiB, largest %.1f MiB"
             "  (device: %s)\n",
-            t->name, t->n_allocs, t->n_ops - t->n_allocs, mib(t->peak_live), mib(t->largest),
-            dev->name);
+            t->name, t->n_allocs, BENCH_PLURAL(t->n_allocs), t->n_ops - t->n_allocs,
+            BENCH_PLURAL(t->n_ops - t->n_allocs), mib(t->peak_live), mib(t->largest), dev->name);
     unsigned passes = 1;
-    for (size_t i = 0; i < n; i++)
+    int sw = 24; /* the strategy column: as wide as the longest name */
+    for (size_t i = 0; i < n; i++) {
         if (r[i].passes > passes) passes = r[i].passes;
+        if ((int)strlen(r[i].strategy) > sw) sw = (int)strlen(r[i].strategy);
+    }
     if (passes > 1)
         fprintf(f,
                 "%u passes over the trace in one instance per strategy (each pass ends with "
-                "everything freed); allocs, drv calls and times cover all passes\n",
+                "everything freed); allocs and times cover all passes\n",
                 passes);
-    fprintf(f, "%-24s %9s %7s %10s %10s %8s %10s %21s %8s %8s\n", "strategy", "allocs", "failed",
-            "live MiB", "reserv MiB", "res/live", "drv calls", "drv calls (last pass)", "p50 ns",
-            "p99 ns");
+    fprintf(f, "%-*s %9s %7s %10s %10s %8s %9s %10s", sw, "strategy", "allocs", "failed",
+            "live MiB", "reserv MiB", "res/live", "drv init", "drv replay");
+    if (passes > 1) fprintf(f, " %13s", "drv last pass");
+    fprintf(f, " %8s %8s\n", "p50 ns", "p99 ns");
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         if (x->skipped || x->error) {
-            fprintf(f, "%-24s %s: %s\n", x->strategy, status_of(x), x->note);
+            fprintf(f, "%-*s %s: %s\n", sw, x->strategy, status_of(x), x->note);
             continue;
         }
-        fprintf(f, "%-24s %9llu %7llu %10.1f %10.1f %8.3f %10llu %21llu %8.0f %8.0f\n", x->strategy,
+        fprintf(f, "%-*s %9llu %7llu %10.1f %10.1f %8.3f %9llu %10llu", sw, x->strategy,
                 (unsigned long long)x->allocs, (unsigned long long)x->failed_allocs,
                 mib(x->peak_live), mib(x->peak_reserved),
                 x->peak_live ? (double)x->peak_reserved / (double)x->peak_live : 0.0,
-                (unsigned long long)x->driver_calls, (unsigned long long)x->driver_calls_last_pass,
-                x->p50_ns, x->p99_ns);
+                (unsigned long long)x->driver_calls_init,
+                (unsigned long long)(x->driver_calls - x->driver_calls_init));
+        if (passes > 1) fprintf(f, " %13llu", (unsigned long long)x->driver_calls_last_pass);
+        fprintf(f, " %8.0f %8.0f\n", x->p50_ns, x->p99_ns);
         if (x->sim_leaked)
             fprintf(f,
-                    "%-24s WARNING: %llu bytes of simulated device memory still in use after "
+                    "%-*s WARNING: %llu bytes of simulated device memory still in use after "
                     "fini\n",
-                    "", (unsigned long long)x->sim_leaked);
+                    sw, "", (unsigned long long)x->sim_leaked);
     }
+    fprintf(f,
+            "drv init: driver calls creating the strategy's instance (before the first "
+            "operation); drv replay: driver calls while replaying the trace, %s, end-of-pass "
+            "frees included%s\n",
+            passes > 1 ? "all passes" : "the one pass",
+            passes > 1 ? "; drv last pass: those of the last pass alone (0: steady state)" : "");
     for (size_t i = 0; i < n; i++)
         if (!r[i].skipped && !r[i].error)
             fprintf(f, "  %s: %s%s%s\n", r[i].strategy, r[i].label, r[i].note[0] ? "; " : "",
@@ -61,12 +149,18 @@ void bench_print_replay_table(FILE *f, const bench_device *dev, const bench_trac
         if (x->skipped || x->error || strncmp(x->strategy, "gpool", 5) != 0 || x->passes < 2)
             continue;
         fprintf(f,
-                "  steady state: %s made %llu driver calls in the last of %u passes (goal 0: %s)\n",
-                x->strategy, (unsigned long long)x->driver_calls_last_pass, x->passes,
+                "  steady state: %s made %llu driver call%s in the last of %u passes (goal 0: %s)",
+                x->strategy, (unsigned long long)x->driver_calls_last_pass,
+                BENCH_PLURAL(x->driver_calls_last_pass), x->passes,
                 x->driver_calls_last_pass == 0 ? "met" : "NOT met");
+        if (x->driver_calls_last_pass)
+            last_pass_calls(f, t, x);
+        else
+            fprintf(f, "\n");
     }
     if (t->skipped_failures)
-        fprintf(f, "  (%zu \"allocate failure\" rows skipped)\n", t->skipped_failures);
+        fprintf(f, "  (%zu \"allocate failure\" row%s skipped)\n", t->skipped_failures,
+                BENCH_PLURAL(t->skipped_failures));
 }
 
 static void json_trace(FILE *f, const bench_trace *t)
@@ -108,6 +202,13 @@ void bench_print_replay_json(FILE *f, const bench_device *dev, const bench_trace
                 (unsigned long long)x->driver_calls, (unsigned long long)x->driver_calls_first_pass,
                 (unsigned long long)x->driver_calls_last_pass, (unsigned long long)x->sim_calls,
                 (unsigned long long)x->sim_leaked);
+        fprintf(f, ",\"driver_calls_init\":%llu,\"last_pass_by_entry\":{",
+                (unsigned long long)x->driver_calls_init);
+        for (int e = 0, k = 0; e < BENCH_DRV_N; e++)
+            if (x->last_pass_by_entry[e])
+                fprintf(f, "%s\"%s\":%llu", k++ ? "," : "", bench_drvcost_name((bench_drv)e),
+                        (unsigned long long)x->last_pass_by_entry[e]);
+        fprintf(f, "}");
         bench_json_number(f, "p50_ns", 0, x->p50_ns);
         bench_json_number(f, "p99_ns", 0, x->p99_ns);
         bench_json_number(f, "wall_s", 3, x->wall_s);
@@ -142,7 +243,7 @@ int bench_write_replay_csv(const char *path, const bench_device *dev, const benc
     if (!f) return -1;
     fprintf(f, "device,trace,strategy,status,allocs,failed_allocs,peak_live_bytes,"
                "peak_reserved_bytes,driver_calls,p50_ns,p99_ns,note,passes,"
-               "driver_calls_first_pass,driver_calls_last_pass\n");
+               "driver_calls_first_pass,driver_calls_last_pass,driver_calls_init\n");
     for (size_t i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         csv_field(f, dev->name);
@@ -155,8 +256,10 @@ int bench_write_replay_csv(const char *path, const bench_device *dev, const benc
                 (unsigned long long)x->peak_live, (unsigned long long)x->peak_reserved,
                 (unsigned long long)x->driver_calls, x->p50_ns, x->p99_ns);
         csv_field(f, x->note);
-        fprintf(f, ",%u,%llu,%llu\n", x->passes, (unsigned long long)x->driver_calls_first_pass,
-                (unsigned long long)x->driver_calls_last_pass);
+        fprintf(f, ",%u,%llu,%llu,%llu\n", x->passes,
+                (unsigned long long)x->driver_calls_first_pass,
+                (unsigned long long)x->driver_calls_last_pass,
+                (unsigned long long)x->driver_calls_init);
     }
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -256,6 +359,7 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
     fprintf(f, "  ratio               %.4f\n", x->ratio);
     fprintf(f, "  goal (<= 1.05 x peak + 4 MiB = %.1f MiB): %s\n",
             mib((uint64_t)(1.05 * (double)x->peak_live)) + 4.0, x->goal_met ? "met" : "NOT met");
-    fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replays\n",
-            (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays);
+    fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replay%s\n",
+            (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays,
+            BENCH_PLURAL(x->replays));
 }

@@ -47,8 +47,9 @@ static int build_heap(gpool_t *pool, size_t n, int small, bench_rng *r, scale_he
         if (pool) {
             gpool_status st = gpool_alloc(pool, sz, NULL, &p);
             if (st != GPOOL_OK) {
-                snprintf(err, errlen, "gpool_alloc of block %zu of %zu: %s: %s", i + 1, total,
-                         gpool_strerror(st), gpool_last_error());
+                char why[600];
+                snprintf(err, errlen, "block %zu of %zu: %s", i + 1, total,
+                         bench_gpool_msg(why, sizeof why, "gpool_alloc", st));
                 h->n = i;
                 return -1;
             }
@@ -99,8 +100,7 @@ static int time_pairs(gpool_t *pool, int small, bench_rng *r, double *ns, char *
         void *p;
         if (pool) {
             gpool_status st = gpool_alloc(pool, sizes[i & 255], NULL, &p);
-            if (st != GPOOL_OK)
-                return snprintf(err, errlen, "gpool_alloc: %s", gpool_last_error()), -1;
+            if (st != GPOOL_OK) return bench_gpool_msg(err, errlen, "gpool_alloc", st), -1;
             acc += (uintptr_t)p;
             gpool_free(pool, p);
         } else {
@@ -213,7 +213,7 @@ int bench_scale_run(const bench_device *dev, bench_scale_row *rows, size_t n, ch
         gpool_t *pool = NULL;
         gpool_status st = gpool_create(&cfg, &pool);
         if (st != GPOOL_OK) {
-            snprintf(err, errlen, "gpool_create: %s: %s", gpool_strerror(st), gpool_last_error());
+            bench_gpool_msg(err, errlen, "gpool_create", st);
             return -1;
         }
         int rc = measure(dev, pool, row, 1, err, errlen);

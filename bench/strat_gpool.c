@@ -32,15 +32,18 @@ static int gp_init(bench_strategy *s, const bench_device *dev, gpool_mem_kind ki
         gpool_config cfg = GPOOL_CONFIG_INIT;
         gpool_config_default(&cfg);
         cfg.device = dev->ordinal;
+        char why[600];
         if (*s->args && (st = gpool_config_parse(&cfg, s->args)) != GPOOL_OK)
-            return bench_strategy_fail(s, BENCH_ERR, "%s: %s", s->spec, gpool_last_error());
+            return bench_strategy_fail(s, BENCH_ERR, "%s: %s", s->spec,
+                                       bench_gpool_msg(why, sizeof why, "gpool_config_parse", st));
         st = gpool_create(&cfg, &g->pool);
     }
     if (st == GPOOL_ERR_UNSUPPORTED)
         return bench_strategy_fail(s, BENCH_SKIP, "unsupported here: %s", gpool_last_error());
+    char why[600];
     if (st != GPOOL_OK)
-        return bench_strategy_fail(s, BENCH_ERR, "gpool_create: %s: %s", gpool_strerror(st),
-                                   gpool_last_error());
+        return bench_strategy_fail(s, BENCH_ERR, "%s",
+                                   bench_gpool_msg(why, sizeof why, "gpool_create", st));
     return BENCH_OK;
 }
 
@@ -63,9 +66,10 @@ static int gp_status(bench_strategy *s, gpool_status st, const char *what)
         return BENCH_OOM;
     case GPOOL_ERR_UNSUPPORTED:
         return bench_strategy_fail(s, BENCH_SKIP, "%s: unsupported: %s", what, gpool_last_error());
-    default:
-        return bench_strategy_fail(s, BENCH_ERR, "%s: %s: %s", what, gpool_strerror(st),
-                                   gpool_last_error());
+    default: {
+        char why[600];
+        return bench_strategy_fail(s, BENCH_ERR, "%s", bench_gpool_msg(why, sizeof why, what, st));
+    }
     }
 }
 
@@ -133,8 +137,9 @@ static int gp_snapshot(bench_strategy *s, FILE *f)
     gpool_state *g = s->state;
     gpool_status st = gpool_dump_json(g->pool, f);
     if (st == GPOOL_OK) return 0;
-    bench_strategy_fail(s, BENCH_ERR, "gpool_dump_json: %s: %s", gpool_strerror(st),
-                        gpool_last_error());
+    char why[600];
+    bench_strategy_fail(s, BENCH_ERR, "%s",
+                        bench_gpool_msg(why, sizeof why, "gpool_dump_json", st));
     return -1;
 }
 

@@ -14,6 +14,19 @@ const char *bench_strategy_names(void)
     return "cuda, cuda-async, bfc, gpool[:KEY=VAL,...], cuda-host, gpool-pinned[:KEY=VAL,...]";
 }
 
+/* A gpool strategy's KEY=VAL options, checked as its init will parse them: a misspelt key is
+ * an error naming the valid ones before anything runs. */
+static int check_options(const bench_strategy *s, char *err, size_t errlen)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    gpool_config_default(&cfg);
+    if (gpool_config_parse(&cfg, s->args) == GPOOL_OK) return 0;
+    const char *why = gpool_last_error(), *call = "gpool_config_parse: ";
+    if (!strncmp(why, call, strlen(call))) why += strlen(call);
+    snprintf(err, errlen, "strategy %s: %s", s->spec, why);
+    return -1;
+}
+
 int bench_strategy_lookup(const char *spec, bench_strategy *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
@@ -34,6 +47,7 @@ int bench_strategy_lookup(const char *spec, bench_strategy *s, char *err, size_t
                          s->args);
                 return -1;
             }
+            if (colon && check_options(s, err, errlen) != 0) return -1;
             s->ops = ops;
             return 0;
         }

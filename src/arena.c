@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
 #include "check.h"
 #include "error.h"
@@ -369,6 +370,14 @@ static void live_by_size(gp_arena *a, char *out, size_t cap)
     }
 }
 
+/* The host's physical memory (sysinfo), 0 when unknown: what a host arena can never exceed. */
+static size_t host_physical_bytes(void)
+{
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) return 0;
+    return (size_t)si.totalram * (size_t)si.mem_unit;
+}
+
 static gpool_status oom_report(gp_arena *a, size_t size)
 {
     size_t held = held_bytes(a), idle = a->ops->idle_bytes(a->bctx);
@@ -379,14 +388,20 @@ static gpool_status oom_report(gp_arena *a, size_t size)
         others = a->device_total - drv_free - held;
     /* the cause: what holds the most of what is missing, named as it is */
     char cause[400];
+    size_t host_total = a->device_total ? 0 : host_physical_bytes(); /* host arenas only */
     if (giveback_why[0])
         snprintf(cause, sizeof cause, "cached memory could not be given back: %s", giveback_why);
+    else if (host_total && size > host_total)
+        snprintf(cause, sizeof cause,
+                 "host memory: the request is larger than the host's %zu bytes of physical "
+                 "memory (sysinfo)",
+                 host_total);
     else if (largest < size && a->c.in_use + size <= a->device_total)
         snprintf(cause, sizeof cause,
                  "address space: no free range of %zu bytes left in the "
                  "reservations (raise va_reserve)",
                  size);
-    else if (waste >= size || (waste >= others && waste >= a->c.in_use))
+    else if (waste && (waste >= size || (waste >= others && waste >= a->c.in_use)))
         snprintf(cause, sizeof cause,
                  "pinned pages: %zu bytes are free inside pages or chunks "
                  "that also hold live blocks (a chunk is given back only whole)",
@@ -396,6 +411,11 @@ static gpool_status oom_report(gp_arena *a, size_t size)
                  "other users of the device (other pools of this process "
                  "or other processes) hold %zu bytes",
                  others);
+    else if (host_total && drv_free != SIZE_MAX && drv_free + idle < size)
+        snprintf(cause, sizeof cause,
+                 "host memory: %zu of the host's %zu bytes of physical memory are available "
+                 "(other processes, the page cache or this one hold the rest)",
+                 drv_free, host_total);
     else
         snprintf(cause, sizeof cause,
                  "real exhaustion: live blocks of this pool hold %" PRIu64 " bytes (free "

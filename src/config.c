@@ -110,17 +110,18 @@ const gp_option_table gp_config_options = {config_keys, sizeof config_keys / siz
 gpool_status gp_config_check(const gpool_config *cfg)
 {
     if (cfg->small_max > GP_SMALL_LIMIT)
-        return gp_fail(GPOOL_ERR_CONFIG, "config: small_max %zu exceeds the limit %zu",
+        return gp_fail(GPOOL_ERR_CONFIG, "gpool_config: small_max %zu exceeds the limit %zu",
                        cfg->small_max, GP_SMALL_LIMIT);
     if (cfg->va_reserve && cfg->va_reserve < ((size_t)64 << 20))
-        return gp_fail(GPOOL_ERR_CONFIG, "config: va_reserve must be 0 or at least 64M");
-    if (cfg->device < 0) return gp_fail(GPOOL_ERR_CONFIG, "config: device must be >= 0");
+        return gp_fail(GPOOL_ERR_CONFIG, "gpool_config: va_reserve must be 0 or at least 64M");
+    if (cfg->device < 0) return gp_fail(GPOOL_ERR_CONFIG, "gpool_config: device must be >= 0");
     if (cfg->peer_access < GPOOL_PEER_AUTO || cfg->peer_access > GPOOL_PEER_ALL)
-        return gp_fail(GPOOL_ERR_CONFIG, "config: peer_access %d is not a gpool_peer_access",
+        return gp_fail(GPOOL_ERR_CONFIG, "gpool_config: peer_access %d is not a gpool_peer_access",
                        cfg->peer_access);
     if (cfg->stream_reuse < GPOOL_STREAM_REUSE_WAIT ||
         cfg->stream_reuse > GPOOL_STREAM_REUSE_EVENTS)
-        return gp_fail(GPOOL_ERR_CONFIG, "config: stream_reuse %d is not a gpool_stream_reuse",
+        return gp_fail(GPOOL_ERR_CONFIG,
+                       "gpool_config: stream_reuse %d is not a gpool_stream_reuse",
                        cfg->stream_reuse);
     return GPOOL_OK;
 }
@@ -189,13 +190,14 @@ gpool_status gpool_config_parse(gpool_config *cfg, const char *conf)
     /* One GPOOL_CONF serves a process that has the LD_PRELOAD interposer and the library: the
      * interposer's declared keys are checked here as it checks them, and dropped. */
     st = gp_config_apply(&tmp, conf, &gpp_option_table, NULL);
-    if (st != GPOOL_OK) return st;
+    if (st != GPOOL_OK) return gp_named(st, "gpool_config_parse");
     char beyond[200];
     if (size < sizeof tmp && keys_beyond(&tmp, &before, size, beyond, sizeof beyond))
-        return gp_fail(GPOOL_ERR_CONFIG,
-                       "config: %s: not in the caller's gpool_config (struct_size %zu, this "
-                       "library's %zu): the program was built with an older gpool.h",
-                       beyond, size, sizeof tmp);
+        return gp_fail(
+            GPOOL_ERR_CONFIG,
+            "gpool_config_parse: %s: not in the caller's gpool_config (struct_size %zu, this "
+            "library's %zu): the program was built with an older gpool.h",
+            beyond, size, sizeof tmp);
     gp_struct_write(&gp_type_config_zero_ok, cfg, &tmp, size, 0);
     return GPOOL_OK;
 }

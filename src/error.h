@@ -8,9 +8,13 @@
 gpool_status gp_fail(gpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* For a public call's failure: make the message start with "call: " (kept when it does,
- * replacing another public call's name an inner path put there, else prepended). Returns st;
+ * replacing another public call's or struct's name an inner path put there, else prepended),
+ * so the message names its source once. call may be a setting too ("GPOOL_CONF"). Returns st;
  * GPOOL_OK leaves the message alone. */
 gpool_status gp_named(gpool_status st, const char *call);
+
+/* The plural ending of a count in a message: "1 live block", "2 live blocks". */
+#define GP_PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* Clear the calling thread's message (at the start of each public call). */
 void gp_clear_error(void);

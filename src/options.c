@@ -63,11 +63,10 @@ static gpool_status apply_one(const gp_option *k, const char *val, size_t vlen, 
     switch (k->type) {
     case GP_OPT_SIZE:
         if (gp_size_parse(val, vlen, &v, &why))
-            return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s is not a size: %s", k->name,
-                           (int)vlen, val, why);
+            return gp_fail(GPOOL_ERR_CONFIG, "%s=%.*s is not a size: %s", k->name, (int)vlen, val,
+                           why);
         if (v > SIZE_MAX)
-            return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s is too large", k->name, (int)vlen,
-                           val);
+            return gp_fail(GPOOL_ERR_CONFIG, "%s=%.*s is too large", k->name, (int)vlen, val);
         if (field) {
             size_t sv = (size_t)v;
             memcpy(field, &sv, sizeof sv);
@@ -81,10 +80,9 @@ static gpool_status apply_one(const gp_option *k, const char *val, size_t vlen, 
             digits &= val[i] >= '0' && val[i] <= '9';
         if (!digits || gp_size_parse(val, vlen, &v, NULL) || v < (uint64_t)lo || v > (uint64_t)hi) {
             if (k->type == GP_OPT_BOOL)
-                return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s must be 0 or 1", k->name,
-                               (int)vlen, val);
-            return gp_fail(GPOOL_ERR_CONFIG, "config: %s=%.*s must be an integer in [%d, %d]",
-                           k->name, (int)vlen, val, lo, hi);
+                return gp_fail(GPOOL_ERR_CONFIG, "%s=%.*s must be 0 or 1", k->name, (int)vlen, val);
+            return gp_fail(GPOOL_ERR_CONFIG, "%s=%.*s must be an integer in [%d, %d]", k->name,
+                           (int)vlen, val, lo, hi);
         }
         if (field) {
             int iv = (int)v;
@@ -101,20 +99,19 @@ static gpool_status apply_one(const gp_option *k, const char *val, size_t vlen, 
         {
             char names[200];
             list_choices(names, sizeof names, k->choices);
-            return gp_fail(GPOOL_ERR_CONFIG, "config: %s must be %s, not '%.*s'", k->name, names,
-                           (int)vlen, val);
+            return gp_fail(GPOOL_ERR_CONFIG, "%s must be %s, not '%.*s'", k->name, names, (int)vlen,
+                           val);
         }
     case GP_OPT_PATH: /* a library-owned copy (structs.h); "" clears the path */
         if (field) {
             const char *path = vlen ? gp_intern(val, vlen) : NULL;
             if (vlen && !path)
-                return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "config: out of host memory copying %s",
-                               k->name);
+                return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory copying %s", k->name);
             memcpy(field, &path, sizeof path);
         }
         return GPOOL_OK;
     }
-    return gp_fail(GPOOL_ERR_CONFIG, "config: key %s has no type", k->name);
+    return gp_fail(GPOOL_ERR_CONFIG, "key %s has no type", k->name);
 }
 
 /* One pass over conf; write = 0 checks only. */
@@ -128,8 +125,7 @@ static gpool_status walk(const char *conf, size_t n, const gp_option_table *cons
         trim(&item, &len);
         if (len) {
             const char *eq = memchr(item, '=', len);
-            if (!eq)
-                return gp_fail(GPOOL_ERR_CONFIG, "config: '%.*s' is not key=value", (int)len, item);
+            if (!eq) return gp_fail(GPOOL_ERR_CONFIG, "'%.*s' is not key=value", (int)len, item);
             const char *key = item, *val = eq + 1;
             size_t klen = (size_t)(eq - item), vlen = len - klen - 1;
             trim(&key, &klen);
@@ -145,8 +141,8 @@ static gpool_status walk(const char *conf, size_t n, const gp_option_table *cons
             if (!k) {
                 char known[600];
                 list_keys(known, sizeof known, n, tables);
-                return gp_fail(GPOOL_ERR_CONFIG, "config: unknown key '%.*s' (keys: %s)", (int)klen,
-                               key, known);
+                return gp_fail(GPOOL_ERR_CONFIG, "unknown key '%.*s' (keys: %s)", (int)klen, key,
+                               known);
             }
             gpool_status st = apply_one(k, val, vlen, target);
             if (st != GPOOL_OK) return st;

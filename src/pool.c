@@ -34,11 +34,7 @@ static gpool_status resolve_config(const gpool_config *cfg, gpool_config *out)
         const char *env = getenv("GPOOL_CONF");
         if (env && *env) {
             st = gpool_config_parse(out, env);
-            if (st != GPOOL_OK) {
-                char msg[400];
-                snprintf(msg, sizeof msg, "%s", gpool_last_error());
-                st = gp_fail(st, "GPOOL_CONF: %s", msg);
-            }
+            if (st != GPOOL_OK) st = gp_named(st, "GPOOL_CONF"); /* in place of the call's name */
         }
     }
     const char *path = st == GPOOL_OK ? out->trace_path : NULL;
@@ -144,17 +140,17 @@ gpool_status gpool_destroy(gpool_t *pool)
     if (failed != GPOOL_OK) {
         gpool_status st = gp_fail(failed,
                                   "gpool_destroy: %s; its memory was given back without knowing "
-                                  "the work queued on it done (%" PRIu64 " blocks still allocated "
+                                  "the work queued on it done (%" PRIu64 " block%s still allocated "
                                   "or waiting on streams)",
-                                  why, live);
+                                  why, live, GP_PLURAL(live));
         if (verbose) fprintf(stderr, "gpool: %s\n", gpool_last_error());
         return st;
     }
     if (!live) return GPOOL_OK;
-    gpool_status st = gp_fail(GPOOL_ERR_LIVE_BLOCKS,
-                              "gpool_destroy: %" PRIu64 " live blocks (%" PRIu64
-                              " bytes) were still allocated; freed them",
-                              live, bytes);
+    gpool_status st = gp_fail(
+        GPOOL_ERR_LIVE_BLOCKS,
+        "gpool_destroy: %" PRIu64 " live block%s (%" PRIu64 " bytes) %s still allocated; freed %s",
+        live, GP_PLURAL(live), bytes, live == 1 ? "was" : "were", live == 1 ? "it" : "them");
     if (verbose) fprintf(stderr, "gpool: %s\n", gpool_last_error());
     return st;
 }

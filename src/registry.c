@@ -45,10 +45,10 @@ static void leak_report(void)
         if (gpool_get_stats(registry[k].pool, &s) != GPOOL_OK) continue;
         fprintf(stderr,
                 "gpool: leak check: pool %p (device %d) was never destroyed: %" PRIu64
-                " live blocks, %" PRIu64 " bytes in use, %" PRIu64 " bytes of memory held\n",
+                " live block%s, %" PRIu64 " bytes in use, %" PRIu64 " bytes of memory held\n",
                 (void *)registry[k].pool, registry[k].pool->cfg.device,
-                s.kind[GPOOL_MEM_AUTO].live_blocks, s.kind[GPOOL_MEM_AUTO].in_use_bytes,
-                s.kind[GPOOL_MEM_AUTO].reserved_bytes);
+                s.kind[GPOOL_MEM_AUTO].live_blocks, GP_PLURAL(s.kind[GPOOL_MEM_AUTO].live_blocks),
+                s.kind[GPOOL_MEM_AUTO].in_use_bytes, s.kind[GPOOL_MEM_AUTO].reserved_bytes);
     }
     gp_registry_unlock();
 }

@@ -25,12 +25,7 @@ static gpool_status torch_config(int device, gpool_config *cfg)
     const char *env = getenv("GPOOL_CONF");
     if (env && *env) {
         gpool_status st = gp_config_apply(cfg, env, &gpp_option_table, NULL);
-        if (st != GPOOL_OK) {
-            char msg[400];
-            strncpy(msg, gpool_last_error(), sizeof msg - 1);
-            msg[sizeof msg - 1] = 0;
-            return gp_fail(st, "GPOOL_CONF: %s", msg);
-        }
+        if (st != GPOOL_OK) return gp_named(st, "GPOOL_CONF");
     }
     cfg->device = device;
     return GPOOL_OK;

@@ -218,7 +218,7 @@ Test(bench_cli, replay_passes)
     cr_assert_eq(bench("replay frame --frames 10 --passes 2 --strategy gpool"), 0, "%s",
                  slurp(err_path));
     const char *out = slurp(out_path);
-    cr_assert(strstr(out, "drv calls (last pass)"), "%s", out);
+    cr_assert(strstr(out, "drv last pass"), "%s", out);
     cr_assert(strstr(out, "steady state: gpool made 0 driver calls in the last of 2 passes (goal "
                           "0: met)"),
               "%s", out);
@@ -644,4 +644,240 @@ Test(bench_cli, sizes_are_spelled_as_everywhere_else)
         cr_assert(strstr(slurp(err_path), "--max-live"), "%s: %s", sizes_rejected[i],
                   slurp(err_path));
     }
+}
+
+/* The unknown-command list is the command table's: every command --help names is in it,
+ * import included (issue 26: it omitted import), and each command it lists has a --help. */
+Test(bench_cli, unknown_command_lists_every_command)
+{
+    cr_assert_eq(bench("frobnicate"), 2);
+    char list[1024];
+    const char *e = slurp(err_path);
+    size_t elen = strlen(e) < sizeof list ? strlen(e) : sizeof list - 1;
+    memcpy(list, e, elen);
+    list[elen] = 0;
+    cr_assert(strstr(list, "unknown command \"frobnicate\" ("), "%s", list);
+    const char *cmds[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view", "import"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        cr_assert(strstr(list, cmds[i]), "%s missing from the unknown-command list:\n%s", cmds[i],
+                  list);
+    }
+    /* every listed name is a command with its own help */
+    char *open = strchr(list, '('), *close = open ? strchr(open, ')') : NULL;
+    cr_assert(open && close, "%s", list);
+    *close = 0;
+    int n = 0;
+    for (char *name = strtok(open + 1, ", "); name; name = strtok(NULL, ", ")) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "%s", name);
+        cr_assert_eq(bench("%s --help", cmd), 0, "%s --help", cmd);
+        char usage[96];
+        snprintf(usage, sizeof usage, "usage: gpool-bench %s", cmd);
+        cr_assert(strstr(slurp(out_path), usage), "%s --help:\n%s", cmd, slurp(out_path));
+        n++;
+    }
+    cr_assert_geq(n, 8);
+}
+
+/* fit --help says what the parser does: exactly one strategy; two are a usage error (issue 26:
+ * the help said "exactly one" and two were accepted). */
+Test(bench_cli, fit_takes_exactly_one_strategy)
+{
+    cr_assert_eq(bench("fit --help"), 0);
+    cr_assert(strstr(slurp(out_path), "--strategy S           the strategy (exactly one"), "%s",
+              slurp(out_path));
+    cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda --strategy bfc"), 2);
+    cr_assert_eq(count_lines(err_path), 2, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "exactly one --strategy"), "%s", slurp(err_path));
+    cr_assert(strstr(slurp(err_path), "see 'gpool-bench fit --help'"), "%s", slurp(err_path));
+    cr_assert_eq(slurp(out_path)[0], 0, "fit ran: %s", slurp(out_path));
+}
+
+/* A misspelt option of a strategy is refused before anything runs, naming the valid keys
+ * (issue 26: the replay ran and printed a table of errors). */
+Test(bench_cli, misspelt_strategy_key_is_an_error)
+{
+    const char *cmds[] = {"replay bench/traces/test/rmm-time.csv --strategy gpool:smal_max=1M",
+                          "compare bench/traces/test/one-6mib.csv --strategy gpool:smal_max=1M",
+                          "fit bench/traces/test/one-6mib.csv --strategy gpool-pinned:smal_max=1M"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        cr_assert_eq(bench("%s", cmds[i]), 2, "%s: %s", cmds[i], slurp(err_path));
+        cr_assert_eq(slurp(out_path)[0], 0, "%s ran: %s", cmds[i], slurp(out_path));
+        const char *e = slurp(err_path);
+        cr_assert_eq(count_lines(err_path), 2, "%s:\n%s", cmds[i], e);
+        cr_assert(strstr(e, "unknown key 'smal_max'") && strstr(e, "small_max") &&
+                      strstr(e, "release_threshold"),
+                  "%s:\n%s", cmds[i], e);
+    }
+    cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --strategy gpool:small_max=1K"
+                       " --json"),
+                 0, "%s", slurp(err_path));
+}
+
+static int occurrences(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* In the table whose header line starts with head and names col, every row (a line starting
+ * with row) up to the next blank line has a number ending where col's header ends (numbers are
+ * right-aligned). */
+static void columns_aligned_under(const char *out, const char *head, const char *col,
+                                  const char *row)
+{
+    const char *h = NULL;
+    for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *nl = strchr(l, '\n'), *c = strstr(l, col);
+        if (!strncmp(l, head, strlen(head)) && c && (!nl || c < nl)) {
+            h = l;
+            break;
+        }
+    }
+    cr_assert(h, "no table header with %s:\n%s", col, out);
+    size_t end = (size_t)(strstr(h, col) - h) + strlen(col);
+    int hlen = (int)(strchr(h, '\n') - h), rows = 0;
+    for (const char *r = strchr(h, '\n') + 1; *r && *r != '\n'; r = strchr(r, '\n') + 1) {
+        const char *nl = strchr(r, '\n');
+        size_t len = nl ? (size_t)(nl - r) : strlen(r);
+        if (strncmp(r, row, strlen(row)) != 0) { /* a legend line */
+            if (!nl) break;
+            continue;
+        }
+        cr_assert(len >= end && r[end - 1] >= '0' && r[end - 1] <= '9' &&
+                      (len == end || r[end] == ' '),
+                  "column %s not aligned:\n%.*s\n%.*s", col, hlen, h, (int)len, r);
+        rows++;
+        if (!nl) break;
+    }
+    cr_assert_gt(rows, 0, "no rows under:\n%.*s", hlen, h);
+}
+
+static void columns_aligned(const char *out, const char *col, const char *row)
+{
+    columns_aligned_under(out, "trace ", col, row);
+}
+
+/* compare sizes its columns to the strategy names (issue 26: a long name pushed the row's
+ * numbers out from under their headers, and the ratio matrix cut it to 14 characters). */
+Test(bench_cli, compare_columns_fit_long_strategy_names)
+{
+    const char *lng = "gpool:release_threshold=0,tcache_bytes=0,small_max=64K";
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --strategy cuda --strategy %s", lng),
+                 0, "%s", slurp(err_path));
+    const char *out = slurp(out_path);
+    columns_aligned(out, "peak live MiB", "one-6mib ");
+    columns_aligned(out, "1st pass drv ms", "one-6mib ");
+    columns_aligned(out, "est. ms", "one-6mib ");
+    columns_aligned(out, lng, "one-6mib "); /* the ratio matrix: the whole name heads its column */
+}
+
+/* replay's driver-call columns say what they count, and the counts add up: the calls creating
+ * the instance, those of the replay, and (passes > 1) those of the last pass (issue 26: a
+ * one-pass run showed "drv calls 63" next to "drv calls (last pass) 52"). */
+Test(bench_cli, replay_driver_call_labels_say_what_they_count)
+{
+    cr_assert_eq(bench("replay frame --frames 5 --strategy gpool --strategy cuda"), 0, "%s",
+                 slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert_null(strstr(out, "last pass"), "a one-pass table shows a last pass:\n%s", out);
+    cr_assert(strstr(out, "drv init") && strstr(out, "drv replay"), "%s", out);
+    cr_assert(strstr(out, "drv init: driver calls creating the strategy's instance"), "%s", out);
+    cr_assert(strstr(out, "drv replay: driver calls while replaying"), "%s", out);
+    cr_assert_eq(bench("replay frame --frames 5 --strategy gpool --json"), 0, "%s",
+                 slurp(err_path));
+    json_check("(lambda s: s['driver_calls_init'] > 0 and s['driver_calls'] == "
+               "s['driver_calls_init'] + s['driver_calls_first_pass'] and "
+               "s['driver_calls_first_pass'] == s['driver_calls_last_pass'])(d['strategies'][0])");
+    cr_assert_eq(bench("replay frame --frames 5 --passes 3 --strategy gpool --strategy "
+                       "gpool:release_threshold=0,tcache_bytes=0,small_max=64K"),
+                 0, "%s", slurp(err_path));
+    out = slurp(out_path);
+    columns_aligned_under(out, "strategy ", "allocs", "gpool"); /* a long name keeps them */
+    columns_aligned_under(out, "strategy ", "drv last pass", "gpool");
+    cr_assert(strstr(out, "drv last pass") && strstr(out, "drv last pass: those of the last pass"),
+              "%s", out);
+}
+
+/* Calls left in the last pass are named, by entry point, with whose they are: a trace with
+ * pinned blocks (a drop-in trace's cudaHostAlloc) makes gpool record an event at each free. */
+Test(bench_cli, steady_state_names_the_last_pass_calls)
+{
+    char csv[80];
+    snprintf(csv, sizeof csv, "/tmp/test-bench-cli-%d-host.csv", (int)getpid());
+    FILE *f = fopen(csv, "w");
+    cr_assert(f);
+    fprintf(f, "Thread,Time,Action,Pointer,Size,Stream,Kind\n"
+               "1,1,allocate,0x1000,4096,0x0,pinned\n"
+               "1,2,allocate,0x9000,8192,0x0,device\n"
+               "1,3,free,0x1000,4096,0x0,\n"
+               "1,4,free,0x9000,8192,0x0,\n");
+    fclose(f);
+    cr_assert_eq(bench("replay %s --passes 2 --strategy gpool", csv), 0, "%s", slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "in the last of 2 passes (goal 0: NOT met): "), "%s", out);
+    cr_assert(strstr(out, "event calls (cuEventCreate/Record"), "%s", out);
+    cr_assert(strstr(out, "pinned/mapped"), "%s", out);
+    cr_assert(strstr(out, "gpool's own calls"), "%s", out);
+    cr_assert_eq(bench("replay %s --passes 2 --strategy gpool --json", csv), 0);
+    json_check("d['strategies'][0]['last_pass_by_entry'].get('cuEventRecord', 0) > 0");
+    /* compare's summary line names them too (its JSON: last_pass_by_entry) */
+    cr_assert_eq(bench("compare %s --strategy gpool", csv), 0, "%s", slurp(err_path));
+    out = slurp(out_path);
+    cr_assert(strstr(out, "steady state (0 in the last pass): no (last pass: ") &&
+                  strstr(out, " event calls") && strstr(out, "replay --passes 2 says why)"),
+              "%s", out);
+    cr_assert_eq(bench("compare %s --strategy gpool --json", csv), 0);
+    json_check("d['results'][0]['last_pass_by_entry'].get('cuEventRecord', 0) > 0");
+    unlink(csv);
+}
+
+/* A failed gpool call in a strategy names the call once (issue 26: "gpool_free: invalid
+ * pointer: gpool_free: ..."). */
+Test(bench_cli, strategy_errors_name_the_call_once)
+{
+    bench_device dev;
+    char err[600];
+    cr_assert_eq(bench_device_open("sim", &dev, err, sizeof err), 0, "%s", err);
+    bench_strategy s;
+    cr_assert_eq(bench_strategy_lookup("gpool", &s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(s.ops->init(&s, &dev), BENCH_OK, "%s", s.err);
+    int not_a_block;
+    cr_assert_eq(s.ops->free(&s, &not_a_block, 0, NULL), BENCH_ERR);
+    cr_assert(!strncmp(s.err, "gpool_free: invalid pointer: ", 29), "%s", s.err);
+    cr_assert_eq(occurrences(s.err, "gpool_free"), 1, "%s", s.err);
+    s.ops->fini(&s);
+    bench_device_close(&dev);
+}
+
+/* Counts agree with their nouns: "1 allocation, 1 free" (issue 26; it said "1 allocations"). */
+Test(bench_cli, counts_agree_with_their_nouns)
+{
+    cr_assert_eq(bench("replay bench/traces/test/one-6mib.csv --strategy cuda"), 0, "%s",
+                 slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "replay one-6mib: 1 allocation, 1 free, "), "%s", out);
+    cr_assert_null(strstr(out, " 1 allocations"), "%s", out);
+    cr_assert_null(strstr(out, " 1 frees"), "%s", out);
+}
+
+/* A driver that cannot be loaded is said once (it said "cannot load the CUDA driver: cannot
+ * load the CUDA driver /nonexistent ..."). */
+Test(bench_cli, missing_driver_is_said_once)
+{
+    const char *was = getenv("GPOOL_LIBCUDA");
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", was ? was : "");
+    setenv("GPOOL_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    int rc = bench("info");
+    if (was)
+        setenv("GPOOL_LIBCUDA", saved, 1);
+    else
+        unsetenv("GPOOL_LIBCUDA");
+    cr_assert_eq(rc, 1, "%s", slurp(err_path));
+    const char *e = slurp(err_path);
+    cr_assert(strstr(e, "/nonexistent/libcuda.so.1"), "%s", e);
+    cr_assert_eq(occurrences(e, "cannot load the CUDA driver"), 1, "%s", e);
 }

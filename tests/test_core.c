@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gpool.h"
+#include "gpool_torch.h"
 #include "util_pool.h"
 #include "util_sim.h"
 #include "util_skip.h"
@@ -180,6 +181,20 @@ Test(core, destroy_with_live_blocks_reports_and_frees)
     cr_assert(strstr(gpool_last_error(), "2 live blocks") != NULL, "%s", gpool_last_error());
     cr_assert_eq(sim_live_total(), 0, "everything returned to the driver");
     cr_assert_eq(sim_bytes_in_use(0), 0);
+}
+
+/* One block is "1 live block", never "1 live blocks" (issue 26). */
+Test(core, destroy_message_counts_in_the_right_number)
+{
+    gpool_t *p = test_pool(NULL);
+    void *a;
+    cr_assert_eq(gpool_alloc(p, 100, NULL, &a), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(p), GPOOL_ERR_LIVE_BLOCKS);
+    const char *m = gpool_last_error();
+    cr_assert(strstr(m, "gpool_destroy: 1 live block (") &&
+                  strstr(m, "was still allocated; freed it"),
+              "%s", m);
+    cr_assert_eq(sim_live_total(), 0);
 }
 
 Test(core, oom_at_capacity_then_recovers)
@@ -389,6 +404,60 @@ Test(core, bad_conf_env_is_config_error)
     unsetenv("GPOOL_CONF");
 }
 
+/* Count of needle in hay. */
+static int occurrences(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A configuration message names its source once: GPOOL_CONF or the call (issue 26: it said
+ * "GPOOL_CONF: config: unknown key ..."). */
+Test(core, config_messages_name_their_source_once)
+{
+    gpool_t *p = NULL;
+    setenv("GPOOL_CONF", "bogus=3", 1);
+    cr_assert_eq(gpool_create(NULL, &p), GPOOL_ERR_CONFIG);
+    const char *m = gpool_last_error();
+    cr_assert(!strncmp(m, "GPOOL_CONF: unknown key 'bogus'", 31), "%s", m);
+    cr_assert_eq(occurrences(m, "GPOOL_CONF"), 1, "%s", m);
+    cr_assert_eq(occurrences(m, "config: "), 0, "%s", m);
+    setenv("GPOOL_CONF", "small_max=1G", 1);
+    cr_assert_eq(gpool_create(NULL, &p), GPOOL_ERR_CONFIG);
+    m = gpool_last_error();
+    cr_assert(!strncmp(m, "GPOOL_CONF: small_max ", 22), "%s", m);
+    cr_assert_eq(occurrences(m, "config: "), 0, "%s", m);
+    unsetenv("GPOOL_CONF");
+    gpool_config c = GPOOL_CONFIG_INIT;
+    cr_assert_eq(gpool_config_parse(&c, "tcache_bytes=lots"), GPOOL_ERR_CONFIG);
+    m = gpool_last_error();
+    cr_assert(!strncmp(m, "gpool_config_parse: tcache_bytes=lots is not a size", 51), "%s", m);
+    cr_assert_eq(occurrences(m, "config: "), 0, "%s", m);
+    cr_assert_eq(gpool_config_parse(&c, "small_max=1G"), GPOOL_ERR_CONFIG);
+    m = gpool_last_error();
+    cr_assert(!strncmp(m, "gpool_config_parse: small_max ", 30), "%s", m);
+    gpool_config_default(&c);
+    c.small_max = (size_t)1 << 30;
+    cr_assert_eq(gpool_create(&c, &p), GPOOL_ERR_CONFIG);
+    m = gpool_last_error();
+    cr_assert(!strncmp(m, "gpool_config: small_max ", 24), "%s", m);
+    cr_assert_eq(occurrences(m, "config: "), 1, "%s", m);
+}
+
+/* The PyTorch hook reads GPOOL_CONF too: its message names GPOOL_CONF once, no "config: ". */
+Test(core, torch_config_message_names_gpool_conf_once)
+{
+    setenv("GPOOL_CONF", "bogus=3", 1);
+    cr_assert_null(gpool_torch_alloc(4096, 0, NULL));
+    const char *m = gpool_last_error();
+    cr_assert(!strncmp(m, "GPOOL_CONF: unknown key 'bogus'", 31), "%s", m);
+    cr_assert_eq(occurrences(m, "GPOOL_CONF"), 1, "%s", m);
+    cr_assert_eq(occurrences(m, "config: "), 0, "%s", m);
+    unsetenv("GPOOL_CONF");
+}
+
 Test(core, trace_records_rmm_csv)
 {
     char path[] = "/tmp/gpool-traceXXXXXX";
@@ -434,7 +503,7 @@ Test(core, leak_check_at_exit_names_undestroyed_pools)
     close(fds[0]);
     int status;
     waitpid(pid, &status, 0);
-    cr_assert(strstr(buf, "leak check") && strstr(buf, "1 live blocks"), "stderr: %s", buf);
+    cr_assert(strstr(buf, "leak check") && strstr(buf, " 1 live block,"), "stderr: %s", buf);
 }
 
 Test(core, oom_message_lists_live_blocks_by_size)

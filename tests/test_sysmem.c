@@ -677,3 +677,21 @@ Test(sysmem, threads_share_host_kinds)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
     cr_assert_eq(sim_live_total(), 0);
 }
+
+/* More pinned memory than the host has: the cause named is the host's memory (its size from
+ * sysinfo), not fragmentation inside pages no block lives in (before: "pinned pages: 0 bytes
+ * are free inside pages or chunks that also hold live blocks"). */
+Test(sysmem, host_oom_beyond_physical_memory_names_the_host)
+{
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *p = (void *)1;
+    gpool_status st = alloc_kind(pool, GPOOL_MEM_HOST_PINNED, (size_t)4 << 40, &p);
+    cr_assert_eq(st, GPOOL_ERR_OUT_OF_MEMORY, "%s", gpool_last_error());
+    cr_assert_null(p);
+    const char *m = gpool_last_error();
+    cr_assert_null(strstr(m, "free inside pages or chunks"), "%s", m);
+    cr_assert(strstr(m, "host memory"), "%s", m);
+    cr_assert(strstr(m, "physical"), "%s", m);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
