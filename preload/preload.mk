@@ -11,6 +11,7 @@ PRELOAD_TDIR  := $(BUILD)/tests/preload
 PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
 	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
+PRELOAD_HELPERS += $(PRELOAD_TDIR)/streams_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -42,6 +43,10 @@ $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	$(CC) -o $@ $< $(LDFLAGS) -ldl
 # Linked with -lcuda (the simulator, found through its rpath): calls the driver by its names.
 $(PRELOAD_TDIR)/direct_prog: $(BUILD)/obj/tests/preload/direct_prog.o $(SIMLIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
+# Streams destroyed with work queued, graph capture (tests/test_preload_streams.c); -lcuda too.
+$(PRELOAD_TDIR)/streams_prog: $(BUILD)/obj/tests/preload/streams_prog.o $(SIMLIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
 # dlsym(RTLD_NEXT) through the interposed dlsym: libnext_wrap's next_value() wraps libnext_base's.

@@ -231,6 +231,15 @@ static void free_done(gpool_t *pool, const deferred_free *d, int dev_locked)
     if (d->host) {
         int owned;
         gp_sysmem_free(pool, d->ptr, &owned);
+    } else if (gp_tag_retired(d->tag)) {
+        /* freed on a stream released since: its events include one recorded on that stream at
+         * the release, so all the work that could touch it is done; the tag is the entry's
+         * own, so cleaning it cleans this block only */
+        gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+        if (!dev_locked) gp_arena_lock(a);
+        gp_arena_free_locked(a, d->ptr, d->tag, 0);
+        gp_arena_clean_locked(a, d->tag, UINT64_MAX);
+        if (!dev_locked) gp_arena_unlock(a);
     } else if (dev_locked) {
         gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
     } else {
@@ -321,6 +330,16 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     stream_rec *r = gp_ss_rec(ss, from);
     if (!r) return;
     live_event_done(pool, a, r);
+    if (gp_tag_retired(from)) {  /* a released stream's frees: its event is the only one */
+        if (!r->ev_live) return; /* no event (only a synchronize cleans them), or done */
+        CUevent rev = r->ev;
+        stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
+        if (me && GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                         pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), rev, 0)) ==
+                      CUDA_SUCCESS)
+            gp_arena_hand_over_locked(a, from, UINT64_MAX, tag, me->seq);
+        return;
+    }
     CUevent ev;
     if (r->ev_live) { /* a spare event, for this wait alone */
         if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) return;

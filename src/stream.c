@@ -24,6 +24,22 @@ static int tag_is_ptds(uintptr_t tag)
     return (tag & 0xF) == PTDS_LOW && tag > 0xF;
 }
 
+/* Retired tags (gpool_stream_release): what was pending on a stream the program destroys
+ * moves to a tag of its own, waited for through an event, never named to the driver as a
+ * stream. Low bits no aligned handle, CU_STREAM_* or per-thread tag has. */
+#define RETIRED_LOW 0x7u
+static _Atomic uintptr_t retired_serial = 1;
+
+uintptr_t gp_ss_retired_tag(void)
+{
+    return (atomic_fetch_add(&retired_serial, 1) << 4) | RETIRED_LOW;
+}
+
+int gp_tag_retired(uintptr_t tag)
+{
+    return (tag & 0xF) == RETIRED_LOW && tag > 0xF;
+}
+
 uintptr_t gp_stream_tag(gpool_stream_t s)
 {
     if (s != CU_STREAM_PER_THREAD) return (uintptr_t)s;
@@ -117,7 +133,7 @@ void gp_ss_event_put(gpool_t *pool, CUevent ev)
 int gp_ss_other_ctx(gpool_t *pool, uintptr_t tag)
 {
     if (!pool->dc.drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
-        tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag))
+        tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag) || gp_tag_retired(tag))
         return 0;
     /* cached in the stream's record (made here if need be: callers hold no record pointer of
      * another tag across this call), asked while the stream is alive: a destroyed stream's
@@ -143,7 +159,7 @@ int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
     if (!pool->dc.drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
     /* cuStreamBeginCapture's doc: "Capture may not be initiated if stream is CU_STREAM_LEGACY"
      * (NULL names the legacy stream in gpool's API): no call needed for it */
-    if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY) return 0;
+    if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY || gp_tag_retired(tag)) return 0;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
                         pool->dc.drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));
@@ -166,6 +182,7 @@ gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
  * that may not be queried (cuStreamBeginCapture's doc comment): those fail too. */
 int gp_ss_record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
+    if (gp_tag_retired(tag)) return 1; /* its stream is gone: its event is recorded already */
     if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_stream_capturing(pool, tag)) return 1;
     return GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
                   pool->dc.drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
@@ -177,7 +194,7 @@ CUresult gp_ss_sync_tag(gpool_t *pool, uintptr_t tag)
 {
     if (gp_stream_capturing(pool, tag)) /* synchronizing captured work is prohibited */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (!gp_tag_mine(tag))
+    if (!gp_tag_mine(tag) || gp_tag_retired(tag)) /* no stream to name: the whole context */
         return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
     return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
                   pool->dc.drv->cuStreamSynchronize((CUstream)gp_tag_stream(tag)));

@@ -73,6 +73,10 @@ int gp_ss_record_on(gpool_t *pool, CUevent ev, uintptr_t tag);
 /* Wait for stream tag's queued work (the device's, for tags that cannot be waited for alone).
  * Context entered. */
 CUresult gp_ss_sync_tag(gpool_t *pool, uintptr_t tag);
+/* A new retired tag (gpool_stream_release), and whether tag is one: a released stream's
+ * pending work, covered by an event recorded before its destroy; never a stream handle. */
+uintptr_t gp_ss_retired_tag(void);
+int gp_tag_retired(uintptr_t tag);
 /* After cuCtxSynchronize: synchronize the streams of other contexts one by one. */
 gpool_status gp_ss_sync_other_contexts(gpool_t *pool);
 

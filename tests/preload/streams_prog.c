@@ -1,0 +1,135 @@
+/* streams_prog.c — streams the program destroys and graphs it captures, under the drop-in.
+ * Linked with -lcuda (the simulated libcuda.so.1), as direct_prog is.
+ * Usage: streams_prog MODE [ARGS]; prints key=value words, exits 0 when the mode's checks hold.
+ *   lifetime CYCLES SYNC  CYCLES times: a non-blocking stream, cuMemAllocAsync x3, a "kernel"
+ *                         writing each block (gpoolsim_touch), cuMemFreeAsync x3, with SYNC=1
+ *                         cuStreamSynchronize, then cuStreamDestroy (legal with work still
+ *                         queued). Prints the simulator's reserved bytes, live events and
+ *                         streams at cycle 1000 and at the end, violations, and the calls that
+ *                         named a destroyed stream.
+ *   capture MODE          MODE = global | relaxed: cuMemAllocAsync (and cudaMallocAsync when the
+ *                         interposer exports it) on a capturing stream, their frees there, the
+ *                         capture ended; then an eager cuMemAllocAsync on another stream.
+ *                         Prints the graph nodes the driver saw (cuMemAllocAsync calls during
+ *                         the capture) and whether the eager block overlaps a graph's. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../sim/gpool_sim.h"
+#include "prog_check.h"
+
+static int setup(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    return 0;
+}
+
+static void report(const char *at)
+{
+    struct gpoolsim_live live;
+    gpoolsim_get_live(&live);
+    printf("%s_reserved=%zu %s_events=%zu %s_streams=%zu\n", at, gpoolsim_bytes_in_use(0), at,
+           live.events, at, live.streams);
+}
+
+static int lifetime(int cycles, int sync)
+{
+    static const size_t sizes[3] = {(size_t)1 << 20, (size_t)3 << 20, (size_t)64 << 10};
+    for (int c = 1; c <= cycles; c++) {
+        CUstream s;
+        CUdeviceptr p[3];
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+        for (int i = 0; i < 3; i++)
+            CHECK(cuMemAllocAsync(&p[i], sizes[i], s) == CUDA_SUCCESS);
+        for (int i = 0; i < 3; i++)
+            CHECK(gpoolsim_touch(s, p[i], sizes[i], 1) == CUDA_SUCCESS);
+        for (int i = 0; i < 3; i++)
+            CHECK(cuMemFreeAsync(p[i], s) == CUDA_SUCCESS);
+        if (sync) CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+        CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
+        if (c == 1000) report("c1000");
+    }
+    report("end");
+    printf("violations=%lu destroyed_stream_calls=%lu event_records=%lu\n", gpoolsim_violations(),
+           gpoolsim_destroyed_stream_calls(), gpoolsim_call_count("cuEventRecord"));
+    return 0;
+}
+
+typedef int (*malloc_async_fn)(void **, size_t, CUstream);
+typedef int (*free_async_fn)(void *, CUstream);
+
+static int overlaps(CUdeviceptr a, size_t na, CUdeviceptr b, size_t nb)
+{
+    return a < b + nb && b < a + na;
+}
+
+static int capture(const char *how)
+{
+    enum { SZ = 1 << 20 };
+    CUstreamCaptureMode mode =
+        !strcmp(how, "relaxed") ? CU_STREAM_CAPTURE_MODE_RELAXED : CU_STREAM_CAPTURE_MODE_GLOBAL;
+    malloc_async_fn rt_malloc;
+    free_async_fn rt_free;
+    *(void **)&rt_malloc = dlsym(RTLD_DEFAULT, "cudaMallocAsync");
+    *(void **)&rt_free = dlsym(RTLD_DEFAULT, "cudaFreeAsync");
+    CUstream s, other;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    /* warm the cache: a block freed on s is what a cached path would hand the capture */
+    CUdeviceptr warm;
+    CHECK(cuMemAllocAsync(&warm, SZ, s) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(warm, s) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    unsigned long before = gpoolsim_call_count("cuMemAllocAsync");
+    CHECK(cuStreamBeginCapture(s, mode) == CUDA_SUCCESS);
+    CUdeviceptr g = 0, gr = 0;
+    CHECK(cuMemAllocAsync(&g, SZ, s) == CUDA_SUCCESS);
+    CHECK(gpoolsim_touch(s, g, SZ, 1) == CUDA_SUCCESS);
+    if (rt_malloc) {
+        void *q = NULL;
+        CHECK(rt_malloc(&q, SZ, s) == 0);
+        gr = (CUdeviceptr)(uintptr_t)q;
+        CHECK(gpoolsim_touch(s, gr, SZ, 1) == CUDA_SUCCESS);
+        CHECK(rt_free(q, s) == 0);
+    }
+    CHECK(cuMemFreeAsync(g, s) == CUDA_SUCCESS);
+    CUgraph graph;
+    CUresult end = cuStreamEndCapture(s, &graph);
+    unsigned long nodes = gpoolsim_call_count("cuMemAllocAsync") - before;
+    CHECK(end == CUDA_SUCCESS);
+    /* eager work on another stream, while the graph exists */
+    CUdeviceptr e;
+    CHECK(cuMemAllocAsync(&e, SZ, other) == CUDA_SUCCESS);
+    CHECK(gpoolsim_touch(other, e, SZ, 1) == CUDA_SUCCESS);
+    int overlap = overlaps(e, SZ, g, SZ) || (gr && overlaps(e, SZ, gr, SZ));
+    CHECK(cuMemFreeAsync(e, other) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(other) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS && cuStreamDestroy(other) == CUDA_SUCCESS);
+    struct gpoolsim_live live;
+    gpoolsim_get_live(&live);
+    printf("capture=%s runtime=%d graph_alloc_nodes=%lu eager_overlaps_graph=%d "
+           "graph_allocs_live=%zu violations=%lu\n",
+           how, rt_malloc != NULL, nodes, overlap, live.legacy_allocs, gpoolsim_violations());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "lifetime";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (setup() != 0) return 1;
+    if (!strcmp(mode, "lifetime"))
+        return lifetime(argc > 2 ? atoi(argv[2]) : 1000, argc > 3 ? atoi(argv[3]) : 0);
+    if (!strcmp(mode, "capture")) return capture(argc > 2 ? argv[2] : "global");
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 64;
+}
