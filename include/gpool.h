@@ -674,8 +674,8 @@ GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
  * stream, only once that work is done. A device block freed on another stream than it was
  * allocated on also waits for the work queued so far on the allocating stream (the pool may
  * have handed it out while that stream's earlier work on the memory was still queued), so
- * that stream must still exist then. Keep the stream alive until the pool has synchronized
- * (gpool_trim() does) if you destroy it soon after: gpool records events on it later.
+ * that stream must still exist then. Before destroying the stream, call
+ * gpool_stream_release(): gpool would otherwise record events on it later.
  *
  * @param pool   the pool that allocated the block.
  * @param ptr    the block's address; NULL is a no-op (GPOOL_OK).

@@ -119,18 +119,23 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
     gpool_status st = GPOOL_OK;
     if (a) gp_arena_lock(a); /* lock order: the arena's, then ss->lock */
     gp_ss_lock(ss);
-    int pushed;
-    gp_dc_enter(&pool->dc, &pushed);
     /* everything pending on the stream moves to a retired tag of its own */
     uintptr_t rtag = gp_ss_retired_tag();
     int known = 0;
     for (size_t i = 0; i < ss->nrecs && !known; i++)
         known = ss->recs[i].tag == tag;
-    int other = known && gp_ss_other_ctx(pool, tag); /* asked while it was alive: cached */
     int moved = a && gp_arena_retire_stream_locked(a, tag, rtag, 0);
     moved |= retag_recorded(ss, tag, rtag) > 0;
     for (size_t i = 0; i < ss->ndef && !moved; i++)
         moved = !ss->def[i].host && ss->def[i].tag == tag;
+    if (!known && !moved) { /* the pool never saw it, or has forgotten it: no driver call */
+        gp_ss_unlock(ss);
+        if (a) gp_arena_unlock(a);
+        return GPOOL_OK;
+    }
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    int other = known && gp_ss_other_ctx(pool, tag); /* asked while it was alive: cached */
     /* an event on the stream now covers all its work so far; another context's stream (no
      * event of the pool's context can be recorded there) or one that cannot take one is
      * waited for instead */
