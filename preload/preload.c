@@ -336,6 +336,8 @@ static void load_driver(void)
     GPP_RESOLVE(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 12000, ptsz);
     GPP_RESOLVE(cuStreamEndCapture, "cuStreamEndCapture", 12000, legacy);
     GPP_RESOLVE(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 12000, ptsz);
+    GPP_RESOLVE(cuStreamIsCapturing, "cuStreamIsCapturing", 12000, legacy);
+    GPP_RESOLVE(cuStreamIsCapturing_ptsz, "cuStreamIsCapturing", 12000, ptsz);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
         d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
         d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)

@@ -53,6 +53,7 @@ typedef struct gpp_real_driver {
     PFN_cuEventRecord_v2000 cuEventRecord;
     PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture, cuStreamBeginCapture_ptsz;
     PFN_cuStreamEndCapture_v10000 cuStreamEndCapture, cuStreamEndCapture_ptsz;
+    PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing, cuStreamIsCapturing_ptsz; /* may be NULL */
     /* the addresses the driver exports for the per-thread-stream variants (may be NULL) */
     void *sym_cuMemAllocAsync_ptsz, *sym_cuMemFreeAsync_ptsz;
 } gpp_real_driver;
@@ -180,6 +181,10 @@ static inline CUresult gpp_capture_check(void)
 }
 /* A stream destroyed: its capture, if any, has ended. */
 void gpp_capture_forget(CUstream s);
+/* 1 when stream (as passed to a _ptsz entry point when per_thread) is capturing a graph: its
+ * stream-ordered allocations and frees go to the driver, which makes them graph memory nodes
+ * (preload_capture.c). One relaxed load while no capture was begun. */
+int gpp_capture_stream_ordered(CUstream stream, int per_thread);
 CUresult gpp_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode);
 CUresult gpp_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode);
 CUresult gpp_cuStreamEndCapture(CUstream s, CUgraph *g);

@@ -63,7 +63,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream stream,
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     PFN_cuMemAllocAsync_v11020 real = ptsz ? d->cuMemAllocAsync_ptsz : d->cuMemAllocAsync;
-    if (dptr && bytesize && gpp_enabled()) {
+    /* on a capturing stream: the driver's graph memory node (preload_capture.c) */
+    if (dptr && bytesize && gpp_enabled() && !gpp_capture_stream_ordered(stream, ptsz)) {
         int served;
         CUresult r = alloc_device(dptr, bytesize, gpp_stream(stream, ptsz), &served);
         if (served || !real) return r;
@@ -76,6 +77,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, int ptsz)
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     PFN_cuMemFreeAsync_v11020 real = ptsz ? d->cuMemFreeAsync_ptsz : d->cuMemFreeAsync;
+    /* a graph's memory is not gpool's: it passes through below (a free node when capturing) */
     if (dptr && (gpp_enabled() || gpp_exiting())) {
         gpp_free_result r = gpp_free_device((void *)(uintptr_t)dptr, gpp_stream(stream, ptsz), 0);
         if (r != GPP_NOT_OURS) return free_code(r);
