@@ -713,9 +713,11 @@ GPOOL_API gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_strea
  * cache: every stream may reuse it once the event completed. Memory stays flat across any
  * number of create/use/destroy cycles.
  *
- * Call it after the stream's last gpool_free_async() and before the destroy; blocks still
- * live that were allocated on the stream should be freed on it before (a block freed later on
- * another stream also waits for its allocating stream, which no longer exists).
+ * Call it after the stream's last gpool_free_async() and before the destroy. A block allocated
+ * on the stream and still live may be freed later on another stream: its free then waits for
+ * the event recorded here instead of the allocating stream (while the 256 latest released
+ * streams are remembered; for a stream the pool holds no record of -- nothing freed on it --
+ * the free still names the allocating stream: free such blocks before the release).
  *
  * @param pool   the pool.
  * @param stream the stream about to be destroyed; one the pool never saw is fine (nothing to

@@ -77,10 +77,47 @@ void gp_ss_unlock(gp_streams *ss)
 
 /* ---------- helpers (lock held) ---------- */
 
+uintptr_t gp_ss_alias(gp_streams *ss, uintptr_t tag)
+{
+    if (!ss->aliases.count) return tag;
+    void *v = gp_ptrmap_get(&ss->aliases, tag);
+    return v ? (uintptr_t)v : tag;
+}
+
+#define GP_ALIASES (sizeof((gp_streams *)0)->alias_ring / sizeof(uintptr_t))
+
+void gp_ss_alias_add(gp_streams *ss, uintptr_t handle, uintptr_t rtag)
+{
+    size_t k = ss->alias_next++ % GP_ALIASES;
+    /* the oldest goes, unless its handle was released again since (a newer entry) */
+    if (ss->alias_ring[k] &&
+        (uintptr_t)gp_ptrmap_get(&ss->aliases, ss->alias_ring[k]) == ss->alias_rtag[k])
+        gp_ptrmap_del(&ss->aliases, ss->alias_ring[k]);
+    ss->alias_ring[k] = 0;
+    gp_ptrmap_del(&ss->aliases, handle);
+    if (gp_ptrmap_put(&ss->aliases, handle, (void *)rtag) == 0) {
+        ss->alias_ring[k] = handle;
+        ss->alias_rtag[k] = rtag;
+    }
+}
+
+void gp_ss_alias_forget(gp_streams *ss, uintptr_t handle)
+{
+    if (ss->aliases.count) gp_ptrmap_del(&ss->aliases, handle);
+}
+
+int gp_ss_retired_done(gp_streams *ss, uintptr_t rtag)
+{
+    for (size_t i = 0; i < ss->nrecs; i++)
+        if (ss->recs[i].tag == rtag) return !ss->recs[i].ev_live;
+    return 1;
+}
+
 stream_rec *gp_ss_rec(gp_streams *ss, uintptr_t tag)
 {
     for (size_t i = 0; i < ss->nrecs; i++)
         if (ss->recs[i].tag == tag) return &ss->recs[i];
+    gp_ss_alias_forget(ss, tag); /* a record for a released stream's value: a new stream */
     if (ss->nrecs == ss->cap_recs) {
         size_t cap = ss->cap_recs ? ss->cap_recs * 2 : 8;
         stream_rec *nr = realloc(ss->recs, cap * sizeof *nr);
@@ -231,6 +268,7 @@ gpool_status gp_streams_create(gpool_t *pool)
     if (!ss) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for stream state");
     pthread_mutex_init(&ss->lock, NULL);
     gp_ptrmap_init(&ss->recorded);
+    gp_ptrmap_init(&ss->aliases);
     pool->streams = ss;
     return GPOOL_OK;
 }
@@ -253,6 +291,7 @@ void gp_streams_destroy(gpool_t *pool)
     for (size_t i = 0; i < ss->recorded.cap; i++)
         if (ss->recorded.keys[i]) free(ss->recorded.vals[i]);
     gp_ptrmap_fini(&ss->recorded);
+    gp_ptrmap_fini(&ss->aliases);
     free(ss->recs);
     free(ss->def);
     free(ss->spare);

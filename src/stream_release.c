@@ -176,6 +176,8 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
                 st = gp_cu_fail(q, "cuEventSynchronize (gpool_stream_release)");
         }
     }
+    /* blocks still allocated on it, freed later on another stream, wait for rtag instead */
+    if (st == GPOOL_OK) gp_ss_alias_add(ss, tag, rtag);
     gp_dc_leave(&pool->dc, pushed);
     gp_ss_unlock(ss);
     if (a) gp_arena_unlock(a);

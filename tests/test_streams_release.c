@@ -161,6 +161,35 @@ Test(streams_release, other_streams_reuse_through_the_release_event)
     sim->set_capacity(0, (size_t)8 << 30);
 }
 
+/* A block allocated on a stream, still live when the stream is released and destroyed, then
+ * freed on another stream (cudaFree of a cudaMallocAsync block, say): its free waits for the
+ * allocating stream's work through the release's event, never naming the destroyed stream. */
+Test(streams_release, block_outliving_its_stream_is_freed_without_naming_it)
+{
+    const size_t sz = 4 * MiB;
+    CUstream s, t;
+    cr_assert_eq(mk(&t, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(mk(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    void *p = alloc_on(sz, s), *keep = alloc_on(sz, s);
+    cr_assert_eq(gpool_free_async(pool, keep, s), GPOOL_OK); /* s has a record */
+    sim->stream_hold(s);
+    cr_assert_eq(sim_kernel(s, p, sz), CUDA_SUCCESS);
+    cr_assert_eq(gpool_stream_release(pool, s), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(destroy(s), CUDA_SUCCESS);
+    void *u = alloc_on(sz, t);
+    cr_assert_eq(sim_kernel(t, u, sz), CUDA_SUCCESS);
+    cr_assert_eq(gpool_free_async(pool, p, t), GPOOL_OK, "%s", gpool_last_error());
+    void *q = alloc_on(sz, t);
+    cr_assert_eq(sim_kernel(t, q, sz), CUDA_SUCCESS); /* a race with s's kernel aborts */
+    cr_assert_eq(gpool_free_async(pool, q, t), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, u, t), GPOOL_OK);
+    cr_assert_eq(destroyed_calls(), 0, "a call named the destroyed stream");
+    cr_assert_eq(sim->violations(), 0);
+    cr_assert_eq(ctx_sync(), CUDA_SUCCESS);
+    cr_assert_eq(gpool_stream_release(pool, t), GPOOL_OK);
+    cr_assert_eq(destroy(t), CUDA_SUCCESS);
+}
+
 /* 2,000 create/use/release/destroy cycles: reserved bytes, events and streams held stay flat. */
 Test(streams_release, resources_stay_flat_over_cycles, .timeout = 120)
 {
