@@ -77,7 +77,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, int ptsz)
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     PFN_cuMemFreeAsync_v11020 real = ptsz ? d->cuMemFreeAsync_ptsz : d->cuMemFreeAsync;
-    /* a graph's memory is not gpool's: it passes through below (a free node when capturing) */
+    /* on a capturing stream a free node, which only a graph allocation may have (cuda.h,
+     * cuMemFreeAsync): the driver answers, for gpool's blocks too (they stay live) */
+    if (dptr && gpp_capture_stream_ordered(stream, ptsz) && real) return real(dptr, stream);
     if (dptr && (gpp_enabled() || gpp_exiting())) {
         gpp_free_result r = gpp_free_device((void *)(uintptr_t)dptr, gpp_stream(stream, ptsz), 0);
         if (r != GPP_NOT_OURS) return free_code(r);

@@ -137,10 +137,9 @@ static int serve_alloc_async(void **devPtr, size_t size, cudaStream_t stream, in
 static int serve_free_async(void *devPtr, cudaStream_t stream, int per_thread, cudaError_t *code)
 {
     if (!devPtr || !(gpp_enabled() || gpp_exiting())) return 0;
-    gpp_free_result r = gpp_free_device(devPtr, gpp_stream(stream, per_thread), 0);
-    if (r == GPP_NOT_OURS && gpp_capture_stream_ordered(stream, per_thread)) {
-        /* a graph's memory freed in its capture: the driver's free node, as cudart's
-         * cudaFreeAsync makes it */
+    if (__builtin_expect(gpp_capture_stream_ordered(stream, per_thread), 0)) {
+        /* a free node, as cudart's cudaFreeAsync makes it: only a graph allocation may have
+         * one (cuda.h, cuMemFreeAsync), so the driver answers for gpool's blocks too */
         const gpp_real_driver *d = gpp_driver();
         PFN_cuMemFreeAsync_v11020 real =
             d ? (per_thread ? d->cuMemFreeAsync_ptsz : d->cuMemFreeAsync) : NULL;
@@ -148,6 +147,7 @@ static int serve_free_async(void *devPtr, cudaStream_t stream, int per_thread, c
         *code = (cudaError_t)real((CUdeviceptr)(uintptr_t)devPtr, stream);
         return 1;
     }
+    gpp_free_result r = gpp_free_device(devPtr, gpp_stream(stream, per_thread), 0);
     *code = free_code(r);
     return r != GPP_NOT_OURS;
 }

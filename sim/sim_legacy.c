@@ -147,6 +147,9 @@ CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread)
     while (a && a->ptr != (uintptr_t)dptr)
         a = a->next;
     if (!a) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    /* cuda.h, cuMemFreeAsync: during stream capture it creates a free node "and must therefore
+     * be passed the address of a graph allocation" (sim_capture.c) */
+    if (s->capture && !a->graph) return sim_leave(CUDA_ERROR_INVALID_VALUE);
     if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured: freed at launch */
     sim_hb_access(s, a->ptr, a->size, SIM_FREE, "cuMemFreeAsync");
     return sim_leave(sim_free(dptr, s));

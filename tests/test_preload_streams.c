@@ -76,10 +76,15 @@ Test(preload_streams, stream_ordered_allocations_in_a_capture_become_graph_nodes
         cr_expect_eq(field(&r, "graph_alloc_nodes"), 2, "%s: %s", modes[i], r.out);
         cr_expect_eq(field(&r, "eager_overlaps_graph"), 0, "%s: %s", modes[i], r.out);
         cr_expect_eq(field(&r, "graph_allocs_live"), 0, "%s: %s", modes[i], r.out);
+        /* an eager block freed in the capture: CUDA_ERROR_INVALID_VALUE / cudaErrorInvalidValue
+         * (only graph allocations get free nodes), the block still live */
+        cr_expect_eq(field(&r, "eager_free_in_capture"), 1, "%s: %s", modes[i], r.out);
+        cr_expect_eq(field(&r, "rt_eager_free_in_capture"), 1, "%s: %s", modes[i], r.out);
         cr_expect_eq(field(&r, "violations"), 0, "%s", r.out);
     }
     /* without the interposer the driver makes the same nodes */
     run_expect(&r, "streams_prog", "capture global", 0, STRICT, 0);
     cr_expect_eq(field(&r, "graph_alloc_nodes"), 1, "%s", r.out);
     cr_expect_eq(field(&r, "eager_overlaps_graph"), 0, "%s", r.out);
+    cr_expect_eq(field(&r, "eager_free_in_capture"), 1, "%s", r.out);
 }

@@ -88,6 +88,8 @@ static int capture(const char *how)
     CHECK(cuMemAllocAsync(&warm, SZ, s) == CUDA_SUCCESS);
     CHECK(cuMemFreeAsync(warm, s) == CUDA_SUCCESS);
     CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    CUdeviceptr warm2; /* an eager block, still live during the capture */
+    CHECK(cuMemAllocAsync(&warm2, SZ, s) == CUDA_SUCCESS);
     unsigned long before = gpoolsim_call_count("cuMemAllocAsync");
     CHECK(cuStreamBeginCapture(s, mode) == CUDA_SUCCESS);
     CUdeviceptr g = 0, gr = 0;
@@ -101,6 +103,9 @@ static int capture(const char *how)
         CHECK(rt_free(q, s) == 0);
     }
     CHECK(cuMemFreeAsync(g, s) == CUDA_SUCCESS);
+    /* an eager block freed in the capture: only graph allocations may get a free node */
+    CUresult eager_free = cuMemFreeAsync(warm2, s);
+    int rt_eager_free = rt_free ? rt_free((void *)(uintptr_t)warm2, s) : 1;
     CUgraph graph;
     CUresult end = cuStreamEndCapture(s, &graph);
     unsigned long nodes = gpoolsim_call_count("cuMemAllocAsync") - before;
@@ -113,12 +118,16 @@ static int capture(const char *how)
     CHECK(cuMemFreeAsync(e, other) == CUDA_SUCCESS);
     CHECK(cuStreamSynchronize(other) == CUDA_SUCCESS);
     CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(warm2, s) == CUDA_SUCCESS); /* still live: freed eagerly now */
+    CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
     CHECK(cuStreamDestroy(s) == CUDA_SUCCESS && cuStreamDestroy(other) == CUDA_SUCCESS);
     struct gpoolsim_live live;
     gpoolsim_get_live(&live);
     printf("capture=%s runtime=%d graph_alloc_nodes=%lu eager_overlaps_graph=%d "
-           "graph_allocs_live=%zu violations=%lu\n",
-           how, rt_malloc != NULL, nodes, overlap, live.legacy_allocs, gpoolsim_violations());
+           "graph_allocs_live=%zu eager_free_in_capture=%d rt_eager_free_in_capture=%d "
+           "violations=%lu\n",
+           how, rt_malloc != NULL, nodes, overlap, live.legacy_allocs, (int)eager_free,
+           rt_eager_free, gpoolsim_violations());
     return 0;
 }
 
