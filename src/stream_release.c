@@ -70,24 +70,26 @@ static void retag_deferred(gpool_t *pool, uintptr_t tag, int synced)
 
 /* Retired tags whose event completed need no record any more: their marks turn clean and the
  * record goes, its event back to the spares (lock held, context entered, the arena's lock
- * held). At most a few queries a call, so that many streams still working cost little. */
-#define SWEEP_QUERIES 4
+ * held). Queries stop after a few events not done yet, so that many streams still working
+ * cost little, while a backlog that completed goes in one call. */
+#define SWEEP_MISSES 4
 static void sweep_retired(gpool_t *pool, gp_arena *a)
 {
     gp_streams *ss = pool->streams;
-    int queries = 0;
+    int misses = 0;
     for (size_t i = 0; i < ss->nrecs;) {
         stream_rec *r = &ss->recs[i];
         if (!gp_tag_retired(r->tag)) {
             i++;
             continue;
         }
-        if (r->ev_live && queries < SWEEP_QUERIES) {
-            queries++;
+        if (r->ev_live && misses < SWEEP_MISSES) {
             if (GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) ==
                 CUDA_SUCCESS) {
                 r->ev_live = 0;
                 if (a) gp_arena_clean_locked(a, r->tag, UINT64_MAX);
+            } else {
+                misses++;
             }
         }
         if (r->ev_live) {

@@ -63,6 +63,23 @@ Test(preload_streams, resources_stay_flat_over_ten_thousand_cycles, .timeout = 6
         }
 }
 
+/* Every stream destroyed with its kernels still queued (held until the end): no violation, no
+ * call naming a destroyed stream, reserved bytes flat (a new stream reuses the old memory by
+ * waiting for the release event); the events, one per stream still working, all come back
+ * once that work has completed. */
+Test(preload_streams, streams_destroyed_with_work_queued_stay_flat, .timeout = 120)
+{
+    for (int reuse = 0; reuse < 2; reuse++) {
+        char env[128];
+        snprintf(env, sizeof env, STRICT " GPOOL_SIM_REUSE_STREAM_HANDLES=%d", reuse);
+        run_expect(&r, "streams_prog", "lifetime 2000 0 1", 1, env, 0);
+        cr_expect_eq(field(&r, "violations"), 0, "%s", r.out);
+        cr_expect_eq(field(&r, "destroyed_stream_calls"), 0, "%s", r.out);
+        cr_expect_leq(field(&r, "end_reserved"), field(&r, "c1000_reserved"), "%s", r.out);
+        cr_expect_leq(field(&r, "end_events"), 70, "%s", r.out);
+    }
+}
+
 /* cuMemAllocAsync / cudaMallocAsync and their frees on a capturing stream become graph memory
  * nodes (the driver sees them), in global and relaxed mode, and an eager allocation made while
  * the graph exists never gets the graph's memory. Was: served from the cache, no graph node,

@@ -1,17 +1,16 @@
 /* streams_prog.c — streams the program destroys and graphs it captures, under the drop-in.
  * Linked with -lcuda (the simulated libcuda.so.1), as direct_prog is.
  * Usage: streams_prog MODE [ARGS]; prints key=value words, exits 0 when the mode's checks hold.
- *   lifetime CYCLES SYNC  CYCLES times: a non-blocking stream, cuMemAllocAsync x3, a "kernel"
- *                         writing each block (gpoolsim_touch), cuMemFreeAsync x3, with SYNC=1
- *                         cuStreamSynchronize, then cuStreamDestroy (legal with work still
- *                         queued). Prints the simulator's reserved bytes, live events and
- *                         streams at cycle 1000 and at the end, violations, and the calls that
- *                         named a destroyed stream.
- *   capture MODE          MODE = global | relaxed: cuMemAllocAsync (and cudaMallocAsync when the
- *                         interposer exports it) on a capturing stream, their frees there, the
- *                         capture ended; then an eager cuMemAllocAsync on another stream.
- *                         Prints the graph nodes the driver saw (cuMemAllocAsync calls during
- *                         the capture) and whether the eager block overlaps a graph's. */
+ *   lifetime CYCLES SYNC [HELD]  CYCLES times: a non-blocking stream, cuMemAllocAsync x3, a
+ * "kernel" writing each block (gpoolsim_touch), cuMemFreeAsync x3, with SYNC=1 cuStreamSynchronize,
+ * then cuStreamDestroy (legal with work still queued). Prints the simulator's reserved bytes, live
+ * events and streams at cycle 1000 and at the end, violations, and the calls that named a destroyed
+ * stream. HELD=1: each stream's kernels are held (gpoolsim_stream_hold) until a cuCtxSynchronize at
+ * the end, so every stream is destroyed with its work still queued. capture MODE          MODE =
+ * global | relaxed: cuMemAllocAsync (and cudaMallocAsync when the interposer exports it) on a
+ * capturing stream, their frees there, the capture ended; then an eager cuMemAllocAsync on another
+ * stream. Prints the graph nodes the driver saw (cuMemAllocAsync calls during the capture) and
+ * whether the eager block overlaps a graph's. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdint.h>
@@ -40,7 +39,7 @@ static void report(const char *at)
            live.events, at, live.streams);
 }
 
-static int lifetime(int cycles, int sync)
+static int lifetime(int cycles, int sync, int held)
 {
     static const size_t sizes[3] = {(size_t)1 << 20, (size_t)3 << 20, (size_t)64 << 10};
     for (int c = 1; c <= cycles; c++) {
@@ -49,13 +48,24 @@ static int lifetime(int cycles, int sync)
         CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
         for (int i = 0; i < 3; i++)
             CHECK(cuMemAllocAsync(&p[i], sizes[i], s) == CUDA_SUCCESS);
+        if (held) CHECK(gpoolsim_stream_hold(s) == 0);
         for (int i = 0; i < 3; i++)
             CHECK(gpoolsim_touch(s, p[i], sizes[i], 1) == CUDA_SUCCESS);
         for (int i = 0; i < 3; i++)
             CHECK(cuMemFreeAsync(p[i], s) == CUDA_SUCCESS);
-        if (sync) CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+        if (sync && !held) CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
         CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
         if (c == 1000) report("c1000");
+    }
+    if (held) { /* the work completes; one more cycle lets gpool see it */
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+        CUstream s;
+        CUdeviceptr p;
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+        CHECK(cuMemAllocAsync(&p, sizes[0], s) == CUDA_SUCCESS);
+        CHECK(gpoolsim_touch(s, p, sizes[0], 1) == CUDA_SUCCESS);
+        CHECK(cuMemFreeAsync(p, s) == CUDA_SUCCESS);
+        CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
     }
     report("end");
     printf("violations=%lu destroyed_stream_calls=%lu event_records=%lu\n", gpoolsim_violations(),
@@ -137,7 +147,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (setup() != 0) return 1;
     if (!strcmp(mode, "lifetime"))
-        return lifetime(argc > 2 ? atoi(argv[2]) : 1000, argc > 3 ? atoi(argv[3]) : 0);
+        return lifetime(argc > 2 ? atoi(argv[2]) : 1000, argc > 3 ? atoi(argv[3]) : 0,
+                        argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(mode, "capture")) return capture(argc > 2 ? argv[2] : "global");
     fprintf(stderr, "unknown mode %s\n", mode);
     return 64;
