@@ -190,6 +190,40 @@ Test(streams_release, block_outliving_its_stream_is_freed_without_naming_it)
     cr_assert_eq(destroy(t), CUDA_SUCCESS);
 }
 
+/* No event can be recorded on the stream (injected cuEventRecord failures): the release waits
+ * for the stream instead; that failing too, it says so (GPOOL_ERR_DRIVER) and the frees stay
+ * pending until the pool synchronizes the device, never reused early, never naming the stream. */
+Test(streams_release, release_falls_back_when_no_event_can_be_recorded)
+{
+    const size_t sz = 4 * MiB;
+    for (int both = 0; both < 2; both++) {
+        CUstream s, keep, t;
+        cr_assert_eq(mk(&keep, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS); /* no handle reuse */
+        cr_assert_eq(mk(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        cr_assert_eq(gpool_free(pool, alloc_on(sz, NULL)), GPOOL_OK); /* multi-stream */
+        void *p = alloc_on(sz, s);
+        sim->stream_hold(s);
+        cr_assert_eq(sim_kernel(s, p, sz), CUDA_SUCCESS);
+        cr_assert_eq(gpool_free_async(pool, p, s), GPOOL_OK);
+        cr_assert_eq(sim->fail_nth("cuEventRecord", 1), 0);
+        if (both) cr_assert_eq(sim->fail_nth("cuStreamSynchronize", 1), 0);
+        gpool_status st = gpool_stream_release(pool, s);
+        sim->fail_clear();
+        cr_assert_eq(st, both ? GPOOL_ERR_DRIVER : GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(destroy(s), CUDA_SUCCESS);
+        cr_assert_eq(destroy(keep), CUDA_SUCCESS);
+        cr_assert_eq(mk(&t, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        void *q = alloc_on(sz, t);
+        cr_assert_eq(sim_kernel(t, q, sz), CUDA_SUCCESS); /* a race aborts */
+        cr_assert_eq(gpool_free_async(pool, q, t), GPOOL_OK);
+        cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(gpool_stream_release(pool, t), GPOOL_OK);
+        cr_assert_eq(destroy(t), CUDA_SUCCESS);
+        cr_assert_eq(destroyed_calls(), 0, "a call named the destroyed stream");
+        cr_assert_eq(sim->violations(), 0);
+    }
+}
+
 /* 2,000 create/use/release/destroy cycles: reserved bytes, events and streams held stay flat. */
 Test(streams_release, resources_stay_flat_over_cycles, .timeout = 120)
 {
