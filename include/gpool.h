@@ -677,8 +677,8 @@ GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
  * stream, only once that work is done. A device block freed on another stream than it was
  * allocated on also waits for the work queued so far on the allocating stream (the pool may
  * have handed it out while that stream's earlier work on the memory was still queued), so
- * that stream must still exist then. Keep the stream alive until the pool has synchronized
- * (gpool_trim() does) if you destroy it soon after: gpool records events on it later.
+ * that stream must still exist then. Before destroying the stream, call
+ * gpool_stream_release(): gpool would otherwise record events on it later.
  *
  * @param pool   the pool that allocated the block.
  * @param ptr    the block's address; NULL is a no-op (GPOOL_OK).
@@ -701,6 +701,45 @@ GPOOL_API gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream);
+
+/**
+ * Tell the pool that a stream is about to be destroyed: call it before cuStreamDestroy() /
+ * cudaStreamDestroy() of every stream the pool has seen (the drop-in does, for every pool of
+ * every device, in its cuStreamDestroy hook).
+ *
+ * What is pending on the stream -- its freed blocks, reusable by other streams only once its
+ * work queued so far completes -- moves onto an event recorded on the stream now (the device
+ * may still be working on it: cuStreamDestroy returns at once and frees the stream's resources
+ * once that work has completed, so the event is legal and completes then). The pool drops its
+ * record of the stream, so no later driver call names it, and a new stream that gets the same
+ * handle value starts with nothing of the old one's. Its cached memory goes back to the shared
+ * cache: every stream may reuse it once the event completed. Memory stays flat across any
+ * number of create/use/destroy cycles.
+ *
+ * Call it after the stream's last gpool_free_async() and before the destroy. A block allocated
+ * on the stream and still live may be freed later on another stream: its free then waits for
+ * the event recorded here instead of the allocating stream (while the 256 latest released
+ * streams are remembered; for a stream the pool holds no record of -- nothing freed on it --
+ * the free still names the allocating stream: free such blocks before the release).
+ *
+ * @param pool   the pool.
+ * @param stream the stream about to be destroyed; one the pool never saw is fine (nothing to
+ *               do but the event).
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL, or stream is NULL, CU_STREAM_LEGACY,
+ *         CU_STREAM_PER_THREAD (never destroyed) or the pool's default stream
+ *         (gpool_config.default_stream: destroy the pool first).
+ * @retval GPOOL_ERR_DRIVER no event could be recorded on the stream (it is of another context,
+ *         or capturing) and waiting for it (cuStreamSynchronize) failed: the stream's frees
+ *         stay pending until the pool next synchronizes the device (memory pressure,
+ *         gpool_trim()); the stream may still be destroyed.
+ * @return a gpool_status as listed. Thread-safe (with the pool's other calls; not with calls
+ *         that still use the stream).
+ * Cost: one cuEventRecord (cuEventCreate the first time a spare is missing), or one
+ * cuStreamSynchronize for another context's stream, plus a walk of the pool's pending free
+ * ranges and stream records; under the device arena's lock.
+ */
+GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream);
 
 /**
  * Give cached physical memory back to the driver until at most keep_bytes stay cached.

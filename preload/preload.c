@@ -356,6 +356,8 @@ static void load_driver(void)
     GPP_RESOLVE(cuMemAllocPitch, "cuMemAllocPitch", 12000, dflt);
     GPP_RESOLVE(cuMemHostGetFlags, "cuMemHostGetFlags", 12000, dflt);
     GPP_RESOLVE(cuStreamGetCtx, "cuStreamGetCtx", 12000, legacy);
+    GPP_RESOLVE(cuStreamIsCapturing, "cuStreamIsCapturing", 12000, legacy);
+    GPP_RESOLVE(cuStreamIsCapturing_ptsz, "cuStreamIsCapturing", 12000, ptsz);
     if (d->cuMemAlloc && d->cuMemFree && d->cuCtxGetCurrent && d->cuCtxGetDevice &&
         d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxSetCurrent && d->cuStreamCreate &&
         d->cuCtxSynchronize && d->cuDeviceGet && d->cuDevicePrimaryCtxRetain)

@@ -63,6 +63,7 @@ typedef struct gpp_real_driver {
     PFN_cuMemAllocPitch_v3020 cuMemAllocPitch;
     PFN_cuMemHostGetFlags_v2030 cuMemHostGetFlags;
     PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
+    PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing, cuStreamIsCapturing_ptsz; /* may be NULL */
     /* the addresses the driver exports for the per-thread-stream variants (may be NULL) */
     void *sym_cuMemAllocAsync_ptsz, *sym_cuMemFreeAsync_ptsz;
 } gpp_real_driver;
@@ -223,6 +224,10 @@ static inline CUresult gpp_capture_check(void)
 }
 /* A stream destroyed: its capture, if any, has ended. */
 void gpp_capture_forget(CUstream s);
+/* 1 when stream (as passed to a _ptsz entry point when per_thread) is capturing a graph: its
+ * stream-ordered allocations and frees go to the driver, which makes them graph memory nodes
+ * (preload_capture.c). One relaxed load while no capture was begun. */
+int gpp_capture_stream_ordered(CUstream stream, int per_thread);
 CUresult gpp_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode);
 CUresult gpp_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode);
 CUresult gpp_cuStreamEndCapture(CUstream s, CUgraph *g);

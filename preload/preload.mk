@@ -13,6 +13,7 @@ PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog 
 	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
 PRELOAD_HELPERS += $(PRELOAD_TDIR)/query_prog $(PRELOAD_TDIR)/query_direct
 PRELOAD_HELPERS += $(PRELOAD_TDIR)/order_prog
+PRELOAD_HELPERS += $(PRELOAD_TDIR)/streams_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -47,11 +48,11 @@ $(PRELOAD_TDIR)/order_prog: $(BUILD)/obj/tests/preload/order_prog.o $(PRELOAD_TD
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LDFLAGS) -ldl
-# Linked with -lcuda (the simulator, found through its rpath): calls the driver by its names.
-$(PRELOAD_TDIR)/direct_prog: $(BUILD)/obj/tests/preload/direct_prog.o $(SIMLIB)
-	@mkdir -p $(@D)
-	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
-$(PRELOAD_TDIR)/query_direct: $(BUILD)/obj/tests/preload/query_direct.o $(SIMLIB)
+# Linked with -lcuda (the simulator, found through its rpath): call the driver by its names
+# (direct_prog; query_direct: pointer queries; streams_prog: streams destroyed with work queued,
+# graph capture).
+LINKED_PROGS := $(addprefix $(PRELOAD_TDIR)/,direct_prog query_direct streams_prog)
+$(LINKED_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(SIMLIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(SIMLIB) -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl
 # dlsym(RTLD_NEXT) through the interposed dlsym: libnext_wrap's next_value() wraps libnext_base's.

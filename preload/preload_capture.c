@@ -78,6 +78,25 @@ void gpp_capture_forget(CUstream s)
     if (atomic_load_explicit(&gpp_captures, memory_order_relaxed)) forget(s, 0);
 }
 
+/* Stream-ordered allocations on a capturing stream become what CUDA makes of them: graph
+ * memory nodes (cuda.h, cuMemAllocAsync / cuMemFreeAsync during stream capture: an allocation
+ * or free node; cuGraphAddMemAllocNode: the graph owns the memory for its whole life). gpool's
+ * cache cannot serve them -- a cached block would be handed to the graph and, freed eagerly, to
+ * the next eager allocation while the graph still uses it -- so they go to the driver, whose
+ * graph pool keeps that memory from eager allocations while the graph exists. */
+int gpp_capture_stream_ordered(CUstream stream, int per_thread)
+{
+    if (__builtin_expect(atomic_load_explicit(&gpp_captures, memory_order_relaxed) == 0, 1))
+        return 0;
+    const gpp_real_driver *d = gpp_driver();
+    PFN_cuStreamIsCapturing_v10000 is =
+        d ? (per_thread ? d->cuStreamIsCapturing_ptsz : d->cuStreamIsCapturing) : NULL;
+    /* the legacy stream cannot capture (cuStreamBeginCapture) */
+    if (!is || (!stream && !per_thread) || stream == CU_STREAM_LEGACY) return 0;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return is(stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CUresult gpp_capture_probe(void)
 {
     const gpp_real_driver *d = gpp_driver();

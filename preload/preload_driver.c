@@ -66,7 +66,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream stream,
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     PFN_cuMemAllocAsync_v11020 real = ptsz ? d->cuMemAllocAsync_ptsz : d->cuMemAllocAsync;
-    if (dptr && bytesize && gpp_enabled()) {
+    /* on a capturing stream: the driver's graph memory node (preload_capture.c) */
+    if (dptr && bytesize && gpp_enabled() && !gpp_capture_stream_ordered(stream, ptsz)) {
         int served;
         CUresult r = alloc_device(dptr, bytesize, gpp_stream(stream, ptsz), &served);
         if (served || !real) return r;
@@ -79,6 +80,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, int ptsz)
     const gpp_real_driver *d = gpp_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     PFN_cuMemFreeAsync_v11020 real = ptsz ? d->cuMemFreeAsync_ptsz : d->cuMemFreeAsync;
+    /* on a capturing stream a free node, which only a graph allocation may have (cuda.h,
+     * cuMemFreeAsync): the driver answers, for gpool's blocks too (they stay live) */
+    if (dptr && gpp_capture_stream_ordered(stream, ptsz) && real) return real(dptr, stream);
     if (dptr && (gpp_enabled() || gpp_exiting())) {
         gpp_free_result r = gpp_free_device((void *)(uintptr_t)dptr, gpp_stream(stream, ptsz), 0);
         if (r != GPP_NOT_OURS) return free_code(r);

@@ -123,12 +123,36 @@ static int serve_alloc_async(void **devPtr, size_t size, cudaStream_t stream, in
         *code = cudaSuccess;
         return 1;
     }
+    if (__builtin_expect(gpp_capture_stream_ordered(stream, per_thread), 0)) {
+        /* a graph memory node, as cudart's cudaMallocAsync makes it: through cuMemAllocAsync
+         * (preload_capture.c); the CUresult codes it can return have the same values as their
+         * cudaError_t counterparts (invalid value, out of memory, the capture errors) */
+        const gpp_real_driver *d = gpp_driver();
+        PFN_cuMemAllocAsync_v11020 real =
+            d ? (per_thread ? d->cuMemAllocAsync_ptsz : d->cuMemAllocAsync) : NULL;
+        if (!real) return 0;
+        CUdeviceptr p = 0;
+        CUresult r = real(&p, size, stream);
+        *devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+        *code = (cudaError_t)r;
+        return 1;
+    }
     return serve_alloc(devPtr, size, stream, per_thread, code);
 }
 
 static int serve_free_async(void *devPtr, cudaStream_t stream, int per_thread, cudaError_t *code)
 {
     if (!devPtr || !(gpp_enabled() || gpp_exiting())) return 0;
+    if (__builtin_expect(gpp_capture_stream_ordered(stream, per_thread), 0)) {
+        /* a free node, as cudart's cudaFreeAsync makes it: only a graph allocation may have
+         * one (cuda.h, cuMemFreeAsync), so the driver answers for gpool's blocks too */
+        const gpp_real_driver *d = gpp_driver();
+        PFN_cuMemFreeAsync_v11020 real =
+            d ? (per_thread ? d->cuMemFreeAsync_ptsz : d->cuMemFreeAsync) : NULL;
+        if (!real) return 0;
+        *code = (cudaError_t)real((CUdeviceptr)(uintptr_t)devPtr, stream);
+        return 1;
+    }
     gpp_free_result r = gpp_free_device(devPtr, gpp_stream(stream, per_thread), 0);
     *code = free_code(r);
     return r != GPP_NOT_OURS;

@@ -113,15 +113,44 @@ static void track(CUstream s)
     if (lost) lose_track("more than 256 live non-blocking streams");
 }
 
+/* Retired events that completed are no longer needed by any flush: destroy them (nb_lock
+ * held), so that destroyed streams do not pile up events. */
+static void reap_retired(const gpp_real_driver *d)
+{
+    for (size_t i = 0; i < n_retired;) {
+        if (d->cuEventQuery(retired[i].e) == CUDA_SUCCESS) {
+            d->cuEventDestroy(retired[i].e);
+            retired[i] = retired[--n_retired];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* cuStreamDestroy: every pool of every device first moves what is pending on the stream onto
+ * an event recorded on it now (gpool_stream_release; legal while the stream still has work:
+ * cuda.h, cuStreamDestroy returns at once and the stream's resources go once its work has
+ * completed), so that no later call names the destroyed stream and a new stream with the same
+ * handle value starts clean. With cudafree_flush=event the stream's own flush event is
+ * recorded too (the next flush of its device takes it over); otherwise nothing keeps one. */
 CUresult gpp_cuStreamDestroy_v2(CUstream s)
 {
     const gpp_real_driver *d = gpp_driver();
     if (!d || !d->cuStreamDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD)
+        for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+            gpool_t *pool = gpp_pool_peek(dev);
+            if (pool) gpool_stream_release(pool, s); /* a failure leaves its frees pending */
+        }
+    int events = gpp_flush_with_events();
     pthread_mutex_lock(&nb_lock);
     for (size_t i = 0; s && i < n_nb; i++) {
         if (nb[i].s != s) continue;
         CUevent e;
-        if (n_retired < GPP_MAX_NB_STREAMS && record_in(d, nb[i].ctx, s, &e) == 0)
+        if (events && n_retired == GPP_MAX_NB_STREAMS) reap_retired(d);
+        if (!events)
+            ; /* flushes synchronize: no flush needs the stream's work */
+        else if (n_retired < GPP_MAX_NB_STREAMS && record_in(d, nb[i].ctx, s, &e) == 0)
             retired[n_retired].e = e, retired[n_retired++].dev = nb[i].dev;
         else
             untracked = 1;

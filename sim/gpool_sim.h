@@ -134,6 +134,11 @@ void gpoolsim_get_live(struct gpoolsim_live *out);
 CUresult gpoolsim_touch(CUstream s, CUdeviceptr p, size_t bytes, int is_write);
 /* Happens-before violations found in this process so far. */
 unsigned long gpoolsim_violations(void);
+/* Calls (of any entry point taking a stream) that named a created stream after its
+ * cuStreamDestroy: each answered CUDA_ERROR_INVALID_HANDLE. With
+ * GPOOL_SIM_REUSE_STREAM_HANDLES=1 a value already given to a new stream names that one and is
+ * not counted. */
+unsigned long gpoolsim_destroyed_stream_calls(void);
 /* Modes (also set by the environment, see above); set them before allocating what they
  * affect. gpoolsim_set_peer_capable: -1 for bad ordinals or dev == peer; disabling also
  * drops peer access already enabled. gpoolsim_set_min_granularity: 0 or -1 (bad size). */

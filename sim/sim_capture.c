@@ -19,6 +19,14 @@
  *  - Work on the legacy stream while a blocking stream of its context captures would make the
  *    legacy stream depend on the capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (cuda.h, the
  *    error's description), capture invalidated.
+ *  - Graph memory nodes: cuMemAllocAsync on a capturing stream adds an allocation node
+ *    (cuda.h, cuMemAllocAsync: during stream capture "this function results in the creation of
+ *    an allocation node"; cuGraphAddMemAllocNode: the address is fixed for the graph's life and
+ *    its memory is the graph's, not usable outside it before the graph runs), cuMemFreeAsync a
+ *    free node. The simulator hands out the address at once (its own allocation, charged to the
+ *    device) and never launches graphs, so the memory goes back when the graph is destroyed
+ *    (cuGraphDestroy; cuDeviceGraphMemTrim then returns it to the OS on a real driver) or when
+ *    the capture ends invalidated (no graph owns it).
  *  - cuStreamEndCapture of an invalidated capture returns
  *    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph; from another thread than the one that
  *    began a non-relaxed capture: CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD. */
@@ -187,7 +195,10 @@ static CUresult sim_end(CUstream hStream, CUgraph *phGraph, int per_thread)
     for (size_t i = 0; i < sim_ncap; i++)
         if (sim_cap[i]->capture_id == id) sim_cap[i]->capture = 0;
     sim_cap_compact();
-    if (invalid) return sim_leave(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    if (invalid) {
+        sim_legacy_graph_release(id); /* its allocation nodes went with it */
+        return sim_leave(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    }
     *phGraph = g;
     return sim_leave(CUDA_SUCCESS);
 }
@@ -277,6 +288,7 @@ CUresult cuGraphDestroy(CUgraph hGraph)
     for (struct CUgraph_st **pp = &sim_graphs; *pp; pp = &(*pp)->next) {
         if (*pp == hGraph) {
             *pp = hGraph->next;
+            sim_legacy_graph_release(hGraph->capture_id); /* never launched: nothing escaped */
             free(hGraph);
             return sim_leave(CUDA_SUCCESS);
         }

@@ -242,6 +242,9 @@ int sim_hb_visible(uintptr_t p, size_t n);
 void sim_hb_teardown(void);
 /* Legacy allocations (sim_legacy.c): is [p, p+n) inside one? Lock held. */
 int sim_legacy_contains(uintptr_t p, size_t n);
+/* The graph memory nodes' allocations made by capture capture_id go (sim_capture.c). Lock
+ * held. */
+void sim_legacy_graph_release(uint64_t capture_id);
 /* Pinned or registered host memory (sim_host.c): is [p, p+n) inside one range? Lock held. */
 /* Bytes from p to the end of the host allocation/registration (cuMemAlloc allocation) holding
  * p; 0 if none. Lock held. */

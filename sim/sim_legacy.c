@@ -23,6 +23,7 @@ struct sim_legacy_alloc {
     int device;
     int managed; /* cuMemAllocManaged: the host reaches it at the same address */
     unsigned long long buffer_id;
+    uint64_t graph; /* made during capture graph (sim_capture.c): a graph memory node's */
 };
 
 static struct sim_legacy_alloc *sim_legacy;
@@ -121,9 +122,27 @@ CUresult sim_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStrea
     if (rc == CUDA_SUCCESS &&
         (rc = sim_stream_lookup_pt(hStream, per_thread, &s)) == CUDA_SUCCESS &&
         (rc = sim_capture_check_legacy(s)) == CUDA_SUCCESS &&
-        (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS)
+        (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS) {
+        if (s->capture) sim_legacy->graph = s->capture_id; /* a graph memory node (sim_capture.c) */
         sim_stream_submit_work(s);
+    }
     return sim_leave(rc);
+}
+
+void sim_legacy_graph_release(uint64_t capture_id)
+{
+    for (struct sim_legacy_alloc **pp = &sim_legacy; *pp;) {
+        struct sim_legacy_alloc *a = *pp;
+        if (a->graph != capture_id) {
+            pp = &a->next;
+            continue;
+        }
+        *pp = a->next;
+        munmap((void *)a->ptr, a->mapped);
+        sim_uncharge(a->device, a->size);
+        free(a);
+        sim_live_add(SIM_LIVE_LEGACY, -1);
+    }
 }
 
 CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread)
@@ -137,6 +156,9 @@ CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread)
     while (a && a->ptr != (uintptr_t)dptr)
         a = a->next;
     if (!a) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    /* cuda.h, cuMemFreeAsync: during stream capture it creates a free node "and must therefore
+     * be passed the address of a graph allocation" (sim_capture.c) */
+    if (s->capture && !a->graph) return sim_leave(CUDA_ERROR_INVALID_VALUE);
     if (sim_stream_submit_work(s)) return sim_leave(CUDA_SUCCESS); /* captured: freed at launch */
     sim_hb_access(s, a->ptr, a->size, SIM_FREE, "cuMemFreeAsync");
     return sim_leave(sim_free(dptr, s));

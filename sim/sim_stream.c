@@ -250,6 +250,29 @@ static void sim_stream_reap(struct CUstream_st *s)
     free(s);
 }
 
+/* Calls that named a stream already destroyed (gpoolsim_destroyed_stream_calls). cuda.h,
+ * cuStreamDestroy: the handle is invalid once the call returns, whatever work is still queued;
+ * a call naming it again is the caller's error (the driver may by then have given the value to
+ * a new stream: GPOOL_SIM_REUSE_STREAM_HANDLES). */
+static unsigned long sim_destroyed_calls;
+
+/* 1 when h is the value of a stream slot handed out before (it is destroyed when its slot is
+ * now empty or holds a destroyed stream). */
+static int sim_handle_was_stream(CUstream h)
+{
+    uintptr_t v = (uintptr_t)h;
+    return v >= SIM_SLOT_BASE && (v - SIM_SLOT_BASE) % SIM_SLOT_STEP == 0 &&
+           (v - SIM_SLOT_BASE) / SIM_SLOT_STEP < sim_nslots;
+}
+
+SIM_EXPORT unsigned long gpoolsim_destroyed_stream_calls(void)
+{
+    sim_lock();
+    unsigned long n = sim_destroyed_calls;
+    sim_unlock();
+    return n;
+}
+
 static struct CUstream_st *sim_slot_stream(CUstream h)
 {
     uintptr_t v = (uintptr_t)h;
@@ -290,6 +313,7 @@ static CUresult sim_stream_resolve(CUstream h, int per_thread, int include_destr
     }
     struct CUstream_st *s = sim_slot_stream(h);
     if (s && (include_destroyed || !s->destroyed)) *out = s;
+    if (!*out && !include_destroyed && sim_handle_was_stream(h)) sim_destroyed_calls++;
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
@@ -492,7 +516,10 @@ static CUresult sim_stream_destroy(CUstream hStream)
     CUresult rc = sim_enter(SIM_cuStreamDestroy);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct CUstream_st *s = sim_slot_stream(hStream);
-    if (!s || s->destroyed) return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+    if (!s || s->destroyed) {
+        if (sim_handle_was_stream(hStream)) sim_destroyed_calls++;
+        return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
     s->destroyed = 1;
     sim_capture_forget(s);
     sim_live_add(SIM_LIVE_STREAMS, -1);

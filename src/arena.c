@@ -585,6 +585,29 @@ void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintp
     gp_heap_retag(&a->heap, from, upto, to, to_seq);
 }
 
+int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq)
+{
+    int moved = 0;
+    if (a->streams_seen == 1 && a->only_tag == tag) {
+        /* its frees were made clean at once (single-stream mode): its queued work may still
+         * use them, as when a second stream appears (note_stream) */
+        gp_heap_retag_clean(&a->heap, tag, 0);
+        a->streams_seen = 2;
+        moved = 1;
+    }
+    if (gp_heap_largest_tagged(&a->heap, tag)) {
+        gp_heap_retag(&a->heap, tag, UINT64_MAX, to, to_seq);
+        moved = 1;
+    }
+    for (size_t i = 0; i < a->npending; i++)
+        if (a->pending[i].tag == tag) {
+            a->pending[i].tag = to;
+            a->pending[i].seq = to_seq;
+            moved = 1;
+        }
+    return moved;
+}
+
 int gp_arena_needs_sync(gp_arena *a)
 {
     uintptr_t tags[1];

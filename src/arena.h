@@ -217,6 +217,11 @@ uintptr_t gp_arena_claim_from(const gp_arena *a);
  * to's, at to_seq (GPOOL_ALLOC_STREAM_WAIT and claims; pending slots keep waiting). */
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
                                uint64_t to_seq);
+/* Lock held: stream tag goes away (gpool_stream_release): everything pending on it -- its
+ * marks at every position, its pending slots, and in single-stream mode the frees it made clean
+ * at once -- becomes pending on `to` at to_seq, so that a new stream with tag's value starts
+ * clean. 1 when anything was pending on tag. */
+int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq);
 /* 1 when a device-wide synchronize would change anything: pending ranges or slots, or frees
  * (or queued use) since the last one. */
 int gp_arena_needs_sync(gp_arena *a);

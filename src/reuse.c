@@ -66,10 +66,18 @@
 int gp_stream_cross_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
                          gpool_status *st)
 {
-    if (gp_stream_record(pool, ptr, tag, ref->tag) != GPOOL_OK) {
+    /* an allocating stream released since (gpool_stream_release) is waited for through its
+     * retired tag, never by its handle; done already, it needs no wait */
+    gp_streams *ss = pool->streams;
+    gp_ss_lock(ss);
+    uintptr_t at = gp_ss_alias(ss, ref->tag);
+    int done = gp_tag_retired(at) && gp_ss_retired_done(ss, at);
+    gp_ss_unlock(ss);
+    if (done) return gp_stream_defer_free(pool, ptr, tag, ref, st);
+    if (gp_stream_record(pool, ptr, tag, at) != GPOOL_OK) {
         /* cannot track one more stream for it: wait for the allocating stream now */
         gp_clear_error();
-        *st = gp_stream_wait(pool, ref->tag);
+        *st = gp_stream_wait(pool, at);
         return *st != GPOOL_OK;
     }
     return gp_stream_defer_free(pool, ptr, tag, ref, st);
@@ -98,6 +106,8 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
     gp_ss_lock(ss);
+    /* a stream named by the caller is alive: a released one's value now names a new stream */
+    if (!gp_tag_retired(tag)) gp_ss_alias_forget(ss, tag);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (!rc) {
         rc = calloc(1, sizeof *rc);
@@ -169,9 +179,14 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block
      * handed out while that stream's earlier work on it was still queued) */
     uintptr_t streams[DEFER_EVENTS + 1];
     size_t ns = 0;
+    /* released streams are named by their retired tags; those whose work is done need no
+     * event (and have no stream to record one on) */
+    btag = gp_ss_alias(ss, btag);
     for (size_t i = 0; i < rc->n; i++)
-        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
-    int listed = btag == tag;
+        if (rc->tags[i] != tag &&
+            !(gp_tag_retired(rc->tags[i]) && gp_ss_retired_done(ss, rc->tags[i])))
+            streams[ns++] = rc->tags[i];
+    int listed = btag == tag || (gp_tag_retired(btag) && gp_ss_retired_done(ss, btag));
     for (size_t i = 0; i < ns; i++)
         listed |= streams[i] == btag;
     if (!listed) streams[ns++] = btag;
@@ -231,6 +246,15 @@ static void free_done(gpool_t *pool, const deferred_free *d, int dev_locked)
     if (d->host) {
         int owned;
         gp_sysmem_free(pool, d->ptr, &owned);
+    } else if (gp_tag_retired(d->tag)) {
+        /* freed on a stream released since: its events include one recorded on that stream at
+         * the release, so all the work that could touch it is done; the tag is the entry's
+         * own, so cleaning it cleans this block only */
+        gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+        if (!dev_locked) gp_arena_lock(a);
+        gp_arena_free_locked(a, d->ptr, d->tag, 0);
+        gp_arena_clean_locked(a, d->tag, UINT64_MAX);
+        if (!dev_locked) gp_arena_unlock(a);
     } else if (dev_locked) {
         gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
     } else {
@@ -321,6 +345,16 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     stream_rec *r = gp_ss_rec(ss, from);
     if (!r) return;
     live_event_done(pool, a, r);
+    if (gp_tag_retired(from)) {  /* a released stream's frees: its event is the only one */
+        if (!r->ev_live) return; /* no event (only a synchronize cleans them), or done */
+        CUevent rev = r->ev;
+        stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
+        if (me && GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                         pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), rev, 0)) ==
+                      CUDA_SUCCESS)
+            gp_arena_hand_over_locked(a, from, UINT64_MAX, tag, me->seq);
+        return;
+    }
     CUevent ev;
     if (r->ev_live) { /* a spare event, for this wait alone */
         if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) return;

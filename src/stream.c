@@ -24,6 +24,22 @@ static int tag_is_ptds(uintptr_t tag)
     return (tag & 0xF) == PTDS_LOW && tag > 0xF;
 }
 
+/* Retired tags (gpool_stream_release): what was pending on a stream the program destroys
+ * moves to a tag of its own, waited for through an event, never named to the driver as a
+ * stream. Low bits no aligned handle, CU_STREAM_* or per-thread tag has. */
+#define RETIRED_LOW 0x7u
+static _Atomic uintptr_t retired_serial = 1;
+
+uintptr_t gp_ss_retired_tag(void)
+{
+    return (atomic_fetch_add(&retired_serial, 1) << 4) | RETIRED_LOW;
+}
+
+int gp_tag_retired(uintptr_t tag)
+{
+    return (tag & 0xF) == RETIRED_LOW && tag > 0xF;
+}
+
 uintptr_t gp_stream_tag(gpool_stream_t s)
 {
     if (s != CU_STREAM_PER_THREAD) return (uintptr_t)s;
@@ -61,10 +77,47 @@ void gp_ss_unlock(gp_streams *ss)
 
 /* ---------- helpers (lock held) ---------- */
 
+uintptr_t gp_ss_alias(gp_streams *ss, uintptr_t tag)
+{
+    if (!ss->aliases.count) return tag;
+    void *v = gp_ptrmap_get(&ss->aliases, tag);
+    return v ? (uintptr_t)v : tag;
+}
+
+#define GP_ALIASES (sizeof((gp_streams *)0)->alias_ring / sizeof(uintptr_t))
+
+void gp_ss_alias_add(gp_streams *ss, uintptr_t handle, uintptr_t rtag)
+{
+    size_t k = ss->alias_next++ % GP_ALIASES;
+    /* the oldest goes, unless its handle was released again since (a newer entry) */
+    if (ss->alias_ring[k] &&
+        (uintptr_t)gp_ptrmap_get(&ss->aliases, ss->alias_ring[k]) == ss->alias_rtag[k])
+        gp_ptrmap_del(&ss->aliases, ss->alias_ring[k]);
+    ss->alias_ring[k] = 0;
+    gp_ptrmap_del(&ss->aliases, handle);
+    if (gp_ptrmap_put(&ss->aliases, handle, (void *)rtag) == 0) {
+        ss->alias_ring[k] = handle;
+        ss->alias_rtag[k] = rtag;
+    }
+}
+
+void gp_ss_alias_forget(gp_streams *ss, uintptr_t handle)
+{
+    if (ss->aliases.count) gp_ptrmap_del(&ss->aliases, handle);
+}
+
+int gp_ss_retired_done(gp_streams *ss, uintptr_t rtag)
+{
+    for (size_t i = 0; i < ss->nrecs; i++)
+        if (ss->recs[i].tag == rtag) return !ss->recs[i].ev_live;
+    return 1;
+}
+
 stream_rec *gp_ss_rec(gp_streams *ss, uintptr_t tag)
 {
     for (size_t i = 0; i < ss->nrecs; i++)
         if (ss->recs[i].tag == tag) return &ss->recs[i];
+    gp_ss_alias_forget(ss, tag); /* a record for a released stream's value: a new stream */
     if (ss->nrecs == ss->cap_recs) {
         size_t cap = ss->cap_recs ? ss->cap_recs * 2 : 8;
         stream_rec *nr = realloc(ss->recs, cap * sizeof *nr);
@@ -117,7 +170,7 @@ void gp_ss_event_put(gpool_t *pool, CUevent ev)
 int gp_ss_other_ctx(gpool_t *pool, uintptr_t tag)
 {
     if (!pool->dc.drv->cuStreamGetCtx || tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY ||
-        tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag))
+        tag == (uintptr_t)CU_STREAM_PER_THREAD || tag_is_ptds(tag) || gp_tag_retired(tag))
         return 0;
     /* cached in the stream's record (made here if need be: callers hold no record pointer of
      * another tag across this call), asked while the stream is alive: a destroyed stream's
@@ -143,7 +196,7 @@ int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
     if (!pool->dc.drv->cuStreamIsCapturing || !gp_tag_mine(tag)) return 0;
     /* cuStreamBeginCapture's doc: "Capture may not be initiated if stream is CU_STREAM_LEGACY"
      * (NULL names the legacy stream in gpool's API): no call needed for it */
-    if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY) return 0;
+    if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY || gp_tag_retired(tag)) return 0;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
                         pool->dc.drv->cuStreamIsCapturing((CUstream)gp_tag_stream(tag), &cs));
@@ -166,6 +219,7 @@ gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
  * that may not be queried (cuStreamBeginCapture's doc comment): those fail too. */
 int gp_ss_record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
+    if (gp_tag_retired(tag)) return 1; /* its stream is gone: its event is recorded already */
     if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_stream_capturing(pool, tag)) return 1;
     return GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
                   pool->dc.drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
@@ -177,7 +231,7 @@ CUresult gp_ss_sync_tag(gpool_t *pool, uintptr_t tag)
 {
     if (gp_stream_capturing(pool, tag)) /* synchronizing captured work is prohibited */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (!gp_tag_mine(tag))
+    if (!gp_tag_mine(tag) || gp_tag_retired(tag)) /* no stream to name: the whole context */
         return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
     return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
                   pool->dc.drv->cuStreamSynchronize((CUstream)gp_tag_stream(tag)));
@@ -214,6 +268,7 @@ gpool_status gp_streams_create(gpool_t *pool)
     if (!ss) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for stream state");
     pthread_mutex_init(&ss->lock, NULL);
     gp_ptrmap_init(&ss->recorded);
+    gp_ptrmap_init(&ss->aliases);
     pool->streams = ss;
     return GPOOL_OK;
 }
@@ -236,6 +291,7 @@ void gp_streams_destroy(gpool_t *pool)
     for (size_t i = 0; i < ss->recorded.cap; i++)
         if (ss->recorded.keys[i]) free(ss->recorded.vals[i]);
     gp_ptrmap_fini(&ss->recorded);
+    gp_ptrmap_fini(&ss->aliases);
     free(ss->recs);
     free(ss->def);
     free(ss->spare);

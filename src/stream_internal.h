@@ -55,6 +55,14 @@ struct gp_streams {
         def_req[GPOOL_MEM_KIND_COUNT];
     CUevent *spare; /* idle events */
     size_t nspare, cap_spare;
+    /* Released streams (gpool_stream_release): handle value -> the retired tag its pending work
+     * went to, for blocks allocated on the stream and freed on another one later (their free
+     * waits for the allocating stream: reuse.c rule 3). A retired tag without a record is done.
+     * An entry goes when a new stream with that value is seen (a record made for it, or a
+     * gpool_record_stream naming it), or when GP_ALIASES newer ones push it out. */
+    gp_ptrmap aliases;
+    uintptr_t alias_ring[256], alias_rtag[256]; /* the entries in the order they came */
+    size_t alias_next;
 };
 
 /* ---- the clock's primitives (stream.c), for reuse.c ---- */
@@ -73,6 +81,18 @@ int gp_ss_record_on(gpool_t *pool, CUevent ev, uintptr_t tag);
 /* Wait for stream tag's queued work (the device's, for tags that cannot be waited for alone).
  * Context entered. */
 CUresult gp_ss_sync_tag(gpool_t *pool, uintptr_t tag);
+/* A new retired tag (gpool_stream_release), and whether tag is one: a released stream's
+ * pending work, covered by an event recorded before its destroy; never a stream handle. */
+uintptr_t gp_ss_retired_tag(void);
+int gp_tag_retired(uintptr_t tag);
+/* Lock held: handle of a released stream -> its retired tag (else tag itself); note one;
+ * forget one (a new stream has that value). */
+uintptr_t gp_ss_alias(gp_streams *ss, uintptr_t tag);
+void gp_ss_alias_add(gp_streams *ss, uintptr_t handle, uintptr_t rtag);
+void gp_ss_alias_forget(gp_streams *ss, uintptr_t handle);
+/* Lock held: 1 when retired tag rtag's work is done (its record is gone or its event seen
+ * complete). */
+int gp_ss_retired_done(gp_streams *ss, uintptr_t rtag);
 /* After cuCtxSynchronize: synchronize the streams of other contexts one by one. */
 gpool_status gp_ss_sync_other_contexts(gpool_t *pool);
 
