@@ -11,6 +11,7 @@ PRELOAD_TDIR  := $(BUILD)/tests/preload
 PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
 	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
+PRELOAD_HELPERS += $(PRELOAD_TDIR)/fork_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -28,7 +29,7 @@ $(BUILD)/obj/preload-gpool/%.o: src/%.c | $(DEPS_OK)
 
 $(PRELOAD_LIB): $(PRELOAD_OBJ) $(PRELOAD_GPOOL_OBJ) preload/preload.map
 	$(CC) -shared -Wl,--version-script=preload/preload.map -o $@ $(PRELOAD_OBJ) \
-	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl -lpthread -lm -ljemalloc -lhwloc
+	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl -lpthread -lm -lhwloc
 
 # A stand-in libcudart.so.13 whose memory functions fail loudly: under LD_PRELOAD none of them
 # may be reached for gpool's pointers.
@@ -36,6 +37,10 @@ $(PRELOAD_TDIR)/libcudart.so.13: $(BUILD)/obj/tests/preload/cudart_standin.o
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libcudart.so.13 -o $@ $< $(LDFLAGS)
 $(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOAD_TDIR)/libcudart.so.13
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
+# fork() and GPOOL_TRACE (tests/test_preload_fork.c): the driver through dlopen, the runtime
+# through the stand-in.
+$(PRELOAD_TDIR)/fork_prog: $(BUILD)/obj/tests/preload/fork_prog.o $(PRELOAD_TDIR)/libcudart.so.13
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)
