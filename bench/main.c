@@ -1158,6 +1158,7 @@ int main(int argc, char **argv)
 {
     cli c;
     if (argc > 1 && !strcmp(argv[1], "import")) return bench_import_main(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "startup")) return bench_startup_main(argc - 2, argv + 2);
     if (parse_cli(argc, argv, &c) != 0) return usage_error(argc, argv);
     if (c.version) {
         printf("gpool-bench (gpool %s)\n", gpool_version());

@@ -29,7 +29,7 @@ $(BUILD)/obj/preload-gpool/%.o: src/%.c | $(DEPS_OK)
 
 $(PRELOAD_LIB): $(PRELOAD_OBJ) $(PRELOAD_GPOOL_OBJ) preload/preload.map
 	$(CC) -shared -Wl,--version-script=preload/preload.map -o $@ $(PRELOAD_OBJ) \
-	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl -lpthread -lm -lhwloc
+	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl -lpthread -lm
 
 # A stand-in libcudart.so.13 whose memory functions fail loudly: under LD_PRELOAD none of them
 # may be reached for gpool's pointers.

@@ -138,9 +138,10 @@ Test(fork, c_api_child_is_refused_the_parents_pool)
 
 /* ---------------- process start ---------------- */
 
-/* The interposer loads only what it uses: no jemalloc (absent on many machines: every process
- * started under LD_PRELOAD would fail with 127), nor what jemalloc pulls in (libstdc++). */
-Test(fork, preload_loads_no_jemalloc)
+/* The interposer loads only what it uses at start: no jemalloc (absent on many machines: every
+ * process started under LD_PRELOAD would fail with 127) nor what it pulls in (libstdc++), no
+ * hwloc (and its libudev) before gpool places host memory (preload/preload_hwloc.c). */
+Test(fork, preload_starts_without_jemalloc_or_hwloc)
 {
     static struct run r;
     char cmd[4400];
@@ -155,6 +156,24 @@ Test(fork, preload_loads_no_jemalloc)
     cr_assert(strstr(r.out, "libgpool_preload.so"), "%s", r.out);
     cr_assert_null(strstr(r.out, "jemalloc"), "%s", r.out);
     cr_assert_null(strstr(r.out, "libstdc++"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "hwloc"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "udev"), "%s", r.out);
+}
+
+/* gpool-bench startup runs both kinds of start and states its goal (the figure itself is the
+ * benchmark's, in make bench). */
+Test(fork, startup_benchmark_reports_plain_preloaded_and_the_goal)
+{
+    static struct run r;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "'%s/gpool-bench' startup --runs 5 2>&1", build_dir());
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(r.out, 1, sizeof r.out - 1, p);
+    r.out[n] = 0;
+    cr_assert_eq(pclose(p), 0, "%s", r.out);
+    cr_assert(strstr(r.out, "plain") && strstr(r.out, "preloaded"), "%s", r.out);
+    cr_assert(strstr(r.out, "(goal <= 1 ms CPU): "), "%s", r.out);
 }
 
 /* ---------------- GPOOL_TRACE ---------------- */
@@ -303,7 +322,8 @@ Test(fork, c_api_trace_child_exit_writes_no_parent_row)
             cr_assert_eq(gpool_alloc(pool, 4096 + (size_t)i, NULL, &p), GPOOL_OK);
             cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
         }
-        fflush(NULL);
+        fflush(stdout); /* not fflush(NULL): a trace buffered in the process is what this tests */
+        fflush(stderr);
         pid_t pid = fork();
         cr_assert_geq(pid, 0);
         if (pid == 0) {
