@@ -762,10 +762,18 @@ static void *proc_substitute(const gpp_real_driver *d, const char *symbol, int v
     return NULL;
 }
 
+/* cuGetProcAddress needs no initialisation: in a forked child it still answers, with the real
+ * entry points (serving is off there, so nothing is substituted), which then give the child
+ * the driver's own answer. */
+static const gpp_real_driver *getproc_driver(void)
+{
+    return gpp_in_forked_child() ? driver_ok : gpp_driver();
+}
+
 CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    const gpp_real_driver *d = gpp_driver();
+    const gpp_real_driver *d = getproc_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = d->cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, status);
     if (r == CUDA_SUCCESS && pfn) {
@@ -777,7 +785,7 @@ CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_versio
 
 CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
 {
-    const gpp_real_driver *d = gpp_driver();
+    const gpp_real_driver *d = getproc_driver();
     if (!d || !d->cuGetProcAddress_v1) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = d->cuGetProcAddress_v1(symbol, pfn, cuda_version, flags);
     if (r == CUDA_SUCCESS && pfn) {

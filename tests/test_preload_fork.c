@@ -41,7 +41,7 @@ Test(fork, child_driver_calls_get_not_initialized_and_never_hang)
 {
     static struct run r;
     run_expect(&r, "fork_prog", "child_driver 20", 1, NULL, 0);
-    cr_assert(strstr(r.out, "child_alloc=3 child_free=3"), "%s", r.out);
+    cr_assert(strstr(r.out, "child_alloc=3 child_free=3 child_getproc=ok"), "%s", r.out);
     expect_every_child_refused(&r, 20);
 }
 
@@ -158,6 +158,18 @@ Test(fork, preload_starts_without_jemalloc_or_hwloc)
     cr_assert_null(strstr(r.out, "libstdc++"), "%s", r.out);
     cr_assert_null(strstr(r.out, "hwloc"), "%s", r.out);
     cr_assert_null(strstr(r.out, "udev"), "%s", r.out);
+    /* libgpool.so: hwloc (it places host memory with it), no jemalloc, no libstdc++ */
+    snprintf(cmd, sizeof cmd,
+             "env LD_TRACE_LOADED_OBJECTS=1 LD_PRELOAD='%s/libgpool.so' /bin/true 2>&1",
+             build_dir());
+    p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    n = fread(r.out, 1, sizeof r.out - 1, p);
+    r.out[n] = 0;
+    cr_assert_eq(pclose(p), 0, "%s", r.out);
+    cr_assert(strstr(r.out, "libgpool.so"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "jemalloc"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "libstdc++"), "%s", r.out);
 }
 
 /* gpool-bench startup runs both kinds of start and states its goal (the figure itself is the

@@ -145,10 +145,14 @@ static int child_driver(int forks)
             CUdeviceptr p = 0;
             CUresult a = mem_alloc(&p, MIB);
             CUresult f = mem_free(held);
-            if (i == 0) say("child_alloc=%d child_free=%d\n", (int)a, (int)f);
-            _exit(a == CUDA_ERROR_NOT_INITIALIZED && f == CUDA_ERROR_NOT_INITIALIZED ? 0
-                  : a == CUDA_SUCCESS                                                ? 2
-                                                                                     : 3);
+            /* cuGetProcAddress needs no initialisation: it answers in a child too */
+            void *fn = proc("cuMemAlloc");
+            if (i == 0)
+                say("child_alloc=%d child_free=%d child_getproc=%s\n", (int)a, (int)f,
+                    fn ? "ok" : "failed");
+            _exit(a == CUDA_ERROR_NOT_INITIALIZED && f == CUDA_ERROR_NOT_INITIALIZED && fn ? 0
+                  : a == CUDA_SUCCESS                                                      ? 2
+                                                                                           : 3);
         }
         wait_child(pid, &t);
     }
