@@ -192,11 +192,16 @@ static void sim_parse_fail(const char *spec)
 }
 
 /* The child of a fork (pthread_atfork child handler; it runs on the one thread the child has).
- * The driver's state does not survive fork: the CUDA C++ Programming Guide (CUDA Runtime,
- * "Initialization") says a CUDA context created before fork() cannot be used by the child,
- * and the driver API reference's CUDA_ERROR_NOT_INITIALIZED ("the CUDA driver has not been
- * initialized with cuInit() or ... initialization has failed") is what a real driver answers
- * the child's calls, cuInit included. With GPOOL_SIM_FORK=driver the simulator does the same
+ * The driver's state does not survive fork: CUDA duplicates none of its internal data
+ * structures or threads into the child, and any CUDA use between fork() and exec() is
+ * undefined (the CUDA C++ guidelines' rule "[fork] A call to fork must be immediately followed
+ * by a call to exec", CUDA-1.6 in Axivion's CUDA rule reference). What a real driver answers
+ * such a child, cuInit included, is CUDA_ERROR_NOT_INITIALIZED (3; the runtime's
+ * cudaErrorInitializationError, also 3, "initialization error": pytorch/pytorch#17357,
+ * apache/mxnet#14753); the driver API reference documents that code as "the CUDA driver has
+ * not been initialized with cuInit() or ... initialization has failed". POSIX fork(): the
+ * child has one thread and a copy of the parent's mutexes in whatever state they were (IEEE
+ * Std 1003.1). With GPOOL_SIM_FORK=driver the simulator does the same
  * for a child forked after cuInit succeeded; cuDriverGetVersion, cuGetProcAddress and the
  * error-string calls, which need no initialisation, still answer. The driver lock is made
  * anew in every child, so a child never waits for a call another thread of the parent was

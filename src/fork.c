@@ -1,6 +1,6 @@
-/* fork.c — a pool used in a child of fork() (fork.h). The CUDA C++ Programming Guide
- * (Initialization) says a CUDA context does not survive fork: the child cannot use the
- * parent's, and a real driver answers its calls CUDA_ERROR_NOT_INITIALIZED. So the parent's
+/* fork.c — a pool used in a child of fork() (fork.h). CUDA state does not survive fork (any
+ * CUDA use between fork() and exec() is undefined; a real driver answers the child
+ * CUDA_ERROR_NOT_INITIALIZED: sim/sim_state.c names the sources). So the parent's
  * pools are not the child's: gpool refuses every call on them in the child, at once, instead
  * of waiting for a lock a thread of the parent held at fork (the child has only the thread that
  * forked) or handing out a block the parent also owns.
