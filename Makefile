@@ -15,8 +15,9 @@ CFLAGS    := -std=c11 $(OPT) -g -fPIC -pthread $(WARN) $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS   := -pthread $(SAN) $(EXTRA_LDFLAGS)
 LIBS      := -ldl -lm -ljemalloc -lhwloc
 # libgpool.so links no jemalloc (its STATIC_TLS would keep it out of a running process's dlopen);
-# executables (tests, gpool-bench) keep it: the hot-path benchmark compares with it
-SO_LIBS   := $(filter-out -ljemalloc,$(LIBS))
+# executables (tests, gpool-bench) keep it: the hot-path benchmark compares with it. Nor libm:
+# the library calls none of it (without --as-needed, clang's link would still name it NEEDED).
+SO_LIBS   := $(filter-out -ljemalloc -lm,$(LIBS))
 
 LIB_SRC   := $(sort $(wildcard src/*.c))
 SIM_SRC   := $(sort $(wildcard sim/*.c))

@@ -512,6 +512,9 @@ int bench_scale_run(const bench_device *dev, bench_scale_row *rows, size_t n, ch
 /* `gpool-bench import SNAPSHOT -o TRACE.csv [--device N]` (argv: the arguments after
  * "import"): runs tools/snapshot_import.py; returns the exit status when it cannot. */
 int bench_import_main(int argc, char **argv);
+/* startup.c: `gpool-bench startup`, the cost of LD_PRELOAD=libgpool_preload.so at process
+ * start (argv after the command word; argv[-1] must be readable). */
+int bench_startup_main(int argc, char **argv);
 
 /* ---- dropin.c: the pair through libgpool_preload.so (hotpath --dropin) --------------------- */
 

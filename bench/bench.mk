@@ -41,6 +41,8 @@ bench-steps: $(BUILD)/gpool-bench $(SIMLIB) $(BUILD)/bench/dropin_client $(BUILD
 	done
 	@echo "== gpool-bench hotpath --dropin (the pair through libgpool_preload.so)"
 	GPOOL_LIBCUDA=$(abspath $(SIMLIB)) $(BUILD)/gpool-bench hotpath --dropin
+	@echo "== gpool-bench startup (/bin/true plain and under LD_PRELOAD=libgpool_preload.so)"
+	$(BUILD)/gpool-bench startup
 
 # The fragmentation goal (min capacity <= 1.05 x peak live + 4 MiB) on every shipped trace,
 # and on its multi-stream variants (2 and 4 streams, side stream; completion BENCH_LAG late).

@@ -81,6 +81,11 @@ static const cmd_help helps[] = {
     {"import", "usage: gpool-bench import SNAPSHOT.pickle -o TRACE.csv [--device N]\n"
                "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into replay\n"
                "CSV, one file per device; frees at free_completed, streams kept.\n"},
+    {"startup", "usage: gpool-bench startup [--runs N] [--program PATH] [--require-goal] [--json]\n"
+                "Median CPU and wall time of starting PATH (default /bin/true) plain and under\n"
+                "LD_PRELOAD=libgpool_preload.so (next to gpool-bench, or $GPOOL_PRELOAD_LIB),\n"
+                "interleaved, N starts each (default 200). Goal: preloaded at most 1 ms CPU above\n"
+                "plain; --require-goal exits 1 when missed.\n"},
 };
 
 void bench_cli_strategies(FILE *f)
@@ -105,7 +110,7 @@ int bench_cli_help(FILE *f, const char *cmd)
         if (strcmp(cmd, helps[i].name) != 0) continue;
         fputs(helps[i].text, f);
         if (strcmp(cmd, "view") && strcmp(cmd, "info") && strcmp(cmd, "hotpath") &&
-            strcmp(cmd, "scale") && strcmp(cmd, "import"))
+            strcmp(cmd, "scale") && strcmp(cmd, "import") && strcmp(cmd, "startup"))
             bench_cli_strategies(f);
         return 0;
     }

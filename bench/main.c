@@ -1151,10 +1151,15 @@ typedef struct bench_command {
 } bench_command;
 
 static const bench_command commands[] = {
-    {"replay", cmd_replay, 1, NULL},   {"fit", cmd_fit, 1, NULL},
-    {"compare", cmd_compare, 1, NULL}, {"hotpath", cmd_hotpath, 1, NULL},
-    {"scale", cmd_scale, 1, NULL},     {"info", cmd_info, 1, NULL},
-    {"view", cmd_view_file, 0, NULL},  {"import", NULL, 0, bench_import_main},
+    {"replay", cmd_replay, 1, NULL},
+    {"fit", cmd_fit, 1, NULL},
+    {"compare", cmd_compare, 1, NULL},
+    {"hotpath", cmd_hotpath, 1, NULL},
+    {"scale", cmd_scale, 1, NULL},
+    {"info", cmd_info, 1, NULL},
+    {"view", cmd_view_file, 0, NULL},
+    {"import", NULL, 0, bench_import_main},
+    {"startup", NULL, 0, bench_startup_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -18,6 +18,17 @@
  * Unless a function says otherwise it is thread-safe: any thread may call it on any pool.
  * gpool_destroy() is the exception: no other thread may use that pool meanwhile.
  *
+ * @par fork()
+ * A pool belongs to the process that created it. CUDA state does not survive fork() (the child
+ * cannot use the parent's context; the driver answers CUDA_ERROR_NOT_INITIALIZED), so in a
+ * child every call on a pool created before the fork -- alloc, free, destroy, trim, stats,
+ * block queries, gpool_dump_json, gpool_mem_get_info -- returns GPOOL_ERR_DRIVER at once, its
+ * message saying so, without waiting for a lock a thread of the parent held at fork and
+ * without handing out or freeing a block (a child never gets a block the parent owns). The
+ * parent is unaffected. Pools the child creates itself work as anywhere (where the driver lets
+ * the child use CUDA: a child forked after CUDA initialised must exec first). Cost: one load
+ * and compare per call; the fork handler only stores a number.
+ *
  * @par Ownership
  * A block belongs to the pool that allocated it and must be freed through that pool
  * (gpool_free(), gpool_free_async()) or is freed by gpool_destroy(). The library never takes
@@ -262,7 +273,12 @@ typedef struct gpool_config {
     int verbose;
     /** Stream used by gpool_alloc and gpool_free (default NULL, the legacy stream). */
     gpool_stream_t default_stream;
-    /** If not NULL (nor ""), log every alloc/free as RMM replay CSV to this file. The string
+    /** If not NULL (nor ""), log every alloc/free as RMM replay CSV to this file (else the
+     *  GPOOL_TRACE environment variable names it). The file is appended to (O_APPEND), one
+     *  write() per complete row, the header once when the file is empty: several pools,
+     *  processes and forked children may share one path without losing, tearing or
+     *  duplicating a row; remove the file before a new recording. "%p" in the path is
+     *  replaced by the process id (one file per process). docs/tracing.md. The string
      *  is the caller's (gpool_create() copies it), or the library's when gpool_config_parse()
      *  set it (kept until the library is unloaded; never free it). */
     const char *trace_path;

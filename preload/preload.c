@@ -100,6 +100,29 @@ static void read_conf(void)
     atomic_compare_exchange_strong(&serving, &expected, conf_enabled);
 }
 
+/* fork. A child forked after the parent used CUDA through the interposer gets none of the
+ * parent's CUDA state (sim/sim_state.c cites the documentation): the child handler below sets
+ * gpp_forked_child and turns serving off, nothing else (no lock, no copy, no driver call), so
+ * a child that never calls CUDA pays nothing. From then on gpp_driver() answers NULL, which
+ * every driver hook turns into CUDA_ERROR_NOT_INITIALIZED, the real driver's answer in such a
+ * child; the runtime hooks answer cudaErrorInitializationError (preload_runtime.c REAL). No
+ * hook reaches gpool in the child: no lock another thread of the parent held at fork is ever
+ * waited for, no block of the parent's pools is handed out or freed, and exit() in the child
+ * does not switch to the exiting paths (which look blocks up in the parent's pools). The
+ * parent goes on unaffected. A child forked before the parent touched CUDA is a process like
+ * any other. */
+atomic_int gpp_forked_child;
+static atomic_int cuda_touched; /* gpp_driver() was called: the parent may hold CUDA state */
+static _Atomic(const struct gpp_real_driver *) driver_loaded; /* gpp_driver()'s fast path */
+
+static void fork_child(void)
+{
+    if (!atomic_load_explicit(&cuda_touched, memory_order_relaxed)) return;
+    atomic_store_explicit(&gpp_forked_child, 1, memory_order_relaxed);
+    atomic_store_explicit(&serving, 0, memory_order_relaxed);
+    atomic_store_explicit(&driver_loaded, NULL, memory_order_relaxed);
+}
+
 int gpp_exiting(void)
 {
     return atomic_load_explicit(&exiting, memory_order_relaxed);
@@ -115,7 +138,7 @@ int gpp_enabled(void)
 
 static void mark_exiting(void)
 {
-    atomic_store(&exiting, 1);
+    if (!gpp_in_forked_child()) atomic_store(&exiting, 1);
     atomic_store(&serving, 0);
 }
 
@@ -123,6 +146,7 @@ __attribute__((constructor)) static void preload_init(void)
 {
     pthread_once(&conf_once, read_conf); /* a bad GPOOL_CONF is reported at start-up */
     atexit(mark_exiting);
+    pthread_atfork(NULL, NULL, fork_child);
 }
 
 __attribute__((destructor)) static void preload_fini(void)
@@ -371,6 +395,8 @@ const gpp_real_driver *gpp_driver(void)
 {
     const gpp_real_driver *d = atomic_load_explicit(&driver_loaded, memory_order_acquire);
     if (__builtin_expect(d != NULL, 1)) return d;
+    atomic_store_explicit(&cuda_touched, 1, memory_order_relaxed);
+    if (gpp_in_forked_child()) return NULL; /* the parent's driver state is not ours */
     pthread_once(&driver_once, load_driver);
     if (driver_ok)
         atomic_store_explicit(&driver_loaded, driver_ok, memory_order_release);
@@ -811,10 +837,18 @@ static void *proc_substitute(const gpp_real_driver *d, const char *symbol, int v
     return NULL;
 }
 
+/* cuGetProcAddress needs no initialisation: in a forked child it still answers, with the real
+ * entry points (serving is off there, so nothing is substituted), which then give the child
+ * the driver's own answer. */
+static const gpp_real_driver *getproc_driver(void)
+{
+    return gpp_in_forked_child() ? driver_ok : gpp_driver();
+}
+
 CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    const gpp_real_driver *d = gpp_driver();
+    const gpp_real_driver *d = getproc_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = d->cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, status);
     if (r == CUDA_SUCCESS && pfn) {
@@ -826,7 +860,7 @@ CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_versio
 
 CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
 {
-    const gpp_real_driver *d = gpp_driver();
+    const gpp_real_driver *d = getproc_driver();
     if (!d || !d->cuGetProcAddress_v1) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = d->cuGetProcAddress_v1(symbol, pfn, cuda_version, flags);
     if (r == CUDA_SUCCESS && pfn) {

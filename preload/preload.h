@@ -74,6 +74,13 @@ const gpp_real_driver *gpp_driver(void);
 /* 1 while the interposer serves calls: GPOOL_CONF was valid, disable=1 not given, the
  * process is not exiting. Reads the configuration on first call. */
 int gpp_enabled(void);
+/* 1 in a child forked after the parent called into CUDA through the interposer (preload.c
+ * "fork"): gpp_enabled() is 0 and gpp_driver() NULL there. */
+extern atomic_int gpp_forked_child;
+static inline int gpp_in_forked_child(void)
+{
+    return __builtin_expect(atomic_load_explicit(&gpp_forked_child, memory_order_relaxed), 0);
+}
 /* 1 once exit() has started (our atexit handler or destructor ran). */
 int gpp_exiting(void);
 

@@ -5,15 +5,15 @@
 #
 # The interposer links gpool in statically (libgpool.a, built -fPIC) and exports only the hooks
 # listed in preload/preload.map.
+# It links nothing but libc (and libdl, part of it since glibc 2.34): every process started
+# under LD_PRELOAD loads it. No jemalloc; hwloc is loaded on first use (preload_hwloc.c), and
+# --no-undefined fails the link if gpool calls an hwloc function preload_hwloc.c lacks.
 PRELOAD_OBJ   := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
 PRELOAD_LIB   := $(BUILD)/libgpool_preload.so
 PRELOAD_TDIR  := $(BUILD)/tests/preload
-PRELOAD_HELPERS := $(PRELOAD_TDIR)/libcudart.so.13 $(PRELOAD_TDIR)/runtime_prog \
+PRELOAD_HELPERS = $(PRELOAD_TDIR)/libcudart.so.13 $(RUNTIME_PROGS) $(LINKED_PROGS) \
 	$(PRELOAD_TDIR)/driver_prog $(PRELOAD_TDIR)/libnext_base.so $(PRELOAD_TDIR)/libnext_wrap.so \
-	$(PRELOAD_TDIR)/next_prog $(PRELOAD_TDIR)/direct_prog
-PRELOAD_HELPERS += $(PRELOAD_TDIR)/query_prog $(PRELOAD_TDIR)/query_direct
-PRELOAD_HELPERS += $(PRELOAD_TDIR)/order_prog
-PRELOAD_HELPERS += $(PRELOAD_TDIR)/streams_prog
+	$(PRELOAD_TDIR)/next_prog
 
 .PHONY: preload
 preload: $(PRELOAD_LIB)
@@ -30,20 +30,18 @@ $(BUILD)/obj/preload-gpool/%.o: src/%.c | $(DEPS_OK)
 -include $(PRELOAD_GPOOL_OBJ:.o=.d)
 
 $(PRELOAD_LIB): $(PRELOAD_OBJ) $(PRELOAD_GPOOL_OBJ) preload/preload.map
-	$(CC) -shared -Wl,--version-script=preload/preload.map -o $@ $(PRELOAD_OBJ) \
-	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl -lpthread -lm -ljemalloc -lhwloc
+	$(CC) -shared -Wl,--version-script=preload/preload.map -Wl,--no-undefined -o $@ $(PRELOAD_OBJ) \
+	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl
 
 # A stand-in libcudart.so.13 whose memory functions fail loudly: under LD_PRELOAD none of them
 # may be reached for gpool's pointers.
 $(PRELOAD_TDIR)/libcudart.so.13: $(BUILD)/obj/tests/preload/cudart_standin.o
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libcudart.so.13 -o $@ $< $(LDFLAGS)
-$(PRELOAD_TDIR)/runtime_prog: $(BUILD)/obj/tests/preload/runtime_prog.o $(PRELOAD_TDIR)/libcudart.so.13
-	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
-# Pointer queries and memory for others (tests/test_preload_query.c): driver and runtime.
-$(PRELOAD_TDIR)/query_prog: $(BUILD)/obj/tests/preload/query_prog.o $(PRELOAD_TDIR)/libcudart.so.13
-	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl
-$(PRELOAD_TDIR)/order_prog: $(BUILD)/obj/tests/preload/order_prog.o $(PRELOAD_TDIR)/libcudart.so.13
+# Programs linked against the cudart stand-in: runtime_prog; query_prog (pointer queries and
+# memory for others), order_prog (free ordering), fork_prog (fork() and GPOOL_TRACE).
+RUNTIME_PROGS := $(addprefix $(PRELOAD_TDIR)/,runtime_prog query_prog order_prog fork_prog)
+$(RUNTIME_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl -lpthread
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o
 	@mkdir -p $(@D)

@@ -9,10 +9,12 @@
 
 #define GPP_EXPORT __attribute__((visibility("default")))
 
-/* The real function `name` of type `type`, looked up once. */
+/* The real function `name` of type `type`, looked up once. In a child forked after CUDA was
+ * used, the runtime's answer for the parent's state: cudaErrorInitializationError. */
 #define REAL(type, name)                                                                           \
     static void *real_ptr_##name;                                                                  \
     type real_##name;                                                                              \
+    if (gpp_in_forked_child()) return cudaErrorInitializationError; /* preload.c "fork" */         \
     *(void **)&real_##name = __atomic_load_n(&real_ptr_##name, __ATOMIC_ACQUIRE);                  \
     if (!real_##name) {                                                                            \
         *(void **)&real_##name = gpp_real_runtime(#name);                                          \

@@ -29,6 +29,14 @@
  *                            two, any size spelling; 0 = default, equal to RECOMMENDED = 2 MiB)
  *   GPOOL_SIM_DEVICE_NO_CPU=1  VMM device memory is not accessible from the CPU: its addresses
  *                            stay PROT_NONE, contents are reached only through copies
+ *   GPOOL_SIM_FORK=driver|inherit  a child forked after cuInit: "driver" answers its driver
+ *                            calls CUDA_ERROR_NOT_INITIALIZED, as a real driver does (its state
+ *                            does not survive fork; sim_state.c cites the source); "inherit"
+ *                            (default) lets the child go on with a copy of the parent's state,
+ *                            which the simulator's own tools rely on (gpool-bench replay's
+ *                            isolated runs, the fault tests' forked plans). Either way a child
+ *                            never waits on the driver lock held at fork; under "driver" it
+ *                            does not write the parent's GPOOL_SIM_STATS
  * A malformed value of any of these is fatal (message on stderr, abort()).
  *
  * At unload (process exit or last dlclose) the statistics are written first, then the driver

@@ -29,6 +29,9 @@ static unsigned long sim_fail_at[SIM_ENTRY_COUNT][SIM_FAIL_SLOTS]; /* call numbe
 static unsigned long sim_forced;
 static long sim_live[SIM_LIVE_KIND_COUNT];
 static char *sim_stats_path;
+/* GPOOL_SIM_FORK=driver: this process is a child forked after cuInit (sim_forked_child). */
+static int sim_fork_rule;
+static int sim_forked_child;
 
 static const char *const sim_entry_names[SIM_ENTRY_COUNT] = {
 #define SIM_NAME_ENTRY(name, err) #name,
@@ -63,6 +66,7 @@ CUresult sim_enter(enum sim_entry entry)
     sim_lock();
     unsigned long n = ++sim_calls[entry];
     if (sim_deinitialized) return CUDA_ERROR_DEINITIALIZED;
+    if (sim_forked_child && !sim_works_before_init(entry)) return CUDA_ERROR_NOT_INITIALIZED;
     for (int i = 0; i < SIM_FAIL_SLOTS; i++) {
         if (sim_fail_at[entry][i] == n) {
             sim_fail_at[entry][i] = 0;
@@ -187,8 +191,34 @@ static void sim_parse_fail(const char *spec)
     }
 }
 
+/* The child of a fork (pthread_atfork child handler; it runs on the one thread the child has).
+ * The driver's state does not survive fork: CUDA duplicates none of its internal data
+ * structures or threads into the child, and any CUDA use between fork() and exec() is
+ * undefined (the CUDA C++ guidelines' rule "[fork] A call to fork must be immediately followed
+ * by a call to exec", CUDA-1.6 in Axivion's CUDA rule reference). What a real driver answers
+ * such a child, cuInit included, is CUDA_ERROR_NOT_INITIALIZED (3; the runtime's
+ * cudaErrorInitializationError, also 3, "initialization error": pytorch/pytorch#17357,
+ * apache/mxnet#14753); the driver API reference documents that code as "the CUDA driver has
+ * not been initialized with cuInit() or ... initialization has failed". POSIX fork(): the
+ * child has one thread and a copy of the parent's mutexes in whatever state they were (IEEE
+ * Std 1003.1). With GPOOL_SIM_FORK=driver the simulator does the same
+ * for a child forked after cuInit succeeded; cuDriverGetVersion, cuGetProcAddress and the
+ * error-string calls, which need no initialisation, still answer. The driver lock is made
+ * anew in every child, so a child never waits for a call another thread of the parent was
+ * inside at fork (the bookkeeping that call was changing is not used again). The child never
+ * writes the parent's GPOOL_SIM_STATS under the rule. */
+static void sim_fork_child(void)
+{
+    pthread_mutex_init(&sim_mutex, NULL);
+    if (!sim_fork_rule || !sim_initialized) return;
+    sim_forked_child = 1;
+    free(sim_stats_path);
+    sim_stats_path = NULL;
+}
+
 __attribute__((constructor)) static void sim_configure(void)
 {
+    pthread_atfork(NULL, NULL, sim_fork_child);
     size_t capacity = (size_t)8 << 30;
     const char *v = getenv("GPOOL_SIM_MEMORY");
     if (v && *v && sim_parse_size(v, &capacity) != 0)
@@ -207,6 +237,10 @@ __attribute__((constructor)) static void sim_configure(void)
     if (v && *v) sim_parse_fail(v);
     v = getenv("GPOOL_SIM_STATS");
     if (v && *v) sim_stats_path = strdup(v);
+    v = getenv("GPOOL_SIM_FORK");
+    if (v && *v && strcmp(v, "driver") != 0 && strcmp(v, "inherit") != 0)
+        sim_fatal("GPOOL_SIM_FORK", v, "expected driver or inherit");
+    sim_fork_rule = v && !strcmp(v, "driver");
 }
 
 /* ---- statistics at unload ---- */

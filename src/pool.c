@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fork.h"
 #include "kind.h"
 #include "policy.h"
 #include "pool.h"
@@ -111,6 +112,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
         pool_free_struct(pool);
         return st;
     }
+    gp_fork_note_pool(pool->id);
     *out = pool;
     return GPOOL_OK;
 }
@@ -118,6 +120,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
 gpool_status gpool_destroy(gpool_t *pool)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_destroy: pool is NULL");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_destroy");
     gp_pool_unregister(pool);
     pthread_mutex_lock(&pool->lock);
     gp_tcache_pool_gone(pool);
@@ -211,6 +214,7 @@ static gpool_status alloc_impl(gpool_t *pool, size_t size, const gpool_alloc_par
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "%s: %s is NULL", call, pool ? "out" : "pool");
     *out = NULL;
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse(call);
     if (size == 0) return GPOOL_OK;
     return gp_named(place_and_alloc(pool, size, params, stream, out), call);
 }
@@ -234,7 +238,8 @@ static gpool_status params_in(const gpool_alloc_params **params, gpool_alloc_par
 gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params, void **out)
 {
     /* the hot path: a cached small block of the default stream */
-    if (__builtin_expect(pool && out && !params && size - 1 < pool->cfg.small_max && !pool->trace,
+    if (__builtin_expect(pool && out && !params && size - 1 < pool->cfg.small_max && !pool->trace &&
+                             !gp_fork_parents_pool(pool->id),
                          1) &&
         gp_tcache_alloc(pool, size, out))
         return GPOOL_OK;
@@ -264,6 +269,7 @@ gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_par
 static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_free");
     if (!ptr) return GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
     for (int i = 0; i < GP_KIND_COUNT; i++) {
@@ -288,7 +294,8 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
     /* the hot path: a small block back into this thread's cache */
     if (__builtin_expect(pool && ptr && !pool->trace &&
-                             !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed),
+                             !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
+                             !gp_fork_parents_pool(pool->id),
                          1) &&
         gp_tcache_free(pool, ptr))
         return GPOOL_OK;
@@ -322,6 +329,7 @@ gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream
 gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_trim: pool is NULL");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_trim");
     gpool_status st = GPOOL_OK;
     for (int i = 0; i < GP_KIND_COUNT; i++) {
         gpool_status s2 = gp_kinds[i]->trim(pool, keep_bytes);
@@ -419,6 +427,7 @@ static gpool_status stats_out(gpool_t *pool, gpool_stats *out, int exact, const 
 {
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "%s: %s is NULL", call, pool ? "out" : "pool");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse(call);
     size_t size;
     gpool_status st = gp_struct_size(&gp_type_stats, out, call, 0, &size);
     if (st != GPOOL_OK) return st;
@@ -497,6 +506,7 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
     if (!pool || !out)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_get_block_desc: %s is NULL",
                        pool ? "out" : "pool");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_get_block_desc");
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
     for (int i = 0; ptr && i < GP_KIND_COUNT; i++) {
@@ -511,6 +521,7 @@ gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total
 {
     if (!pool || !free_bytes || !total_bytes)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_mem_get_info: NULL argument");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_mem_get_info");
     return gp_device_mem_info(pool, free_bytes, total_bytes);
 }
 
@@ -552,6 +563,7 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
 {
     if (!pool || !f)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_dump_json: %s is NULL", pool ? "f" : "pool");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_dump_json");
     static const char *const kinds[] = {"total", "device", "host_pinned", "host_mapped"};
     gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
