@@ -266,9 +266,20 @@ static void batch_thread_exit(void *arg)
     tl_batch = NULL;
 }
 
+/* exit(): blocks still waiting in a batch go back to their pools (so a GPOOL_TRACE file records
+ * their frees) while the driver is still up. Registered with the first batch, from the
+ * program's own code: it then runs before the dynamic linker's destructors (a handler
+ * registered from the interposer's constructor would run after them: constructors of
+ * LD_PRELOAD objects run before __libc_start_main registers the linker's fini). */
+static void flush_at_exit(void)
+{
+    if (gpp_enabled() && !gpp_in_forked_child()) gpp_batch_flush_all();
+}
+
 static void make_key(void)
 {
     pthread_key_create(&batch_key, batch_thread_exit);
+    atexit(flush_at_exit);
 }
 
 static gpp_batch *batch_create(void)
