@@ -604,7 +604,8 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
             k->small = NULL;
         }
         pthread_mutex_unlock(&s->lock);
-        gp_small_destroy(drop);
+        gpool_status s1 = gp_small_destroy(drop); /* a failed unregister is reported */
+        if (s1 != GPOOL_OK && st == GPOOL_OK) st = s1;
         for (int pg = 0; pg < PG_COUNT; pg++) {
             if (!large[pg]) continue;
             gpool_status s2 = gp_arena_trim(large[pg], keep);
@@ -711,7 +712,7 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
             gp_arena_fini(s->k[i].large[pg], NULL, NULL);
             free(s->k[i].large[pg]);
         }
-        gp_small_destroy(s->k[i].small);
+        (void)gp_small_destroy(s->k[i].small); /* the pool goes whatever the driver says */
     }
     gp_numa_fini(&s->numa);
     gp_ptrmap_fini(&s->blocks);
