@@ -130,3 +130,148 @@ Test(floor_defects, trim_reports_a_failed_host_unregister_mapped)
 {
     trim_reports(GPOOL_MEM_HOST_MAPPED, 64 * KiB, 1);
 }
+
+/* ---------- host frees on the event clock ---------- */
+
+TestSuite(floor_host_clock, .init = NULL);
+
+static uint64_t driver_calls(gpool_t *pool)
+{
+    gpool_stats s = GPOOL_STATS_INIT;
+    gpool_get_stats(pool, &s);
+    return s.driver_calls_total;
+}
+
+/* 100,000 pairs made 300,000 driver calls (an event recorded and queried at each free); now
+ * one event per many frees (sysmem.c HOST_*POLL*: 256 small ones, 4 MiB of large ones), and a
+ * free on the block's own stream makes none. At most one driver call per per_call pairs. */
+static void pairs_make_few_driver_calls(gpool_mem_kind kind, size_t size, int per_call)
+{
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    gpool_alloc_params p = GPOOL_ALLOC_PARAMS_INIT;
+    p.kind = kind;
+    void *h = NULL;
+    for (int i = 0; i < 200; i++) { /* warm: the extent or pages are there */
+        cr_assert_eq(gpool_alloc(pool, size, &p, &h), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(gpool_free(pool, h), GPOOL_OK);
+    }
+    cr_assert_eq(gpool_alloc(pool, size, &p, &h), GPOOL_OK);
+    uint64_t before = driver_calls(pool);
+    cr_assert_eq(gpool_free(pool, h), GPOOL_OK);
+    cr_expect_eq(driver_calls(pool), before, "a free on the block's own stream: no driver call");
+    enum { PAIRS = 10000 };
+    before = driver_calls(pool);
+    for (int i = 0; i < PAIRS; i++) {
+        cr_assert_eq(gpool_alloc(pool, size, &p, &h), GPOOL_OK, "%s", gpool_last_error());
+        memset(h, i, size);
+        cr_assert_eq(gpool_free(pool, h), GPOOL_OK);
+    }
+    uint64_t calls = driver_calls(pool) - before;
+    cr_expect_leq(calls, PAIRS / per_call,
+                  "%zu-byte pairs of kind %d: %llu driver calls per %d pairs", size, (int)kind,
+                  (unsigned long long)calls, PAIRS);
+    gpool_stats s = GPOOL_STATS_INIT;
+    gpool_get_stats(pool, &s);
+    cr_expect_eq(s.kind[kind].live_blocks, 0);
+    cr_expect_eq(s.kind[kind].in_use_bytes, 0, "waiting frees are frees");
+    cr_expect_lt(s.kind[kind].reserved_bytes, 16 * MiB, "the waiting frees are reused");
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    gpool_get_stats(pool, &s);
+    cr_expect_eq(s.pending_frees, 0, "trim finishes the waiting frees");
+    cr_expect_eq(s.kind[kind].reserved_bytes, 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+Test(floor_host_clock, pinned_small_pairs_make_few_driver_calls)
+{
+    pairs_make_few_driver_calls(GPOOL_MEM_HOST_PINNED, 512, 20);
+}
+
+Test(floor_host_clock, mapped_small_pairs_make_few_driver_calls)
+{
+    pairs_make_few_driver_calls(GPOOL_MEM_HOST_MAPPED, 512, 20);
+}
+
+Test(floor_host_clock, pinned_large_pairs_make_few_driver_calls)
+{
+    pairs_make_few_driver_calls(GPOOL_MEM_HOST_PINNED, 300 * KiB, 4);
+}
+
+static int overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bn && y < x + an;
+}
+
+/* A pinned block read by an async copy on a non-blocking stream A, freed with
+ * gpool_free_async on A while the copy may still run, is not handed to stream B (nor to A)
+ * before that copy is done; once it is, B may have it. The strict referee stays silent. */
+static void copy_then_other_stream(size_t size)
+{
+    NEED_SIM();
+    const struct sim_api *sim = sim_api();
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*htod)(CUdeviceptr, const void *, size_t, CUstream) =
+        sim_driver_proc("cuMemcpyHtoDAsync");
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t, CUstream) = sim_driver_proc("cuMemcpyDtoHAsync");
+    CUresult (*ssync)(CUstream) = sim_driver_proc("cuStreamSynchronize");
+    cr_assert(mk && destroy && htod && dtoh && ssync);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    CUstream A, B;
+    cr_assert_eq(mk(&A, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(mk(&B, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    void *da = NULL, *db = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, size, NULL, A, &da), GPOOL_OK);
+    cr_assert_eq(gpool_alloc_async(pool, size, NULL, B, &db), GPOOL_OK);
+    gpool_alloc_params pin = GPOOL_ALLOC_PARAMS_INIT;
+    pin.kind = GPOOL_MEM_HOST_PINNED;
+    unsigned long violations = sim->violations();
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, size, &pin, A, &p), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(A);
+    cr_assert_eq(htod((CUdeviceptr)da, p, size, A), CUDA_SUCCESS);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    void *q[4];
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(gpool_alloc_async(pool, size, &pin, i % 2 ? A : B, &q[i]), GPOOL_OK, "%s",
+                     gpool_last_error());
+        cr_assert(!overlaps(p, size, q[i], size), "the block went to %s while A's copy reads it",
+                  i % 2 ? "A" : "B");
+        cr_assert_eq(dtoh(q[i], (CUdeviceptr)db, size, B), CUDA_SUCCESS); /* B writes it */
+    }
+    cr_assert_eq(ssync(B), CUDA_SUCCESS);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(gpool_free_async(pool, q[i], B), GPOOL_OK);
+    sim->stream_release(A);
+    /* A's copy is done: B may reuse the memory now, and the referee sees that in order */
+    int reused = 0;
+    for (int i = 0; i < 1000 && !reused; i++) {
+        void *r = NULL;
+        cr_assert_eq(gpool_alloc_async(pool, size, &pin, B, &r), GPOOL_OK);
+        reused = overlaps(p, size, r, size);
+        cr_assert_eq(dtoh(r, (CUdeviceptr)db, size, B), CUDA_SUCCESS);
+        cr_assert_eq(gpool_free_async(pool, r, B), GPOOL_OK);
+    }
+    cr_expect(reused, "the block is reused once A's copy is done");
+    cr_expect_eq(sim->violations(), violations, "the referee saw an unordered access");
+    cr_assert_eq(gpool_free_async(pool, da, A), GPOOL_OK);
+    cr_assert_eq(gpool_free_async(pool, db, B), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(destroy(A), CUDA_SUCCESS);
+    cr_assert_eq(destroy(B), CUDA_SUCCESS);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+Test(floor_host_clock, pinned_copy_on_a_nonblocking_stream_then_another_stream_small)
+{
+    copy_then_other_stream(512);
+}
+
+Test(floor_host_clock, pinned_copy_on_a_nonblocking_stream_then_another_stream_large)
+{
+    copy_then_other_stream(3 * MiB);
+}
