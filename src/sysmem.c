@@ -222,7 +222,8 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
     return GPOOL_OK;
 }
 
-static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int force);
+static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int force,
+                          gpool_status *st);
 
 /* ---------- allocation ---------- */
 
@@ -423,14 +424,14 @@ static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_allo
     gp_stream_process(pool);
     gp_sysmem *s = sys_of(pool);
     size_t est = (pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    if (s) host_settle(pool, s, pl->kind, est, 0);
+    if (s) host_settle(pool, s, pl->kind, est, 0, NULL);
     gp_placement placed = *pl;
     st = sysmem_alloc(pool, pl, &hp, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) { /* frees were waiting: finish them and try again */
         size_t drained = gp_stream_drain(pool);
         s = sys_of(pool);
         /* a retry only when what went back could be the room missing */
-        if ((s && host_settle(pool, s, pl->kind, 0, 1) >= est) || drained) {
+        if ((s && host_settle(pool, s, pl->kind, 0, 1, NULL) >= est) || drained) {
             *pl = placed;
             st = sysmem_alloc(pool, pl, &hp, out);
         }
@@ -592,9 +593,10 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
 
 /* Give the waiting frees whose streams are done back to their sources: ask the clock first
  * when enough wait, when a request of want bytes of kind would otherwise need fresh memory,
- * or always (force: a context synchronize). Returns the bytes of kind that went back. No lock
- * held. */
-static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int force)
+ * or always (force: a context synchronize; *st, when st is not NULL, says whether it failed).
+ * Returns the bytes of kind that went back. No lock held. */
+static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int force,
+                          gpool_status *st)
 {
     pthread_mutex_lock(&s->lock);
     int ask =
@@ -612,7 +614,8 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
     for (size_t i = 0; i < s->npend; i++)
         for (unsigned m = 0; m < s->pend[i].nmark; m++)
             gp_host_clock_waits(&s->clock, &s->pend[i].mark[m]);
-    gp_host_clock_poll(&s->clock, pool, &s->lock, force); /* lets the lock go meanwhile */
+    gpool_status polled = gp_host_clock_poll(&s->clock, pool, &s->lock, force); /* unlocks */
+    if (st) *st = polled;
     size_t total = 0, n;
     do {
         /* (the blocks are released outside the lock, 64 at a time) */
@@ -748,8 +751,13 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
-    host_settle(pool, s, GPOOL_MEM_AUTO, 0, 1); /* waiting frees first (a synchronize) */
-    gpool_status st = GPOOL_OK;
+    gpool_status st = GPOOL_OK; /* waiting frees first (a synchronize); they stay if it fails */
+    host_settle(pool, s, GPOOL_MEM_AUTO, 0, 1, &st);
+    if (st != GPOOL_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        st = gp_fail(st, "gpool_trim: %s (the host frees waiting on it stay cached)", why);
+    }
     for (int i = 0; i < 2; i++) {
         host_kind *k = &s->k[i];
         gp_small *drop = NULL;
@@ -858,7 +866,7 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
-    host_settle(pool, s, GPOOL_MEM_AUTO, 0, 1);
+    host_settle(pool, s, GPOOL_MEM_AUTO, 0, 1, NULL);
     for (size_t i = 0; i < s->npend; i++) { /* the synchronize failed: they go all the same */
         host_block *b = s->pend[i].b;
         if (b->src == SRC_DIRECT) direct_free(s, hk(s, b->kind), b);

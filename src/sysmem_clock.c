@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "error.h"
 #include "stream_internal.h"
 
 int gp_host_clock_mark(gp_host_clock *c, uintptr_t tag, gp_host_mark *out)
@@ -80,8 +81,9 @@ static void probe_stream(gpool_t *pool, probe *p)
     }
 }
 
-int gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, int force)
+gpool_status gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, int force)
 {
+    gpool_status st = GPOOL_OK;
     probe pr[GP_HOST_CLOCKS];
     size_t n = 0;
     for (size_t i = 0; i < c->n; i++) {
@@ -96,12 +98,14 @@ int gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, i
                           .ev = h->ev,
                           .live = h->live};
     }
-    if (!n) return 0;
+    if (!n) return GPOOL_OK;
     pthread_mutex_unlock(lock);
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     if (force) {
         CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
+        if (r != CUDA_SUCCESS)
+            st = gp_cu_fail(r, "cuCtxSynchronize (host frees waiting on streams)");
         for (size_t k = 0; k < n && r == CUDA_SUCCESS; k++) {
             pr[k].done = pr[k].reserve; /* the live event was recorded before: done too */
             pr[k].live = 0;
@@ -112,19 +116,15 @@ int gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, i
     }
     gp_dc_leave(&pool->dc, pushed);
     pthread_mutex_lock(lock);
-    int moved = 0;
     for (size_t k = 0; k < n; k++) {
         gp_host_stream *h = &c->s[pr[k].i];
         h->ev = pr[k].ev;
         h->live = pr[k].live;
         h->ev_pos = pr[k].ev_pos;
-        if (pr[k].done > h->done) {
-            h->done = pr[k].done;
-            moved = 1;
-        }
+        if (pr[k].done > h->done) h->done = pr[k].done;
         h->busy = 0;
     }
-    return moved;
+    return st;
 }
 
 int gp_host_recorded(gpool_t *pool, const void *ptr)

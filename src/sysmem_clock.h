@@ -54,8 +54,10 @@ static inline void gp_host_clock_waits(gp_host_clock *c, const gp_host_mark *m)
 /* Ask the driver about every stream with marks not yet known complete: query its live event;
  * when none covers them, record one and query it. Called with *lock held; lets it go around
  * the driver calls and takes it again. force: synchronize the context instead, after which
- * every mark made before the call is complete. Returns nonzero when some stream's done moved. */
-int gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, int force);
+ * every mark made before the call is complete; GPOOL_ERR_DRIVER (message naming
+ * cuCtxSynchronize) when that failed, GPOOL_OK otherwise (a stream that cannot be asked now
+ * simply stays waiting). */
+gpool_status gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, int force);
 
 /* 1 when gpool_record_stream named other streams for block ptr: its free takes the deferred
  * path of reuse.c (gp_stream_defer_host_free). Takes the streams lock only while some block is

@@ -131,6 +131,36 @@ Test(floor_defects, trim_reports_a_failed_host_unregister_mapped)
     trim_reports(GPOOL_MEM_HOST_MAPPED, 64 * KiB, 1);
 }
 
+/* A host free waiting on the event clock, and the synchronize gpool_trim makes for it fails:
+ * GPOOL_ERR_DRIVER naming it; the free stays waiting and the next trim finishes it. */
+Test(floor_defects, trim_reports_a_failed_synchronize_for_waiting_host_frees)
+{
+    NEED_SIM();
+    const struct sim_api *sim = sim_api();
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    gpool_alloc_params p = GPOOL_ALLOC_PARAMS_INIT;
+    p.kind = GPOOL_MEM_HOST_PINNED;
+    void *h = NULL;
+    cr_assert_eq(gpool_alloc(pool, KiB, &p, &h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, h), GPOOL_OK);
+    unsigned long syncs = sim->call_count("cuCtxSynchronize");
+    cr_assert_eq(sim->fail_nth("cuCtxSynchronize", 1), 0);
+    gpool_status st = gpool_trim(pool, 0);
+    int fired = sim->call_count("cuCtxSynchronize") > syncs;
+    sim->fail_clear();
+    cr_expect(fired, "gpool_trim synchronizes for the waiting host free");
+    cr_expect_eq(st, GPOOL_ERR_DRIVER, "gpool_trim gave %s", gpool_strerror(st));
+    cr_expect(strstr(gpool_last_error(), "cuCtxSynchronize"), "%s", gpool_last_error());
+    cr_expect_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats s = GPOOL_STATS_INIT;
+    gpool_get_stats(pool, &s);
+    cr_expect_eq(s.pending_frees, 0);
+    cr_expect_eq(s.kind[GPOOL_MEM_HOST_PINNED].reserved_bytes, 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(sim_live_total(), 0);
+}
+
 /* ---------- host frees on the event clock ---------- */
 
 TestSuite(floor_host_clock, .init = NULL);
