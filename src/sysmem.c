@@ -222,7 +222,9 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
     return GPOOL_OK;
 }
 
-static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int force,
+/* How host_settle settles: when due (thresholds), asking the clock now, or synchronizing. */
+enum { SETTLE_IF_DUE = 0, SETTLE_SYNC = 1, SETTLE_ASK = 2 };
+static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int how,
                           gpool_status *st);
 
 /* ---------- allocation ---------- */
@@ -395,10 +397,18 @@ static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
     gp_sysmem *s = NULL;
     gpool_status st = sys_get(pool, &s);
     if (st != GPOOL_OK) return st;
-    for (;;) {
+    for (int asked = 0;;) {
         int over = 0;
         st = alloc_kind(pool, s, pl, params, &over, out);
         gpool_mem_kind from = pl->kind;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && over && !asked) {
+            /* the budget counts frees waiting on the clock: ask it before refusing or moving */
+            asked = 1;
+            pthread_mutex_lock(&s->lock);
+            int waiting = hk(s, from)->pend_n != 0;
+            pthread_mutex_unlock(&s->lock);
+            if (waiting && host_settle(pool, s, from, 0, SETTLE_ASK, NULL)) continue;
+        }
         if (st == GPOOL_OK || !gp_policy_move(pl, st, over)) break;
         pthread_mutex_lock(&s->lock);
         hk(s, from)->spills++;
@@ -424,14 +434,14 @@ static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_allo
     gp_stream_process(pool);
     gp_sysmem *s = sys_of(pool);
     size_t est = (pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    if (s) host_settle(pool, s, pl->kind, est, 0, NULL);
+    if (s) host_settle(pool, s, pl->kind, est, SETTLE_IF_DUE, NULL);
     gp_placement placed = *pl;
     st = sysmem_alloc(pool, pl, &hp, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) { /* frees were waiting: finish them and try again */
         size_t drained = gp_stream_drain(pool);
         s = sys_of(pool);
         /* a retry only when what went back could be the room missing */
-        if ((s && host_settle(pool, s, pl->kind, 0, 1, NULL) >= est) || drained) {
+        if ((s && host_settle(pool, s, pl->kind, 0, SETTLE_SYNC, NULL) >= est) || drained) {
             *pl = placed;
             st = sysmem_alloc(pool, pl, &hp, out);
         }
@@ -593,14 +603,14 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
 
 /* Give the waiting frees whose streams are done back to their sources: ask the clock first
  * when enough wait, when a request of want bytes of kind would otherwise need fresh memory,
- * or always (force: a context synchronize; *st, when st is not NULL, says whether it failed).
- * Returns the bytes of kind that went back. No lock held. */
-static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int force,
+ * or always (how: SETTLE_ASK, or SETTLE_SYNC: a context synchronize; *st, when st is not
+ * NULL, says whether that failed). Returns the bytes of kind that went back. No lock held. */
+static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int how,
                           gpool_status *st)
 {
     pthread_mutex_lock(&s->lock);
-    int ask =
-        s->npend && (force || s->npend >= HOST_POLL_FREES || s->pend_bytes >= HOST_POLL_BYTES);
+    int ask = s->npend && (how != SETTLE_IF_DUE || s->npend >= HOST_POLL_FREES ||
+                           s->pend_bytes >= HOST_POLL_BYTES);
     if (s->npend && !ask && is_host_kind(kind)) {
         host_kind *k = hk(s, kind);
         ask = atomic_load_explicit(&k->reserved, memory_order_relaxed) < k->in_use + want &&
@@ -614,7 +624,8 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
     for (size_t i = 0; i < s->npend; i++)
         for (unsigned m = 0; m < s->pend[i].nmark; m++)
             gp_host_clock_waits(&s->clock, &s->pend[i].mark[m]);
-    gpool_status polled = gp_host_clock_poll(&s->clock, pool, &s->lock, force); /* unlocks */
+    gpool_status polled = /* lets the lock go meanwhile */
+        gp_host_clock_poll(&s->clock, pool, &s->lock, how == SETTLE_SYNC);
     if (st) *st = polled;
     size_t total = 0, n;
     do {
@@ -752,7 +763,7 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
     gpool_status st = GPOOL_OK; /* waiting frees first (a synchronize); they stay if it fails */
-    host_settle(pool, s, GPOOL_MEM_AUTO, 0, 1, &st);
+    host_settle(pool, s, GPOOL_MEM_AUTO, 0, SETTLE_SYNC, &st);
     if (st != GPOOL_OK) {
         char why[300];
         snprintf(why, sizeof why, "%s", gpool_last_error());
@@ -866,7 +877,7 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
-    host_settle(pool, s, GPOOL_MEM_AUTO, 0, 1, NULL);
+    host_settle(pool, s, GPOOL_MEM_AUTO, 0, SETTLE_SYNC, NULL);
     for (size_t i = 0; i < s->npend; i++) { /* the synchronize failed: they go all the same */
         host_block *b = s->pend[i].b;
         if (b->src == SRC_DIRECT) direct_free(s, hk(s, b->kind), b);

@@ -53,6 +53,38 @@ Test(floor_defects, device_budget_binds_with_the_thread_cache_off)
     budget_binds("budget_device=1MiB,tcache_bytes=0");
 }
 
+/* The pinned budget binds on the host small-block arena too, and a freed block's room is there
+ * for the next request at once (its free waits on the event clock, which is asked before the
+ * budget refuses or moves an AUTO request to mapped memory). */
+Test(floor_defects, pinned_budget_binds_and_a_free_makes_room)
+{
+    gpool_t *pool = test_pool("budget_pinned=1MiB");
+    cr_assert_not_null(pool);
+    enum { MAX = 2000 };
+    static void *keep[MAX];
+    gpool_alloc_params p = GPOOL_ALLOC_PARAMS_INIT;
+    p.kind = GPOOL_MEM_HOST_PINNED;
+    int n = 0;
+    while (n < MAX && gpool_alloc(pool, KiB, &p, &keep[n]) == GPOOL_OK)
+        n++;
+    cr_expect_eq(n, 1024, "a 1 MiB budget admits 1,024 1-KiB pinned blocks, %d were served", n);
+    cr_expect(strstr(gpool_last_error(), "host_pinned budget"), "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, keep[--n]), GPOOL_OK);
+    gpool_alloc_params a = GPOOL_ALLOC_PARAMS_INIT;
+    a.kind = GPOOL_MEM_AUTO;
+    a.usage = GPOOL_USAGE_STAGING;
+    cr_assert_eq(gpool_alloc(pool, KiB, &a, &keep[n]), GPOOL_OK, "%s", gpool_last_error());
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, keep[n], &d), GPOOL_OK);
+    cr_expect_eq(d.kind, GPOOL_MEM_HOST_PINNED, "the freed block's room went unused: kind %d",
+                 (int)d.kind);
+    cr_expect_eq(d.fell_back, 0);
+    n++;
+    while (n)
+        cr_assert_eq(gpool_free(pool, keep[--n]), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+}
+
 /* gpool_page_size says the chunk a block of that size gets, and asking for that page size is
  * accepted: sizes just below the chunk thresholds, which placement rounds up to 256 bytes. */
 Test(floor_defects, page_size_answers_what_placement_does)
