@@ -29,6 +29,7 @@ int gp_host_clock_mark(gp_host_clock *c, uintptr_t tag, gp_host_mark *out)
         }
     }
     *out = (gp_host_mark){.clock = (uint16_t)i, .pos = c->s[i].next};
+    c->s[i].waiting++; /* until the next recount: a slot with marks is never handed over */
     return 0;
 }
 

@@ -28,7 +28,8 @@ typedef struct gp_host_stream {
     CUevent ev;       /* made on first need */
     int live;         /* ev recorded, not yet seen complete */
     int busy;         /* a poll is asking the driver about this stream (lock let go) */
-    uint64_t waiting; /* marks on this stream not yet known complete */
+    uint64_t waiting; /* marks on this stream not yet known complete (counted at each mark,
+                         recounted before each poll) */
 } gp_host_stream;
 
 typedef struct gp_host_clock {

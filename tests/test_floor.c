@@ -337,3 +337,52 @@ Test(floor_host_clock, pinned_copy_on_a_nonblocking_stream_then_another_stream_l
 {
     copy_then_other_stream(3 * MiB);
 }
+
+/* More streams with waiting host frees than the clock has slots (GP_HOST_CLOCKS, 64): every
+ * waiting block stays off limits while its stream's work may use it -- a slot is never handed
+ * to another stream while it has marks, and a free finding no slot takes the deferred path. */
+Test(floor_host_clock, more_streams_than_clock_slots_keep_their_blocks)
+{
+    NEED_SIM();
+    const struct sim_api *sim = sim_api();
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    cr_assert(mk && destroy);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    enum { NS = 70, MORE = 600 };
+    CUstream st[NS];
+    void *held[NS];
+    gpool_alloc_params pin = GPOOL_ALLOC_PARAMS_INIT;
+    pin.kind = GPOOL_MEM_HOST_PINNED;
+    for (int i = 0; i < NS; i++) {
+        cr_assert_eq(mk(&st[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        cr_assert_eq(gpool_alloc_async(pool, KiB, &pin, st[i], &held[i]), GPOOL_OK, "%s",
+                     gpool_last_error());
+        sim->stream_hold(st[i]);
+        cr_assert_eq(gpool_free_async(pool, held[i], st[i]), GPOOL_OK, "%s", gpool_last_error());
+    }
+    /* enough frees on the default stream for the pool to settle several times */
+    static void *more[MORE];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < MORE; i++) {
+            cr_assert_eq(gpool_alloc(pool, KiB, &pin, &more[i]), GPOOL_OK, "%s",
+                         gpool_last_error());
+            for (int k = 0; k < NS; k++)
+                cr_assert(!overlaps(more[i], KiB, held[k], KiB),
+                          "stream %d's block reused while its work may use it", k);
+        }
+        for (int i = 0; i < MORE; i++)
+            cr_assert_eq(gpool_free(pool, more[i]), GPOOL_OK);
+    }
+    for (int i = 0; i < NS; i++)
+        sim->stream_release(st[i]);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats s = GPOOL_STATS_INIT;
+    gpool_get_stats(pool, &s);
+    cr_expect_eq(s.pending_frees, 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < NS; i++)
+        cr_assert_eq(destroy(st[i]), CUDA_SUCCESS);
+    cr_assert_eq(sim_live_total(), 0);
+}
