@@ -653,7 +653,8 @@ GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
  * Free a block on the pool's default stream.
  *
  * The memory goes back to the pool's cache (not to the driver): reusable at once on the
- * default stream, on other streams once the work queued so far is done. A block allocated on
+ * default stream, on other streams once the work queued so far is done (host blocks: on every
+ * stream only then, see gpool_free_async()). A block allocated on
  * another stream (gpool_alloc_async()) also waits for the work queued on that stream, as
  * gpool_free_async() describes.
  *

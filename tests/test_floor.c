@@ -2,6 +2,7 @@
  * budgets bind through the thread cache, gpool_page_size answers what placement does, and
  * gpool_trim reports a driver call that failed during it. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "gpool.h"
@@ -384,5 +385,77 @@ Test(floor_host_clock, more_streams_than_clock_slots_keep_their_blocks)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
     for (int i = 0; i < NS; i++)
         cr_assert_eq(destroy(st[i]), CUDA_SUCCESS);
+    cr_assert_eq(sim_live_total(), 0);
+}
+
+/* Threads allocating and freeing host blocks on their own streams and the default one at once:
+ * the clock lets the lock go while it asks the driver; nothing is lost or handed out twice. */
+struct host_job {
+    gpool_t *pool;
+    CUstream stream;
+    unsigned seed;
+    int failed;
+};
+
+static void *host_worker(void *arg)
+{
+    struct host_job *j = arg;
+    gpool_alloc_params p = GPOOL_ALLOC_PARAMS_INIT;
+    enum { LIVE = 8 };
+    void *live[LIVE] = {0};
+    uint32_t seed = j->seed;
+    for (int i = 0; i < 6000 && !j->failed; i++) {
+        int slot = (int)(rnd(&seed) % LIVE);
+        CUstream s = rnd(&seed) % 2 ? j->stream : NULL;
+        if (live[slot]) {
+            if (*(uint32_t *)live[slot] != (uint32_t)(uintptr_t)live[slot]) j->failed = 1;
+            if (gpool_free_async(j->pool, live[slot], s) != GPOOL_OK) j->failed = 2;
+            live[slot] = NULL;
+            continue;
+        }
+        p.kind = rnd(&seed) % 3 ? GPOOL_MEM_HOST_PINNED : GPOOL_MEM_HOST_MAPPED;
+        size_t size = rnd(&seed) % 4 ? 64 + rnd(&seed) % 4000 : 100 * KiB + rnd(&seed) % 400000;
+        if (gpool_alloc_async(j->pool, size, &p, s, &live[slot]) != GPOOL_OK) {
+            j->failed = 3;
+            break;
+        }
+        *(uint32_t *)live[slot] = (uint32_t)(uintptr_t)live[slot]; /* owned by this thread */
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k] && gpool_free(j->pool, live[k]) != GPOOL_OK) j->failed = 4;
+    return NULL;
+}
+
+Test(floor_host_clock, threads_share_the_clock)
+{
+    NEED_SIM();
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    cr_assert(mk && destroy);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    enum { NT = 4 };
+    struct host_job job[NT];
+    pthread_t tid[NT];
+    for (int i = 0; i < NT; i++) {
+        job[i] = (struct host_job){.pool = pool, .seed = 77u + (unsigned)i};
+        cr_assert_eq(mk(&job[i].stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        pthread_create(&tid[i], NULL, host_worker, &job[i]);
+    }
+    for (int i = 0; i < NT; i++) {
+        pthread_join(tid[i], NULL);
+        cr_expect_eq(job[i].failed, 0, "thread %d failed (%d): %s", i, job[i].failed,
+                     gpool_last_error());
+    }
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats s = GPOOL_STATS_INIT;
+    gpool_get_stats(pool, &s);
+    cr_expect_eq(s.pending_frees, 0);
+    cr_expect_eq(s.kind[GPOOL_MEM_HOST_PINNED].live_blocks, 0);
+    cr_expect_eq(s.kind[GPOOL_MEM_HOST_MAPPED].live_blocks, 0);
+    cr_expect_eq(s.kind[GPOOL_MEM_HOST_PINNED].reserved_bytes, 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(destroy(job[i].stream), CUDA_SUCCESS);
     cr_assert_eq(sim_live_total(), 0);
 }
