@@ -224,6 +224,18 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
 
 /* How host_settle settles: when due (thresholds), asking the clock now, or synchronizing. */
 enum { SETTLE_IF_DUE = 0, SETTLE_SYNC = 1, SETTLE_ASK = 2 };
+
+/* Lock held: whether host_settle(kind, want, how) would ask the clock (see there). */
+static int settle_due_locked(gp_sysmem *s, gpool_mem_kind kind, size_t want, int how)
+{
+    if (!s->npend) return 0;
+    if (how != SETTLE_IF_DUE || s->npend >= HOST_POLL_FREES || s->pend_bytes >= HOST_POLL_BYTES)
+        return 1;
+    if (kind != GPOOL_MEM_HOST_PINNED && kind != GPOOL_MEM_HOST_MAPPED) return 0;
+    host_kind *k = &s->k[kind - GPOOL_MEM_HOST_PINNED];
+    return atomic_load_explicit(&k->reserved, memory_order_relaxed) < k->in_use + want &&
+           (k->pend_n >= HOST_NEED_POLL_FREES || k->pend_bytes >= HOST_NEED_POLL_BYTES);
+}
 static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int how,
                           gpool_status *st);
 
@@ -293,6 +305,11 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     gp_arena *la = NULL;
     gpool_status st = GPOOL_OK;
     pthread_mutex_lock(&s->lock);
+    if (settle_due_locked(s, kind, est, SETTLE_IF_DUE)) { /* waiting frees first */
+        pthread_mutex_unlock(&s->lock);
+        host_settle(pool, s, kind, est, SETTLE_IF_DUE, NULL);
+        pthread_mutex_lock(&s->lock);
+    }
     st = gp_policy_admit(pool, kind, size, k->in_use, est);
     if (st != GPOOL_OK) {
         k->ooms++;
@@ -432,14 +449,12 @@ static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_allo
     gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
     hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
     gp_stream_process(pool);
-    gp_sysmem *s = sys_of(pool);
     size_t est = (pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    if (s) host_settle(pool, s, pl->kind, est, SETTLE_IF_DUE, NULL);
     gp_placement placed = *pl;
     st = sysmem_alloc(pool, pl, &hp, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) { /* frees were waiting: finish them and try again */
         size_t drained = gp_stream_drain(pool);
-        s = sys_of(pool);
+        gp_sysmem *s = sys_of(pool);
         /* a retry only when what went back could be the room missing */
         if ((s && host_settle(pool, s, pl->kind, 0, SETTLE_SYNC, NULL) >= est) || drained) {
             *pl = placed;
@@ -609,14 +624,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
                           gpool_status *st)
 {
     pthread_mutex_lock(&s->lock);
-    int ask = s->npend && (how != SETTLE_IF_DUE || s->npend >= HOST_POLL_FREES ||
-                           s->pend_bytes >= HOST_POLL_BYTES);
-    if (s->npend && !ask && is_host_kind(kind)) {
-        host_kind *k = hk(s, kind);
-        ask = atomic_load_explicit(&k->reserved, memory_order_relaxed) < k->in_use + want &&
-              (k->pend_n >= HOST_NEED_POLL_FREES || k->pend_bytes >= HOST_NEED_POLL_BYTES);
-    }
-    if (!ask) {
+    if (!settle_due_locked(s, kind, want, how)) {
         pthread_mutex_unlock(&s->lock);
         return 0;
     }
