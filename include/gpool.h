@@ -677,9 +677,10 @@ GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
  * recorded on the stream later has completed (events are recorded only when another stream
  * needs the memory; a single-stream workload records none). Host blocks are reused, on any
  * stream, only once that work is done; their free makes no driver call: the pool records one
- * event per stream for many waiting host frees (when 256 small or 8 MiB of them wait, or a
- * request would otherwise need fresh memory), so freed host memory may stay reserved a little
- * longer; gpool_trim() finishes them. A device block freed on another stream than it was
+ * event per stream for many waiting host frees (when 256 of them or 8 MiB wait, or a request
+ * that would otherwise need fresh memory finds 16 or 4 MiB of its kind waiting; a request its
+ * budget refuses asks at once), so freed host memory may stay reserved a little longer;
+ * gpool_trim() finishes them. A device block freed on another stream than it was
  * allocated on also waits for the work queued so far on the allocating stream (the pool may
  * have handed it out while that stream's earlier work on the memory was still queued), so
  * that stream must still exist then. Keep the stream alive until the pool has synchronized
