@@ -487,6 +487,8 @@ typedef struct bench_hotpath {
     uint64_t pairs;                         /* per round per thread */
     unsigned rounds;
     char note[256];
+    double pinned_ns, mapped_ns;                     /* host kinds' pairs, 1 thread */
+    double device_calls, pinned_calls, mapped_calls; /* driver calls per 100,000 pairs */
 } bench_hotpath;
 
 int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,

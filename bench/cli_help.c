@@ -57,7 +57,8 @@ static const cmd_help helps[] = {
                 "  --require-goal         exit status 3 when a strategy misses the fit goal\n"
                 "  --json                 JSON on stdout\n" TRACE_HELP COMMON_HELP},
     {"hotpath", "usage: gpool-bench hotpath [options]\n"
-                "Cost of a small alloc+free pair, gpool against jemalloc.\n"
+                "Cost of a small alloc+free pair, gpool against jemalloc; then the pinned and\n"
+                "mapped host pairs, with driver calls per 100,000 pairs of each kind.\n"
                 "  --pairs N              pairs per round (at least 1; default 1000000)\n"
                 "  --rounds N             rounds, best kept (at least 1; default 5)\n"
                 "  --dropin               the pair through libgpool_preload.so (cudaMalloc and\n"

@@ -1,5 +1,6 @@
 /* hotpath.c — the cost of an alloc+free pair of a cached small block: gpool against
- * jemalloc's mallocx/dallocx in the same process, on one thread and on two. */
+ * jemalloc's mallocx/dallocx in the same process, on one thread and on two; and the pair of a
+ * pinned and of a mapped host block next to it, with the driver calls each pair makes. */
 #include "bench.h"
 
 #include <jemalloc/jemalloc.h>
@@ -12,6 +13,7 @@ static const size_t hot_sizes[] = {256, 512, 1024, 2048, 4096};
 
 typedef struct hot_ctx {
     int use_gpool;
+    const gpool_alloc_params *params; /* NULL: device; else a host kind */
     gpool_t *pool;
     const bench_device *dev;
     uint64_t pairs;
@@ -29,7 +31,7 @@ static int hot_loop(hot_ctx *c, uint64_t pairs)
     if (c->use_gpool) {
         for (uint64_t i = 0; i < pairs; i++) {
             void *p;
-            gpool_status st = gpool_alloc(c->pool, hot_sizes[i % N_HOT_SIZES], NULL, &p);
+            gpool_status st = gpool_alloc(c->pool, hot_sizes[i % N_HOT_SIZES], c->params, &p);
             if (st != GPOOL_OK) {
                 bench_gpool_msg(c->err, sizeof c->err, "gpool_alloc", st);
                 return -1;
@@ -64,12 +66,13 @@ static void *hot_thread(void *arg)
     return NULL;
 }
 
-/* Best of `rounds`: ns per pair on one thread, and the 2-thread throughput scaling. */
-static int hot_measure(hot_ctx *proto, unsigned rounds, double *ns1, double *ns2, double *scaling,
-                       char *err, size_t errlen)
+/* Best of `rounds`: ns per pair on one thread, and (max_threads 2) the 2-thread throughput
+ * scaling. */
+static int hot_measure_threads(hot_ctx *proto, unsigned rounds, int max_threads, double *ns1,
+                               double *ns2, double *scaling, char *err, size_t errlen)
 {
     double best1 = 0, best2 = 0;
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= max_threads; threads++) {
         for (unsigned round = 0; round < rounds; round++) {
             pthread_barrier_t barrier;
             pthread_barrier_init(&barrier, NULL, (unsigned)threads);
@@ -102,6 +105,25 @@ static int hot_measure(hot_ctx *proto, unsigned rounds, double *ns1, double *ns2
     return 0;
 }
 
+static int hot_measure(hot_ctx *proto, unsigned rounds, double *ns1, double *ns2, double *scaling,
+                       char *err, size_t errlen)
+{
+    return hot_measure_threads(proto, rounds, 2, ns1, ns2, scaling, err, errlen);
+}
+
+/* Driver calls per 100,000 pairs of proto's kind, on this thread, caches warm. */
+static int hot_calls(hot_ctx *proto, double *per_100k)
+{
+    hot_ctx c = *proto;
+    if (hot_loop(&c, c.pairs / 10 + 1000) != 0) return -1;
+    gpool_stats a = GPOOL_STATS_INIT, b = GPOOL_STATS_INIT;
+    gpool_get_stats(c.pool, &a);
+    if (hot_loop(&c, c.pairs) != 0) return -1;
+    gpool_get_stats(c.pool, &b);
+    *per_100k = (double)(b.driver_calls_total - a.driver_calls_total) * 1e5 / (double)c.pairs;
+    return 0;
+}
+
 int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, bench_hotpath *h,
                       char *err, size_t errlen)
 {
@@ -120,6 +142,21 @@ int bench_hotpath_run(const bench_device *dev, uint64_t pairs, unsigned rounds, 
     hot_ctx proto = {.use_gpool = 1, .pool = pool, .dev = dev, .pairs = pairs};
     int rc =
         hot_measure(&proto, rounds, &h->gpool_ns, &h->gpool_ns_2t, &h->gpool_scaling, err, errlen);
+    if (rc == 0) rc = hot_calls(&proto, &h->device_calls);
+    /* the host kinds' pairs (their small-block arena), one thread */
+    static const gpool_mem_kind host[2] = {GPOOL_MEM_HOST_PINNED, GPOOL_MEM_HOST_MAPPED};
+    double *ns[2] = {&h->pinned_ns, &h->mapped_ns},
+           *calls[2] = {&h->pinned_calls, &h->mapped_calls};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        gpool_alloc_params hp = GPOOL_ALLOC_PARAMS_INIT;
+        hp.kind = host[k];
+        hot_ctx hc = proto;
+        hc.params = &hp;
+        double ns2, scaling;
+        rc = hot_measure_threads(&hc, rounds, 1, ns[k], &ns2, &scaling, err, errlen);
+        if (rc == 0) rc = hot_calls(&hc, calls[k]);
+        if (rc != 0 && !err[0]) snprintf(err, errlen, "%s", hc.err);
+    }
     gpool_destroy(pool);
     if (rc != 0) return -1;
     proto.use_gpool = 0;

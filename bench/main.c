@@ -875,6 +875,11 @@ static int cmd_hotpath(cli *c, const bench_device *dev)
         bench_json_number(stdout, "jemalloc_ns_per_pair_2t", 2, h.jemalloc_ns_2t);
         bench_json_number(stdout, "gpool_scaling_2t", 3, h.gpool_scaling);
         bench_json_number(stdout, "jemalloc_scaling_2t", 3, h.jemalloc_scaling);
+        bench_json_number(stdout, "pinned_ns_per_pair", 2, h.pinned_ns);
+        bench_json_number(stdout, "mapped_ns_per_pair", 2, h.mapped_ns);
+        bench_json_number(stdout, "device_driver_calls_per_100k_pairs", 1, h.device_calls);
+        bench_json_number(stdout, "pinned_driver_calls_per_100k_pairs", 1, h.pinned_calls);
+        bench_json_number(stdout, "mapped_driver_calls_per_100k_pairs", 1, h.mapped_calls);
         printf("}\n");
         return 0;
     }
@@ -887,6 +892,10 @@ static int cmd_hotpath(cli *c, const bench_device *dev)
            h.jemalloc_scaling);
     printf("gpool / jemalloc: %.2f (goal <= 1.5: %s)\n", h.ratio,
            h.ratio <= 1.5 ? "met" : "NOT met");
+    printf("%-10s %14s %26s\n", "", "ns/pair 1 thr", "driver calls / 100k pairs");
+    printf("%-10s %14.2f %26.1f\n", "device", h.gpool_ns, h.device_calls);
+    printf("%-10s %14.2f %26.1f\n", "pinned", h.pinned_ns, h.pinned_calls);
+    printf("%-10s %14.2f %26.1f\n", "mapped", h.mapped_ns, h.mapped_calls);
     return 0;
 }
 

@@ -264,7 +264,10 @@ typedef struct gpool_config {
     size_t tcache_bytes;
     /** Largest request served from small size classes (default 16 KiB). */
     size_t small_max;
-    /** Per-kind byte budget, indexed by gpool_mem_kind; 0 = no limit. */
+    /** Per-kind byte budget, indexed by gpool_mem_kind; 0 = no limit. Every allocation of the
+     *  kind is admitted against it, whichever path serves it; blocks parked in thread caches
+     *  count as in use (a cache takes only what the budget admits, and gives its blocks back
+     *  before a request is refused). */
     size_t budget[GPOOL_MEM_KIND_SLOTS];
     /** Bytes of virtual address space per reservation (0 = 2 x device memory, at least 8 GiB;
      *  otherwise at least 64 MiB). */
@@ -384,7 +387,8 @@ typedef struct gpool_stats {
     uint64_t fallbacks;      /**< AUTO requests placed in mapped sysmem because vidmem was full */
     uint64_t pages_remapped; /**< physical pages moved from one address range to another */
     uint64_t tcache_hits;    /**< allocations served from a thread cache */
-    uint64_t pending_frees;  /**< blocks now waiting on another stream's work */
+    uint64_t pending_frees;  /**< blocks now waiting on a stream's work (host blocks: on the
+                                  streams they were freed and allocated on) */
 } gpool_stats;
 
 /** Initializer for a gpool_stats: struct_size set, counters 0.
@@ -668,7 +672,8 @@ GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
  * Free a block on the pool's default stream.
  *
  * The memory goes back to the pool's cache (not to the driver): reusable at once on the
- * default stream, on other streams once the work queued so far is done. A block allocated on
+ * default stream, on other streams once the work queued so far is done (host blocks: on every
+ * stream only then, see gpool_free_async()). A block allocated on
  * another stream (gpool_alloc_async()) also waits for the work queued on that stream, as
  * gpool_free_async() describes.
  *
@@ -690,7 +695,11 @@ GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
  * It is reused at once by allocations on that stream, by others only after an event
  * recorded on the stream later has completed (events are recorded only when another stream
  * needs the memory; a single-stream workload records none). Host blocks are reused, on any
- * stream, only once that work is done. A device block freed on another stream than it was
+ * stream, only once that work is done; their free makes no driver call: the pool records one
+ * event per stream for many waiting host frees (when 256 of them or 8 MiB wait, or a request
+ * that would otherwise need fresh memory finds 16 or 4 MiB of its kind waiting; a request its
+ * budget refuses asks at once), so freed host memory may stay reserved a little longer;
+ * gpool_trim() finishes them. A device block freed on another stream than it was
  * allocated on also waits for the work queued so far on the allocating stream (the pool may
  * have handed it out while that stream's earlier work on the memory was still queued), so
  * that stream must still exist then. Before destroying the stream, call
@@ -923,7 +932,9 @@ GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_bl
 GPOOL_API gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes);
 
 /**
- * The physical page (chunk) size gpool would back a block with.
+ * The physical page (chunk) size gpool would back a block with: the size placement uses
+ * (device blocks: the chunk of the size rounded up to 256 bytes, as the block is placed;
+ * gpool_alloc() accepts it as params->page_size).
  *
  * @param pool the pool.
  * @param kind the memory kind; GPOOL_MEM_AUTO: the kind the policy picks for

@@ -129,7 +129,18 @@ static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
     size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
     uint64_t used = budget ? gp_arena_in_use(a) : 0;
-    gpool_status st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, used, size);
+    /* charged as the arena counts it: a slab slot's class size, or the range's 256-byte size */
+    size_t charge =
+        size <= pool->cfg.small_max && pl->align == GP_MIN_ALIGN && tag == pool->default_tag
+            ? gp_class_size(gp_size_class(size))
+            : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    gpool_status st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, used, charge);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && budget) {
+        /* blocks parked in thread caches count as in use: they go back before a refusal */
+        gp_tcache_flush_mine(pool);
+        gp_tcache_reclaim_idle(pool);
+        st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, gp_arena_in_use(a), charge);
+    }
     if (st == GPOOL_OK) st = arena_alloc_retrying(pool, a, pl, tag, usage, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {

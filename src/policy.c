@@ -64,10 +64,17 @@ const char *gp_policy_reason(gpool_usage usage)
 }
 
 /* Device blocks are mapped in granularity pages from chunks whose size follows from the block
- * size; host blocks get the page size they asked for, else the one their size calls for. */
+ * size -- the size the arena places, rounded up to GP_MIN_ALIGN, so that gpool_page_size, the
+ * page_size check and vidmem.c agree; host blocks get the page size they asked for, else the
+ * one their size calls for. */
 size_t gp_policy_page_size(const gpool_t *pool, gpool_mem_kind kind, size_t size, size_t want)
 {
-    if (kind == GPOOL_MEM_DEVICE) return gp_device_chunk_size(size, pool->granularity);
+    if (kind == GPOOL_MEM_DEVICE) {
+        size_t placed = size > SIZE_MAX - GP_MIN_ALIGN
+                            ? size
+                            : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+        return gp_device_chunk_size(placed, pool->granularity);
+    }
     return want ? want : gp_host_page_size(size);
 }
 
@@ -112,12 +119,23 @@ gpool_status gp_policy_admit(const gpool_t *pool, gpool_mem_kind kind, size_t si
                        "vidmem: cannot allocate %zu bytes: the device has %zu bytes in all (%zu "
                        "pages of %zu bytes); cause: the request can never fit on this device",
                        size, total, total / gran, gran);
-    size_t budget = pool->cfg.budget[kind];
-    if (budget && in_use + charge > budget)
+    if (gp_policy_admit_count(pool, kind, charge, 1, in_use) == 0)
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                        "%s budget: %zu bytes requested, %" PRIu64 " of the %zu-byte budget in use",
-                       kind_name[kind], size, in_use, budget);
+                       kind_name[kind], size, in_use, pool->cfg.budget[kind]);
     return GPOOL_OK;
+}
+
+/* The budget rule, for one block (gp_policy_admit) and for a thread cache's refill alike:
+ * in_use plus what is charged stays within the kind's budget. */
+size_t gp_policy_admit_count(const gpool_t *pool, gpool_mem_kind kind, size_t unit, size_t want,
+                             uint64_t in_use)
+{
+    size_t budget = pool->cfg.budget[kind];
+    if (!budget || !unit) return want;
+    if (in_use >= budget) return 0;
+    uint64_t fit = (budget - in_use) / unit;
+    return fit < want ? (size_t)fit : want;
 }
 
 int gp_policy_move(gp_placement *pl, gpool_status st, int over_budget)

@@ -34,6 +34,12 @@ gpool_status gp_policy_place(const gpool_t *pool, const gpool_alloc_params *para
 gpool_status gp_policy_admit(const gpool_t *pool, gpool_mem_kind kind, size_t size, uint64_t in_use,
                              uint64_t charge);
 
+/* How many of `want` blocks of `unit` bytes kind's budget admits with `in_use` bytes in use
+ * (want when the kind has no budget): the rule gp_policy_admit applies to one block, for a
+ * thread cache taking several at once (so a cache never holds more than the budget allows). */
+size_t gp_policy_admit_count(const gpool_t *pool, gpool_mem_kind kind, size_t unit, size_t want,
+                             uint64_t in_use);
+
 /* A request that failed with st (over_budget: its kind's budget refused it) moves on: 1 when
  * the table sends it to another kind (pl->kind and pl->page are then the new ones), 0 when it
  * fails as it is. An AUTO request moves at most once; explicit kinds never move. */

@@ -11,7 +11,10 @@
  * Every live block has a record keyed by the address the caller got (the device address for
  * mapped memory), so double, interior and foreign frees are told apart, and block_info works
  * for every source. Host memory is bound to the NUMA node nearest the GPU where one is known
- * (sysmem_numa.c); dump_json says what placement was achieved. */
+ * (sysmem_numa.c); dump_json says what placement was achieved. A free waits on the event clock
+ * (sysmem_clock.h) for the streams it was freed and allocated on, without a driver call; the
+ * waiting frees are settled in batches (host_settle). Blocks recorded on other streams
+ * (gpool_record_stream) take reuse.c's deferred path instead. */
 #include "sysmem.h"
 
 #include <inttypes.h>
@@ -25,6 +28,7 @@
 #include "ptrmap.h"
 #include "stream.h"
 #include "sysmem_backend.h"
+#include "sysmem_clock.h"
 #include "sysmem_numa.h"
 #include "sysmem_small.h"
 
@@ -57,7 +61,24 @@ typedef struct host_kind {
     uint64_t small_refs; /* live small blocks + small allocs/frees in flight */
     uint64_t requested, in_use, peak_requested, peak_in_use, peak_reserved, peak_cached;
     uint64_t allocs, frees, live, ooms, spills;
+    uint64_t pend_n, pend_bytes; /* freed, waiting on the event clock (still in in_use) */
 } host_kind;
+
+/* A host block its caller freed, waiting for the streams it was freed and allocated on. */
+typedef struct host_pending {
+    host_block *b;
+    gp_host_mark mark[2];
+    unsigned nmark;
+} host_pending;
+
+/* When the host kind asks the clock about waiting frees: this many of them or this many bytes;
+ * or, when a request would otherwise need fresh memory, this many of its kind (one event per
+ * stream covers them all, so a steady state of pairs pays two driver calls per that many
+ * frees, and holds that many blocks more). */
+#define HOST_POLL_FREES      256
+#define HOST_POLL_BYTES      ((size_t)8 << 20)
+#define HOST_NEED_POLL_FREES 16
+#define HOST_NEED_POLL_BYTES ((size_t)4 << 20)
 
 struct gp_sysmem {
     pthread_mutex_t lock; /* blocks, counters, arena creation */
@@ -69,6 +90,10 @@ struct gp_sysmem {
      * CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM (cuda.h, cuMemHostGetDevicePointer) */
     int reg_same_ptr;
     host_kind k[2];
+    host_pending *pend; /* under lock: frees waiting on the event clock */
+    size_t npend, cap_pend;
+    uint64_t pend_bytes;
+    gp_host_clock clock;
 };
 
 static int is_host_kind(gpool_mem_kind kind)
@@ -197,6 +222,23 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
     return GPOOL_OK;
 }
 
+/* How host_settle settles: when due (thresholds), asking the clock now, or synchronizing. */
+enum { SETTLE_IF_DUE = 0, SETTLE_SYNC = 1, SETTLE_ASK = 2 };
+
+/* Lock held: whether host_settle(kind, want, how) would ask the clock (see there). */
+static int settle_due_locked(gp_sysmem *s, gpool_mem_kind kind, size_t want, int how)
+{
+    if (!s->npend) return 0;
+    if (how != SETTLE_IF_DUE || s->npend >= HOST_POLL_FREES || s->pend_bytes >= HOST_POLL_BYTES)
+        return 1;
+    if (kind != GPOOL_MEM_HOST_PINNED && kind != GPOOL_MEM_HOST_MAPPED) return 0;
+    host_kind *k = &s->k[kind - GPOOL_MEM_HOST_PINNED];
+    return atomic_load_explicit(&k->reserved, memory_order_relaxed) < k->in_use + want &&
+           (k->pend_n >= HOST_NEED_POLL_FREES || k->pend_bytes >= HOST_NEED_POLL_BYTES);
+}
+static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int how,
+                          gpool_status *st);
+
 /* ---------- allocation ---------- */
 
 static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t align,
@@ -263,6 +305,11 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     gp_arena *la = NULL;
     gpool_status st = GPOOL_OK;
     pthread_mutex_lock(&s->lock);
+    if (settle_due_locked(s, kind, est, SETTLE_IF_DUE)) { /* waiting frees first */
+        pthread_mutex_unlock(&s->lock);
+        host_settle(pool, s, kind, est, SETTLE_IF_DUE, NULL);
+        pthread_mutex_lock(&s->lock);
+    }
     st = gp_policy_admit(pool, kind, size, k->in_use, est);
     if (st != GPOOL_OK) {
         k->ooms++;
@@ -367,10 +414,18 @@ static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
     gp_sysmem *s = NULL;
     gpool_status st = sys_get(pool, &s);
     if (st != GPOOL_OK) return st;
-    for (;;) {
+    for (int asked = 0;;) {
         int over = 0;
         st = alloc_kind(pool, s, pl, params, &over, out);
         gpool_mem_kind from = pl->kind;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && over && !asked) {
+            /* the budget counts frees waiting on the clock: ask it before refusing or moving */
+            asked = 1;
+            pthread_mutex_lock(&s->lock);
+            int waiting = hk(s, from)->pend_n != 0;
+            pthread_mutex_unlock(&s->lock);
+            if (waiting && host_settle(pool, s, from, 0, SETTLE_ASK, NULL)) continue;
+        }
         if (st == GPOOL_OK || !gp_policy_move(pl, st, over)) break;
         pthread_mutex_lock(&s->lock);
         hk(s, from)->spills++;
@@ -394,11 +449,17 @@ static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_allo
     gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
     hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
     gp_stream_process(pool);
+    size_t est = (pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     gp_placement placed = *pl;
     st = sysmem_alloc(pool, pl, &hp, out);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && gp_stream_drain(pool)) { /* frees were waiting */
-        *pl = placed;
-        st = sysmem_alloc(pool, pl, &hp, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) { /* frees were waiting: finish them and try again */
+        size_t drained = gp_stream_drain(pool);
+        gp_sysmem *s = sys_of(pool);
+        /* a retry only when what went back could be the room missing */
+        if ((s && host_settle(pool, s, pl->kind, 0, SETTLE_SYNC, NULL) >= est) || drained) {
+            *pl = placed;
+            st = sysmem_alloc(pool, pl, &hp, out);
+        }
     }
     return st;
 }
@@ -504,11 +565,130 @@ gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
     return GPOOL_OK;
 }
 
-/* The host kind's gp_kind.free: a block's free waits for the work queued on its streams. */
+/* ---------- frees on the event clock ---------- */
+
+/* Lock held: room for one more waiting free. 0, or -1 out of host memory. */
+static int pend_room(gp_sysmem *s)
+{
+    if (s->npend < s->cap_pend) return 0;
+    size_t cap = s->cap_pend ? 2 * s->cap_pend : 64;
+    host_pending *np = realloc(s->pend, cap * sizeof *np);
+    if (!np) return -1;
+    s->pend = np;
+    s->cap_pend = cap;
+    return 0;
+}
+
+/* A free with no recorded streams: the block leaves the caller's view at once and waits,
+ * marked on the freeing stream (and the allocating one when another), for the clock; no
+ * driver call, one lock. *taken = 0 when it could not be marked (the caller takes the
+ * deferred path). */
+static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_block_ref *ref,
+                                  int *taken)
+{
+    *taken = 1;
+    pthread_mutex_lock(&s->lock);
+    host_block *b = gp_ptrmap_get(&s->blocks, (uintptr_t)ptr);
+    if (!b) {
+        pthread_mutex_unlock(&s->lock);
+        return not_live(s, ptr, 0, &ref->owned);
+    }
+    host_pending pe = {.b = b};
+    uintptr_t btag = (uintptr_t)b->stream;
+    if (pend_room(s) != 0 || gp_host_clock_mark(&s->clock, tag, &pe.mark[pe.nmark++]) != 0 ||
+        (btag != tag && gp_host_clock_mark(&s->clock, btag, &pe.mark[pe.nmark++]) != 0)) {
+        pthread_mutex_unlock(&s->lock);
+        *taken = 0;
+        return GPOOL_OK;
+    }
+    gp_ptrmap_del(&s->blocks, (uintptr_t)ptr);
+    host_kind *k = hk(s, b->kind);
+    k->requested -= b->requested;
+    k->frees++;
+    k->live--;
+    k->pend_n++;
+    k->pend_bytes += b->size;
+    s->pend_bytes += b->size;
+    s->pend[s->npend++] = pe;
+    pthread_mutex_unlock(&s->lock);
+    ref->owned = 1;
+    ref->requested = b->requested;
+    return GPOOL_OK;
+}
+
+/* Give the waiting frees whose streams are done back to their sources: ask the clock first
+ * when enough wait, when a request of want bytes of kind would otherwise need fresh memory,
+ * or always (how: SETTLE_ASK, or SETTLE_SYNC: a context synchronize; *st, when st is not
+ * NULL, says whether that failed). Returns the bytes of kind that went back. No lock held. */
+static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size_t want, int how,
+                          gpool_status *st)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!settle_due_locked(s, kind, want, how)) {
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+    }
+    gp_host_clock_recount(&s->clock);
+    for (size_t i = 0; i < s->npend; i++)
+        for (unsigned m = 0; m < s->pend[i].nmark; m++)
+            gp_host_clock_waits(&s->clock, &s->pend[i].mark[m]);
+    gpool_status polled = /* lets the lock go meanwhile */
+        gp_host_clock_poll(&s->clock, pool, &s->lock, how == SETTLE_SYNC);
+    if (st) *st = polled;
+    size_t total = 0, n;
+    do {
+        /* (the blocks are released outside the lock, 64 at a time) */
+        struct {
+            host_block *b;
+            gp_small *sm;
+        } out[64];
+        n = 0;
+        for (size_t i = 0; i < s->npend && n < 64;) {
+            host_pending *pe = &s->pend[i];
+            int done = 1;
+            for (unsigned m = 0; m < pe->nmark; m++)
+                done &= gp_host_clock_done(&s->clock, &pe->mark[m]);
+            if (!done) {
+                i++;
+                continue;
+            }
+            host_block *b = pe->b;
+            host_kind *k = hk(s, b->kind);
+            k->in_use -= b->size;
+            k->pend_n--;
+            k->pend_bytes -= b->size;
+            s->pend_bytes -= b->size;
+            out[n].b = b;
+            out[n++].sm = k->small; /* stays while small_refs > 0 */
+            *pe = s->pend[--s->npend];
+        }
+        pthread_mutex_unlock(&s->lock);
+        for (size_t i = 0; i < n; i++)
+            release_memory(s, hk(s, out[i].b->kind), out[i].sm, out[i].b);
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < n; i++) {
+            if (out[i].b->src == SRC_SMALL) hk(s, out[i].b->kind)->small_refs--;
+            if (out[i].b->kind == kind || kind == GPOOL_MEM_AUTO) total += out[i].b->size;
+            free(out[i].b);
+        }
+    } while (n == 64);
+    pthread_mutex_unlock(&s->lock);
+    return total;
+}
+
+/* The host kind's gp_kind.free: a block's free waits for the work queued on its streams -- on
+ * the event clock, or (recorded on other streams) behind events of its own (reuse.c). */
 static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
 {
-    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
     *ref = (gp_block_ref){0};
+    gp_sysmem *s = sys_of(pool);
+    if (!s || !ptr) return GPOOL_OK;
+    if (!gp_host_recorded(pool, ptr)) {
+        int taken;
+        gpool_status st = free_on_clock(s, ptr, tag, ref, &taken);
+        if (taken) return st;
+    }
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
     gpool_status st = gp_sysmem_block_info(pool, ptr, &d, &ref->owned);
     if (!ref->owned || st != GPOOL_OK) return st;
     ref->requested = d.requested_size;
@@ -567,9 +747,10 @@ static void host_stats(gpool_t *pool, gpool_stats *out, int exact)
         }
         size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
         ks->requested_bytes = k->requested;
-        ks->in_use_bytes = k->in_use;
+        ks->in_use_bytes = k->in_use - k->pend_bytes; /* waiting frees are frees */
+        out->pending_frees += k->pend_n;
         ks->reserved_bytes = res;
-        ks->cached_bytes = res > k->in_use ? res - k->in_use : 0;
+        ks->cached_bytes = res > ks->in_use_bytes ? res - ks->in_use_bytes : 0;
         ks->peak_requested_bytes = k->peak_requested;
         ks->peak_in_use_bytes = k->peak_in_use;
         ks->peak_reserved_bytes = k->peak_reserved > res ? k->peak_reserved : res;
@@ -589,7 +770,13 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
-    gpool_status st = GPOOL_OK;
+    gpool_status st = GPOOL_OK; /* waiting frees first (a synchronize); they stay if it fails */
+    host_settle(pool, s, GPOOL_MEM_AUTO, 0, SETTLE_SYNC, &st);
+    if (st != GPOOL_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        st = gp_fail(st, "gpool_trim: %s (the host frees waiting on it stay cached)", why);
+    }
     for (int i = 0; i < 2; i++) {
         host_kind *k = &s->k[i];
         gp_small *drop = NULL;
@@ -604,7 +791,8 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
             k->small = NULL;
         }
         pthread_mutex_unlock(&s->lock);
-        gp_small_destroy(drop);
+        gpool_status s1 = gp_small_destroy(drop); /* a failed unregister is reported */
+        if (s1 != GPOOL_OK && st == GPOOL_OK) st = s1;
         for (int pg = 0; pg < PG_COUNT; pg++) {
             if (!large[pg]) continue;
             gpool_status s2 = gp_arena_trim(large[pg], keep);
@@ -697,6 +885,14 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
+    host_settle(pool, s, GPOOL_MEM_AUTO, 0, SETTLE_SYNC, NULL);
+    for (size_t i = 0; i < s->npend; i++) { /* the synchronize failed: they go all the same */
+        host_block *b = s->pend[i].b;
+        if (b->src == SRC_DIRECT) direct_free(s, hk(s, b->kind), b);
+        free(b);
+    }
+    free(s->pend);
+    gp_host_clock_fini(&s->clock, pool);
     for (size_t i = 0; i < s->blocks.cap; i++) {
         if (!s->blocks.keys[i]) continue;
         host_block *b = s->blocks.vals[i];
@@ -711,7 +907,7 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
             gp_arena_fini(s->k[i].large[pg], NULL, NULL);
             free(s->k[i].large[pg]);
         }
-        gp_small_destroy(s->k[i].small);
+        (void)gp_small_destroy(s->k[i].small); /* the pool goes whatever the driver says */
     }
     gp_numa_fini(&s->numa);
     gp_ptrmap_fini(&s->blocks);

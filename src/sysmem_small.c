@@ -156,8 +156,9 @@ static gpool_status extent_add(gp_small *s)
 
 /* Lock held: unregister and unmap extent i. A failed unregister is retried (a transient
  * driver error must not leak a registration, nor unmap registered memory); after three
- * failures the extent is dropped anyway and the failure reported. */
-static void extent_release(gp_small *s, size_t i)
+ * failures the extent is dropped anyway and the failure returned (GPOOL_ERR_DRIVER, message
+ * naming cuMemHostUnregister). */
+static gpool_status extent_release(gp_small *s, size_t i)
 {
     small_extent *e = s->ext[i];
     int pushed;
@@ -166,13 +167,14 @@ static void extent_release(gp_small *s, size_t i)
     for (int attempt = 0; attempt < 3 && r != CUDA_SUCCESS; attempt++)
         r = GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER,
                    s->env.dc.drv->cuMemHostUnregister((void *)e->addr));
-    if (r != CUDA_SUCCESS) gp_giveback_status = gp_cu_fail(r, "cuMemHostUnregister");
+    gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemHostUnregister");
     gp_dc_leave(&s->env.dc, pushed);
     munmap((void *)e->addr, e->size);
     atomic_fetch_sub_explicit(s->reserved, e->size, memory_order_relaxed);
     memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof *s->ext);
     s->next--;
     free(e);
+    return st;
 }
 
 /* Lock held: the extent holding host address p, or NULL. */
@@ -215,12 +217,17 @@ static void partial_drop(gp_small *s, small_slab *sl)
 
 /* ---------- the allocator ---------- */
 
-static void sweep(gp_small *s)
+/* Release every extent; the first failure (later ones are released all the same). */
+static gpool_status sweep(gp_small *s)
 {
+    gpool_status st = GPOOL_OK;
     pthread_mutex_lock(&s->lock);
-    while (s->next)
-        extent_release(s, s->next - 1);
+    while (s->next) {
+        gpool_status one = extent_release(s, s->next - 1);
+        if (st == GPOOL_OK) st = one;
+    }
     pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 gpool_status gp_small_create(const gp_host_env *env, gpool_mem_kind kind, _Atomic size_t *reserved,
@@ -338,11 +345,12 @@ void gp_small_counts(gp_small *s, size_t *extents, uint64_t *registrations)
     pthread_mutex_unlock(&s->lock);
 }
 
-void gp_small_destroy(gp_small *s)
+gpool_status gp_small_destroy(gp_small *s)
 {
-    if (!s) return;
-    sweep(s); /* every block goes with its extent */
+    if (!s) return GPOOL_OK;
+    gpool_status st = sweep(s); /* every block goes with its extent */
     pthread_mutex_destroy(&s->lock);
     free(s->ext);
     free(s);
+    return st;
 }

@@ -45,7 +45,9 @@ unsigned gp_small_arena_index(const gp_small *s);
 /* Extents registered now, and ever. */
 void gp_small_counts(gp_small *s, size_t *extents, uint64_t *registrations);
 
-/* Unregister and unmap every extent (every block in them is gone). */
-void gp_small_destroy(gp_small *s);
+/* Unregister and unmap every extent (every block in them is gone), even those whose
+ * unregister keeps failing. GPOOL_OK, or GPOOL_ERR_DRIVER naming cuMemHostUnregister (the
+ * first failure) with the message set. */
+gpool_status gp_small_destroy(gp_small *s);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "policy.h"
 #include "pool.h"
 #include "tcache.h"
 
@@ -130,12 +131,19 @@ gp_tcache *gp_tcache_get_slow(gpool_t *pool)
     return tc_create(pool);
 }
 
-/* Refill class c; 0 when the arena has nothing (the slow path then reports why). */
+/* Refill class c with what the device budget admits (the cached slots count as in use, so
+ * the blocks handed out from the cache stay within it); 0 when the arena or the budget has
+ * nothing (the slow path then reports why). */
 static int tc_refill(gp_tcache *tc, unsigned c)
 {
     void *ptrs[TC_SLOTS];
     gpool_status st;
     size_t want = tc->cap[c] / 2 ? tc->cap[c] / 2 : 1;
+    gpool_t *pool = tc->pool;
+    if (pool->cfg.budget[GPOOL_MEM_DEVICE])
+        want = gp_policy_admit_count(pool, GPOOL_MEM_DEVICE, gp_class_size(c), want,
+                                     gp_arena_in_use(tc->arena));
+    if (!want) return 0;
     size_t got = gp_arena_slots_take(tc->arena, c, tc->pool->default_tag, tc, ptrs, want, &st);
     for (size_t k = 0; k < got; k++) {
         gp_slab *s = gp_arena_slab_of(tc->arena, (uintptr_t)ptrs[k]);
