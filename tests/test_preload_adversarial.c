@@ -208,6 +208,69 @@ Test(adversarial, double_free_is_an_error_in_sync_mode)
     adv("free_then_freeasync", "GPOOL_CONF=cudafree=sync");
 }
 
+/* pinned and mapped host blocks: interior pointer queries, cuMemHostGetFlags, the device
+ * pointer's range (also with a device pointer that differs from the host pointer) */
+Test(adversarial, host_block_queries)
+{
+    NEED_SIM();
+    adv("host_query", NULL);
+    adv("host_query", "GPOOL_SIM_HOST_ALIAS=1");
+}
+
+/* a kernel on the legacy stream (held), cudaFree, cudaMalloc before any non-blocking stream
+ * exists; the block is then used on a new non-blocking stream */
+Test(adversarial, legacy_block_reused_on_a_later_nonblocking_stream)
+{
+    NEED_SIM();
+    adv_all_modes("legacy_then_new_nb", NULL);
+}
+
+/* a pinned block a device-1 copy still writes, cudaFreeHost'd with device 0 current */
+Test(adversarial, cudafreehost_other_device_copy_queued)
+{
+    NEED_SIM();
+    adv_all_modes("host_devices", "GPOOL_SIM_DEVICES=2");
+}
+
+/* cudaMemGetInfo once a non-blocking stream exists (frees wait in the synchronizing batch) */
+Test(adversarial, meminfo_after_free_nonblocking)
+{
+    NEED_SIM();
+    adv_all_modes("meminfo_nb", "GPOOL_SIM_MEMORY=256M");
+}
+
+/* allocated on s1, last used and cudaFreeAsync'd on s2 (after an event wait), reallocated on
+ * s1: the free is in s2's order */
+Test(adversarial, freeasync_on_another_stream_than_the_allocation)
+{
+    NEED_SIM();
+    adv_all_modes("free_on_other_stream", NULL);
+}
+
+/* capture on the per-thread default stream: cudaMallocAsync(cudaStreamPerThread) and
+ * cudaMallocAsync_ptsz(NULL) become graph memory */
+Test(adversarial, capture_on_per_thread_stream)
+{
+    NEED_SIM();
+    adv("capture_ptds", NULL);
+    adv("capture_ptds", "GPOOL_CONF=cudafree=sync");
+}
+
+/* cudaFree of a block a held non-blocking stream writes, then cudaMallocAsync on another */
+Test(adversarial, cudafree_then_mallocasync_other_stream)
+{
+    NEED_SIM();
+    adv_all_modes("free_then_mallocasync", NULL);
+}
+
+/* a forked child's frees and allocations of the parent's memory: NOT_INITIALIZED, no hang */
+Test(adversarial, forked_child_calls_answer_not_initialized, .timeout = 60)
+{
+    NEED_SIM();
+    adv("fork_child_calls", "GPOOL_SIM_FORK=driver");
+    adv("fork_child_calls", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
+}
+
 /* ---------------- findings: fail now, disabled until fixed ---------------- */
 
 /* Finding 1 (ordering, every cudafree mode). cudaMallocAsync + kernel on non-blocking s1
@@ -217,11 +280,14 @@ Test(adversarial, double_free_is_an_error_in_sync_mode)
  * stream-ordered free has not completed (cudaMalloc does not come from the stream-ordered pool;
  * cudaFreeAsync: the memory is reusable only in stream order). The legacy and blocking-stream
  * consumers are ordered (freeasync_then_cudamalloc_legacy_or_blocking_consumer), a
- * non-blocking one is not. fails: freeasync block reused by cudaMalloc unordered */
+ * non-blocking one is not. The same near capacity (oom_async_then_malloc: 1 violation in
+ * every mode). fails: freeasync block reused by cudaMalloc unordered */
 Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer, .disabled = true)
 {
     NEED_SIM();
     adv_all_modes("async_then_malloc", NULL);
+    /* near capacity too: 200 of 256 MiB freed async on held s1, cudaMalloc(200 MiB) gets it */
+    adv_all_modes("oom_async_then_malloc", "GPOOL_SIM_MEMORY=256M");
 }
 
 /* Finding 2 (capture, cudafree_flush=event). Thread A captures non-blocking s1 in relaxed or

@@ -804,12 +804,250 @@ static int mixed_double_free(int async_first)
     return 0;
 }
 
+/* ---- pinned host blocks: interior pointer queries, flags, device pointers */
+static int host_query(void)
+{
+    void *h, *m, *dm = NULL;
+    CHECK(cudaMallocHost(&h, 1000) == cudaSuccess);
+    CHECK(cudaHostAlloc(&m, 5000, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult r = cuMemGetAddressRange(&base, &size, DP(h) + 10);
+    printf("host_range=%d base_ok=%d size=%zu\n", (int)r, base == DP(h), size);
+    CHECK(r == CUDA_SUCCESS && base == DP(h) && size >= 1000 && size < 2 * MIB);
+    unsigned type = 0;
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, DP(m) + 4000) ==
+          CUDA_SUCCESS);
+    CHECK(type == CU_MEMORYTYPE_HOST);
+    unsigned flags = 0;
+    CHECK(cuMemHostGetFlags(&flags, m) == CUDA_SUCCESS);
+    printf("flags=%u\n", flags);
+    CHECK(flags & CU_MEMHOSTALLOC_DEVICEMAP);
+    CHECK(flags & CU_MEMHOSTALLOC_PORTABLE);
+    CHECK(cudaHostGetDevicePointer(&dm, (char *)m + 100, 0) == cudaSuccess && dm);
+    r = cuMemGetAddressRange(&base, &size, DP(dm));
+    printf("mapped_range=%d size=%zu\n", (int)r, size);
+    CHECK(r == CUDA_SUCCESS && size >= 5000 && size < 2 * MIB);
+    CHECK(base + 100 == DP(dm));
+    CHECK(cudaFreeHost(h) == cudaSuccess && cudaFreeHost(m) == cudaSuccess);
+    return 0;
+}
+
+/* ---- kernel on the legacy stream (held), cudaFree, cudaMalloc while no non-blocking stream
+ * exists; then the program makes one and uses the block there */
+static int legacy_then_new_nb(void)
+{
+    void *p, *q;
+    CHECK(cudaMalloc(&p, MIB) == cudaSuccess);
+    CHECK(gpoolsim_stream_hold(NULL) == 0);
+    CHECK(kernel_write(NULL, p, MIB) == 0);
+    CHECK(cudaFree(p) == cudaSuccess);
+    int same = 0;
+    for (int i = 0; i < 100; i++) { /* enough for a fence flush */
+        CHECK(cudaMalloc(&q, MIB) == cudaSuccess);
+        same += p == q;
+        if (p == q) break;
+        CHECK(cudaFree(q) == cudaSuccess);
+    }
+    CUstream s = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s);
+    CHECK(kernel_write(s, q, MIB) == 0);
+    CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    CHECK(cudaFree(q) == cudaSuccess);
+    gpoolsim_stream_release(NULL);
+    printf("same=%d\n", same);
+    return 0;
+}
+
+/* ---- two devices: a pinned block a device-1 copy (held) writes, freed with device 0 current,
+ * reallocated and written by another device-1 stream */
+static int host_devices(void)
+{
+    CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+    CUstream a = make_stream(0), b = make_stream(0);
+    CHECK(a && b);
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, MIB) == CUDA_SUCCESS);
+    int same = 0;
+    for (int i = 0; i < 40; i++) {
+        void *h, *h2;
+        CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+        CHECK(cudaMallocHost(&h, MIB) == cudaSuccess);
+        CHECK(gpoolsim_stream_hold(a) == 0);
+        CHECK(cuMemcpyDtoHAsync(h, d, MIB, a) == CUDA_SUCCESS);
+        CHECK(cuCtxSetCurrent(ctx[0]) == CUDA_SUCCESS);
+        CHECK(cudaFreeHost(h) == cudaSuccess);
+        CHECK(cudaMallocHost(&h2, MIB) == cudaSuccess);
+        same += h == h2;
+        CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+        CHECK(cuMemcpyDtoHAsync(h2, d, MIB, b) == CUDA_SUCCESS);
+        CHECK(cuStreamSynchronize(b) == CUDA_SUCCESS);
+        CHECK(cudaFreeHost(h2) == cudaSuccess);
+        CHECK(gpoolsim_stream_release(a) == 0);
+    }
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    CHECK(cuMemFree(d) == CUDA_SUCCESS);
+    printf("same=%d\n", same);
+    return 0;
+}
+
+static int meminfo_nb(void)
+{
+    CHECK(make_stream(CU_STREAM_NON_BLOCKING));
+    return meminfo();
+}
+
+/* ---- allocated on s1, last used and freed on s2 (ordered after s1 by an event, as CUDA
+ * requires), then a stream-ordered allocation on s1: the block's free is in s2's order */
+static int free_on_other_stream(void)
+{
+    CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s1 && s2);
+    CUevent ev;
+    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+    int same = 0;
+    for (int i = 0; i < 50; i++) {
+        void *p, *q;
+        CHECK(cudaMallocAsync(&p, MIB, s1) == cudaSuccess);
+        CHECK(kernel_write(s1, p, MIB) == 0);
+        CHECK(cuEventRecord(ev, s1) == CUDA_SUCCESS);
+        CHECK(cuStreamWaitEvent(s2, ev, 0) == CUDA_SUCCESS);
+        CHECK(gpoolsim_stream_hold(s2) == 0);
+        CHECK(kernel_write(s2, p, MIB) == 0);
+        CHECK(cudaFreeAsync(p, s2) == cudaSuccess);
+        CHECK(cudaMallocAsync(&q, MIB, s1) == cudaSuccess);
+        same += p == q;
+        CHECK(kernel_write(s1, q, MIB) == 0);
+        CHECK(cudaFreeAsync(q, s1) == cudaSuccess);
+        CHECK(gpoolsim_stream_release(s2) == 0);
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    }
+    CHECK(cuEventDestroy(ev) == CUDA_SUCCESS);
+    printf("same=%d\n", same);
+    return 0;
+}
+
+/* ---- capture on the per-thread default stream, cudaMallocAsync(cudaStreamPerThread) and
+ * cudaMallocAsync_ptsz(NULL) inside: graph memory nodes, not eager blocks */
+static int capture_ptds(void)
+{
+    CHECK(cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) ==
+          CUDA_SUCCESS);
+    void *g1, *g2;
+    CHECK(cudaMallocAsync(&g1, MIB, (cudaStream_t)CU_STREAM_PER_THREAD) == cudaSuccess);
+    CHECK(cudaMallocAsync_ptsz(&g2, MIB, NULL) == cudaSuccess);
+    CUgraph graph = NULL;
+    CUresult r = cuStreamEndCapture(CU_STREAM_PER_THREAD, &graph);
+    printf("end_capture=%d\n", (int)r);
+    CHECK(r == CUDA_SUCCESS);
+    int overlap = 0;
+    CUstream s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s2);
+    void *e[6];
+    for (int i = 0; i < 6; i++) {
+        CHECK((i % 2 ? cudaMalloc(&e[i], MIB) : cudaMallocAsync(&e[i], MIB, s2)) == cudaSuccess);
+        for (int k = 0; k < 2; k++) {
+            uintptr_t a = (uintptr_t)e[i], b = (uintptr_t)(k ? g2 : g1);
+            overlap += a < b + MIB && b < a + MIB;
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        CHECK((i % 2 ? cudaFree(e[i]) : cudaFreeAsync(e[i], s2)) == cudaSuccess);
+    CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    printf("overlap=%d\n", overlap);
+    CHECK(overlap == 0);
+    return 0;
+}
+
+/* ---- cudaFree of a block a held non-blocking stream writes, then cudaMallocAsync on s2 */
+static int free_then_mallocasync(void)
+{
+    CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s1 && s2);
+    int same = 0;
+    for (int i = 0; i < 100; i++) {
+        void *p, *q;
+        CHECK(gpoolsim_stream_hold(s1) == 0);
+        CHECK(cudaMalloc(&p, MIB) == cudaSuccess);
+        CHECK(kernel_write(s1, p, MIB) == 0);
+        CHECK(cudaFree(p) == cudaSuccess);
+        CHECK(cudaMallocAsync(&q, MIB, s2) == cudaSuccess);
+        same += p == q;
+        CHECK(kernel_write(s2, q, MIB) == 0);
+        CHECK(cudaFreeAsync(q, s2) == cudaSuccess);
+        CHECK(gpoolsim_stream_release(s1) == 0);
+    }
+    printf("same=%d\n", same);
+    return 0;
+}
+
+/* ---- near capacity (GPOOL_SIM_MEMORY=256M): 200 MiB cudaMallocAsync'd and written on held s1,
+ * cudaFreeAsync'd, then cudaMalloc(200 MiB) written on s2: success only if ordered, else OOM */
+static int oom_async_then_malloc(void)
+{
+    CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s1 && s2);
+    void *p, *q = NULL;
+    CHECK(cudaMallocAsync(&p, 200 * MIB, s1) == cudaSuccess);
+    CHECK(gpoolsim_stream_hold(s1) == 0);
+    CHECK(kernel_write(s1, p, 200 * MIB) == 0);
+    CHECK(cudaFreeAsync(p, s1) == cudaSuccess);
+    cudaError_t e = cudaMalloc(&q, 200 * MIB);
+    printf("malloc=%d same=%d\n", (int)e, p == q);
+    if (e == cudaSuccess) {
+        CHECK(kernel_write(s2, q, 200 * MIB) == 0);
+        CHECK(cuStreamSynchronize(s2) == CUDA_SUCCESS);
+        CHECK(cudaFree(q) == cudaSuccess);
+    }
+    CHECK(gpoolsim_stream_release(s1) == 0);
+    CHECK(e == cudaSuccess || e == cudaErrorMemoryAllocation);
+    return 0;
+}
+
+/* ---- a child forked after CUDA initialised frees and allocates what the parent had: every
+ * call answers CUDA_ERROR_NOT_INITIALIZED (cudaErrorInitializationError), none hangs */
+static int fork_child_calls(void)
+{
+    void *p, *h, *q;
+    CHECK(cudaMalloc(&p, MIB) == cudaSuccess && cudaMalloc(&q, MIB) == cudaSuccess);
+    CHECK(cudaMallocHost(&h, 4096) == cudaSuccess);
+    CHECK(cudaFree(q) == cudaSuccess); /* pending in the batch at fork */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        void *x = NULL, *y = NULL;
+        cudaError_t e[6];
+        size_t f, t;
+        e[0] = cudaFree(p);
+        e[1] = cudaFreeHost(h);
+        e[2] = cudaMalloc(&x, MIB);
+        e[3] = cudaMallocHost(&y, 4096);
+        e[4] = cudaMemGetInfo(&f, &t);
+        CUdeviceptr d;
+        e[5] = (cudaError_t)cuMemAlloc(&d, MIB);
+        printf("child: free=%d freehost=%d malloc=%d mallochost=%d meminfo=%d cuMemAlloc=%d\n",
+               e[0], e[1], e[2], e[3], e[4], e[5]);
+        int bad = 0;
+        for (int i = 0; i < 6; i++)
+            bad += e[i] != cudaErrorInitializationError;
+        _exit(bad ? 20 + bad : 0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    printf("child_signaled=%d child_exit=%d\n", WIFSIGNALED(st), WEXITSTATUS(st));
+    CHECK(!WIFSIGNALED(st) && WEXITSTATUS(st) == 0);
+    CHECK(cudaFree(p) == cudaSuccess && cudaFreeHost(h) == cudaSuccess);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *m = argv[1];
-    int devs = strcmp(m, "devices") == 0 || strncmp(m, "devices_", 8) == 0 ? 2 : 1;
+    int devs = strstr(m, "devices") ? 2 : 1;
     if (setup(devs)) return 1;
     int rc = 2;
     if (!strcmp(m, "ptds"))
@@ -874,6 +1112,24 @@ int main(int argc, char **argv)
         rc = oom(0);
     else if (!strcmp(m, "oom_nb"))
         rc = oom(1);
+    else if (!strcmp(m, "meminfo_nb"))
+        rc = meminfo_nb();
+    else if (!strcmp(m, "host_query"))
+        rc = host_query();
+    else if (!strcmp(m, "legacy_then_new_nb"))
+        rc = legacy_then_new_nb();
+    else if (!strcmp(m, "host_devices"))
+        rc = host_devices();
+    else if (!strcmp(m, "free_on_other_stream"))
+        rc = free_on_other_stream();
+    else if (!strcmp(m, "capture_ptds"))
+        rc = capture_ptds();
+    else if (!strcmp(m, "free_then_mallocasync"))
+        rc = free_then_mallocasync();
+    else if (!strcmp(m, "oom_async_then_malloc"))
+        rc = oom_async_then_malloc();
+    else if (!strcmp(m, "fork_child_calls"))
+        rc = fork_child_calls();
     else if (!strcmp(m, "meminfo"))
         rc = meminfo();
     else if (!strcmp(m, "double_free"))
