@@ -271,6 +271,20 @@ Test(adversarial, forked_child_calls_answer_not_initialized, .timeout = 60)
     adv("fork_child_calls", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
 }
 
+/* cudaFreeAsync on the legacy stream (held), cudaMallocAsync on a non-blocking stream */
+Test(adversarial, legacy_freeasync_then_mallocasync_nonblocking)
+{
+    NEED_SIM();
+    adv_all_modes("legacy_freeasync_then_mallocasync", NULL);
+}
+
+/* a block larger than a page: queries in its last page, and a small block's last byte */
+Test(adversarial, multi_page_block_queries)
+{
+    NEED_SIM();
+    adv("query_large", NULL);
+}
+
 /* ---------------- findings: fail now, disabled until fixed ---------------- */
 
 /* Finding 1 (ordering, every cudafree mode). cudaMallocAsync + kernel on non-blocking s1
@@ -288,6 +302,9 @@ Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer, .disabled = tr
     adv_all_modes("async_then_malloc", NULL);
     /* near capacity too: 200 of 256 MiB freed async on held s1, cudaMalloc(200 MiB) gets it */
     adv_all_modes("oom_async_then_malloc", "GPOOL_SIM_MEMORY=256M");
+    /* and from the legacy stream: cudaFreeAsync(p, 0) (held), cudaMalloc, a non-blocking
+     * consumer: 50 of 50 */
+    adv_all_modes("legacy_freeasync_then_malloc", NULL);
 }
 
 /* Finding 2 (capture, cudafree_flush=event). Thread A captures non-blocking s1 in relaxed or

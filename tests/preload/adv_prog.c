@@ -1042,6 +1042,46 @@ static int fork_child_calls(void)
     return 0;
 }
 
+/* ---- cudaFreeAsync on the legacy stream (held), then cudaMalloc used on a non-blocking stream */
+static int legacy_freeasync_then_malloc(int async)
+{
+    CUstream s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s2);
+    int same = 0;
+    for (int i = 0; i < 50; i++) {
+        void *p, *q;
+        CHECK(gpoolsim_stream_hold(NULL) == 0);
+        CHECK(cudaMallocAsync(&p, MIB, NULL) == cudaSuccess);
+        CHECK(kernel_write(NULL, p, MIB) == 0);
+        CHECK(cudaFreeAsync(p, NULL) == cudaSuccess);
+        CHECK((async ? cudaMallocAsync(&q, MIB, s2) : cudaMalloc(&q, MIB)) == cudaSuccess);
+        same += p == q;
+        CHECK(kernel_write(s2, q, MIB) == 0);
+        CHECK(cuStreamSynchronize(s2) == CUDA_SUCCESS);
+        CHECK((async ? cudaFreeAsync(q, s2) : cudaFree(q)) == cudaSuccess);
+        CHECK(gpoolsim_stream_release(NULL) == 0);
+    }
+    printf("same=%d\n", same);
+    return 0;
+}
+
+/* ---- a block larger than a page: queries inside its second and last pages */
+static int query_large(void)
+{
+    size_t n = 3 * MIB + 5;
+    void *p, *q;
+    CHECK(cudaMalloc(&p, n) == cudaSuccess && cudaMalloc(&q, 100) == cudaSuccess);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CHECK(cuMemGetAddressRange(&base, &size, DP(p) + 3 * MIB + 4) == CUDA_SUCCESS);
+    printf("base_ok=%d size=%zu\n", base == DP(p), size);
+    CHECK(base == DP(p) && size == n);
+    CHECK(cuMemGetAddressRange(&base, &size, DP(q) + 99) == CUDA_SUCCESS);
+    CHECK(base == DP(q) && size == 100);
+    CHECK(cudaFree(p) == cudaSuccess && cudaFree(q) == cudaSuccess);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
@@ -1130,6 +1170,12 @@ int main(int argc, char **argv)
         rc = oom_async_then_malloc();
     else if (!strcmp(m, "fork_child_calls"))
         rc = fork_child_calls();
+    else if (!strcmp(m, "legacy_freeasync_then_malloc"))
+        rc = legacy_freeasync_then_malloc(0);
+    else if (!strcmp(m, "legacy_freeasync_then_mallocasync"))
+        rc = legacy_freeasync_then_malloc(1);
+    else if (!strcmp(m, "query_large"))
+        rc = query_large();
     else if (!strcmp(m, "meminfo"))
         rc = meminfo();
     else if (!strcmp(m, "double_free"))
