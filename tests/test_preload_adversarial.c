@@ -142,6 +142,10 @@ Test(adversarial, other_thread_allocates_during_capture_batch_and_sync)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         adv("capture_side_relaxed", modes[i]);
         adv("capture_side_thread", modes[i]);
+        /* near capacity: each 200 MiB cudaMalloc needs the block the last cudaFree gave */
+        char e[256];
+        snprintf(e, sizeof e, "%s GPOOL_SIM_MEMORY=256M", modes[i]);
+        adv("capture_side_oom", e);
     }
 }
 
@@ -319,6 +323,9 @@ Test(adversarial, other_thread_allocates_during_capture_flush_event, .disabled =
     NEED_SIM();
     adv("capture_side_relaxed", "GPOOL_CONF=cudafree_flush=event");
     adv("capture_side_thread", "GPOOL_CONF=cudafree_flush=event");
+    /* near capacity: 2 of the other thread's 3 cudaMalloc(200 MiB) fail with out-of-memory
+     * (the freed block never comes back), and the capture is invalidated too */
+    adv("capture_side_oom", "GPOOL_CONF=cudafree_flush=event GPOOL_SIM_MEMORY=256M");
 }
 
 /* Finding 3 (pointer queries). CU_POINTER_ATTRIBUTE_BUFFER_ID: "a buffer ID which is guaranteed

@@ -281,15 +281,15 @@ static int capture(CUstreamCaptureMode mode)
  * other threads' potentially unsafe calls); the capture must end valid */
 struct side_arg {
     int failed;
-    int nb;
+    int big; /* 1: three pairs of 200 MiB (GPOOL_SIM_MEMORY=256M: each needs the last freed) */
 };
 static void *side_thread(void *arg)
 {
     struct side_arg *a = arg;
     cuCtxSetCurrent(ctx[0]);
-    for (int i = 0; i < 200; i++) { /* enough frees to flush a batch */
+    for (int i = 0; i < (a->big ? 3 : 200); i++) { /* enough frees to flush a batch */
         void *p;
-        if (cudaMalloc(&p, 4 * MIB) != cudaSuccess)
+        if (cudaMalloc(&p, a->big ? 200 * MIB : 4 * MIB) != cudaSuccess)
             a->failed++;
         else if (cudaFree(p) != cudaSuccess)
             a->failed++;
@@ -297,17 +297,15 @@ static void *side_thread(void *arg)
     return NULL;
 }
 
-static int capture_side(CUstreamCaptureMode mode, int nb)
+static int capture_side(CUstreamCaptureMode mode, int big)
 {
     CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING);
     CHECK(s1);
-    if (!nb) { /* no non-blocking stream must exist besides s1: cannot avoid it, s1 is one */
-    }
     CHECK(cuStreamBeginCapture(s1, mode) == CUDA_SUCCESS);
     void *g;
     CHECK(cudaMallocAsync(&g, MIB, s1) == cudaSuccess);
     CHECK(kernel_write(s1, g, MIB) == 0);
-    struct side_arg a = {0, nb};
+    struct side_arg a = {0, big};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, side_thread, &a) == 0);
     CHECK(pthread_join(t, NULL) == 0);
@@ -1133,8 +1131,10 @@ int main(int argc, char **argv)
     else if (!strcmp(m, "capture_relaxed"))
         rc = capture(CU_STREAM_CAPTURE_MODE_RELAXED);
     else if (!strcmp(m, "capture_side_relaxed"))
-        rc = capture_side(CU_STREAM_CAPTURE_MODE_RELAXED, 1);
+        rc = capture_side(CU_STREAM_CAPTURE_MODE_RELAXED, 0);
     else if (!strcmp(m, "capture_side_thread"))
+        rc = capture_side(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 0);
+    else if (!strcmp(m, "capture_side_oom"))
         rc = capture_side(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1);
     else if (!strcmp(m, "fork_threads"))
         rc = fork_threads();
