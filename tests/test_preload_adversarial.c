@@ -289,6 +289,16 @@ Test(adversarial, multi_page_block_queries)
     adv("query_large", NULL);
 }
 
+/* cudaFree of a block a held non-blocking stream writes, the stream destroyed with that work
+ * queued, then flushes: the block is not reused before the destroyed stream's work completes
+ * (the event flush records on live streams only) */
+Test(adversarial, cudafree_then_stream_destroyed_with_work_queued)
+{
+    NEED_SIM();
+    adv_all_modes("destroyed_nb_then_flush", NULL);
+    adv_all_modes("destroyed_nb_then_flush", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
+}
+
 /* ---------------- findings: fail now, disabled until fixed ---------------- */
 
 /* Finding 1 (ordering, every cudafree mode). cudaMallocAsync + kernel on non-blocking s1

@@ -1080,6 +1080,42 @@ static int query_large(void)
     return 0;
 }
 
+/* ---- cudaFree of a block a held non-blocking stream writes, that stream destroyed with the
+ * work still queued (legal: cuStreamDestroy), then enough frees for a flush, and the block's
+ * size allocated again and written on another non-blocking stream */
+static int destroyed_nb_then_flush(void)
+{
+    CUstream s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s2);
+    int same = 0;
+    for (int r = 0; r < 4; r++) {
+        CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING);
+        CHECK(s1);
+        void *p;
+        CHECK(cudaMalloc(&p, 4 * MIB) == cudaSuccess);
+        CHECK(gpoolsim_stream_hold(s1) == 0);
+        CHECK(kernel_write(s1, p, 4 * MIB) == 0);
+        CHECK(cudaFree(p) == cudaSuccess);
+        CHECK(cuStreamDestroy(s1) == CUDA_SUCCESS); /* its kernel still queued */
+        for (int i = 0; i < 300; i++) {             /* past every batch limit */
+            void *x;
+            CHECK(cudaMalloc(&x, 1 * MIB) == cudaSuccess && cudaFree(x) == cudaSuccess);
+        }
+        void *q[8];
+        for (int i = 0; i < 8; i++) {
+            CHECK(cudaMalloc(&q[i], 4 * MIB) == cudaSuccess);
+            same += q[i] == p;
+            CHECK(kernel_write(s2, q[i], 4 * MIB) == 0);
+        }
+        CHECK(cuStreamSynchronize(s2) == CUDA_SUCCESS);
+        for (int i = 0; i < 8; i++)
+            CHECK(cudaFree(q[i]) == cudaSuccess);
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    }
+    printf("same=%d\n", same);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
@@ -1176,6 +1212,8 @@ int main(int argc, char **argv)
         rc = legacy_freeasync_then_malloc(1);
     else if (!strcmp(m, "query_large"))
         rc = query_large();
+    else if (!strcmp(m, "destroyed_nb_then_flush"))
+        rc = destroyed_nb_then_flush();
     else if (!strcmp(m, "meminfo"))
         rc = meminfo();
     else if (!strcmp(m, "double_free"))
