@@ -299,6 +299,15 @@ Test(adversarial, cudafree_then_stream_destroyed_with_work_queued)
     adv_all_modes("destroyed_nb_then_flush", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
 }
 
+/* a kernel writes a mapped host block through its device pointer, cudaFreeHost, reuse (also
+ * with a device pointer that differs from the host pointer) */
+Test(adversarial, cudafreehost_mapped_block_kernel_queued)
+{
+    NEED_SIM();
+    adv_all_modes("mapped_kernel", NULL);
+    adv_all_modes("mapped_kernel", "GPOOL_SIM_HOST_ALIAS=1");
+}
+
 /* ---------------- findings: fail now, disabled until fixed ---------------- */
 
 /* Finding 1 (ordering, every cudafree mode). cudaMallocAsync + kernel on non-blocking s1

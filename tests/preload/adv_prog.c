@@ -1116,6 +1116,32 @@ static int destroyed_nb_then_flush(void)
     return 0;
 }
 
+/* ---- a kernel writes a mapped host block through its device pointer (held, non-blocking),
+ * cudaFreeHost, the block comes back and another stream's kernel writes it */
+static int mapped_kernel(void)
+{
+    CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(s1 && s2);
+    int same = 0;
+    for (int i = 0; i < 40; i++) {
+        void *h, *h2, *d, *d2;
+        CHECK(gpoolsim_stream_hold(s1) == 0);
+        CHECK(cudaHostAlloc(&h, MIB, cudaHostAllocMapped) == cudaSuccess);
+        CHECK(cudaHostGetDevicePointer(&d, h, 0) == cudaSuccess);
+        CHECK(kernel_write(s1, d, MIB) == 0);
+        CHECK(cudaFreeHost(h) == cudaSuccess);
+        CHECK(cudaHostAlloc(&h2, MIB, cudaHostAllocMapped) == cudaSuccess);
+        CHECK(cudaHostGetDevicePointer(&d2, h2, 0) == cudaSuccess);
+        same += h == h2;
+        CHECK(kernel_write(s2, d2, MIB) == 0);
+        CHECK(cuStreamSynchronize(s2) == CUDA_SUCCESS);
+        CHECK(cudaFreeHost(h2) == cudaSuccess);
+        CHECK(gpoolsim_stream_release(s1) == 0);
+    }
+    printf("same=%d\n", same);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
@@ -1214,6 +1240,8 @@ int main(int argc, char **argv)
         rc = query_large();
     else if (!strcmp(m, "destroyed_nb_then_flush"))
         rc = destroyed_nb_then_flush();
+    else if (!strcmp(m, "mapped_kernel"))
+        rc = mapped_kernel();
     else if (!strcmp(m, "meminfo"))
         rc = meminfo();
     else if (!strcmp(m, "double_free"))
