@@ -75,3 +75,5 @@ PRELOAD_HELPERS += $(ADV_PROGS)
 $(ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
 	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
+# (PRELOAD_HELPERS' order-only line above is expanded before this +=: name it here too)
+$(BUILD)/tests/test_preload_adversarial: | $(ADV_PROGS)
