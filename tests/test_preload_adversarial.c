@@ -347,10 +347,10 @@ Test(adversarial, other_thread_allocates_during_capture_flush_event, .disabled =
     adv("capture_side_oom", "GPOOL_CONF=cudafree_flush=event GPOOL_SIM_MEMORY=256M");
 }
 
-/* Finding 3 (pointer queries). CU_POINTER_ATTRIBUTE_BUFFER_ID: "a buffer ID which is guaranteed
- * to be unique within the process" (cuPointerGetAttribute). Two live 4 KiB cudaMalloc blocks
- * get the same id (1): the driver's id of gpool's chunk passes through. UCX's and NCCL's
- * registration caches key on it, so they would take one block's registration for another's.
+/* Finding 3 (pointer queries). CU_POINTER_ATTRIBUTE_BUFFER_ID: a process-wide unique id for an
+ * allocated memory region (cuda.h, CUpointer_attribute; cuPointerGetAttribute). Two live 4 KiB
+ * cudaMalloc blocks get the same id (1): the driver's id of gpool's chunk passes through. UCX's and
+ * NCCL's registration caches key on it, so they would take one block's registration for another's.
  * A block reallocated at a freed one's address must get a new id too. fails: buffer id is the
  * chunk's, shared by blocks */
 Test(adversarial, buffer_id_unique_per_allocation, .disabled = true)

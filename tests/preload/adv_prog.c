@@ -443,9 +443,10 @@ static int query_range(void)
     return 0;
 }
 
-/* CU_POINTER_ATTRIBUTE_BUFFER_ID: "a buffer ID which is guaranteed to be unique within the
- * process" (cuPointerGetAttribute): two live allocations never share one, and a new allocation
- * at a freed one's address gets a new one (UCX's and NCCL's registration caches key on it). */
+/* CU_POINTER_ATTRIBUTE_BUFFER_ID: a process-wide unique id for an allocated memory region
+ * (cuda.h, CUpointer_attribute; cuPointerGetAttribute): two live allocations never share one, and a
+ * new allocation at a freed one's address gets a new one (UCX's and NCCL's registration caches key
+ * on it). */
 static int query_buffer_id(void)
 {
     void *p, *q;
