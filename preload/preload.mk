@@ -68,3 +68,12 @@ $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN)): | $(PRELOAD_LIB) $(PRELOAD_H
   $(BUILD)/bench/dropin_client $(BUILD)/bench/dropin_replay
 # test_preload_conf runs examples/training_step under the interposer
 $(BUILD)/tests/test_preload_conf: | examples
+# adv_prog (tests/test_preload_adversarial.c): the adversarial campaign's programs, linked with
+# both the simulator (driver entry points by name) and the cudart stand-in (runtime calls).
+ADV_PROGS := $(PRELOAD_TDIR)/adv_prog
+PRELOAD_HELPERS += $(ADV_PROGS)
+$(ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
+	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
+# (PRELOAD_HELPERS' order-only line above is expanded before this +=: name it here too)
+$(BUILD)/tests/test_preload_adversarial: | $(ADV_PROGS)
