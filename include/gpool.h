@@ -218,6 +218,13 @@ enum {
     GPOOL_ALLOC_ALLOW_FALLBACK = 1u << 1, /**< AUTO may use mapped sysmem when vidmem is full */
     GPOOL_ALLOC_STREAM_WAIT = 1u << 2,    /**< reuse blocks pending on other streams by making
                                                the allocating stream wait on their event */
+    GPOOL_ALLOC_NO_STREAM_WAIT = 1u << 3, /**< never make the allocating stream wait for another
+                                               stream's work (gpool_config.stream_reuse = wait's
+                                               hand-over is skipped): memory other streams freed
+                                               comes only once an event shows their work done.
+                                               For a block the caller may use on any stream at
+                                               once, as cudaMalloc's; with STREAM_WAIT:
+                                               GPOOL_ERR_INVALID_ARG */
 };
 
 /** Per-request parameters for gpool_alloc() and gpool_alloc_async(). Zero-initialised (or a
@@ -640,11 +647,11 @@ GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc
  * The block may be one freed on this stream whose work has not finished yet (stream order
  * makes that safe), or one pending on another stream only once this stream waits for that
  * work: always with GPOOL_ALLOC_STREAM_WAIT, and (gpool_config.stream_reuse = wait, the
- * default) when that block is the best place for the request and spares mapping fresh memory,
- * now or later (the place of the stream's own would be the frontier: the free memory next to
- * unmapped address space); the stream then waits on an event recorded after the free
- * (cuStreamWaitEvent). With
- * stream_reuse = events and no flag, never a block whose other stream's work may still run.
+ * default; never with GPOOL_ALLOC_NO_STREAM_WAIT) when that block is the best place for the request
+ * and spares mapping fresh memory, now or later (the place of the stream's own would be the
+ * frontier: the free memory next to unmapped address space); the stream then waits on an event
+ * recorded after the free (cuStreamWaitEvent). With stream_reuse = events and no flag, never a
+ * block whose other stream's work may still run.
  *
  * CU_STREAM_PER_THREAD names the calling thread's per-thread default stream: a block freed on
  * it by one thread is reused at once by that thread only, by others once its work completed.

@@ -537,14 +537,24 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
 {
     gpool_t *pool = gpp_pool(dev);
     if (__builtin_expect(!pool, 0)) return GPOOL_ERR_NO_DRIVER;
+    /* A block for the legacy stream (cudaMalloc, cuMemAlloc, cudaMallocAsync on stream 0) may
+     * be used on any stream at once. While every stream waits for the legacy stream, making
+     * the legacy stream wait for another stream's frees (gpool's hand-over) orders them all;
+     * a non-blocking stream does not wait for it, so then no hand-over: memory freed on other
+     * streams comes only once their work is done (tests/test_preload_adversarial.c,
+     * freeasync_then_cudamalloc_nonblocking_consumer). */
+    const gpool_alloc_params *params = NULL;
+    static const gpool_alloc_params no_wait = {.struct_size = sizeof no_wait,
+                                               .flags = GPOOL_ALLOC_NO_STREAM_WAIT};
+    if (!stream && __builtin_expect(gpp_nonblocking_streams() != 0, 0)) params = &no_wait;
     /* gpool_alloc's inline thread-cache path serves the default (legacy) stream */
     gpool_status st = stream || conf_pool.default_stream
-                          ? gpool_alloc_async(pool, size, NULL, stream, out)
-                          : gpool_alloc(pool, size, NULL, out);
+                          ? gpool_alloc_async(pool, size, params, stream, out)
+                          : gpool_alloc(pool, size, params, out);
     /* only once gpool found neither a cached block nor driver memory: the batches may hold
      * what is missing */
     if (st == GPOOL_ERR_OUT_OF_MEMORY && gpp_batch_flush_all())
-        st = gpool_alloc_async(pool, size, NULL, stream, out);
+        st = gpool_alloc_async(pool, size, params, stream, out);
     return st;
 }
 
@@ -628,6 +638,11 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     /* a pinned host block is not what cudaFree/cuMemFree/cudaFreeAsync free */
     if (__builtin_expect(gpp_host_blocks() != 0, 0) && gpp_host_block(p)) return GPP_FREE_INVALID;
+    /* A stream-ordered free on the legacy stream (cudaFreeAsync(p, 0)) would make the block
+     * reusable at once by the legacy stream's next request, cudaMalloc's included, whose block
+     * a non-blocking stream may use at once without waiting for the legacy stream: once one
+     * exists, such a free waits as cudaFree's do. */
+    if (!legacy && !stream && __builtin_expect(gpp_nonblocking_streams() != 0, 0)) legacy = 1;
     /* batch and stream mode: the block waits in the batch until its fence or synchronize */
     if (legacy && free_to_batch()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */

@@ -195,7 +195,10 @@ static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int hos
             gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
         return 0;
     }
-    if (gpp_flush_with_events() && flush_with_events(list, n, bytes, host) == 0) {
+    /* no event on a capturing stream: it would join the capture, or invalidate it (the
+     * synchronize below is what the batch makes during a capture too) */
+    if (gpp_flush_with_events() && atomic_load_explicit(&gpp_captures, memory_order_relaxed) == 0 &&
+        flush_with_events(list, n, bytes, host) == 0) {
         reap(0); /* earlier flushes whose work is done */
         return 0;
     }

@@ -219,7 +219,9 @@ static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
 static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags)
 {
     uintptr_t from[GP_MARKS];
-    if (!a->poll || a->streams_seen < 2 || (flags & (GP_ARENA_SLAB | GP_ARENA_SMALL_RANGE))) return;
+    if (!a->poll || a->streams_seen < 2 ||
+        (flags & (GP_ARENA_SLAB | GP_ARENA_SMALL_RANGE | GPOOL_ALLOC_NO_STREAM_WAIT)))
+        return;
     size_t n = gp_heap_claim(&a->heap, size, align, tag, from);
     if (!n) return;
     if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {

@@ -13,7 +13,9 @@
 #include "tcache.h"
 
 #define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
-#define KNOWN_FLAGS (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT)
+#define KNOWN_FLAGS                                                                                \
+    (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT |                     \
+     GPOOL_ALLOC_NO_STREAM_WAIT)
 
 static _Atomic uint64_t next_pool_id = 1;
 
@@ -172,6 +174,10 @@ static gpool_status check_params(const gpool_alloc_params *p, size_t size)
     if (p->flags & ~(unsigned)KNOWN_FLAGS)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "unknown flags 0x%x",
                        p->flags & ~(unsigned)KNOWN_FLAGS);
+    if ((p->flags & GPOOL_ALLOC_STREAM_WAIT) && (p->flags & GPOOL_ALLOC_NO_STREAM_WAIT))
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "flags GPOOL_ALLOC_STREAM_WAIT and GPOOL_ALLOC_NO_STREAM_WAIT exclude "
+                       "each other");
     if (p->alignment & (p->alignment - 1))
         return gp_fail(GPOOL_ERR_INVALID_ARG, "alignment %zu is not a power of two", p->alignment);
     return GPOOL_OK;

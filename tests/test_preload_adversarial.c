@@ -318,8 +318,9 @@ Test(adversarial, cudafreehost_mapped_block_kernel_queued)
  * cudaFreeAsync: the memory is reusable only in stream order). The legacy and blocking-stream
  * consumers are ordered (freeasync_then_cudamalloc_legacy_or_blocking_consumer), a
  * non-blocking one is not. The same near capacity (oom_async_then_malloc: 1 violation in
- * every mode). fails: freeasync block reused by cudaMalloc unordered */
-Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer, .disabled = true)
+ * every mode). Failed before cudaMalloc got GPOOL_ALLOC_NO_STREAM_WAIT once a non-blocking
+ * stream exists. */
+Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer)
 {
     NEED_SIM();
     adv_all_modes("async_then_malloc", NULL);
@@ -336,8 +337,8 @@ Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer, .disabled = tr
  * cudaFree are not stream operations on s1). The event flush records an event on every live
  * non-blocking stream, s1 included, so the capture ends CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
  * (901). Batch and sync modes hold (other_thread_allocates_during_capture_batch_and_sync).
- * fails: event flush records on a capturing stream */
-Test(adversarial, other_thread_allocates_during_capture_flush_event, .disabled = true)
+ * Failed before the event flush synchronized instead while a capture runs. */
+Test(adversarial, other_thread_allocates_during_capture_flush_event)
 {
     NEED_SIM();
     adv("capture_side_relaxed", "GPOOL_CONF=cudafree_flush=event");

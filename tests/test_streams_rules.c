@@ -655,6 +655,33 @@ Test(stream_rules, events_reuse_never_makes_a_stream_wait)
     if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
 }
 
+/* GPOOL_ALLOC_NO_STREAM_WAIT under stream_reuse=wait: the same scenario as the default's
+ * wait, but B's request makes no hand-over (the drop-in's cudaMalloc once a non-blocking
+ * stream exists: its block may go to any stream at once); with STREAM_WAIT: invalid. */
+Test(stream_rules, no_stream_wait_flag_skips_the_hand_over)
+{
+    const size_t sz = 6 * MiB;
+    void *ab = alloc_on(MiB, B, 0);
+    cr_assert_eq(gpool_free_async(pool, ab, B), GPOOL_OK);
+    void *p = alloc_on(sz, A, 0), *filler = take_cached(A);
+    kernel(A, p, sz);
+    sim->stream_hold(A);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    unsigned long waits = sim->call_count("cuStreamWaitEvent");
+    void *q = alloc_on(sz, B, GPOOL_ALLOC_NO_STREAM_WAIT);
+    cr_assert(!overlaps(p, sz, q, sz), "B got memory A's queued work may use");
+    cr_assert_eq(sim->call_count("cuStreamWaitEvent"), waits, "a wait was added");
+    gpool_alloc_params both = GPOOL_ALLOC_PARAMS_INIT;
+    both.flags = GPOOL_ALLOC_STREAM_WAIT | GPOOL_ALLOC_NO_STREAM_WAIT;
+    void *r = (void *)1;
+    cr_assert_eq(gpool_alloc_async(pool, MiB, &both, B, &r), GPOOL_ERR_INVALID_ARG);
+    cr_assert_null(r);
+    cr_assert(strstr(gpool_last_error(), "exclude each other"), "%s", gpool_last_error());
+    kernel(B, q, sz);
+    cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
+    if (filler) cr_assert_eq(gpool_free_async(pool, filler, A), GPOOL_OK);
+}
+
 /* B has 8 MiB of its own cached (a hole under a live 1 MiB block of B's when `hole`, else the
  * frontier: the free range at the top, running on into unbacked pages), and A frees p (sz
  * bytes, A's kernel on it still queued); then B asks for sz bytes. Returns B's block, with

@@ -191,7 +191,8 @@ class Pool:
         kind: "device", "pinned", "mapped" or "auto" (the policy picks from ``usage``:
         "default", "gpu_only", "upload", "readback", "staging", "multi_gpu",
         "large_dataset"); stream: None (the pool's default stream) or a CUstream handle;
-        flags: an int or an iterable of "zero", "allow_fallback", "stream_wait"."""
+        flags: an int or an iterable of "zero", "allow_fallback", "stream_wait",
+            "no_stream_wait"."""
         if not isinstance(flags, int):
             flags = sum(_enum(f, FLAGS, "flag") for f in flags)
         params = _lib.gpool_alloc_params(

@@ -45,7 +45,7 @@ USAGES = {
 }
 USAGE_NAMES = {v: k for k, v in USAGES.items()}
 #: GPOOL_ALLOC_* flags
-FLAGS = {"zero": 1 << 0, "allow_fallback": 1 << 1, "stream_wait": 1 << 2}
+FLAGS = {"zero": 1 << 0, "allow_fallback": 1 << 1, "stream_wait": 1 << 2, "no_stream_wait": 1 << 3}
 
 
 class _Sized(ctypes.Structure):

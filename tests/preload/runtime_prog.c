@@ -127,6 +127,7 @@ static int serve(int nonblocking)
     /* the cudaMalloc/cudaFree part ends here: what follows allocates on two streams, where
      * allocations may poll the other stream's frees with events */
     unsigned long ev_free_part = sim_count("cuEventRecord");
+    unsigned long sync_free_part = sim_count("cuCtxSynchronize");
     for (int i = 0; i < 200; i++) {
         void *a, *b;
         CHECK(cudaMallocAsync(&a, 1 << 20, NULL) == cudaSuccess);
@@ -139,8 +140,9 @@ static int serve(int nonblocking)
     CHECK(total > 0 && fr <= total);
     printf("allocs=%d cuMemCreate=%lu cuMemAlloc=%lu standin=%lu\n", N + 400,
            sim_count("cuMemCreate"), sim_count("cuMemAlloc"), standin_calls());
-    printf("frees=%d cuEventRecord=%lu cuCtxSynchronize=%lu events_all=%lu\n", N, ev_free_part,
-           sim_count("cuCtxSynchronize"), sim_count("cuEventRecord"));
+    printf("frees=%d cuEventRecord=%lu cuCtxSynchronize=%lu events_all=%lu syncs_free_part=%lu\n",
+           N, ev_free_part, sim_count("cuCtxSynchronize"), sim_count("cuEventRecord"),
+           sync_free_part);
     return standin_calls() == 0 ? 0 : 2;
 }
 
