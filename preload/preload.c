@@ -535,7 +535,8 @@ CUstream gpp_stream(CUstream s, int per_thread)
 
 gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
 {
-    gpool_t *pool = gpp_pool(dev);
+    gpool_t *pool = gpp_pool_peek(dev); /* inline: the pool exists after the first call */
+    if (__builtin_expect(!pool, 0)) pool = gpp_pool(dev);
     if (__builtin_expect(!pool, 0)) return GPOOL_ERR_NO_DRIVER;
     /* gpool_alloc's inline thread-cache path serves the default (legacy) stream */
     gpool_status st = stream || conf_pool.default_stream
@@ -617,6 +618,19 @@ static int owned_anywhere(const void *p)
     return 0;
 }
 
+/* A legacy free in batch and stream mode of p, not a block of device cur's pool: the other
+ * devices' pools. */
+static gpp_free_result batch_other_device(void *p, int cur)
+{
+    size_t size;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = dev == cur ? NULL : gpp_pool_peek(dev);
+        if (pool && gpool_block_size(pool, p, &size) == GPOOL_OK)
+            return gpp_batch_add(p, dev, size);
+    }
+    return GPP_NOT_OURS;
+}
+
 gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
 {
     if (__builtin_expect(gpp_exiting(), 0)) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
@@ -625,19 +639,17 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     /* The current device first, without a lookup: gpool_free_async changes nothing and says
      * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
-    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     /* a pinned host block is not what cudaFree/cuMemFree/cudaFreeAsync free */
     if (__builtin_expect(gpp_host_blocks() != 0, 0) && gpp_host_block(p)) return GPP_FREE_INVALID;
     /* batch and stream mode: the block waits in the batch until its fence or synchronize */
     if (legacy && free_to_batch()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */
         size_t size;
-        for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
-            if ((k && dev == cur) || !(pool = gpp_pool_peek(dev))) continue;
-            if (gpool_block_size(pool, p, &size) == GPOOL_OK) return gpp_batch_add(p, dev, size);
-        }
-        return GPP_NOT_OURS;
+        if (__builtin_expect(pool && gpool_block_size(pool, p, &size) == GPOOL_OK, 1))
+            return gpp_batch_add(p, cur, size);
+        return batch_other_device(p, cur);
     }
+    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     if (pool) {
         if (legacy)
             legacy_barrier(cur);
