@@ -533,10 +533,10 @@ CUstream gpp_stream(CUstream s, int per_thread)
 
 /* ---------------------------------------------------------------- alloc / free ------------ */
 
-gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
+static __attribute__((noinline)) gpool_status alloc_device_slow(int dev, size_t size,
+                                                                CUstream stream, void **out)
 {
-    gpool_t *pool = gpp_pool_peek(dev); /* inline: the pool exists after the first call */
-    if (__builtin_expect(!pool, 0)) pool = gpp_pool(dev);
+    gpool_t *pool = gpp_pool(dev);
     if (__builtin_expect(!pool, 0)) return GPOOL_ERR_NO_DRIVER;
     /* gpool_alloc's inline thread-cache path serves the default (legacy) stream */
     gpool_status st = stream || conf_pool.default_stream
@@ -547,6 +547,19 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
     if (st == GPOOL_ERR_OUT_OF_MEMORY && gpp_batch_flush_all())
         st = gpool_alloc_async(pool, size, NULL, stream, out);
     return st;
+}
+
+gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
+{
+    /* the cached path of the legacy stream: the pool exists, gpool_alloc's thread cache */
+    gpool_t *pool = gpp_pool_peek(dev);
+    if (__builtin_expect(pool && !stream && !conf_pool.default_stream, 1)) {
+        gpool_status st = gpool_alloc(pool, size, NULL, out);
+        if (__builtin_expect(st != GPOOL_ERR_OUT_OF_MEMORY, 1)) return st;
+        /* gpool found neither a cached block nor driver memory: the batches may hold it */
+        return gpp_batch_flush_all() ? gpool_alloc_async(pool, size, NULL, stream, out) : st;
+    }
+    return alloc_device_slow(dev, size, stream, out);
 }
 
 /* Every device gpool serves: its work is done. */
@@ -631,7 +644,8 @@ static gpp_free_result batch_other_device(void *p, int cur)
     return GPP_NOT_OURS;
 }
 
-gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstream stream,
+                                                                  int legacy)
 {
     if (__builtin_expect(gpp_exiting(), 0)) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
     int cur = gpp_current_device();
@@ -671,6 +685,22 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
         return free_result(gpool_free_async(pool, p, stream));
     }
     return GPP_NOT_OURS;
+}
+
+gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+{
+    /* the cached path of cudaFree/cuMemFree in batch and stream mode (free_device_slow's
+     * first case, inline): a block of the current device's pool, into the batch */
+    if (__builtin_expect(legacy && free_to_batch() && !gpp_exiting() && !gpp_host_blocks(), 1)) {
+        int cur = gpp_current_device();
+        if (cur < 0) cur = 0;
+        gpool_t *pool = gpp_pool_peek(cur);
+        size_t size; /* gpool_block_size takes no lock for small blocks */
+        if (__builtin_expect(pool && gpool_block_size(pool, p, &size) == GPOOL_OK, 1))
+            return gpp_batch_add(p, cur, size);
+        return batch_other_device(p, cur);
+    }
+    return free_device_slow(p, stream, legacy);
 }
 
 gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, unsigned flags, void **out)

@@ -92,7 +92,13 @@ gpool_t *gpp_pool_peek(int dev);
 /* The device of the calling thread's current context (-1 when none is current). Cached per
  * thread (preload_ctx.c): no driver call once known, until the thread switches contexts
  * through one of the hooks below (or cudaSetDevice). */
-int gpp_current_device(void);
+extern _Thread_local __attribute__((tls_model("initial-exec"))) int gpp_tl_device;
+int gpp_current_device_slow(void);
+static inline int gpp_current_device(void)
+{
+    int dev = gpp_tl_device;
+    return __builtin_expect(dev >= 0, 1) ? dev : gpp_current_device_slow();
+}
 /* Forget the calling thread's cached device (its current context may have changed). */
 void gpp_current_device_changed(void);
 
