@@ -25,7 +25,7 @@
  * completes, whatever streams touched it. We do not synchronize per free. GPOOL_CONF's
  * cudafree key chooses how a freed block becomes reusable (docs/dropin.md has the costs):
  *   batch (default): the block joins the calling thread's batch (preload_batch.c). While the
- *     process has no non-blocking stream (and no stream capture runs), every 64 blocks or
+ *     process has no non-blocking stream (and no stream capture runs), every 32 blocks or
  *     8 MiB of a device the batch is flushed by the legacy-stream fence, one event record on
  *     the legacy stream per device (preload_fence.c): it orders the legacy, blocking and
  *     per-thread default streams, which the legacy stream orders only through work enqueued
@@ -607,7 +607,7 @@ static void legacy_barrier(int dev)
 }
 
 /* A cudaFree/cuMemFree/cudaFreeHost goes to the calling thread's batch in batch and stream
- * mode: flushed by the legacy-stream fence every 64 blocks while no non-blocking stream
+ * mode: flushed by the legacy-stream fence every 32 blocks while no non-blocking stream
  * exists, by a synchronize per cudafree_batch bytes once one does (preload_batch.c). */
 static int free_to_batch(void)
 {

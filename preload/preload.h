@@ -181,7 +181,7 @@ CUcontext gpp_device_context(int dev);
 
 /* cudaFree/cuMemFree in batch and stream mode (preload_batch.c): queue p, a live block of size
  * bytes of dev's pool. The calling thread's batch is flushed (the legacy-stream fence per
- * device every 64 blocks or 8 MiB while no non-blocking stream exists; one synchronize per
+ * device every 32 blocks or 8 MiB while no non-blocking stream exists; one synchronize per
  * device once it holds the batch limit of a device when one does; then every block back to
  * its pool). */
 gpp_free_result gpp_batch_add(void *p, int dev, size_t size);

@@ -16,7 +16,7 @@
  *
  * While no non-blocking stream exists (and no stream capture runs), the flush is the
  * legacy-stream fence instead (preload_fence.c: one event record on the legacy stream per
- * device, no synchronize), made every 64 blocks or 8 MiB of a device, whichever comes first:
+ * device, no synchronize), made every 32 blocks or 8 MiB of a device, whichever comes first:
  * the fence orders every stream a block may meet then, and the batch holds back little. The
  * counters (gpool_preload_batch_stats) are the synchronizing batch's only.
  *
