@@ -25,7 +25,7 @@
  * completes, whatever streams touched it. We do not synchronize per free. GPOOL_CONF's
  * cudafree key chooses how a freed block becomes reusable (docs/dropin.md has the costs):
  *   batch (default): the block joins the calling thread's batch (preload_batch.c). While the
- *     process has no non-blocking stream (and no stream capture runs), every 64 blocks or
+ *     process has no non-blocking stream (and no stream capture runs), every 32 blocks or
  *     8 MiB of a device the batch is flushed by the legacy-stream fence, one event record on
  *     the legacy stream per device (preload_fence.c): it orders the legacy, blocking and
  *     per-thread default streams, which the legacy stream orders only through work enqueued
@@ -533,7 +533,8 @@ CUstream gpp_stream(CUstream s, int per_thread)
 
 /* ---------------------------------------------------------------- alloc / free ------------ */
 
-gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
+static __attribute__((noinline)) gpool_status alloc_device_slow(int dev, size_t size,
+                                                                CUstream stream, void **out)
 {
     gpool_t *pool = gpp_pool(dev);
     if (__builtin_expect(!pool, 0)) return GPOOL_ERR_NO_DRIVER;
@@ -556,6 +557,19 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
     if (st == GPOOL_ERR_OUT_OF_MEMORY && gpp_batch_flush_all())
         st = gpool_alloc_async(pool, size, params, stream, out);
     return st;
+}
+
+gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
+{
+    /* the cached path of the legacy stream: the pool exists, gpool_alloc's thread cache */
+    gpool_t *pool = gpp_pool_peek(dev);
+    if (__builtin_expect(pool && !stream && !conf_pool.default_stream, 1)) {
+        gpool_status st = gpool_alloc(pool, size, NULL, out);
+        if (__builtin_expect(st != GPOOL_ERR_OUT_OF_MEMORY, 1)) return st;
+        /* gpool found neither a cached block nor driver memory: the batches may hold it */
+        return gpp_batch_flush_all() ? gpool_alloc_async(pool, size, NULL, stream, out) : st;
+    }
+    return alloc_device_slow(dev, size, stream, out);
 }
 
 /* Every device gpool serves: its work is done. */
@@ -603,7 +617,7 @@ static void legacy_barrier(int dev)
 }
 
 /* A cudaFree/cuMemFree/cudaFreeHost goes to the calling thread's batch in batch and stream
- * mode: flushed by the legacy-stream fence every 64 blocks while no non-blocking stream
+ * mode: flushed by the legacy-stream fence every 32 blocks while no non-blocking stream
  * exists, by a synchronize per cudafree_batch bytes once one does (preload_batch.c). */
 static int free_to_batch(void)
 {
@@ -627,7 +641,21 @@ static int owned_anywhere(const void *p)
     return 0;
 }
 
-gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+/* A legacy free in batch and stream mode of p, not a block of device cur's pool: the other
+ * devices' pools. */
+static gpp_free_result batch_other_device(void *p, int cur)
+{
+    size_t size;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = dev == cur ? NULL : gpp_pool_peek(dev);
+        if (pool && gpool_block_size(pool, p, &size) == GPOOL_OK)
+            return gpp_batch_add(p, dev, size);
+    }
+    return GPP_NOT_OURS;
+}
+
+static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstream stream,
+                                                                  int legacy)
 {
     if (__builtin_expect(gpp_exiting(), 0)) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
     int cur = gpp_current_device();
@@ -635,7 +663,6 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     /* The current device first, without a lookup: gpool_free_async changes nothing and says
      * INVALID_POINTER for a pointer it does not own. */
     gpool_t *pool = gpp_pool_peek(cur);
-    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     /* a pinned host block is not what cudaFree/cuMemFree/cudaFreeAsync free */
     if (__builtin_expect(gpp_host_blocks() != 0, 0) && gpp_host_block(p)) return GPP_FREE_INVALID;
     /* A stream-ordered free on the legacy stream (cudaFreeAsync(p, 0)) would make the block
@@ -647,12 +674,11 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
     if (legacy && free_to_batch()) {
         /* the current device's pool first; gpool_block_size takes no lock for small blocks */
         size_t size;
-        for (int dev = cur, k = 0; k <= GPP_MAX_DEVICES; k++, dev = k - 1) {
-            if ((k && dev == cur) || !(pool = gpp_pool_peek(dev))) continue;
-            if (gpool_block_size(pool, p, &size) == GPOOL_OK) return gpp_batch_add(p, dev, size);
-        }
-        return GPP_NOT_OURS;
+        if (__builtin_expect(pool && gpool_block_size(pool, p, &size) == GPOOL_OK, 1))
+            return gpp_batch_add(p, cur, size);
+        return batch_other_device(p, cur);
     }
+    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     if (pool) {
         if (legacy)
             legacy_barrier(cur);
@@ -674,6 +700,22 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
         return free_result(gpool_free_async(pool, p, stream));
     }
     return GPP_NOT_OURS;
+}
+
+gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+{
+    /* the cached path of cudaFree/cuMemFree in batch and stream mode (free_device_slow's
+     * first case, inline): a block of the current device's pool, into the batch */
+    if (__builtin_expect(legacy && free_to_batch() && !gpp_exiting() && !gpp_host_blocks(), 1)) {
+        int cur = gpp_current_device();
+        if (cur < 0) cur = 0;
+        gpool_t *pool = gpp_pool_peek(cur);
+        size_t size; /* gpool_block_size takes no lock for small blocks */
+        if (__builtin_expect(pool && gpool_block_size(pool, p, &size) == GPOOL_OK, 1))
+            return gpp_batch_add(p, cur, size);
+        return batch_other_device(p, cur);
+    }
+    return free_device_slow(p, stream, legacy);
 }
 
 gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, unsigned flags, void **out)

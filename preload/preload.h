@@ -92,7 +92,13 @@ gpool_t *gpp_pool_peek(int dev);
 /* The device of the calling thread's current context (-1 when none is current). Cached per
  * thread (preload_ctx.c): no driver call once known, until the thread switches contexts
  * through one of the hooks below (or cudaSetDevice). */
-int gpp_current_device(void);
+extern _Thread_local __attribute__((tls_model("initial-exec"))) int gpp_tl_device;
+int gpp_current_device_slow(void);
+static inline int gpp_current_device(void)
+{
+    int dev = gpp_tl_device;
+    return __builtin_expect(dev >= 0, 1) ? dev : gpp_current_device_slow();
+}
 /* Forget the calling thread's cached device (its current context may have changed). */
 void gpp_current_device_changed(void);
 
@@ -175,7 +181,7 @@ CUcontext gpp_device_context(int dev);
 
 /* cudaFree/cuMemFree in batch and stream mode (preload_batch.c): queue p, a live block of size
  * bytes of dev's pool. The calling thread's batch is flushed (the legacy-stream fence per
- * device every 64 blocks or 8 MiB while no non-blocking stream exists; one synchronize per
+ * device every 32 blocks or 8 MiB while no non-blocking stream exists; one synchronize per
  * device once it holds the batch limit of a device when one does; then every block back to
  * its pool). */
 gpp_free_result gpp_batch_add(void *p, int dev, size_t size);

@@ -41,6 +41,8 @@ $(PRELOAD_TDIR)/libcudart.so.13: $(BUILD)/obj/tests/preload/cudart_standin.o
 # Programs linked against the cudart stand-in: runtime_prog; query_prog (pointer queries and
 # memory for others), order_prog (free ordering), fork_prog (fork() and GPOOL_TRACE).
 RUNTIME_PROGS := $(addprefix $(PRELOAD_TDIR)/,runtime_prog query_prog order_prog fork_prog)
+# hot_prog: the cached cudaMalloc/cudaFree pair stays in gpool's thread cache (test_preload_hot)
+RUNTIME_PROGS += $(PRELOAD_TDIR)/hot_prog
 $(RUNTIME_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -ldl -lpthread
 $(PRELOAD_TDIR)/driver_prog: $(BUILD)/obj/tests/preload/driver_prog.o

@@ -16,7 +16,7 @@
  *
  * While no non-blocking stream exists (and no stream capture runs), the flush is the
  * legacy-stream fence instead (preload_fence.c: one event record on the legacy stream per
- * device, no synchronize), made every 64 blocks or 8 MiB of a device, whichever comes first:
+ * device, no synchronize), made every 32 blocks or 8 MiB of a device, whichever comes first:
  * the fence orders every stream a block may meet then, and the batch holds back little. The
  * counters (gpool_preload_batch_stats) are the synchronizing batch's only.
  *
@@ -52,6 +52,7 @@ typedef struct gpp_batch {
     size_t n, cap;
     size_t bytes[GPP_MAX_DEVICES]; /* device blocks */
     size_t host_bytes;             /* host blocks (counted apart: not device memory) */
+    uint64_t devs;                 /* bit d: bytes[d] != 0 (a flush visits only those) */
     unsigned long long frees, flushes, syncs, peak; /* owner-written, read under lock */
     struct gpp_batch *prev, *next;                  /* all_batches, under registry_lock */
 } gpp_batch;
@@ -169,8 +170,15 @@ static void batch_unlock(gpp_batch *b)
 /* While no non-blocking stream exists and no capture runs, the legacy-stream fence
  * (preload_fence.c) orders every stream a freed block may meet: a batch is then flushed by one
  * event record per device every GPP_FENCE_BLOCKS blocks or GPP_FENCE_BYTES bytes of a device,
- * whichever comes first (memory held back: that much per thread). */
-#define GPP_FENCE_BLOCKS 64
+ * whichever comes first (memory held back: that much per thread).
+ *
+ * 32 blocks: half of gpool's thread cache of a small class (64 slots, src/tcache.h, for the
+ * classes up to 4 KiB with the default tcache_bytes), which refills and spills half its slots
+ * at a time. A program that frees each block it allocates then takes at most 32 blocks out
+ * of the cache before the flush puts them back, so the cache settles where neither its refill
+ * nor its spill runs: with 64 both ran every flush (about 150 instructions a pair, the most
+ * of what the batch cost). Fewer blocks per flush only fence more often. */
+#define GPP_FENCE_BLOCKS 32
 #define GPP_FENCE_BYTES  ((size_t)8 << 20)
 static int fence_flush_ok(void)
 {
@@ -185,12 +193,15 @@ int gpp_batch_fences(void)
 
 /* Synchronize each device of list (or fence it: *fenced = 1), then give every block back to
  * its pool; the number of synchronizes. The caller owns list (taken out of a batch). */
-static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int host, int *fenced)
+static unsigned drain(pending_free *list, size_t n, const size_t *bytes, uint64_t devs, int host,
+                      int *fenced)
 {
     *fenced = fence_flush_ok();
     if (*fenced) {
-        for (int d = 0; d < GPP_MAX_DEVICES; d++)
-            if (covers(bytes, host, d)) gpp_legacy_fence(d);
+        if (host) /* host blocks: every device gpool serves (see covers) */
+            gpp_legacy_fence_all();
+        for (uint64_t m = host ? 0 : devs; m; m &= m - 1)
+            gpp_legacy_fence(__builtin_ctzll(m));
         for (size_t i = 0; i < n; i++)
             gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
         return 0;
@@ -213,15 +224,22 @@ static unsigned drain(pending_free *list, size_t n, const size_t *bytes, int hos
     return syncs;
 }
 
-/* Take b's entries out and drain them. Returns how many blocks went back. */
-static size_t batch_flush(gpp_batch *b)
+/* Take b's entries out and drain them. Returns how many blocks went back. Not inlined: the
+ * free's fast path (batch_add) stays small. */
+static __attribute__((noinline)) size_t batch_flush(gpp_batch *b)
 {
     size_t bytes[GPP_MAX_DEVICES];
     batch_lock(b);
     pending_free *list = b->e;
     size_t n = b->n, cap = b->cap;
-    memcpy(bytes, b->bytes, sizeof bytes);
-    memset(b->bytes, 0, sizeof b->bytes);
+    uint64_t devs = b->devs;
+    memset(bytes, 0, sizeof bytes);
+    for (uint64_t m = devs; m; m &= m - 1) {
+        int d = __builtin_ctzll(m);
+        bytes[d] = b->bytes[d];
+        b->bytes[d] = 0;
+    }
+    b->devs = 0;
     int host = b->host_bytes != 0;
     b->host_bytes = 0;
     b->e = NULL;
@@ -235,7 +253,7 @@ static size_t batch_flush(gpp_batch *b)
         return 0;
     }
     int fenced;
-    unsigned syncs = drain(list, n, bytes, host, &fenced);
+    unsigned syncs = drain(list, n, bytes, devs, host, &fenced);
     batch_lock(b);
     b->flushes += !fenced; /* the counters are the synchronizing batch's */
     b->syncs += syncs;
@@ -285,7 +303,7 @@ static void make_key(void)
     atexit(flush_at_exit);
 }
 
-static gpp_batch *batch_create(void)
+static __attribute__((noinline, cold)) gpp_batch *batch_create(void)
 {
     pthread_once(&key_once, make_key);
     gpp_batch *b = calloc(1, sizeof *b);
@@ -301,31 +319,38 @@ static gpp_batch *batch_create(void)
 }
 
 /* No room to queue p: an exact synchronize (of every device for a host block) instead. */
-static gpp_free_result free_now(void *p, int dev, int host)
+static __attribute__((noinline, cold)) gpp_free_result free_now(void *p, int dev, int host)
 {
     for (int d = 0; host && d < GPP_MAX_DEVICES; d++)
         if (d != dev && gpp_pool_peek(d)) gpp_device_sync(d);
     return gpp_free_now(p, dev);
 }
 
+/* b's array is full (b locked): double it. 0 when there is no room (b unlocked then). */
+static __attribute__((noinline, cold)) int batch_grow(gpp_batch *b)
+{
+    size_t cap = b->cap ? b->cap * 2 : 1024;
+    pending_free *ne = realloc(b->e, cap * sizeof *ne);
+    if (!ne) {
+        batch_unlock(b);
+        return 0;
+    }
+    b->e = ne;
+    b->cap = cap;
+    return 1;
+}
+
 /* Queue p of dev's pool (host: a host block); flush once the batch holds the limit. */
-static gpp_free_result batch_add(void *p, int dev, size_t size, int host)
+static inline gpp_free_result batch_add(void *p, int dev, size_t size, int host)
 {
     gpp_batch *b = tl_batch;
     if (__builtin_expect(!b, 0) && !(b = batch_create())) return free_now(p, dev, host);
     batch_lock(b);
-    if (__builtin_expect(b->n == b->cap, 0)) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        pending_free *ne = realloc(b->e, cap * sizeof *ne);
-        if (!ne) { /* no room to queue it: an exact synchronize instead */
-            batch_unlock(b);
-            return free_now(p, dev, host);
-        }
-        b->e = ne;
-        b->cap = cap;
-    }
+    /* no room to queue it: an exact synchronize instead */
+    if (__builtin_expect(b->n == b->cap, 0) && !batch_grow(b)) return free_now(p, dev, host);
     b->e[b->n++] = (pending_free){p, dev};
     size_t held = host ? (b->host_bytes += size) : (b->bytes[dev] += size);
+    if (!host) b->devs |= (uint64_t)1 << dev;
     int fence = fence_flush_ok();
     b->frees += !fence; /* the counters are the synchronizing batch's */
     if (held > b->peak && !fence) b->peak = held;

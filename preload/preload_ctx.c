@@ -21,12 +21,13 @@
 
 #define GPP_TLS __attribute__((tls_model("initial-exec")))
 
-/* -1: not known; otherwise the device of the thread's current context. */
-static _Thread_local GPP_TLS int tl_device = -1;
+/* -1: not known; otherwise the device of the thread's current context (read inline by
+ * gpp_current_device, preload.h). */
+_Thread_local GPP_TLS int gpp_tl_device = -1;
 
 void gpp_current_device_changed(void)
 {
-    tl_device = -1;
+    gpp_tl_device = -1;
 }
 
 static int query_device(void)
@@ -39,12 +40,10 @@ static int query_device(void)
     return (int)dev;
 }
 
-int gpp_current_device(void)
+int gpp_current_device_slow(void)
 {
-    int dev = tl_device;
-    if (__builtin_expect(dev >= 0, 1)) return dev;
-    dev = query_device();
-    tl_device = dev;
+    int dev = query_device();
+    gpp_tl_device = dev;
     return dev;
 }
 

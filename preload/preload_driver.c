@@ -41,9 +41,14 @@ CUresult gpp_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (dptr && bytesize && gpp_enabled()) {
         CUresult r = gpp_capture_check(); /* what the driver says during a stream capture */
         if (__builtin_expect(r != CUDA_SUCCESS, 0)) return r;
-        int served;
-        r = alloc_device(dptr, bytesize, NULL, &served);
-        if (served) return r;
+        int dev = gpp_current_device(); /* alloc_device for the legacy stream, inline */
+        void *p;
+        gpool_status st = dev < 0 ? GPOOL_ERR_NO_DEVICE : gpp_alloc_device(dev, bytesize, NULL, &p);
+        if (__builtin_expect(st == GPOOL_OK, 1)) {
+            *dptr = (CUdeviceptr)(uintptr_t)p;
+            return CUDA_SUCCESS;
+        }
+        if (st == GPOOL_ERR_OUT_OF_MEMORY) return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return gpp_real_mem_alloc(dptr, bytesize); /* out of memory: gpool's cache back, once more */
 }

@@ -91,8 +91,11 @@ GPP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
         if (!size) return cudaSuccess;
         CUresult c = gpp_capture_check(); /* during stream capture: what the driver says */
         if (__builtin_expect(c != CUDA_SUCCESS, 0)) return capture_code(c);
-        cudaError_t code;
-        if (serve_alloc(devPtr, size, NULL, 0, &code)) return code;
+        /* serve_alloc for the legacy stream, inline: the current device's pool */
+        gpool_status st = gpp_alloc_device(current_device(), size, NULL, devPtr);
+        if (__builtin_expect(st == GPOOL_OK, 1)) return cudaSuccess;
+        *devPtr = NULL;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY) return cudaErrorMemoryAllocation;
     }
     REAL(malloc_fn, cudaMalloc);
     return real_cudaMalloc(devPtr, size);
