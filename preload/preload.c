@@ -561,9 +561,11 @@ static __attribute__((noinline)) gpool_status alloc_device_slow(int dev, size_t 
 
 gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
 {
-    /* the cached path of the legacy stream: the pool exists, gpool_alloc's thread cache */
+    /* the cached path of the legacy stream: the pool exists, gpool_alloc's thread cache; once a
+     * non-blocking stream exists, alloc_device_slow (no hand-over from a busy stream) */
     gpool_t *pool = gpp_pool_peek(dev);
-    if (__builtin_expect(pool && !stream && !conf_pool.default_stream, 1)) {
+    if (__builtin_expect(pool && !stream && !conf_pool.default_stream && !gpp_nonblocking_streams(),
+                         1)) {
         gpool_status st = gpool_alloc(pool, size, NULL, out);
         if (__builtin_expect(st != GPOOL_ERR_OUT_OF_MEMORY, 1)) return st;
         /* gpool found neither a cached block nor driver memory: the batches may hold it */

@@ -166,8 +166,13 @@ CUresult gpp_cuCtxPopCurrent_v2(CUcontext *pctx);
  * from the immediate free to the batch (once, with one synchronize per device). */
 CUresult gpp_cuStreamCreate(CUstream *ph, unsigned int flags);
 CUresult gpp_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority);
-/* Non-blocking streams created so far (0: every stream waits for the legacy stream). */
-int gpp_nonblocking_streams(void);
+/* Non-blocking streams created so far (0: every stream waits for the legacy stream); one
+ * relaxed load. */
+extern atomic_int gpp_nonblocking_count;
+static inline int gpp_nonblocking_streams(void)
+{
+    return atomic_load_explicit(&gpp_nonblocking_count, memory_order_relaxed);
+}
 CUresult gpp_cuStreamDestroy_v2(CUstream s);
 /* cudafree_flush=event: a flush records events instead of synchronizing (see
  * preload_streams.c); 0 for the default, one cuCtxSynchronize per device. */

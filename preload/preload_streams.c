@@ -21,13 +21,13 @@
  * cuStreamCreate and cuStreamCreateWithPriority (dlsym / cuGetProcAddress substitution, as for
  * the memory entry points; cudart's cudaStreamCreateWithFlags reaches them through its table)
  * and exports cudaStreamCreateWithFlags/WithPriority. The first non-blocking stream raises
- * nonblocking_streams, then synchronizes every device gpool serves once: blocks freed
+ * gpp_nonblocking_count, then synchronizes every device gpool serves once: blocks freed
  * before may still be used by queued work, and from now on a block may be handed out to work
  * on a stream that does not wait for the fence. From then on cudaFree queues into the batch
  * (preload_batch.c); cudafree=stream, which assumes no such stream, says so once. The switch
  * is one way: a destroyed stream may still have work.
  *
- * The cached path reads nonblocking_streams with one relaxed load (no lock, no write): a
+ * The cached path reads gpp_nonblocking_count with one relaxed load (no lock, no write): a
  * cudaFree of a block that other work used on a non-blocking stream happens after that
  * stream's creation (the work was issued to it), so it sees the count raised. */
 #include <cuda_runtime_api.h>
@@ -38,7 +38,7 @@
 #include "preload.h"
 #include "preload_options.h"
 
-static atomic_int nonblocking_streams;
+atomic_int gpp_nonblocking_count;
 
 /* ---- cudafree_flush=event: the live non-blocking streams, for the event flush ----
  * A flush then records one event on the legacy stream and one on each live non-blocking
@@ -190,17 +190,12 @@ size_t gpp_record_flush_events(int dev, CUevent *out, size_t max)
     return (size_t)-1;
 }
 
-int gpp_nonblocking_streams(void)
-{
-    return atomic_load_explicit(&nonblocking_streams, memory_order_relaxed);
-}
-
 /* A non-blocking stream now exists (its creation succeeded). cudafree=stream assumes none
  * does (its frees are ordered by the legacy-stream fence alone, preload_fence.c): it says so
  * once and from now on frees into the batch, as the default mode does. */
 static void saw_nonblocking_stream(void)
 {
-    if (atomic_fetch_add(&nonblocking_streams, 1) != 0) return;
+    if (atomic_fetch_add(&gpp_nonblocking_count, 1) != 0) return;
     if (gpp_free_mode() == GPP_CUDAFREE_STREAM)
         gpp_notice_once(GPP_NOTICE_STREAM_MODE,
                         "cudafree=stream assumes no non-blocking stream, and the program made "
