@@ -10,7 +10,7 @@ CuPy drops its last reference. gpool.torch.stats(device) reads the pool behind i
 
 import ctypes
 
-from . import _lib
+from . import _args, _lib
 
 __all__ = ["allocator"]
 
@@ -37,10 +37,21 @@ def _alloc_block(size, device, stream):
     return _Block(ptr, size, device, stream or None) if ptr else None
 
 
+def _cupy():
+    try:
+        import cupy  # the real CuPy (absolute import)
+    except ImportError as e:
+        raise RuntimeError("gpool.cupy: CuPy is not installed (%s); install a CUDA build of "
+                           "CuPy (pip install cupy-cuda12x)" % e) from None
+    return cupy
+
+
 def allocator(size):
     """A CuPy allocator (cupy.cuda.set_allocator(gpool.cupy.allocator)): returns a
-    cupy.cuda.MemoryPointer; raises cupy's OutOfMemoryError when gpool has no memory."""
-    import cupy
+    cupy.cuda.MemoryPointer; raises cupy's OutOfMemoryError when gpool has no memory,
+    RuntimeError when CuPy is not installed, gpool.Error for a bad size."""
+    cupy = _cupy()
+    size = _args.size(size, "gpool.cupy.allocator")
 
     device = cupy.cuda.runtime.getDevice()
     if size == 0:
