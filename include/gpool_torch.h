@@ -24,7 +24,10 @@
  * default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes them safe
  * for every stream and they go back to the pool. An allocation that finds no memory flushes
  * the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while the
- * calling stream captures a CUDA graph (synchronizing is prohibited then). Cost: one device
+ * calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
+ * capturing stream that finds no memory takes back that stream's own batched frees without a
+ * synchronize instead (as before the batch: stream order covers them, but not a block of that
+ * stream that was record_stream'd elsewhere -- the one case left unproven). Cost: one device
  * synchronize per batch (measured on the simulator: 62 per 1,000 frees of 4 MiB with a 64 MiB
  * batch, tests/test_torch_hooks.c), and up to one batch of memory held back.
  * Other libraries (C or ctypes) may call these functions too; they are thread-safe.

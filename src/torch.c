@@ -11,6 +11,7 @@
 #include "../preload/preload_options.h"
 #include "error.h"
 #include "options.h"
+#include "stream.h"
 #include "torch_batch.h"
 
 #define TORCH_MAX_DEVICES GP_TORCH_MAX_DEVICES
@@ -67,6 +68,13 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK) return p;
     /* no memory: the blocks waiting in the free batch first */
     if (gp_torch_batch_flush(device, pool, stream) &&
+        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        return p;
+    /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
+     * unsynchronized, as before the batch (stream order covers them; record_stream'd
+     * blocks of that stream are the gap, see include/gpool_torch.h) */
+    if (gp_stream_capturing(pool, gp_stream_tag(stream)) &&
+        gp_torch_batch_release_stream(device, pool, stream) &&
         gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
         return p;
     return NULL;

@@ -104,6 +104,29 @@ size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream)
     return done;
 }
 
+size_t gp_torch_batch_release_stream(int device, gpool_t *pool, gpool_stream_t stream)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool) return 0;
+    batch *b = &batches[device];
+    size_t done = 0, keep = b->head;
+    pthread_mutex_lock(&batch_lock);
+    for (size_t i = b->head; i < b->n; i++) {
+        entry *x = &b->e[i];
+        if (x->s != stream) {
+            b->e[keep++] = *x;
+            continue;
+        }
+        if (gpool_free_async(pool, x->p, x->s) != GPOOL_OK) gp_clear_error();
+        b->bytes -= x->size;
+        b->requested -= x->requested;
+        done++;
+    }
+    b->n = keep;
+    if (b->head == b->n) b->head = b->n = 0;
+    pthread_mutex_unlock(&batch_lock);
+    return done;
+}
+
 gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t requested,
                                  gpool_stream_t stream)
 {

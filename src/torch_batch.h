@@ -26,6 +26,12 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
  * synchronizing is prohibited then. Returns the number of blocks given back. Thread-safe. */
 size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream);
 
+/* Give the blocks freed on `stream` back to the pool without a synchronize (reusable at once
+ * on that stream, as before the batch): only for an allocation on a capturing stream that
+ * found no memory, where a synchronize is prohibited and the alternative is a failed capture.
+ * Returns the number of blocks. Thread-safe. */
+size_t gp_torch_batch_release_stream(int device, gpool_t *pool, gpool_stream_t stream);
+
 /* The device's batch now (all zeros for a bad ordinal). */
 void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out);
 

@@ -184,3 +184,32 @@ Test(torch_hooks, empty_cache_flushes_the_batch)
     cr_assert_eq(gpool_get_stats(gpool_torch_pool(0), &st), GPOOL_OK);
     cr_assert_eq(st.kind[0].live_blocks, 0);
 }
+
+/* torch.cuda.graph after warm-up: the warm-up's frees wait in the batch, and the capture
+ * (where no synchronize is allowed) must still find memory on its stream, as it did before
+ * the batch, and leave the capture valid. */
+Test(torch_hooks, capture_after_warm_up_still_finds_its_streams_memory)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is) cr_skip_test("no graph capture in the simulator");
+    CUstream s = stream();
+    size_t n = 8 * MIB;
+    void *x = gpool_torch_alloc(n, 0, s); /* warm-up */
+    cr_assert_not_null(x);
+    cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+    gpool_torch_free(x, n, 0, s);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *y = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(y, "capture allocation failed: %s", gpool_last_error());
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    if (graph_destroy && g) graph_destroy(g);
+    gpool_torch_free(y, n, 0, s);
+    cr_assert_eq(sim->violations(), 0);
+}
