@@ -88,7 +88,21 @@ typedef struct gpool_torch_batch_stats {
                                      device's first allocation) */
     unsigned long long frees;   /**< frees through the hook so far */
     unsigned long long flushes; /**< flushes (one cuCtxSynchronize each) so far */
+    size_t graph_blocks;        /**< graph blocks freed and held for
+                                     gpool_torch_release_graph_memory() */
+    size_t graph_bytes;         /**< their bytes */
 } gpool_torch_batch_stats;
+
+/** Give the memory of CUDA graphs back to the pools: blocks allocated by a capturing stream
+ *  (torch.cuda.graph) or freed inside a capture are held out of all reuse once freed, since
+ *  the graph replays on those addresses (PyTorch's own allocator keeps a private pool per
+ *  capture); call this once the graphs that used them are destroyed. One cuCtxSynchronize per
+ *  device holding such blocks, then they go back to the pool.
+ *  @retval GPOOL_OK
+ *  @retval GPOOL_ERR_DRIVER a synchronize failed (e.g. a capture is running): those blocks
+ *          stay held; gpool_last_error() says why.
+ *  @return a gpool_status as listed. Thread-safe; not during a capture. */
+GPOOL_API gpool_status gpool_torch_release_graph_memory(void);
 
 /** What waits in a device's free batch, and the batch's counters (gpool.torch.memory_stats()
  *  subtracts the waiting blocks from the allocated bytes).

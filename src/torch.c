@@ -13,6 +13,7 @@
 #include "options.h"
 #include "stream.h"
 #include "torch_batch.h"
+#include "torch_graph.h"
 
 #define TORCH_MAX_DEVICES GP_TORCH_MAX_DEVICES
 
@@ -60,23 +61,46 @@ static gpool_t *torch_pool(int device)
     return pool;
 }
 
+/* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
+static void *torch_noted(int device, gpool_t *pool, void *p, gpool_stream_t stream)
+{
+    if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
+    if (gp_torch_graph_note(device, p) == 0) return p;
+    gpool_free_async(pool, p, stream);
+    gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "gpool_torch_alloc: no host memory to record a graph block");
+    return NULL;
+}
+
+/* ptr, a live block of pool: graph memory is held for the release, the rest batched */
+static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t size,
+                                  gpool_stream_t stream)
+{
+    size_t real;
+    gpool_status st = gpool_block_size(pool, ptr, &real);
+    if (st != GPOOL_OK) return st;
+    if (gp_torch_graph_hold(device, ptr, real, gp_stream_capturing(pool, gp_stream_tag(stream))))
+        return GPOOL_OK;
+    return gp_torch_batch_free(device, pool, ptr, size, stream);
+}
+
 void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
 {
     gpool_t *pool = torch_pool(device);
     void *p = NULL;
     if (!pool || !size) return NULL;
-    if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK) return p;
+    if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        return torch_noted(device, pool, p, stream);
     /* no memory: the blocks waiting in the free batch first */
     if (gp_torch_batch_flush(device, pool, stream) &&
         gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
-        return p;
+        return torch_noted(device, pool, p, stream);
     /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
      * unsynchronized, as before the batch (stream order covers them; record_stream'd
      * blocks of that stream are the gap, see include/gpool_torch.h) */
     if (gp_stream_capturing(pool, gp_stream_tag(stream)) &&
         gp_torch_batch_release_stream(device, pool, stream) &&
         gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
-        return p;
+        return torch_noted(device, pool, p, stream);
     return NULL;
 }
 
@@ -86,11 +110,11 @@ void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
     gpool_t *pool = device >= 0 && device < TORCH_MAX_DEVICES
                         ? atomic_load_explicit(&torch_pools[device], memory_order_acquire)
                         : NULL;
-    if (pool && gp_torch_batch_free(device, pool, ptr, size, stream) == GPOOL_OK) return;
+    if (pool && torch_free_in(device, pool, ptr, size, stream) == GPOOL_OK) return;
     /* not where PyTorch said: look in the other devices' pools */
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *other = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
-        if (other && other != pool && gp_torch_batch_free(d, other, ptr, size, stream) == GPOOL_OK)
+        if (other && other != pool && torch_free_in(d, other, ptr, size, stream) == GPOOL_OK)
             return;
     }
 }
@@ -118,5 +142,20 @@ gpool_status gpool_torch_get_batch_stats(int device, gpool_torch_batch_stats *ou
         return gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch_get_batch_stats: device %d out of range",
                        device);
     gp_torch_batch_stats(device, out);
+    gp_torch_graph_held(device, &out->graph_blocks, &out->graph_bytes);
     return GPOOL_OK;
+}
+
+gpool_status gpool_torch_release_graph_memory(void)
+{
+    gpool_status first = GPOOL_OK;
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        if (!pool) continue;
+        size_t blocks, bytes;
+        gp_torch_graph_held(d, &blocks, &bytes);
+        if (blocks && !gp_torch_graph_release(d, pool) && first == GPOOL_OK)
+            first = GPOOL_ERR_DRIVER;
+    }
+    return first;
 }

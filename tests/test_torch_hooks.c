@@ -213,3 +213,49 @@ Test(torch_hooks, capture_after_warm_up_still_finds_its_streams_memory)
     gpool_torch_free(y, n, 0, s);
     cr_assert_eq(sim->violations(), 0);
 }
+
+/* torch.cuda.graph: an intermediate freed inside the capture and the graph's output freed after
+ * it must not be handed to eager work while the graph may replay (a replay would overwrite
+ * live eager tensors), however many batches flush meanwhile; the release gives them back. */
+Test(torch_hooks, graph_memory_is_kept_from_eager_reuse_until_released)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("no graph capture in the simulator");
+    setenv("GPOOL_CONF", "cudafree_batch=16M", 1);
+    CUstream s = stream();
+    size_t n = 8 * MIB;
+    void *w1 = gpool_torch_alloc(n, 0, s), *w2 = gpool_torch_alloc(n, 0, s); /* warm-up */
+    cr_assert(w1 && w2);
+    gpool_torch_free(w1, n, 0, s);
+    gpool_torch_free(w2, n, 0, s);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *tmp = gpool_torch_alloc(n, 0, s); /* an intermediate */
+    void *out = gpool_torch_alloc(n, 0, s); /* the graph's output */
+    cr_assert(tmp && out, "%s", gpool_last_error());
+    gpool_torch_free(tmp, n, 0, s); /* freed inside the capture */
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    gpool_torch_free(out, n, 0, s); /* the graph lives on */
+    for (int i = 0; i < 20; i++) {  /* eager work: batches flush */
+        void *a = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(a, "%s", gpool_last_error());
+        cr_assert(!overlaps(a, n, tmp, n), "eager block %d got the graph's intermediate", i);
+        cr_assert(!overlaps(a, n, out, n), "eager block %d got the graph's output", i);
+        cr_assert_eq(sim_kernel(s, a, n), CUDA_SUCCESS);
+        gpool_torch_free(a, n, 0, s);
+    }
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_geq(b.flushes, 2);
+    cr_assert_eq(b.graph_blocks, 2);
+    cr_assert_geq(b.graph_bytes, 2 * n);
+    if (graph_destroy && g) graph_destroy(g);
+    cr_assert_eq(gpool_torch_release_graph_memory(), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0);
+    cr_assert_eq(b.graph_bytes, 0);
+    cr_assert_eq(sim->violations(), 0);
+    unsetenv("GPOOL_CONF");
+}

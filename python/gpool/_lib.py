@@ -148,6 +148,8 @@ class gpool_torch_batch_stats(ctypes.Structure):
         ("limit", ctypes.c_size_t),
         ("frees", ctypes.c_ulonglong),
         ("flushes", ctypes.c_ulonglong),
+        ("graph_blocks", ctypes.c_size_t),
+        ("graph_bytes", ctypes.c_size_t),
     ]
 
 
@@ -192,6 +194,7 @@ _SIGNATURES = {
     "gpool_torch_free": (None, [_P, ctypes.c_size_t, ctypes.c_int, _P]),
     "gpool_torch_empty_cache": (None, []),
     "gpool_torch_pool": (_P, [ctypes.c_int]),
+    "gpool_torch_release_graph_memory": (_S, []),
     "gpool_torch_get_batch_stats": (_S, [ctypes.c_int, ctypes.POINTER(gpool_torch_batch_stats)]),
 }
 

@@ -17,6 +17,7 @@ import os
 from . import Error, Pool, _args, _check, _lib, _conf_string, make_config, stats_dict
 
 __all__ = ["enable", "enabled", "stats", "snapshot", "pool", "empty_cache", "batch_stats",
+           "release_graph_memory",
            "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
            "max_memory_reserved", "reset_peak_memory_stats"]
 
@@ -89,7 +90,7 @@ def pool(device=0):
 def batch_stats(device=None):
     """The hooks' free batch on ``device`` (include/gpool_torch.h): blocks PyTorch freed that
     wait for the batch's device synchronize before gpool hands them out again, as a dict
-    (blocks, bytes, requested_bytes, limit, frees, flushes)."""
+    (blocks, bytes, requested_bytes, limit, frees, flushes, graph_blocks, graph_bytes)."""
     device = _args.device(_current_device() if device is None else device,
                           "gpool_torch_get_batch_stats")
     lib = _lib.load()
@@ -215,6 +216,14 @@ def snapshot(device=None):
     was allocated on that device yet)."""
     p = pool(_current_device() if device is None else device)
     return None if p is None else p.snapshot()
+
+
+def release_graph_memory():
+    """Give the memory of CUDA graphs back to the pool (gpool_torch_release_graph_memory): blocks
+    allocated while a stream captured (torch.cuda.graph) or freed inside a capture are held out
+    of all reuse, since the graph replays on them; call this once those graphs are destroyed.
+    Raises gpool.Error when a synchronize failed (e.g. during a capture)."""
+    _check(_lib.load().gpool_torch_release_graph_memory(), "gpool_torch_release_graph_memory")
 
 
 def empty_cache():

@@ -44,3 +44,9 @@ def test_memory_stats_keys_and_peaks():
     assert gt.max_memory_allocated(0) >= MIB
     lib.gpool_torch_free(q, MIB, 0, None)
     gt.empty_cache()  # the hooks' pool is the process's: leave it empty for the next test
+
+
+def test_release_graph_memory_without_graphs_is_ok():
+    gt.release_graph_memory()
+    b = gt.batch_stats(0)
+    assert b["graph_blocks"] == 0 and b["graph_bytes"] == 0
