@@ -188,3 +188,30 @@ def test_cupy_without_cupy_is_a_clear_error():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ERR gpool.cupy: CuPy is not installed"), out.stdout
+
+
+def test_cupy_pinned_allocator_with_a_stand_in_cupy(monkeypatch):
+    import gc
+    import sys
+    import types
+
+    import gpool.cupy
+
+    class PinnedMemoryPointer:
+        def __init__(self, mem, offset):
+            self.mem, self.ptr, self.size = mem, mem.ptr + offset, mem.size - offset
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        pinned_memory=types.SimpleNamespace(PinnedMemoryPointer=PinnedMemoryPointer)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    mp = gpool.cupy.pinned_allocator(3 * MIB)
+    pool = gpool.cupy._pinned()
+    assert mp.ptr and pool.block_info(mp.ptr)["kind"] == "pinned"
+    assert pool.stats()["pinned"]["live_blocks"] == 1
+    ctypes.memset(mp.ptr, 7, 3 * MIB)  # host memory: the CPU writes it
+    del mp
+    gc.collect()
+    assert pool.stats()["pinned"]["live_blocks"] == 0
+    assert gpool.cupy.pinned_allocator(0).ptr == 0
+    with pytest.raises(gpool.ArgumentValueError):
+        gpool.cupy.pinned_allocator(-1)
