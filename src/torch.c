@@ -1,5 +1,6 @@
 /* torch.c — the PyTorch pluggable-allocator hooks (include/gpool_torch.h): one pool per device,
- * created on first use, every call ordered on the stream PyTorch passes. */
+ * created on first use, every allocation ordered on the stream PyTorch passes; frees go through
+ * the batch of torch_batch.c (PyTorch never passes record_stream's hint). */
 #include "gpool_torch.h"
 
 #include <pthread.h>
@@ -10,8 +11,11 @@
 #include "../preload/preload_options.h"
 #include "error.h"
 #include "options.h"
+#include "stream.h"
+#include "torch_batch.h"
+#include "torch_graph.h"
 
-#define TORCH_MAX_DEVICES 64
+#define TORCH_MAX_DEVICES GP_TORCH_MAX_DEVICES
 
 static _Atomic(gpool_t *) torch_pools[TORCH_MAX_DEVICES];
 static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -19,12 +23,12 @@ static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The defaults plus GPOOL_CONF, read as the LD_PRELOAD interposer reads it: its own keys
  * (declared in its table, preload/preload_options.h) are checked and ignored here, so one
  * setting serves both; `device` is overridden per pool. */
-static gpool_status torch_config(int device, gpool_config *cfg)
+static gpool_status torch_config(int device, gpool_config *cfg, gpp_options *extra)
 {
     gpool_config_default(cfg);
     const char *env = getenv("GPOOL_CONF");
     if (env && *env) {
-        gpool_status st = gp_config_apply(cfg, env, &gpp_option_table, NULL);
+        gpool_status st = gp_config_apply(cfg, env, &gpp_option_table, extra);
         if (st != GPOOL_OK) return gp_named(st, "GPOOL_CONF");
     }
     cfg->device = device;
@@ -43,35 +47,75 @@ static gpool_t *torch_pool(int device)
     pool = atomic_load_explicit(&torch_pools[device], memory_order_relaxed);
     if (!pool) {
         gpool_config cfg = GPOOL_CONFIG_INIT;
-        if (torch_config(device, &cfg) == GPOOL_OK && gpool_create(&cfg, &pool) == GPOOL_OK)
+        gpp_options extra;
+        memset(&extra, 0, sizeof extra);
+        if (torch_config(device, &cfg, &extra) == GPOOL_OK &&
+            gpool_create(&cfg, &pool) == GPOOL_OK) {
+            gp_torch_batch_init(device, pool, extra.batch_bytes);
             atomic_store_explicit(&torch_pools[device], pool, memory_order_release);
-        else
+        } else {
             pool = NULL;
+        }
     }
     pthread_mutex_unlock(&torch_lock);
     return pool;
+}
+
+/* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
+static void *torch_noted(int device, gpool_t *pool, void *p, gpool_stream_t stream)
+{
+    if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
+    if (gp_torch_graph_note(device, p) == 0) return p;
+    gpool_free_async(pool, p, stream);
+    gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "gpool_torch_alloc: no host memory to record a graph block");
+    return NULL;
+}
+
+/* ptr, a live block of pool: graph memory is held for the release, the rest batched */
+static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t size,
+                                  gpool_stream_t stream)
+{
+    size_t real;
+    gpool_status st = gpool_block_size(pool, ptr, &real);
+    if (st != GPOOL_OK) return st;
+    if (gp_torch_graph_hold(device, ptr, real, gp_stream_capturing(pool, gp_stream_tag(stream))))
+        return GPOOL_OK;
+    return gp_torch_batch_free(device, pool, ptr, size, stream);
 }
 
 void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
 {
     gpool_t *pool = torch_pool(device);
     void *p = NULL;
-    if (pool && size) gpool_alloc_async(pool, size, NULL, stream, &p);
-    return p;
+    if (!pool || !size) return NULL;
+    if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        return torch_noted(device, pool, p, stream);
+    /* no memory: the blocks waiting in the free batch first */
+    if (gp_torch_batch_flush(device, pool, stream) &&
+        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        return torch_noted(device, pool, p, stream);
+    /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
+     * unsynchronized, as before the batch (stream order covers them; record_stream'd
+     * blocks of that stream are the gap, see include/gpool_torch.h) */
+    if (gp_stream_capturing(pool, gp_stream_tag(stream)) &&
+        gp_torch_batch_release_stream(device, pool, stream) &&
+        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        return torch_noted(device, pool, p, stream);
+    return NULL;
 }
 
 void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
 {
-    (void)size; /* PyTorch's signature; the pool knows the block's size */
     if (!ptr) return;
     gpool_t *pool = device >= 0 && device < TORCH_MAX_DEVICES
                         ? atomic_load_explicit(&torch_pools[device], memory_order_acquire)
                         : NULL;
-    if (pool && gpool_free_async(pool, ptr, stream) == GPOOL_OK) return;
+    if (pool && torch_free_in(device, pool, ptr, size, stream) == GPOOL_OK) return;
     /* not where PyTorch said: look in the other devices' pools */
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *other = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
-        if (other && other != pool && gpool_free_async(other, ptr, stream) == GPOOL_OK) return;
+        if (other && other != pool && torch_free_in(d, other, ptr, size, stream) == GPOOL_OK)
+            return;
     }
 }
 
@@ -79,7 +123,9 @@ void gpool_torch_empty_cache(void)
 {
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
-        if (pool) gpool_trim(pool, 0);
+        if (!pool) continue;
+        gp_torch_batch_flush(d, pool, NULL);
+        gpool_trim(pool, 0);
     }
 }
 
@@ -87,4 +133,29 @@ gpool_t *gpool_torch_pool(int device)
 {
     if (device < 0 || device >= TORCH_MAX_DEVICES) return NULL;
     return atomic_load_explicit(&torch_pools[device], memory_order_acquire);
+}
+
+gpool_status gpool_torch_get_batch_stats(int device, gpool_torch_batch_stats *out)
+{
+    if (!out) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_torch_get_batch_stats: out is NULL");
+    if (device < 0 || device >= TORCH_MAX_DEVICES)
+        return gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch_get_batch_stats: device %d out of range",
+                       device);
+    gp_torch_batch_stats(device, out);
+    gp_torch_graph_held(device, &out->graph_blocks, &out->graph_bytes);
+    return GPOOL_OK;
+}
+
+gpool_status gpool_torch_release_graph_memory(void)
+{
+    gpool_status first = GPOOL_OK;
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        if (!pool) continue;
+        size_t blocks, bytes;
+        gp_torch_graph_held(d, &blocks, &bytes);
+        if (blocks && !gp_torch_graph_release(d, pool) && first == GPOOL_OK)
+            first = GPOOL_ERR_DRIVER;
+    }
+    return first;
 }

@@ -18,8 +18,15 @@ entries per device, each a dict with `action` ('alloc', 'free_requested', 'free_
 - 'oom' becomes an `allocate failure` row (the replay counts and skips those);
 - segment events are the allocator's own driver calls, which the replay's strategies make
   themselves, and are left out.
-Streams are kept (0 is the default stream). Frees of blocks allocated before recording began
-are dropped (there is nothing to free in the replay); blocks never freed stay live to the end.
+Streams are kept (0 is the default stream). Memory live before the history began (history
+enabled after warm-up, or a `max_entries` ring buffer that wrapped) is allocated at time 0 at
+its address: every block the history frees without having seen it allocated, and every block of
+the snapshot's `segments` still allocated at the end (`active_allocated`/`active_pending_free`;
+its address is the block's own, or its segment's address plus the sizes before it) whose address
+the history never allocated; the summary says how many and warns that the history wrapped or
+began late. Blocks never freed stay live to the end. `host_traces` (pinned memory) are not
+converted; the summary says how many entries were skipped. The summary's peak is the replay's:
+computed on the rows as written.
 One CSV per device that has events: `-o trace.csv` for one device, `trace-dev1.csv`, ... when
 several have (or `--device N` for one of them). Time is nanoseconds from the first event.
 
@@ -84,7 +91,9 @@ class DeviceTrace:
         self.device = device
         self.rows = []  # (time_ns, action, addr, size, stream)
         self.allocs = self.frees = self.failures = 0
-        self.dropped_frees = 0  # frees of blocks allocated before the history begins
+        self.dropped_frees = 0  # (kept for callers; prehistory blocks are allocated at 0 now)
+        self.prehistory = 0  # blocks freed in the history but allocated before it: at time 0
+        self.from_segments = 0  # blocks live at the end from `segments`, allocated at time 0
         self.requested_frees = 0  # frees placed at free_requested (no free_completed seen)
         self.unfreed = 0
         self.streams = set()
@@ -98,9 +107,35 @@ def _int(entry, key, where, default=None):
     return v
 
 
-def convert_device(device, entries, name="snapshot"):
-    """Replay rows for one device's trace entries (in recorded order)."""
+def _segment_blocks(segments, device):
+    """(addr, size, stream) of the blocks `segments` shows allocated on ``device``."""
+    out = []
+    for seg in segments or []:
+        if not isinstance(seg, dict) or seg.get("device", 0) != device:
+            continue
+        addr = seg.get("address")
+        if not isinstance(addr, int):
+            continue
+        stream = seg.get("stream", 0) if isinstance(seg.get("stream", 0), int) else 0
+        for b in seg.get("blocks") or []:
+            if not isinstance(b, dict) or not isinstance(b.get("size"), int):
+                continue
+            baddr = b.get("address", addr)
+            if b.get("state") in ("active_allocated", "active_pending_free") and b["size"]:
+                out.append((baddr, b["size"], stream))
+            addr = baddr + b["size"]
+    return out
+
+
+def convert_device(device, entries, name="snapshot", segments=None):
+    """Replay rows for one device's trace entries (in recorded order); ``segments`` (the
+    snapshot's) adds the blocks live before the history began and still live at its end."""
     out = DeviceTrace(device)
+    seen = set()  # addresses the history allocates
+    for e in entries:
+        if isinstance(e, dict) and e.get("action") == "alloc" and isinstance(e.get("addr"), int):
+            seen.add(e["addr"])
+    PRE = -1  # sorts before every recorded time; rows are rebased on the first one
     live = {}  # addr -> (size, stream)
     requested = {}  # addr -> (time, stream) of a free_requested whose completion is pending
     for i, e in enumerate(entries):
@@ -142,14 +177,44 @@ def convert_device(device, entries, name="snapshot"):
                 requested[addr] = (t, stream)
         else:  # free_completed: the memory is back in the allocator now
             if addr not in live:
-                out.dropped_frees += 1
-                continue
+                if addr in seen:
+                    continue  # a second completion of a block freed already
+                # allocated before the history began (or before the ring buffer wrapped)
+                out.rows.append((PRE, "allocate", addr, size, stream))
+                out.allocs += 1
+                out.prehistory += 1
+                out.streams.add(stream)
+                live[addr] = (size, stream)
+                seen.add(addr)
             bsize, bstream = live.pop(addr)
             requested.pop(addr, None)
             out.rows.append((t, "free", addr, bsize, bstream))
             out.frees += 1
             out.live -= bsize
     # requested but never completed within the history: the block was freed by the program
+    for e in entries:  # a request for a block the history never allocated: prehistory too
+        if (isinstance(e, dict) and e.get("action") == "free_requested" and
+                isinstance(e.get("addr"), int) and e["addr"] not in seen and
+                isinstance(e.get("size"), int)):
+            addr, size, stream = e["addr"], e["size"], e.get("stream", 0) or 0
+            us = e.get("time_us")
+            t = int(us * 1000) if isinstance(us, (int, float)) and not isinstance(us, bool) else 0
+            out.rows.append((PRE, "allocate", addr, size, stream))
+            out.rows.append((t, "free", addr, size, stream))
+            out.allocs += 1
+            out.frees += 1
+            out.prehistory += 1
+            out.requested_frees += 1
+            seen.add(addr)
+    for addr, size, stream in _segment_blocks(segments, device):
+        if addr in seen or addr in live:
+            continue
+        out.rows.append((PRE, "allocate", addr, size, stream))
+        out.allocs += 1
+        out.from_segments += 1
+        out.streams.add(stream)
+        live[addr] = (size, stream)
+        seen.add(addr)
     for addr, (rt, rstream) in requested.items():
         if addr in live:
             bsize, _ = live.pop(addr)
@@ -160,8 +225,18 @@ def convert_device(device, entries, name="snapshot"):
     # rows placed back at their request time may be out of order: stable sort by time, then
     # times from the first row
     out.rows.sort(key=lambda r: r[0])
-    t0 = out.rows[0][0] if out.rows else 0
-    out.rows = [(r[0] - t0,) + r[1:] for r in out.rows]
+    recorded = [r[0] for r in out.rows if r[0] != PRE]
+    t0 = recorded[0] if recorded else 0
+    out.rows = [(0 if r[0] == PRE else r[0] - t0,) + r[1:] for r in out.rows]
+    # the peak as the replay sees it: on the rows as written
+    cur = peak = 0
+    for _, action, _, size, _ in out.rows:
+        if action == "allocate":
+            cur += size
+            peak = max(peak, cur)
+        elif action == "free":
+            cur -= size
+    out.live, out.peak = cur, peak
     return out
 
 
@@ -189,7 +264,7 @@ def convert(snapshot_path, out, device=None, quiet=False):
             continue
         if not isinstance(entries, list):
             raise SnapshotError("%s: device_traces[%d] is not a list" % (name, d))
-        tr = convert_device(d, entries, name)
+        tr = convert_device(d, entries, name, snap.get("segments"))
         if tr.rows:
             traces[d] = tr
     if device is not None and device >= len(snap["device_traces"]):
@@ -200,6 +275,11 @@ def convert(snapshot_path, out, device=None, quiet=False):
             "%s: no allocation events in its history%s: was "
             "torch.cuda.memory._record_memory_history() called before the work?" %
             (name, "" if device is None else " for device %d" % device))
+    host = snap.get("host_traces")
+    if host and not quiet:
+        n = sum(len(h) for h in host if isinstance(h, list)) if isinstance(host, list) else 0
+        print("%s: host_traces: %d entries skipped (pinned memory is not converted)" %
+              (name, n), file=sys.stderr)
     paths = output_paths(out, sorted(traces))
     for d, path in paths.items():
         tr = traces[d]
@@ -209,9 +289,13 @@ def convert(snapshot_path, out, device=None, quiet=False):
             if tr.requested_frees:
                 notes.append("%d freed at free_requested (no free_completed recorded)" %
                              tr.requested_frees)
-            if tr.dropped_frees:
-                notes.append("%d frees of blocks allocated before the history began dropped" %
-                             tr.dropped_frees)
+            if tr.prehistory:
+                notes.append("warning: %d blocks freed that the history never saw allocated "
+                             "(it began after them, or its max_entries ring buffer wrapped): "
+                             "allocated at time 0" % tr.prehistory)
+            if tr.from_segments:
+                notes.append("%d blocks live before the history began (segments) allocated "
+                             "at time 0" % tr.from_segments)
             if tr.unfreed:
                 notes.append("%d blocks still live at the end" % tr.unfreed)
             if tr.failures:

@@ -12,16 +12,19 @@ CuPy allocator.
         print(pool.stats()["total"]["peak_in_use_bytes"])
 
 Every failure raises gpool.Error, carrying the status code and gpool_last_error()'s message.
+Arguments are checked before the library sees them: a value of the wrong type raises
+gpool.ArgumentTypeError (a gpool.Error and a TypeError), one out of range (a size outside
+0..2**64-1, an unknown kind) gpool.ArgumentValueError (a gpool.Error and a ValueError).
 """
 
 import ctypes
 import json
 import os
 
-from . import _lib
+from . import _args, _lib
 from ._lib import FLAGS, KIND_NAMES, KINDS, USAGE_NAMES, USAGES
 
-__all__ = ["Pool", "Error", "version", "library_path", "KINDS", "USAGES", "FLAGS"]
+__all__ = ["Pool", "Error", "ArgumentTypeError", "ArgumentValueError", "version", "library_path", "KINDS", "USAGES", "FLAGS"]
 __version__ = "0.2.1"
 
 
@@ -37,12 +40,31 @@ class Error(Exception):
         self.status_name = _lib.STATUS_NAMES.get(self.status, "status %d" % self.status)
         lib = _lib.load()
         self.reason = lib.gpool_strerror(self.status).decode()
+        call_name = call.split(" ")[0]
+        if call_name and message.startswith(call_name + ": "):
+            message = message[len(call_name) + 2:]  # gpool_last_error() names the call too
         self.message = message
         self.call = call
         text = "%s: %s" % (call, self.reason) if call else self.reason
         if message:
             text += ": " + message
         super().__init__(text)
+
+
+class ArgumentTypeError(Error, TypeError):
+    """An argument of the wrong type (a str size, a float stream): GPOOL_ERR_INVALID_ARG,
+    raised before the library is called."""
+
+    def __init__(self, message, call=""):
+        Error.__init__(self, 1, message, call)
+
+
+class ArgumentValueError(Error, ValueError):
+    """An argument out of range (a size outside 0..2**64-1, an unknown kind or usage):
+    GPOOL_ERR_INVALID_ARG, raised before the library is called."""
+
+    def __init__(self, message, call=""):
+        Error.__init__(self, 1, message, call)
 
 
 # status codes, as gpool.OK, gpool.ERR_OUT_OF_MEMORY, ...
@@ -96,32 +118,18 @@ def make_config(device=0, env=True, **config):
         _check(lib.gpool_config_parse(ctypes.byref(cfg), _conf_string(config).encode()),
                "gpool_config_parse")
     if device is not None:
-        cfg.device = int(device)
+        cfg.device = _args.device(device, "gpool_create")
     return cfg
 
 
-def _enum(value, table, what):
-    if isinstance(value, str):
-        try:
-            return table[value.lower()]
-        except KeyError:
-            raise Error(1, "unknown %s %r (one of %s)" % (what, value, ", ".join(table)),
-                        "gpool_alloc") from None
-    return int(value)
+def _enum(value, table, what, call="gpool_alloc"):
+    return _args.enum(value, table, what, call)
 
 
-def _stream(stream):
+def _stream(stream, call="gpool_alloc_async"):
     """A stream argument: None (the pool's default stream), an int handle, a ctypes.c_void_p,
     or any object with a ``ptr`` (CuPy), ``cuda_stream`` (PyTorch) or ``handle`` attribute."""
-    if stream is None:
-        return None
-    if isinstance(stream, ctypes.c_void_p):
-        return stream.value
-    for attr in ("cuda_stream", "ptr", "handle"):
-        if hasattr(stream, attr):
-            stream = getattr(stream, attr)
-            break
-    return int(stream) or None
+    return _args.stream(stream, call)
 
 
 def _kind_stats(k):
@@ -193,17 +201,17 @@ class Pool:
         "large_dataset"); stream: None (the pool's default stream) or a CUstream handle;
         flags: an int or an iterable of "zero", "allow_fallback", "stream_wait",
             "no_stream_wait"."""
-        if not isinstance(flags, int):
-            flags = sum(_enum(f, FLAGS, "flag") for f in flags)
+        call = "gpool_alloc" if stream is None else "gpool_alloc_async"
+        size = _args.size(size, call)
         params = _lib.gpool_alloc_params(
-            kind=_enum(kind, KINDS, "kind"),
-            usage=_enum(usage, USAGES, "usage"),
-            alignment=alignment,
-            page_size=page_size,
-            flags=flags,
+            kind=_args.enum(kind, KINDS, "kind", call),
+            usage=_args.enum(usage, USAGES, "usage", call),
+            alignment=_args.size(alignment, call, "alignment"),
+            page_size=_args.size(page_size, call, "page_size"),
+            flags=_args.flags(flags, FLAGS, call),
         )
         out = ctypes.c_void_p()
-        s = _stream(stream)
+        s = _stream(stream, call)
         if s is None:
             st = self._lib.gpool_alloc(self._h(), size, ctypes.byref(params), ctypes.byref(out))
             _check(st, "gpool_alloc")
@@ -216,7 +224,9 @@ class Pool:
     def free(self, ptr, stream=None):
         """Free a block: on the pool's default stream, or once ``stream``'s queued work is
         done (gpool_free_async). None is a no-op."""
-        s = _stream(stream)
+        call = "gpool_free" if stream is None else "gpool_free_async"
+        ptr = _args.address(ptr, call)
+        s = _stream(stream, call)
         if s is None:
             _check(self._lib.gpool_free(self._h(), ptr), "gpool_free")
         else:
@@ -224,11 +234,14 @@ class Pool:
 
     def record_stream(self, ptr, stream):
         """The block is also used on ``stream``: its free waits for that stream's work too."""
-        _check(self._lib.gpool_record_stream(self._h(), ptr, _stream(stream)),
+        ptr = _args.address(ptr, "gpool_record_stream")
+        s = _stream(stream, "gpool_record_stream")
+        _check(self._lib.gpool_record_stream(self._h(), ptr, s),
                "gpool_record_stream")
 
     def trim(self, keep_bytes=0):
         """Give cached memory back to the driver until at most keep_bytes stay cached."""
+        keep_bytes = _args.size(keep_bytes, "gpool_trim", "keep_bytes")
         _check(self._lib.gpool_trim(self._h(), keep_bytes), "gpool_trim")
 
     def stats(self):
@@ -241,6 +254,7 @@ class Pool:
         """What gpool knows about the live block containing ``ptr``, as a dict; kind and
         usage by name, stream as an int (0: the legacy stream), host_ptr None for device
         blocks."""
+        ptr = _args.address(ptr, "gpool_get_block_desc", none_ok=False)
         d = _lib.gpool_block_desc()
         _check(self._lib.gpool_get_block_desc(self._h(), ptr, ctypes.byref(d)),
                "gpool_get_block_desc")
@@ -267,7 +281,9 @@ class Pool:
     def page_size(self, size, kind="device"):
         """The page (chunk) size gpool would back a block of ``size`` bytes with."""
         out = ctypes.c_size_t()
-        _check(self._lib.gpool_page_size(self._h(), _enum(kind, KINDS, "kind"), size,
+        size = _args.size(size, "gpool_page_size")
+        kind = _args.enum(kind, KINDS, "kind", "gpool_page_size")
+        _check(self._lib.gpool_page_size(self._h(), kind, size,
                                          ctypes.byref(out)), "gpool_page_size")
         return out.value
 

@@ -138,6 +138,21 @@ class gpool_block_desc(_Sized):
     ]
 
 
+class gpool_torch_batch_stats(ctypes.Structure):
+    """include/gpool_torch.h's free batch of one device (fixed layout)."""
+
+    _fields_ = [
+        ("blocks", ctypes.c_size_t),
+        ("bytes", ctypes.c_size_t),
+        ("requested_bytes", ctypes.c_size_t),
+        ("limit", ctypes.c_size_t),
+        ("frees", ctypes.c_ulonglong),
+        ("flushes", ctypes.c_ulonglong),
+        ("graph_blocks", ctypes.c_size_t),
+        ("graph_bytes", ctypes.c_size_t),
+    ]
+
+
 #: every structure mirrored here, by its C name (the layout test walks this)
 STRUCTS = {
     "gpool_alloc_params": gpool_alloc_params,
@@ -179,6 +194,8 @@ _SIGNATURES = {
     "gpool_torch_free": (None, [_P, ctypes.c_size_t, ctypes.c_int, _P]),
     "gpool_torch_empty_cache": (None, []),
     "gpool_torch_pool": (_P, [ctypes.c_int]),
+    "gpool_torch_release_graph_memory": (_S, []),
+    "gpool_torch_get_batch_stats": (_S, [ctypes.c_int, ctypes.POINTER(gpool_torch_batch_stats)]),
 }
 
 _lib = None

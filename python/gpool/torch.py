@@ -11,11 +11,15 @@ change_current_allocator. Each device gets one pool, created on its first alloca
 allocation and free is ordered on the stream PyTorch passes.
 """
 
+import ctypes
 import os
 
-from . import Error, Pool, _lib, _conf_string, make_config, stats_dict
+from . import Error, Pool, _args, _check, _lib, _conf_string, make_config, stats_dict
 
-__all__ = ["enable", "enabled", "stats", "snapshot", "pool", "empty_cache"]
+__all__ = ["enable", "enabled", "stats", "snapshot", "pool", "empty_cache", "batch_stats",
+           "release_graph_memory",
+           "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+           "max_memory_reserved", "reset_peak_memory_stats"]
 
 _enabled = False
 
@@ -78,20 +82,133 @@ def pool(device=0):
     lib = _lib.load()
     if not hasattr(lib, "gpool_torch_pool"):
         raise Error(6, "this libgpool.so has no gpool_torch_pool", "gpool_torch_pool")
-    handle = lib.gpool_torch_pool(int(device))
+    device = _args.device(device, "gpool_torch_pool")
+    handle = lib.gpool_torch_pool(device)
     return Pool._borrow(handle, int(device)) if handle else None
+
+
+def batch_stats(device=None):
+    """The hooks' free batch on ``device`` (include/gpool_torch.h): blocks PyTorch freed that
+    wait for the batch's device synchronize before gpool hands them out again, as a dict
+    (blocks, bytes, requested_bytes, limit, frees, flushes, graph_blocks, graph_bytes)."""
+    device = _args.device(_current_device() if device is None else device,
+                          "gpool_torch_get_batch_stats")
+    lib = _lib.load()
+    out = _lib.gpool_torch_batch_stats()
+    if not hasattr(lib, "gpool_torch_get_batch_stats"):
+        return {name: 0 for name, _ in out._fields_}
+    _check(lib.gpool_torch_get_batch_stats(device, ctypes.byref(out)),
+           "gpool_torch_get_batch_stats")
+    return {name: int(getattr(out, name)) for name, _ in out._fields_}
 
 
 def stats(device=None):
     """The counters of the pool behind PyTorch's allocator, as gpool.Pool.stats() returns
     them: for ``device`` (default: the current one when torch is imported, else 0); an
-    empty pool's zeros when nothing was allocated there yet."""
+    empty pool's zeros when nothing was allocated there yet. Blocks PyTorch freed that wait in
+    the hooks' free batch are not counted live or in use ("device" and "total"); they are
+    under "free_batch" (batch_stats())."""
     if device is None:
         device = _current_device()
     p = pool(device)
     if p is None:
-        return stats_dict(_lib.gpool_stats())
-    return p.stats()
+        out = stats_dict(_lib.gpool_stats())
+    else:
+        out = p.stats()
+    b = batch_stats(device)
+    for key in ("device", "total"):
+        k = out[key]
+        k["live_blocks"] = max(0, k["live_blocks"] - b["blocks"])
+        k["in_use_bytes"] = max(0, k["in_use_bytes"] - b["bytes"])
+        k["requested_bytes"] = max(0, k["requested_bytes"] - b["requested_bytes"])
+        k["frees"] += b["blocks"]
+    out["free_batch"] = b
+    return out
+
+
+# peaks of the allocated bytes since reset_peak_memory_stats, per device: gpool's own peak
+# counters cannot be reset, so the Python side keeps the high-water mark it has seen
+_peak_base = {}
+
+
+def memory_stats(device=None):
+    """The pool behind the hooks in torch.cuda.memory_stats()'s key names (a flat dict), which
+    raises under a pluggable allocator: ``allocated_bytes.all.current`` / ``.peak`` /
+    ``.allocated`` / ``.freed``, ``reserved_bytes.all.*``, ``active_bytes.all.*``,
+    ``inactive_split_bytes.all.current``, ``requested_bytes.all.*``, ``allocation.all.*``,
+    ``active.all.*``, ``segment.all.current``, ``num_alloc_retries``, ``num_ooms``,
+    ``num_sync_all_streams`` (the free batch's synchronizes), ``num_device_alloc`` /
+    ``num_device_free`` (cuMemCreate / cuMemRelease calls). Peaks are gpool's own since the
+    pool was made; after reset_peak_memory_stats() they are the highest values memory_stats()
+    calls have seen since (gpool's peak counters cannot be reset), a lower bound."""
+    if device is None:
+        device = _current_device()
+    s = stats(device)
+    d = s["device"]
+    base = _peak_base.get(device)
+    cur_alloc, cur_res = d["in_use_bytes"], d["reserved_bytes"]
+    if base is None:
+        peak_alloc, peak_res, peak_req = (d["peak_in_use_bytes"], d["peak_reserved_bytes"],
+                                          d["peak_requested_bytes"])
+    else:
+        base["allocated"] = max(base["allocated"], cur_alloc)
+        base["reserved"] = max(base["reserved"], cur_res)
+        base["requested"] = max(base["requested"], d["requested_bytes"])
+        peak_alloc, peak_res, peak_req = base["allocated"], base["reserved"], base["requested"]
+    out = {}
+
+    def put(name, current, peak, allocated=None, freed=None):
+        # gpool has one pool per memory kind, not PyTorch's large/small split: "all" only
+        out[name + ".all.current"] = current
+        out[name + ".all.peak"] = peak
+        if allocated is not None:
+            out[name + ".all.allocated"] = allocated
+            out[name + ".all.freed"] = freed
+
+    put("allocated_bytes", cur_alloc, peak_alloc)
+    put("active_bytes", cur_alloc, peak_alloc)
+    put("requested_bytes", d["requested_bytes"], peak_req)
+    put("reserved_bytes", cur_res, peak_res)
+    put("inactive_split_bytes", d["cached_bytes"], d["peak_cached_bytes"])
+    put("allocation", d["live_blocks"], d["live_blocks"], d["allocs"], d["frees"])
+    put("active", d["live_blocks"], d["live_blocks"], d["allocs"], d["frees"])
+    out["num_alloc_retries"] = s["oom_retries"]
+    out["num_ooms"] = s["ooms"]
+    out["num_sync_all_streams"] = s["free_batch"]["flushes"]
+    out["num_device_alloc"] = s["driver_calls"].get("cuMemCreate", 0)
+    out["num_device_free"] = s["driver_calls"].get("cuMemRelease", 0)
+    out["max_split_size"] = -1
+    return out
+
+
+def memory_allocated(device=None):
+    """Bytes in live blocks PyTorch holds (torch.cuda.memory_allocated())."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None):
+    """Peak of memory_allocated() (torch.cuda.max_memory_allocated())."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None):
+    """Bytes gpool holds from the driver (torch.cuda.memory_reserved())."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None):
+    """Peak of memory_reserved() (torch.cuda.max_memory_reserved())."""
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None):
+    """Restart the peaks memory_stats() reports from the current values
+    (torch.cuda.reset_peak_memory_stats())."""
+    if device is None:
+        device = _current_device()
+    d = stats(device)["device"]
+    _peak_base[device] = {"allocated": d["in_use_bytes"], "reserved": d["reserved_bytes"],
+                          "requested": d["requested_bytes"]}
 
 
 def snapshot(device=None):
@@ -101,8 +218,18 @@ def snapshot(device=None):
     return None if p is None else p.snapshot()
 
 
+def release_graph_memory():
+    """Give the memory of CUDA graphs back to the pool (gpool_torch_release_graph_memory): blocks
+    allocated while a stream captured (torch.cuda.graph) or freed inside a capture are held out
+    of all reuse, since the graph replays on them; call this once those graphs are destroyed.
+    Raises gpool.Error when a synchronize failed (e.g. during a capture)."""
+    _check(_lib.load().gpool_torch_release_graph_memory(), "gpool_torch_release_graph_memory")
+
+
 def empty_cache():
-    """Give every device pool's cached memory back to the driver (gpool_torch_empty_cache)."""
+    """Flush the hooks' free batches, then give every device pool's cached memory back to the
+    driver (gpool_torch_empty_cache). Under a pluggable allocator torch.cuda.empty_cache()
+    does not reach gpool (PyTorch's limit): call this beside it."""
     _lib.load().gpool_torch_empty_cache()
 
 

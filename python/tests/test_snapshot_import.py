@@ -87,16 +87,19 @@ def test_two_devices_become_two_files_with_frees_at_completion(snap_path, tmp_pa
     assert paths == {0: str(tmp_path / "trace-dev0.csv"), 1: str(tmp_path / "trace-dev1.csv")}
     b = 0x7F0000000000
     assert rows(paths[0]) == [
-        (0, "allocate", b, 4 * MIB, 0),  # times: ns from the first row (3 us)
-        (1000, "allocate", b + 4 * MIB, MIB, S1),
-        (2000, "allocate", b + 5 * MIB, 2 * MIB, S2),
-        (4000, "allocate", b + 7 * MIB, 3 * MIB, 0),
-        (5000, "free", b + 4 * MIB, MIB, S1),  # at free_completed (8 us), not requested (6)
-        (6000, "free", b, 4 * MIB, 0),
-        (7000, "allocate failure", 0, 64 * MIB, 0),
-        (8000, "allocate", b, 2 * MIB, S2),
-        (9000, "free", b + 5 * MIB, 2 * MIB, S2),  # completion cut off: at free_requested
-        (12000, "free", b, 2 * MIB, S2),
+        # freed at 2 us but allocated before the history began: allocated at time 0
+        (0, "allocate", b - MIB, 512, 0),
+        (0, "free", b - MIB, 512, 0),  # times: ns from the first recorded row (2 us)
+        (1000, "allocate", b, 4 * MIB, 0),
+        (2000, "allocate", b + 4 * MIB, MIB, S1),
+        (3000, "allocate", b + 5 * MIB, 2 * MIB, S2),
+        (5000, "allocate", b + 7 * MIB, 3 * MIB, 0),
+        (6000, "free", b + 4 * MIB, MIB, S1),  # at free_completed (8 us), not requested (6)
+        (7000, "free", b, 4 * MIB, 0),
+        (8000, "allocate failure", 0, 64 * MIB, 0),
+        (9000, "allocate", b, 2 * MIB, S2),
+        (10000, "free", b + 5 * MIB, 2 * MIB, S2),  # completion cut off: at free_requested
+        (13000, "free", b, 2 * MIB, S2),
     ]
     r1 = rows(paths[1])
     assert [(a, s, st) for _, a, _, s, st in r1] == [
@@ -139,18 +142,57 @@ def test_gpool_bench_import_then_replay(snap_path, tmp_path):
     out = subprocess.run([BENCH, "import", str(snap_path), "-o", str(tmp_path / "t.csv")],
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "t-dev0.csv: device 0: 5 allocations, 4 frees, 3 streams" in out.stderr
+    assert "t-dev0.csv: device 0: 6 allocations, 5 frees, 3 streams" in out.stderr
+    assert "1 blocks freed that the history never saw allocated" in out.stderr
     assert "1 freed at free_requested" in out.stderr and "1 blocks still live" in out.stderr
     rep = subprocess.run([BENCH, "replay", str(tmp_path / "t-dev0.csv"), "--strategy", "gpool",
                           "--strategy", "bfc", "--json", "--device", "sim"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert rep.returncode == 0, rep.stderr
     res = json.loads(rep.stdout)
-    assert res["trace"]["allocs"] == 5 and res["trace"]["skipped_failure_rows"] == 1
+    assert res["trace"]["allocs"] == 6 and res["trace"]["skipped_failure_rows"] == 1
     for s in res["strategies"]:
-        assert s["status"] == "ok" and s["allocs"] == 5 and s["failed_allocs"] == 0, s
+        assert s["status"] == "ok" and s["allocs"] == 6 and s["failed_allocs"] == 0, s
     assert res["trace"]["peak_live_bytes"] == 4 * MIB + MIB + 2 * MIB + 3 * MIB
     bad = subprocess.run([BENCH, "import", str(tmp_path / "missing.pickle"), "-o", "x.csv"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "gpool-bench import: " in bad.stderr
     assert "No such file" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_history_after_warm_up_uses_segments_and_warns_on_a_wrap(tmp_path, capsys):
+    """History enabled after warm-up (a 600 MiB block live before it, only in `segments`) and a
+    wrapped ring buffer (a free of a block never seen): both are live from time 0, the summary
+    says so, host_traces are reported skipped, and its peak is the rows' peak."""
+    base = 0x7D0000000000
+    seg = {"device": 0, "address": base, "total_size": 1024 * MIB, "stream": 0,
+           "blocks": [{"size": 600 * MIB, "state": "active_allocated"},
+                      {"size": 24 * MIB, "state": "inactive"},
+                      {"size": 8 * MIB, "state": "active_allocated"}]}
+    trace = [
+        ev("free_completed", base + 900 * MIB, 4 * MIB, 0, 1),  # the ring buffer lost its alloc
+        ev("alloc", base + 700 * MIB, 16 * MIB, 0, 2),
+        ev("free_requested", base + 700 * MIB, 16 * MIB, 0, 3),  # no completion recorded
+        ev("alloc", base + 624 * MIB, 8 * MIB, 0, 4),  # the segment's 2nd block, seen: kept once
+    ]
+    path = tmp_path / "late.pickle"
+    pickle.dump({"segments": [seg], "device_traces": [trace],
+                 "host_traces": [[{"action": "alloc"}] * 3]}, open(path, "wb"))
+    out = tmp_path / "late.csv"
+    snapshot_import.convert(str(path), str(out))
+    r = rows(out)
+    assert (0, "allocate", base, 600 * MIB, 0) in r  # from segments
+    assert [x for x in r if x[2] == base + 624 * MIB] == [(3000, "allocate", base + 624 * MIB,
+                                                          8 * MIB, 0)]
+    assert (0, "allocate", base + 900 * MIB, 4 * MIB, 0) in r  # before the wrap
+    live = peak = 0
+    for _, a, _, size, _ in r:
+        live += size if a == "allocate" else -size if a == "free" else 0
+        peak = max(peak, live)
+    assert peak == 600 * MIB + 16 * MIB  # the 16 MiB block is freed at its request
+    err = capsys.readouterr().err
+    assert "1 blocks freed that the history never saw allocated" in err
+    assert "ring buffer wrapped" in err
+    assert "1 blocks live before the history began (segments)" in err
+    assert "peak live %.1f MiB" % (peak / MIB) in err
+    assert "host_traces: 3 entries skipped" in err

@@ -1,0 +1,157 @@
+/* torch_graph.c — CUDA graph memory under the PyTorch hooks.
+ *
+ * A graph captured with torch.cuda.graph replays its kernels on the addresses it was captured
+ * with. Memory allocated by a capturing stream (cuStreamIsCapturing, checked by the alloc
+ * hook) therefore belongs to the graph for as long as it may replay, and so does memory freed
+ * inside a capture (the captured kernels still use it at every replay). Both are held here,
+ * out of the pool's eager reuse and out of the free batch, until
+ * gpool_torch_release_graph_memory() (one device synchronize, then back to the pool), which
+ * the program calls once its graphs are destroyed -- the private pool per capture that
+ * PyTorch's own allocator keeps, with the release made explicit because the pluggable
+ * allocator API has no hook for a graph's destruction. */
+#include "torch_graph.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "error.h"
+#include "pool.h"
+#include "torch_batch.h"
+
+typedef struct graph_mem {
+    void **set; /* open addressing: graph blocks still live (NULL: empty, GONE: removed) */
+    size_t cap, used;
+    struct held {
+        void *p;
+        size_t size;
+    } * held; /* freed graph blocks waiting for the release */
+    size_t nheld, capheld, held_bytes;
+} graph_mem;
+
+#define GONE ((void *)1)
+
+static graph_mem graphs[GP_TORCH_MAX_DEVICES];
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t slot(const graph_mem *g, const void *p)
+{
+    uintptr_t h = (uintptr_t)p >> 12;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h & (g->cap - 1));
+}
+
+static int set_add(graph_mem *g, void *p)
+{
+    if ((g->used + 1) * 2 > g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 256;
+        void **n = calloc(cap, sizeof *n);
+        if (!n) return -1;
+        graph_mem old = *g;
+        g->set = n;
+        g->cap = cap;
+        g->used = 0;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.set[i] && old.set[i] != GONE) {
+                size_t j = slot(g, old.set[i]);
+                while (g->set[j])
+                    j = (j + 1) & (cap - 1);
+                g->set[j] = old.set[i];
+                g->used++;
+            }
+        free(old.set);
+    }
+    size_t j = slot(g, p);
+    while (g->set[j] && g->set[j] != GONE)
+        j = (j + 1) & (g->cap - 1);
+    g->set[j] = p;
+    g->used++;
+    return 0;
+}
+
+static int set_remove(graph_mem *g, void *p)
+{
+    if (!g->cap) return 0;
+    for (size_t j = slot(g, p), k = 0; g->set[j] && k < g->cap; j = (j + 1) & (g->cap - 1), k++)
+        if (g->set[j] == p) {
+            g->set[j] = GONE; /* a tombstone keeps the probe chains; counted until a regrow */
+            return 1;
+        }
+    return 0;
+}
+
+int gp_torch_graph_note(int device, void *ptr)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return -1;
+    pthread_mutex_lock(&graph_lock);
+    int r = set_add(&graphs[device], ptr);
+    pthread_mutex_unlock(&graph_lock);
+    return r;
+}
+
+int gp_torch_graph_hold(int device, void *ptr, size_t size, int capturing)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
+    graph_mem *g = &graphs[device];
+    pthread_mutex_lock(&graph_lock);
+    int mine = set_remove(g, ptr);
+    if (!mine && !capturing) {
+        pthread_mutex_unlock(&graph_lock);
+        return 0;
+    }
+    if (g->nheld == g->capheld) {
+        size_t cap = g->capheld ? 2 * g->capheld : 64;
+        struct held *n = realloc(g->held, cap * sizeof *n);
+        if (!n) { /* cannot hold it: leak it rather than let a replay overwrite live data */
+            pthread_mutex_unlock(&graph_lock);
+            return 1;
+        }
+        g->held = n;
+        g->capheld = cap;
+    }
+    g->held[g->nheld++] = (struct held){ptr, size};
+    g->held_bytes += size;
+    pthread_mutex_unlock(&graph_lock);
+    return 1;
+}
+
+size_t gp_torch_graph_release(int device, gpool_t *pool)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool) return 0;
+    graph_mem *g = &graphs[device];
+    pthread_mutex_lock(&graph_lock);
+    size_t n = g->nheld;
+    pthread_mutex_unlock(&graph_lock);
+    if (!n) return 0;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
+    gp_dc_leave(&pool->dc, pushed);
+    if (r != CUDA_SUCCESS) { /* e.g. a capture is running: keep them */
+        gp_cu_fail(r, "gpool_torch_release_graph_memory: cuCtxSynchronize");
+        return 0;
+    }
+    pthread_mutex_lock(&graph_lock);
+    /* the first n were held before the synchronize; later ones stay */
+    for (size_t i = 0; i < n; i++) {
+        if (gpool_free(pool, g->held[i].p) != GPOOL_OK) gp_clear_error();
+        g->held_bytes -= g->held[i].size;
+    }
+    memmove(g->held, g->held + n, (g->nheld - n) * sizeof *g->held);
+    g->nheld -= n;
+    pthread_mutex_unlock(&graph_lock);
+    return n;
+}
+
+void gp_torch_graph_held(int device, size_t *blocks, size_t *bytes)
+{
+    *blocks = *bytes = 0;
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return;
+    pthread_mutex_lock(&graph_lock);
+    *blocks = graphs[device].nheld;
+    *bytes = graphs[device].held_bytes;
+    pthread_mutex_unlock(&graph_lock);
+}

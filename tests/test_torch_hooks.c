@@ -1,0 +1,261 @@
+/* The PyTorch pluggable-allocator hooks (include/gpool_torch.h) driven as PyTorch drives them:
+ * alloc(size, device, stream) and free(ptr, size, device, stream) only, with no record_stream
+ * hint. A tensor used on a side stream (x.record_stream(u), then freed: DDP/NCCL, prefetchers,
+ * pin_memory + non_blocking copies) must not be handed out again while u's work may still use
+ * it. Refereed by the strict simulator (GPOOL_SIM_STRICT=1 in make test); needs it. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpool.h"
+#include "gpool_torch.h"
+#include "util_sim.h"
+#include "util_skip.h"
+
+#define MIB ((size_t)1 << 20)
+
+static const struct sim_api *sim;
+static CUresult (*mk_stream)(CUstream *, unsigned);
+static CUresult (*mk_event)(CUevent *, unsigned);
+static CUresult (*record)(CUevent, CUstream);
+static CUresult (*wait_event)(CUstream, CUevent, unsigned);
+
+static void setup(void)
+{
+    NEED_SIM();
+    sim = sim_api();
+    cr_assert_not_null(sim);
+    CUresult (*init)(unsigned) = sim_driver_proc("cuInit");
+    cr_assert(init && init(0) == CUDA_SUCCESS);
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    mk_stream = sim_driver_proc("cuStreamCreate");
+    mk_event = sim_driver_proc("cuEventCreate");
+    record = sim_driver_proc("cuEventRecord");
+    wait_event = sim_driver_proc("cuStreamWaitEvent");
+    cr_assert(retain && set && mk_stream && mk_event && record && wait_event);
+    CUcontext ctx;
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+}
+
+TestSuite(torch_hooks, .init = setup);
+
+static CUstream stream(void)
+{
+    CUstream s;
+    cr_assert_eq(mk_stream(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    return s;
+}
+
+/* u waits for the work queued on s so far (what a correct program does before u uses a tensor
+ * made on s: torch.cuda.Stream.wait_stream) */
+static void order_after(CUstream u, CUstream s)
+{
+    CUevent e;
+    cr_assert_eq(mk_event(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cr_assert_eq(record(e, s), CUDA_SUCCESS);
+    cr_assert_eq(wait_event(u, e, 0), CUDA_SUCCESS);
+}
+
+static int overlaps(void *a, size_t na, void *b, size_t nb)
+{
+    return (char *)a < (char *)b + nb && (char *)b < (char *)a + na;
+}
+
+/* x = alloc on s; written on s; u waits for s and uses x (record_stream(u) in PyTorch, which
+ * the hooks never hear of); x freed on s; the next allocation on s is written at once. Before
+ * the batch rule the block came back 5 times in 5 and each write raced u's. */
+Test(torch_hooks, record_stream_case_is_not_reused_while_the_side_stream_may_use_it)
+{
+    CUstream s = stream(), u = stream();
+    size_t n = 4 * MIB;
+    int reused = 0;
+    for (int i = 0; i < 5; i++) {
+        void *x = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(x, "%s", gpool_last_error());
+        cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+        order_after(u, s);
+        cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS); /* u's work stays queued */
+        gpool_torch_free(x, n, 0, s);
+        void *y = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(y, "%s", gpool_last_error());
+        reused += overlaps(x, n, y, n);
+        cr_assert_eq(sim_kernel(s, y, n), CUDA_SUCCESS); /* strict: aborts on a race */
+        gpool_torch_free(y, n, 0, s);
+    }
+    cr_assert_eq(reused, 0, "handed out again %d times in 5 while u's work was pending", reused);
+    cr_assert_eq(sim->violations(), 0);
+}
+
+/* The same with the tensor freed on u's side and reused by a third stream. */
+Test(torch_hooks, another_stream_does_not_get_it_either)
+{
+    CUstream s = stream(), u = stream(), w = stream();
+    size_t n = 4 * MIB;
+    for (int i = 0; i < 5; i++) {
+        void *x = gpool_torch_alloc(n, 0, s);
+        cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+        order_after(u, s);
+        cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
+        gpool_torch_free(x, n, 0, s);
+        void *y = gpool_torch_alloc(n, 0, w);
+        cr_assert_eq(sim_kernel(w, y, n), CUDA_SUCCESS);
+        gpool_torch_free(y, n, 0, w);
+    }
+    cr_assert_eq(sim->violations(), 0);
+}
+
+/* Freed blocks come back once a batch holds cudafree_batch bytes: one device synchronize per
+ * batch; memory stays bounded by the batch; the cost is measured (synchronizes per 1,000
+ * frees). */
+Test(torch_hooks, batch_flush_bounds_memory_and_counts_synchronizes)
+{
+    setenv("GPOOL_CONF", "cudafree_batch=64M", 1);
+    CUstream s = stream(), u = stream();
+    size_t n = 4 * MIB;
+    sim->reset_counts();
+    int frees = 0;
+    for (int i = 0; i < 1000; i++) {
+        void *x = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(x, "%s", gpool_last_error());
+        cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+        order_after(u, s);
+        cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
+        gpool_torch_free(x, n, 0, s);
+        frees++;
+    }
+    unsigned long syncs = sim->call_count("cuCtxSynchronize");
+    fprintf(stderr,
+            "torch hooks: %d frees of 4 MiB, batch 64 MiB: %lu synchronizes (%.1f per "
+            "1,000 frees), peak %zu MiB\n",
+            frees, syncs, 1000.0 * (double)syncs / frees, sim->peak_bytes(0) / MIB);
+    cr_assert_geq(syncs, 1000 / 17, "a synchronize per 64 MiB batch");
+    cr_assert_leq(syncs, 1000 / 16 + 2);
+    cr_assert_leq(sim->peak_bytes(0), 64 * MIB + 32 * MIB, "the batch bounds the memory held");
+    cr_assert_eq(sim->violations(), 0);
+    unsetenv("GPOOL_CONF");
+}
+
+/* An allocation that finds no memory flushes the batch and retries before it reports NULL. */
+Test(torch_hooks, out_of_memory_flushes_the_batch_first)
+{
+    setenv("GPOOL_CONF", "cudafree_batch=4G", 1);
+    sim->set_capacity(0, 64 * MIB);
+    CUstream s = stream(), u = stream();
+    size_t n = 8 * MIB;
+    for (int i = 0; i < 40; i++) {
+        void *x = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(x, "iteration %d: %s", i, gpool_last_error());
+        cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+        order_after(u, s);
+        cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
+        gpool_torch_free(x, n, 0, s);
+    }
+    cr_assert_eq(sim->violations(), 0);
+    unsetenv("GPOOL_CONF");
+}
+
+/* empty_cache flushes the batch, then gives the cached memory back. */
+Test(torch_hooks, empty_cache_flushes_the_batch)
+{
+    CUstream s = stream();
+    void *x = gpool_torch_alloc(4 * MIB, 0, s);
+    cr_assert_eq(sim_kernel(s, x, 4 * MIB), CUDA_SUCCESS);
+    gpool_torch_free(x, 4 * MIB, 0, s);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.blocks, 1);
+    cr_assert_eq(b.requested_bytes, 4 * MIB);
+    cr_assert_geq(b.bytes, 4 * MIB);
+    cr_assert_eq(b.frees, 1);
+    cr_assert_geq(b.limit, 64 * MIB);
+    cr_assert_eq(gpool_torch_get_batch_stats(99, &b), GPOOL_ERR_NO_DEVICE);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, NULL), GPOOL_ERR_INVALID_ARG);
+    gpool_torch_empty_cache();
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.blocks, 0);
+    cr_assert_eq(b.bytes, 0);
+    cr_assert_eq(b.flushes, 1);
+    cr_assert_eq(sim->bytes_in_use(0), 0, "the batch's block went back, then to the driver");
+    gpool_stats st;
+    st.struct_size = sizeof st;
+    cr_assert_eq(gpool_get_stats(gpool_torch_pool(0), &st), GPOOL_OK);
+    cr_assert_eq(st.kind[0].live_blocks, 0);
+}
+
+/* torch.cuda.graph after warm-up: the warm-up's frees wait in the batch, and the capture
+ * (where no synchronize is allowed) must still find memory on its stream, as it did before
+ * the batch, and leave the capture valid. */
+Test(torch_hooks, capture_after_warm_up_still_finds_its_streams_memory)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is) cr_skip_test("no graph capture in the simulator");
+    CUstream s = stream();
+    size_t n = 8 * MIB;
+    void *x = gpool_torch_alloc(n, 0, s); /* warm-up */
+    cr_assert_not_null(x);
+    cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+    gpool_torch_free(x, n, 0, s);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *y = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(y, "capture allocation failed: %s", gpool_last_error());
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    if (graph_destroy && g) graph_destroy(g);
+    gpool_torch_free(y, n, 0, s);
+    cr_assert_eq(sim->violations(), 0);
+}
+
+/* torch.cuda.graph: an intermediate freed inside the capture and the graph's output freed after
+ * it must not be handed to eager work while the graph may replay (a replay would overwrite
+ * live eager tensors), however many batches flush meanwhile; the release gives them back. */
+Test(torch_hooks, graph_memory_is_kept_from_eager_reuse_until_released)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("no graph capture in the simulator");
+    setenv("GPOOL_CONF", "cudafree_batch=16M", 1);
+    CUstream s = stream();
+    size_t n = 8 * MIB;
+    void *w1 = gpool_torch_alloc(n, 0, s), *w2 = gpool_torch_alloc(n, 0, s); /* warm-up */
+    cr_assert(w1 && w2);
+    gpool_torch_free(w1, n, 0, s);
+    gpool_torch_free(w2, n, 0, s);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *tmp = gpool_torch_alloc(n, 0, s); /* an intermediate */
+    void *out = gpool_torch_alloc(n, 0, s); /* the graph's output */
+    cr_assert(tmp && out, "%s", gpool_last_error());
+    gpool_torch_free(tmp, n, 0, s); /* freed inside the capture */
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    gpool_torch_free(out, n, 0, s); /* the graph lives on */
+    for (int i = 0; i < 20; i++) {  /* eager work: batches flush */
+        void *a = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(a, "%s", gpool_last_error());
+        cr_assert(!overlaps(a, n, tmp, n), "eager block %d got the graph's intermediate", i);
+        cr_assert(!overlaps(a, n, out, n), "eager block %d got the graph's output", i);
+        cr_assert_eq(sim_kernel(s, a, n), CUDA_SUCCESS);
+        gpool_torch_free(a, n, 0, s);
+    }
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_geq(b.flushes, 2);
+    cr_assert_eq(b.graph_blocks, 2);
+    cr_assert_geq(b.graph_bytes, 2 * n);
+    if (graph_destroy && g) graph_destroy(g);
+    cr_assert_eq(gpool_torch_release_graph_memory(), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0);
+    cr_assert_eq(b.graph_bytes, 0);
+    cr_assert_eq(sim->violations(), 0);
+    unsetenv("GPOOL_CONF");
+}
