@@ -17,16 +17,18 @@ have_header hwloc.h || missing+=(libhwloc-dev)
 have_header criterion/criterion.h || missing+=(libcriterion-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v gnuplot >/dev/null 2>&1 || missing+=(gnuplot-nox) # gpool-bench --plot and view
-# make test-python (part of make test): the interpreter python.mk uses, pytest and pip
+# make test-python (part of make test): the interpreter python.mk uses, pytest, pip and venv
+# (python/tests/test_wheel.py installs the package into a fresh venv)
 # (only make test-python needs them: when they cannot be installed, the build goes on, the C
 # suite runs, and test-python fails with one line saying what to run)
 for_python=()
 python=$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 if [ -z "$python" ]; then
-  for_python+=(python3 python3-pytest python3-pip)
+  for_python+=(python3 python3-pytest python3-pip python3-venv)
 else
   "$python" -c 'import pytest' 2>/dev/null || for_python+=(python3-pytest)
   "$python" -c 'import pip' 2>/dev/null || for_python+=(python3-pip)
+  "$python" -c 'import ensurepip, venv' 2>/dev/null || for_python+=(python3-venv)
 fi
 all=("${missing[@]}" "${for_python[@]}")
 [ ${#all[@]} -eq 0 ] && exit 0
