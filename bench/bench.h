@@ -177,7 +177,8 @@ typedef struct bench_device {
     char name[256];     /* "simulated" or the GPU's name */
     char gpu_name[256]; /* what cuDeviceGetName says */
     uint64_t total_mem;
-    char libcuda[512]; /* the driver file in use */
+    uint64_t page_bytes; /* the device's allocation granularity (2 MiB if the driver won't say) */
+    char libcuda[512];   /* the driver file in use */
 } bench_device;
 
 /* mode: "auto", "sim" or a device ordinal. Chooses the driver (setting GPOOL_LIBCUDA to the
@@ -357,10 +358,13 @@ typedef struct bench_fit {
     int skipped, error;
     char note[512];
     uint64_t peak_live;
-    uint64_t min_capacity; /* 0 when not found within the search range */
-    double ratio;          /* min_capacity / peak_live */
-    int goal_met;          /* min_capacity <= 1.05 * peak_live + 4 MiB */
-    uint64_t driver_calls; /* in the replay at min_capacity */
+    uint64_t page_bytes;     /* the device's granularity */
+    uint64_t physical_limit; /* peak_live rounded up to whole pages of page_bytes */
+    uint64_t min_capacity;   /* 0 when not found within the search range */
+    int64_t pages_above;     /* (min_capacity - physical_limit) / page_bytes, rounded up */
+    double ratio;            /* min_capacity / peak_live */
+    int goal_met;            /* min_capacity <= 1.05 * peak_live + 4 MiB */
+    uint64_t driver_calls;   /* in the replay at min_capacity */
     uint64_t peak_reserved;
     unsigned replays;
     int leak_warned;

@@ -335,6 +335,12 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
         fprintf(f, ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu",
                 (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live);
         bench_json_number(f, "ratio", 4, x->ratio);
+        fprintf(f, ",\"page_bytes\":%llu,\"physical_limit_bytes\":%llu,\"pages_above_limit\":",
+                (unsigned long long)x->page_bytes, (unsigned long long)x->physical_limit);
+        if (x->min_capacity)
+            fprintf(f, "%lld", (long long)x->pages_above);
+        else
+            fprintf(f, "null");
         fprintf(f,
                 ",\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
                 "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s}\n",
@@ -357,6 +363,12 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
     fprintf(f, "  min_capacity_bytes  %llu (%.1f MiB)\n", (unsigned long long)x->min_capacity,
             mib(x->min_capacity));
     fprintf(f, "  ratio               %.4f\n", x->ratio);
+    fprintf(f, "  physical_limit      %llu (%.1f MiB, %llu page%s of %.1f MiB)\n",
+            (unsigned long long)x->physical_limit, mib(x->physical_limit),
+            (unsigned long long)(x->physical_limit / x->page_bytes),
+            BENCH_PLURAL(x->physical_limit / x->page_bytes), mib(x->page_bytes));
+    fprintf(f, "  pages_above_limit   %lld (min capacity - physical limit, in pages)\n",
+            (long long)x->pages_above);
     fprintf(f, "  goal (<= 1.05 x peak + 4 MiB = %.1f MiB): %s\n",
             mib((uint64_t)(1.05 * (double)x->peak_live)) + 4.0, x->goal_met ? "met" : "NOT met");
     fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replay%s\n",

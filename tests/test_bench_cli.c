@@ -122,6 +122,44 @@ Test(bench_cli, fit_json_known_answer)
                "d['ratio']==1.0 and d['goal_met'] and d['device']=='simulated'");
 }
 
+/* Issue 27: fit says how far the capacity is from the physical limit, the peak live bytes
+ * rounded up to whole pages of the device's granularity (2 MiB on the simulator): one-6mib's
+ * 6 MiB block is 3 pages, cuda fits it in those (0 above); rmm-time's peak of 3 MiB + 1000
+ * bytes is 2 pages (4 MiB). */
+Test(bench_cli, fit_pages_above_physical_limit)
+{
+    cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda --json"), 0, "%s",
+                 slurp(err_path));
+    json_check("d['page_bytes']==2*1024*1024 and d['physical_limit_bytes']==6*1024*1024 and "
+               "d['pages_above_limit']==0");
+    cr_assert_eq(bench("fit bench/traces/test/rmm-time.csv --strategy gpool --json"), 0, "%s",
+                 slurp(err_path));
+    json_check("d['physical_limit_bytes']==4*1024*1024 and "
+               "d['pages_above_limit']==(d['min_capacity_bytes']-4*1024*1024)//(2*1024*1024)");
+    cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda"), 0);
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "  physical_limit      6291456 (6.0 MiB, 3 pages of 2.0 MiB)"), "%s",
+              out);
+    cr_assert(strstr(out, "  pages_above_limit   0"), "%s", out);
+}
+
+/* compare carries the same figure for every strategy: JSON field, table column, the fit-ratio
+ * table's "ratio +N" cells and the summary line. bfc needs 20 MiB for one-6mib: 7 pages
+ * above its 3-page limit. */
+Test(bench_cli, compare_pages_above_physical_limit)
+{
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv --json"), 0, "%s", slurp(err_path));
+    json_check("d['results'][0]['strategy']=='bfc' and d['results'][0]['pages_above_limit']==7 "
+               "and d['results'][0]['physical_limit_bytes']==6*1024*1024 and "
+               "all('pages_above_limit' in r for r in d['results'])");
+    cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv"), 0, "%s", slurp(err_path));
+    const char *out = slurp(out_path);
+    cr_assert(strstr(out, "pages>limit"), "%s", out);
+    cr_assert(strstr(out, "1.000 +0"), "%s", out);
+    cr_assert(strstr(out, "3.333 +7"), "%s", out);
+    cr_assert(strstr(out, "pages above the physical limit gpool 0 vs bfc 7"), "%s", out);
+}
+
 Test(bench_cli, compare_json_and_table)
 {
     cr_assert_eq(bench("compare bench/traces/test/one-6mib.csv bench/traces/test/rmm-time.csv "
