@@ -316,6 +316,21 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
     return bench_gnuplot_finish(&g, err, errlen);
 }
 
+static void fit_waste_json(FILE *f, const bench_fit_waste *w)
+{
+    if (!w->measured) {
+        fprintf(f, ",\"waste_at_peak\":null");
+        return;
+    }
+    fprintf(f,
+            ",\"waste_at_peak\":{\"backed_bytes\":%llu,\"size_class_step_bytes\":%llu,"
+            "\"slab_free_bytes\":%llu,\"tail_bytes\":%llu,\"hole_bytes\":%llu,"
+            "\"pending_bytes\":%llu}",
+            (unsigned long long)w->backed, (unsigned long long)w->step,
+            (unsigned long long)w->slab_free, (unsigned long long)w->tails,
+            (unsigned long long)w->holes, (unsigned long long)w->pending);
+}
+
 void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *x,
                      int json)
 {
@@ -343,10 +358,12 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
             fprintf(f, "null");
         fprintf(f,
                 ",\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
-                "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s}\n",
+                "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s",
                 1.05 * (double)x->peak_live + 4.0 * BENCH_MIB, x->goal_met ? "true" : "false",
                 (unsigned long long)x->driver_calls, (unsigned long long)x->peak_reserved,
                 x->replays, x->leak_warned ? "true" : "false");
+        fit_waste_json(f, &x->waste);
+        fprintf(f, "}\n");
         return;
     }
     fprintf(f, "fit %s on %s (device: %s)\n", x->strategy, t->name, dev->name);
@@ -374,4 +391,13 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
     fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replay%s\n",
             (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays,
             BENCH_PLURAL(x->replays));
+    const bench_fit_waste *w = &x->waste;
+    if (w->measured)
+        fprintf(f,
+                "  at the peak        backed %.1f MiB, live %.1f MiB; not live: tails %.2f MiB, "
+                "holes %.2f MiB, slabs' free slots %.2f MiB, size-class steps %.2f MiB, pending "
+                "%.2f MiB (tails: free bytes after a block in its last page; a snapshot at the "
+                "trace's peak in a replay at the min capacity)\n",
+                mib(w->backed), mib(x->peak_live), mib(w->tails), mib(w->holes), mib(w->slab_free),
+                mib(w->step), mib(w->pending));
 }

@@ -143,6 +143,34 @@ Test(bench_cli, fit_pages_above_physical_limit)
     cr_assert(strstr(out, "  pages_above_limit   0"), "%s", out);
 }
 
+/* fit says where the bytes above the peak go, from a snapshot at the trace's peak in a replay
+ * at the min capacity: one 3 MiB block fills 2 pages and leaves 1 MiB of its last page free
+ * (a tail), nothing else. */
+Test(bench_cli, fit_says_where_the_pages_go)
+{
+    char csv[80];
+    snprintf(csv, sizeof csv, "/tmp/test-bench-cli-%d-3mib.csv", (int)getpid());
+    FILE *f = fopen(csv, "w");
+    cr_assert(f);
+    fprintf(f, "Thread,Time,Action,Pointer,Size,Stream\n0,0,allocate,0x1000,3145728,0x0\n"
+               "0,10,free,0x1000,3145728,0x0\n");
+    fclose(f);
+    cr_assert_eq(bench("fit %s --strategy gpool --json", csv), 0, "%s", slurp(err_path));
+    json_check("d['min_capacity_bytes']==4*1024*1024 and d['waste_at_peak']['backed_bytes']=="
+               "4*1024*1024 and d['waste_at_peak']['tail_bytes']==1024*1024 and "
+               "d['waste_at_peak']['hole_bytes']==0 and d['waste_at_peak']['slab_free_bytes']==0 "
+               "and d['waste_at_peak']['size_class_step_bytes']==0");
+    cr_assert_eq(bench("fit %s --strategy gpool", csv), 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path),
+                     "  at the peak        backed 4.0 MiB, live 3.0 MiB; not live: "
+                     "tails 1.00 MiB, holes 0.00 MiB"),
+              "%s", slurp(out_path));
+    /* a strategy without snapshots says nothing about it */
+    cr_assert_eq(bench("fit %s --strategy cuda --json", csv), 0, "%s", slurp(err_path));
+    json_check("d['waste_at_peak'] is None");
+    unlink(csv);
+}
+
 /* compare carries the same figure for every strategy: JSON field, table column, the fit-ratio
  * table's "ratio +N" cells and the summary line. bfc needs 20 MiB for one-6mib: 7 pages
  * above its 3-page limit. */
