@@ -177,7 +177,8 @@ typedef struct bench_device {
     char name[256];     /* "simulated" or the GPU's name */
     char gpu_name[256]; /* what cuDeviceGetName says */
     uint64_t total_mem;
-    char libcuda[512]; /* the driver file in use */
+    uint64_t page_bytes; /* the device's allocation granularity (2 MiB if the driver won't say) */
+    char libcuda[512];   /* the driver file in use */
 } bench_device;
 
 /* mode: "auto", "sim" or a device ordinal. Chooses the driver (setting GPOOL_LIBCUDA to the
@@ -352,24 +353,45 @@ void bench_result_free(bench_result *r);
 void bench_replay_isolated(const bench_device *dev, const char *spec, const bench_trace *t,
                            const bench_replay_opts *o, bench_result *r);
 
+/* Where the backed bytes at a trace's peak go (bench_fit_waste_measure), in bytes. */
+typedef struct bench_fit_waste {
+    int measured;       /* 1: read from a snapshot (strategies that write one: gpool) */
+    uint64_t backed;    /* device pages with memory behind them */
+    uint64_t step;      /* live blocks' sizes above what was asked (size-class steps) */
+    uint64_t slab_free; /* slabs' bytes not in live slots */
+    uint64_t tails;     /* free bytes after a block up to the end of its last page */
+    uint64_t holes;     /* other free bytes on backed pages */
+    uint64_t pending;   /* free bytes queued work may still use */
+} bench_fit_waste;
+
 typedef struct bench_fit {
     char strategy[256];
     int skipped, error;
     char note[512];
     uint64_t peak_live;
-    uint64_t min_capacity; /* 0 when not found within the search range */
-    double ratio;          /* min_capacity / peak_live */
-    int goal_met;          /* min_capacity <= 1.05 * peak_live + 4 MiB */
-    uint64_t driver_calls; /* in the replay at min_capacity */
+    uint64_t page_bytes;     /* the device's granularity */
+    uint64_t physical_limit; /* peak_live rounded up to whole pages of page_bytes */
+    uint64_t min_capacity;   /* 0 when not found within the search range */
+    int64_t pages_above;     /* (min_capacity - physical_limit) / page_bytes, rounded up */
+    double ratio;            /* min_capacity / peak_live */
+    int goal_met;            /* min_capacity <= 1.05 * peak_live + 4 MiB */
+    uint64_t driver_calls;   /* in the replay at min_capacity */
     uint64_t peak_reserved;
     unsigned replays;
     int leak_warned;
+    bench_fit_waste waste; /* filled by bench_fit_waste_measure (fit), else not measured */
 } bench_fit;
 
 /* Smallest capacity, in 2 MiB steps, at which the trace replays with no failure. Simulated
  * driver only. */
 int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *t, int progress,
                   bench_fit *f);
+
+/* fit_waste.c: one more replay of spec at f->min_capacity, with a gpool_dump_json snapshot at
+ * the trace's peak, fills f->waste (left unmeasured for strategies without snapshots, or when
+ * the replay or the snapshot fails). Simulated driver only, as bench_fit_run. */
+void bench_fit_waste_measure(const bench_device *dev, const char *spec, const bench_trace *t,
+                             bench_fit *f);
 
 /* ---- json.c: a small JSON reader (for snapshots) ------------------------------------------ */
 

@@ -59,6 +59,23 @@ static int use_simulator(char *err, size_t errlen)
     return 0;
 }
 
+/* The granularity of the device's VMM allocations (cuda.h, cuMemGetAllocationGranularity, the
+ * recommended one, as vidmem.c asks for it): the page of "pages above the physical limit". */
+static uint64_t device_page_bytes(const gp_driver *drv, int ordinal)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = ordinal;
+    size_t gran = 0;
+    if (drv->cuMemGetAllocationGranularity &&
+        drv->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ==
+            CUDA_SUCCESS &&
+        gran && !(gran & (gran - 1)))
+        return gran;
+    return 2 * BENCH_MIB;
+}
+
 int bench_device_open(const char *mode, bench_device *d, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
@@ -110,6 +127,7 @@ int bench_device_open(const char *mode, bench_device *d, char *err, size_t errle
         return -1;
     }
     d->total_mem = total;
+    d->page_bytes = device_page_bytes(drv, ordinal);
     snprintf(d->name, sizeof d->name, "%s", d->simulated ? "simulated" : d->gpu_name);
     return 0;
 }

@@ -471,6 +471,7 @@ static int cmd_fit(cli *c, const bench_device *dev)
     if (load_trace(c, c->args[0], &t) != 0) return 1;
     bench_fit f;
     bench_fit_run(dev, c->strategies[0], &t, 1, &f);
+    bench_fit_waste_measure(dev, c->strategies[0], &t, &f);
     bench_print_fit(stdout, dev, &t, &f, c->json);
     bench_trace_free(&t);
     return f.error ? 1 : 0;
@@ -664,6 +665,12 @@ static int cmd_compare(cli *c, const bench_device *dev)
                        (unsigned long long)peaks[k], (unsigned long long)f->min_capacity, f->ratio,
                        f->goal_met ? "true" : "false", (unsigned long long)f->driver_calls,
                        (unsigned long long)f->peak_reserved);
+                printf(",\"page_bytes\":%llu,\"physical_limit_bytes\":%llu,\"pages_above_limit\":",
+                       (unsigned long long)f->page_bytes, (unsigned long long)f->physical_limit);
+                if (f->min_capacity)
+                    printf("%lld", (long long)f->pages_above);
+                else
+                    printf("null");
                 steady_json(&steadies[k * ns + i]);
                 printf("}");
             }
@@ -678,9 +685,9 @@ static int cmd_compare(cli *c, const bench_device *dev)
            "first / last pass: driver calls in each of %d passes over the trace in one instance "
            "at the full simulated capacity (goal for gpool: 0 in the last pass)\n\n",
            STEADY_PASSES);
-    printf("%-*s %-*s %13s %12s %9s %5s %12s %10s %21s %15s\n", tw, "trace", sw, "strategy",
-           "peak live MiB", "min cap MiB", "fit ratio", "goal", "driver calls", "first pass",
-           "drv calls (last pass)", "1st pass drv ms");
+    printf("%-*s %-*s %13s %12s %9s %11s %5s %12s %10s %21s %15s\n", tw, "trace", sw, "strategy",
+           "peak live MiB", "min cap MiB", "fit ratio", "pages>limit", "goal", "driver calls",
+           "first pass", "drv calls (last pass)", "1st pass drv ms");
     for (int k = 0; k < c->n_args; k++)
         for (int i = 0; i < ns; i++) {
             const bench_fit *f = &fits[k * ns + i];
@@ -694,9 +701,10 @@ static int cmd_compare(cli *c, const bench_device *dev)
                        f->note);
                 continue;
             }
-            printf("%-*s %-*s %13.1f %12.0f %9.3f %5s %12llu", tw, names[k], sw, f->strategy,
+            printf("%-*s %-*s %13.1f %12.0f %9.3f %11lld %5s %12llu", tw, names[k], sw, f->strategy,
                    (double)peaks[k] / BENCH_MIB, (double)f->min_capacity / BENCH_MIB, f->ratio,
-                   f->goal_met ? "met" : "no", (unsigned long long)f->driver_calls);
+                   (long long)f->pages_above, f->goal_met ? "met" : "no",
+                   (unsigned long long)f->driver_calls);
             if (st->ran && st->ok)
                 printf(" %10llu %21llu %15.2f\n", (unsigned long long)st->first,
                        (unsigned long long)st->last, st->first_est_us / 1000);
@@ -704,7 +712,9 @@ static int cmd_compare(cli *c, const bench_device *dev)
                 printf("  steady-state replay: %s\n", st->note);
         }
     compare_first_pass(c, names, steadies, ns, tw, sw);
-    printf("\nfit ratio (min capacity / peak live), device: %s\n%-*s", dev->name, tw, "trace");
+    printf("\nfit ratio (min capacity / peak live) +pages above the physical limit (peak live "
+           "in whole pages of the device's granularity), device: %s\n%-*s",
+           dev->name, tw, "trace");
     for (int i = 0; i < ns; i++) /* each column as wide as its strategy's name, at least 14 */
         printf(" %14s", c->strategies[i]);
     printf("\n");
@@ -713,9 +723,11 @@ static int cmd_compare(cli *c, const bench_device *dev)
         for (int i = 0; i < ns; i++) {
             const bench_fit *f = &fits[k * ns + i];
             int w = (int)strlen(c->strategies[i]) > 14 ? (int)strlen(c->strategies[i]) : 14;
-            if (f->min_capacity)
-                printf(" %*.3f", w, f->ratio);
-            else
+            if (f->min_capacity) {
+                char cell[64];
+                snprintf(cell, sizeof cell, "%.3f %+lld", f->ratio, (long long)f->pages_above);
+                printf(" %*s", w, cell);
+            } else
                 printf(" %*s", w, f->skipped ? "skipped" : f->error ? "error" : "no fit");
         }
         printf("\n");
@@ -737,6 +749,19 @@ static int cmd_compare(cli *c, const bench_device *dev)
                 printf(" vs %s ", c->strategies[ib]);
                 if (b->min_capacity)
                     printf("%.3f", b->ratio);
+                else
+                    printf("n/a");
+            }
+            printf("; pages above the physical limit %s ", c->strategies[ig]);
+            if (g->min_capacity)
+                printf("%lld", (long long)g->pages_above);
+            else
+                printf("n/a");
+            if (ib >= 0) {
+                const bench_fit *b = &fits[k * ns + ib];
+                printf(" vs %s ", c->strategies[ib]);
+                if (b->min_capacity)
+                    printf("%lld", (long long)b->pages_above);
                 else
                     printf("n/a");
             }

@@ -364,6 +364,8 @@ int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *
     memset(f, 0, sizeof *f);
     snprintf(f->strategy, sizeof f->strategy, "%s", spec);
     f->peak_live = t->peak_live;
+    f->page_bytes = dev->page_bytes ? dev->page_bytes : FIT_STEP;
+    f->physical_limit = (t->peak_live + f->page_bytes - 1) / f->page_bytes * f->page_bytes;
     bench_strategy s;
     if (bench_strategy_lookup(spec, &s, f->note, sizeof f->note) != 0) {
         f->error = 1;
@@ -420,6 +422,9 @@ int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *
                     f->replays, (double)lo / BENCH_MIB, (double)hi / BENCH_MIB);
     }
     f->min_capacity = hi;
+    f->pages_above = hi >= f->physical_limit
+                         ? (int64_t)((hi - f->physical_limit + f->page_bytes - 1) / f->page_bytes)
+                         : -(int64_t)((f->physical_limit - hi) / f->page_bytes);
     f->ratio = peak ? (double)hi / (double)peak : 0;
     f->goal_met = (double)hi <= 1.05 * (double)peak + 4.0 * BENCH_MIB;
 out:

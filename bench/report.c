@@ -316,6 +316,21 @@ int bench_plot(const char *png, const bench_device *dev, const bench_trace *t,
     return bench_gnuplot_finish(&g, err, errlen);
 }
 
+static void fit_waste_json(FILE *f, const bench_fit_waste *w)
+{
+    if (!w->measured) {
+        fprintf(f, ",\"waste_at_peak\":null");
+        return;
+    }
+    fprintf(f,
+            ",\"waste_at_peak\":{\"backed_bytes\":%llu,\"size_class_step_bytes\":%llu,"
+            "\"slab_free_bytes\":%llu,\"tail_bytes\":%llu,\"hole_bytes\":%llu,"
+            "\"pending_bytes\":%llu}",
+            (unsigned long long)w->backed, (unsigned long long)w->step,
+            (unsigned long long)w->slab_free, (unsigned long long)w->tails,
+            (unsigned long long)w->holes, (unsigned long long)w->pending);
+}
+
 void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *x,
                      int json)
 {
@@ -335,12 +350,20 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
         fprintf(f, ",\"min_capacity_bytes\":%llu,\"peak_live_bytes\":%llu",
                 (unsigned long long)x->min_capacity, (unsigned long long)x->peak_live);
         bench_json_number(f, "ratio", 4, x->ratio);
+        fprintf(f, ",\"page_bytes\":%llu,\"physical_limit_bytes\":%llu,\"pages_above_limit\":",
+                (unsigned long long)x->page_bytes, (unsigned long long)x->physical_limit);
+        if (x->min_capacity)
+            fprintf(f, "%lld", (long long)x->pages_above);
+        else
+            fprintf(f, "null");
         fprintf(f,
                 ",\"goal_bytes\":%.0f,\"goal_met\":%s,\"driver_calls\":%llu,"
-                "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s}\n",
+                "\"peak_reserved_bytes\":%llu,\"replays\":%u,\"leak_warning\":%s",
                 1.05 * (double)x->peak_live + 4.0 * BENCH_MIB, x->goal_met ? "true" : "false",
                 (unsigned long long)x->driver_calls, (unsigned long long)x->peak_reserved,
                 x->replays, x->leak_warned ? "true" : "false");
+        fit_waste_json(f, &x->waste);
+        fprintf(f, "}\n");
         return;
     }
     fprintf(f, "fit %s on %s (device: %s)\n", x->strategy, t->name, dev->name);
@@ -357,9 +380,24 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
     fprintf(f, "  min_capacity_bytes  %llu (%.1f MiB)\n", (unsigned long long)x->min_capacity,
             mib(x->min_capacity));
     fprintf(f, "  ratio               %.4f\n", x->ratio);
+    fprintf(f, "  physical_limit      %llu (%.1f MiB, %llu page%s of %.1f MiB)\n",
+            (unsigned long long)x->physical_limit, mib(x->physical_limit),
+            (unsigned long long)(x->physical_limit / x->page_bytes),
+            BENCH_PLURAL(x->physical_limit / x->page_bytes), mib(x->page_bytes));
+    fprintf(f, "  pages_above_limit   %lld (min capacity - physical limit, in pages)\n",
+            (long long)x->pages_above);
     fprintf(f, "  goal (<= 1.05 x peak + 4 MiB = %.1f MiB): %s\n",
             mib((uint64_t)(1.05 * (double)x->peak_live)) + 4.0, x->goal_met ? "met" : "NOT met");
     fprintf(f, "  driver calls at min %llu, peak reserved %.1f MiB, %u replay%s\n",
             (unsigned long long)x->driver_calls, mib(x->peak_reserved), x->replays,
             BENCH_PLURAL(x->replays));
+    const bench_fit_waste *w = &x->waste;
+    if (w->measured)
+        fprintf(f,
+                "  at the peak        backed %.1f MiB, live %.1f MiB; not live: tails %.2f MiB, "
+                "holes %.2f MiB, slabs' free slots %.2f MiB, size-class steps %.2f MiB, pending "
+                "%.2f MiB (tails: free bytes after a block in its last page; a snapshot at the "
+                "trace's peak in a replay at the min capacity)\n",
+                mib(w->backed), mib(x->peak_live), mib(w->tails), mib(w->holes), mib(w->slab_free),
+                mib(w->step), mib(w->pending));
 }

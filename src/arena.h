@@ -5,7 +5,7 @@
  *   handle   the backend's name for one page's or chunk's physical memory (heap.h page_phys).
  *   region   one reserved virtual address range; the heap places ranges inside regions.
  *   range    a run of addresses in a region: free, or a block (a large block, or a slab).
- *   granule  64 KiB (GP_GRANULE): slabs are granule aligned and sized, and each region has a
+ *   granule  32 KiB (GP_GRANULE): slabs are granule aligned and sized, and each region has a
  *            table from granule to slab for the lock-free free path.
  *   slab     a range cut into equal slots of one size class, serving one stream.
  *   slot     one small block's place in a slab (free, live, cached by a thread cache, or

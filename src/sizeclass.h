@@ -1,15 +1,19 @@
 /* Small size classes: 256-byte steps up to 2 KiB, then four classes per doubling up to
  * 64 KiB (at most 20% rounding waste; small blocks are a few percent of bytes on real
- * traces). Slabs of 64 KiB-aligned memory hold the blocks of one class. */
+ * traces). Slabs of 32 KiB-aligned memory (GP_GRANULE) hold the blocks of one class. */
 #ifndef GPOOL_SIZECLASS_H
 #define GPOOL_SIZECLASS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* Slabs are 32 KiB (GP_GRANULE) aligned and sized: against 64 KiB, fewer partly used pages at a
+ * trace's peak (issue 27, gpool-bench fit: cnn-train 4 -> 3 pages above the physical limit,
+ * bert-vary 3 -> 2, decode-16b 4 -> 3, no trace worse; 16 KiB gained nothing more and doubles
+ * the granule map again). */
 #define GP_SMALL_LIMIT    ((size_t)64 << 10) /* largest small_max allowed */
 #define GP_NCLASS         28                 /* classes up to GP_SMALL_LIMIT */
-#define GP_GRANULE_SHIFT  16                 /* slabs are 64 KiB aligned and sized */
+#define GP_GRANULE_SHIFT  15                 /* slabs are 32 KiB aligned and sized */
 #define GP_GRANULE        ((size_t)1 << GP_GRANULE_SHIFT)
 #define GP_SLAB_MAX_SLOTS 256
 

@@ -144,7 +144,8 @@ Test(heap_check, marks_inside_their_range)
 /* ---------- arena (a pool's device arena on the simulated driver) ---------- */
 
 static gpool_t *pool;
-static void *p_large, *p_small;
+static void *p_large, *p_small; /* p_small: 200 B, a 256 B slot of a slab a thread-cache refill
+                                 * leaves free slots in (32 KiB slabs: 128 slots) */
 static gp_arena *arena(void)
 {
     return pool->arena[GPOOL_MEM_DEVICE];
@@ -155,7 +156,7 @@ static void pool_setup(void)
     pool = test_pool(NULL);
     cr_assert_not_null(pool);
     cr_assert_eq(gpool_alloc(pool, 3 * MiB, NULL, &p_large), GPOOL_OK);
-    cr_assert_eq(gpool_alloc(pool, 1000, NULL, &p_small), GPOOL_OK);
+    cr_assert_eq(gpool_alloc(pool, 200, NULL, &p_small), GPOOL_OK);
     cr_assert_not_null(arena());
 }
 static void pool_teardown(void)
