@@ -312,7 +312,6 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     }
     st = gp_policy_admit(pool, kind, size, k->in_use, est);
     if (st != GPOOL_OK) {
-        k->ooms++;
         pthread_mutex_unlock(&s->lock);
         *over_budget = 1;
         return st;
@@ -394,7 +393,6 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     } else {
         if (charged) k->in_use -= est; /* undo the charge (none when the arena failed) */
         if (sm) k->small_refs--;       /* a failed small alloc drops its reference */
-        if (st == GPOOL_ERR_OUT_OF_MEMORY) k->ooms++;
     }
     pthread_mutex_unlock(&s->lock);
     if (b) *out = (void *)key;
@@ -436,6 +434,18 @@ static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
     return st;
 }
 
+/* One request that ends out of memory counts once (gpool_stats.ooms), on the kind it was tried
+ * on last, whatever retries and moves it made. Returns st. */
+static gpool_status count_oom(gpool_t *pool, const gp_placement *pl, gpool_status st)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (st != GPOOL_ERR_OUT_OF_MEMORY || !s || !is_host_kind(pl->kind)) return st;
+    pthread_mutex_lock(&s->lock);
+    hk(s, pl->kind)->ooms++;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
 /* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
  * may call the driver), and frees waiting on streams are finished before one fails. A request
  * moved here off device memory went through the device kind's stream handling and keeps the
@@ -443,7 +453,7 @@ static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_al
 static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
                                gpool_stream_t stream, void **out)
 {
-    if (pl->kind != pl->first) return sysmem_alloc(pool, pl, params, out);
+    if (pl->kind != pl->first) return count_oom(pool, pl, sysmem_alloc(pool, pl, params, out));
     gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
     if (st != GPOOL_OK) return st;
     gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
@@ -461,7 +471,7 @@ static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_allo
             st = sysmem_alloc(pool, pl, &hp, out);
         }
     }
-    return st;
+    return count_oom(pool, pl, st);
 }
 
 /* ---------- free and lookup ---------- */
