@@ -36,7 +36,7 @@ static CUresult sim_alloc_kind(CUdeviceptr *dptr, size_t bytesize, int managed)
     if ((rc = sim_current_device(&dev)) != CUDA_SUCCESS) return rc;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (bytesize > SIZE_MAX - page) return CUDA_ERROR_OUT_OF_MEMORY;
-    struct sim_legacy_alloc *a = malloc(sizeof *a);
+    struct sim_legacy_alloc *a = calloc(1, sizeof *a); /* graph 0: not a graph allocation */
     if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
     if ((rc = sim_charge(dev, bytesize)) != CUDA_SUCCESS) {
         free(a);

@@ -620,9 +620,10 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
     k->pend_bytes += b->size;
     s->pend_bytes += b->size;
     s->pend[s->npend++] = pe;
+    size_t requested = b->requested; /* b is another thread's to settle once unlocked */
     pthread_mutex_unlock(&s->lock);
     ref->owned = 1;
-    ref->requested = b->requested;
+    ref->requested = requested;
     return GPOOL_OK;
 }
 

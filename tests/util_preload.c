@@ -24,11 +24,11 @@ void run(struct run *r, const char *prog, const char *mode, int preload, const c
     char pre[4200] = "";
     if (preload) snprintf(pre, sizeof pre, "LD_PRELOAD='%s/libgpool_preload.so'", b);
     /* sanitizer builds: the helpers and the interposer both carry the runtime */
-    snprintf(
-        cmd, sizeof cmd,
-        "env -u GPOOL_CONF -u LD_PRELOAD ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\""
-        " %s %s '%s/tests/preload/%s' %s 2>&1",
-        pre, env ? env : "", b, prog, mode);
+    snprintf(cmd, sizeof cmd,
+             "env -u GPOOL_CONF -u LD_PRELOAD "
+             "ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0:allocator_may_return_null=1\""
+             " %s %s '%s/tests/preload/%s' %s 2>&1",
+             pre, env ? env : "", b, prog, mode);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p, "cannot run %s", cmd);
     size_t n = fread(r->out, 1, sizeof r->out - 1, p);
