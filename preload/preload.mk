@@ -7,7 +7,10 @@
 # listed in preload/preload.map.
 # It links nothing but libc (and libdl, part of it since glibc 2.34): every process started
 # under LD_PRELOAD loads it. No jemalloc; hwloc is loaded on first use (preload_hwloc.c), and
-# --no-undefined fails the link if gpool calls an hwloc function preload_hwloc.c lacks.
+# --no-undefined fails the link if gpool calls an hwloc function preload_hwloc.c lacks (not in
+# sanitizer builds: clang leaves the sanitizer runtime out of shared objects, to be resolved in
+# the executable).
+PRELOAD_NO_UNDEFINED := $(if $(SAN),,-Wl,--no-undefined)
 PRELOAD_OBJ   := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
 PRELOAD_LIB   := $(BUILD)/libgpool_preload.so
 PRELOAD_TDIR  := $(BUILD)/tests/preload
@@ -30,7 +33,7 @@ $(BUILD)/obj/preload-gpool/%.o: src/%.c | $(DEPS_OK)
 -include $(PRELOAD_GPOOL_OBJ:.o=.d)
 
 $(PRELOAD_LIB): $(PRELOAD_OBJ) $(PRELOAD_GPOOL_OBJ) preload/preload.map
-	$(CC) -shared -Wl,--version-script=preload/preload.map -Wl,--no-undefined -o $@ $(PRELOAD_OBJ) \
+	$(CC) -shared -Wl,--version-script=preload/preload.map $(PRELOAD_NO_UNDEFINED) -o $@ $(PRELOAD_OBJ) \
 	  $(PRELOAD_GPOOL_OBJ) $(LDFLAGS) -ldl
 
 # A stand-in libcudart.so.13 whose memory functions fail loudly: under LD_PRELOAD none of them
