@@ -465,6 +465,9 @@ typedef struct bench_snapshot {
 } bench_snapshot;
 
 /* Read a gpool_dump_json file. 0, or -1 with "FILE: what" in err. */
+/* The whole of stream f in a malloc'd buffer (*len bytes; NULL when out of memory), *bad = 1
+ * on a read error. The caller closes f and frees the buffer. */
+char *bench_read_stream(FILE *f, size_t *len, int *bad);
 int bench_snapshot_load(const char *path, bench_snapshot *s, char *err, size_t errlen);
 int bench_snapshot_parse(const char *name, const char *text, size_t len, bench_snapshot *s,
                          char *err, size_t errlen);

@@ -13,27 +13,13 @@ static char *read_all(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
+    int bad = 0;
+    char *buf = bench_read_stream(f, len, &bad);
     fclose(f);
     if (bad) {
         free(buf);
         return NULL;
     }
-    *len = n;
     return buf;
 }
 

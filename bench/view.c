@@ -161,20 +161,13 @@ int bench_snapshot_parse(const char *name, const char *text, size_t len, bench_s
     return 0;
 }
 
-int bench_snapshot_load(const char *path, bench_snapshot *s, char *err, size_t errlen)
+char *bench_read_stream(FILE *f, size_t *len, int *bad)
 {
-    memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
-        return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
+    size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
         char *nb = realloc(buf, cap * 2);
         if (!nb) {
             free(buf);
@@ -184,7 +177,22 @@ int bench_snapshot_load(const char *path, bench_snapshot *s, char *err, size_t e
         buf = nb;
         cap *= 2;
     }
-    int bad = ferror(f);
+    *bad = ferror(f) != 0;
+    *len = n;
+    return buf;
+}
+
+int bench_snapshot_load(const char *path, bench_snapshot *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return -1;
+    }
+    size_t len = 0;
+    int bad = 0;
+    char *buf = bench_read_stream(f, &len, &bad);
     fclose(f);
     if (!buf || bad) {
         free(buf);
