@@ -159,3 +159,32 @@ gpool_status gpool_torch_release_graph_memory(void)
     }
     return first;
 }
+
+void gpool_torch_record_stream(void *ptr, gpool_stream_t stream)
+{
+    if (!ptr) return;
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        size_t size;
+        if (!pool || gpool_block_size(pool, ptr, &size) != GPOOL_OK) continue;
+        gp_clear_error();
+        if (gpool_record_stream(pool, ptr, stream) != GPOOL_OK) gp_clear_error();
+        return;
+    }
+    gp_fail(GPOOL_ERR_INVALID_POINTER, "gpool_torch_record_stream: %p is no block of the hooks",
+            ptr);
+}
+
+gpool_status gpool_torch_get_freed(int device, void **ptrs, size_t cap, size_t *count)
+{
+    if (!count || (!ptrs && cap))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_torch_get_freed: %s is NULL",
+                       count ? "ptrs" : "count");
+    if (device < 0 || device >= TORCH_MAX_DEVICES)
+        return gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch_get_freed: device %d out of range",
+                       device);
+    size_t n = gp_torch_batch_list(device, ptrs, cap);
+    size_t m = gp_torch_graph_list(device, n < cap ? ptrs + n : NULL, n < cap ? cap - n : 0);
+    *count = n + m;
+    return GPOOL_OK;
+}

@@ -155,3 +155,15 @@ void gp_torch_graph_held(int device, size_t *blocks, size_t *bytes)
     *bytes = graphs[device].held_bytes;
     pthread_mutex_unlock(&graph_lock);
 }
+
+size_t gp_torch_graph_list(int device, void **ptrs, size_t cap)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
+    pthread_mutex_lock(&graph_lock);
+    const graph_mem *g = &graphs[device];
+    for (size_t i = 0; i < g->nheld && i < cap; i++)
+        ptrs[i] = g->held[i].p;
+    size_t n = g->nheld;
+    pthread_mutex_unlock(&graph_lock);
+    return n;
+}
