@@ -14,6 +14,7 @@
 #include "stream.h"
 #include "torch_batch.h"
 #include "torch_graph.h"
+#include "torch_pools.h"
 
 #define TORCH_MAX_DEVICES GP_TORCH_MAX_DEVICES
 
@@ -78,7 +79,10 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     size_t real;
     gpool_status st = gpool_block_size(pool, ptr, &real);
     if (st != GPOOL_OK) return st;
-    if (gp_torch_graph_hold(device, ptr, real, gp_stream_capturing(pool, gp_stream_tag(stream))))
+    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream));
+    if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
+        gp_torch_graph_forget(device, ptr);
+    else if (gp_torch_graph_hold(device, ptr, real, capturing))
         return GPOOL_OK;
     return gp_torch_batch_free(device, pool, ptr, size, stream);
 }

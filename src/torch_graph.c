@@ -167,3 +167,11 @@ size_t gp_torch_graph_list(int device, void **ptrs, size_t cap)
     pthread_mutex_unlock(&graph_lock);
     return n;
 }
+
+void gp_torch_graph_forget(int device, void *ptr)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return;
+    pthread_mutex_lock(&graph_lock);
+    set_remove(&graphs[device], ptr);
+    pthread_mutex_unlock(&graph_lock);
+}

@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "gpool_torch.h"
+#include "torch_pools.h"
 
 typedef struct live_pool {
     int device;
@@ -22,6 +23,7 @@ typedef struct live_pool {
 
 static live_pool *live;
 static size_t nlive, caplive;
+static int begun;     /* a pool was begun and counted: the hooks are in use */
 static int uncounted; /* a begin could not be counted: no automatic release any more */
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -52,10 +54,12 @@ static void begin_pool(int device, gpool_torch_mempool_id id)
     }
     /* no host memory to count it: the held memory then waits for an explicit release
      * (gpool_torch_release_graph_memory), as without the hooks */
-    if (p)
+    if (p) {
         p->refs++;
-    else
+        begun = 1;
+    } else {
         uncounted = 1;
+    }
     pthread_mutex_unlock(&pools_lock);
 }
 
@@ -95,4 +99,12 @@ size_t gpool_torch_live_pools(void)
         n += live[i].refs;
     pthread_mutex_unlock(&pools_lock);
     return n;
+}
+
+int gp_torch_pools_idle(void)
+{
+    pthread_mutex_lock(&pools_lock);
+    int idle = begun && !uncounted && nlive == 0;
+    pthread_mutex_unlock(&pools_lock);
+    return idle;
 }

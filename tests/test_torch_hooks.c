@@ -306,6 +306,23 @@ Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
     cr_assert_eq(gpool_torch_live_pools(), 0);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 0, "the last release did not give the graph memory back");
+    /* a graph block still live at the release (the graph's output, kept by the program) is
+     * ordinary memory once freed: no graph is left to replay on it */
+    void *w3 = gpool_torch_alloc(n, 0, s); /* warm-up for the second capture */
+    cr_assert_not_null(w3);
+    gpool_torch_free(w3, n, 0, s);
+    gpool_torch_begin_allocate_to_pool(0, graph_pool, NULL);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *kept = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(kept, "%s", gpool_last_error());
+    CUgraph g2 = NULL;
+    cr_assert_eq(end(s, &g2), CUDA_SUCCESS);
+    if (graph_destroy && g2) graph_destroy(g2);
+    gpool_torch_release_pool(0, graph_pool);
+    gpool_torch_free(kept, n, 0, s);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0, "freed after its graph went, yet held as graph memory");
+    cr_assert_geq(b.blocks, 1);
     cr_assert_eq(sim->violations(), 0);
 }
 
