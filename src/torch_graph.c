@@ -6,9 +6,9 @@
  * inside a capture (the captured kernels still use it at every replay). Both are held here,
  * out of the pool's eager reuse and out of the free batch, until
  * gpool_torch_release_graph_memory() (one device synchronize, then back to the pool), which
- * the program calls once its graphs are destroyed -- the private pool per capture that
- * PyTorch's own allocator keeps, with the release made explicit because the pluggable
- * allocator API has no hook for a graph's destruction. */
+ * the program calls once its graphs are destroyed, or that PyTorch's release-pool hook makes
+ * when the last live pool goes (torch 2.1+, torch_pools.c) -- the private pool per capture
+ * that PyTorch's own allocator keeps. */
 #include "torch_graph.h"
 
 #include <pthread.h>

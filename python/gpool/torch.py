@@ -7,8 +7,10 @@
 
 enable() installs libgpool.so's pluggable-allocator hooks (gpool_torch_alloc /
 gpool_torch_free, include/gpool_torch.h) through torch.cuda.memory.CUDAPluggableAllocator and
-change_current_allocator. Each device gets one pool, created on its first allocation; every
-allocation and free is ordered on the stream PyTorch passes.
+change_current_allocator, and gpool's record-stream, empty-cache and graph-pool functions
+through the setters this torch has (hooks(); gpool/_torch_hooks.py). Each device gets one pool,
+created on its first allocation; every allocation and free is ordered on the stream PyTorch
+passes. snapshot() gives the pools in torch.cuda.memory._snapshot()'s format.
 """
 
 import ctypes
@@ -302,14 +304,16 @@ def release_graph_memory():
     """Give the memory of CUDA graphs back to the pool (gpool_torch_release_graph_memory): blocks
     allocated while a stream captured (torch.cuda.graph) or freed inside a capture are held out
     of all reuse, since the graph replays on them; call this once those graphs are destroyed.
-    Raises gpool.Error when a synchronize failed (e.g. during a capture)."""
+    Where enable() installed torch's release-pool setter (torch 2.1+, hooks()) this happens by
+    itself when the last graph is reset or destroyed. Raises gpool.Error when a synchronize
+    failed (e.g. during a capture)."""
     _check(_lib.load().gpool_torch_release_graph_memory(), "gpool_torch_release_graph_memory")
 
 
 def empty_cache():
     """Flush the hooks' free batches, then give every device pool's cached memory back to the
-    driver (gpool_torch_empty_cache). Under a pluggable allocator torch.cuda.empty_cache()
-    does not reach gpool (PyTorch's limit): call this beside it."""
+    driver (gpool_torch_empty_cache). torch.cuda.empty_cache() does the same where enable()
+    installed torch's reset setter (torch 2.1+, hooks()); on torch 2.0 call this beside it."""
     _lib.load().gpool_torch_empty_cache()
 
 

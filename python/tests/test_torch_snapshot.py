@@ -160,3 +160,45 @@ def test_device_traces_when_gpools_trace_is_on(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr
+
+
+def test_gpool_snapshot_goes_through_the_importer(tmp_path):
+    """gpool.torch.dump_snapshot() is a file `gpool-bench import` reads (tools/snapshot_import.py):
+    the trace's rows plus, at time 0, what was live before it; the replay's peak is the pool's."""
+    trace, snap = tmp_path / "trace.csv", tmp_path / "snap.pickle"
+    code = textwrap.dedent("""
+        import sys
+        import gpool.torch as gt
+        from gpool import _lib
+        lib = _lib.load()
+        big = lib.gpool_torch_alloc(600 << 20, 0, None)       # live throughout
+        tmp = lib.gpool_torch_alloc(16 << 20, 0, None)
+        lib.gpool_torch_free(tmp, 16 << 20, 0, None)
+        gt.empty_cache()
+        small = lib.gpool_torch_alloc(8 << 20, 0, None)        # live at the snapshot
+        gt.dump_snapshot(sys.argv[1], 0)
+        print(gt.stats(0)["device"]["peak_in_use_bytes"])
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(gpool.__file__)),
+               GPOOL_CONF="trace=%s" % trace)
+    out = subprocess.run([sys.executable, "-c", code, str(snap)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    peak_in_pool = int(out.stdout.split()[-1])
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(gpool.__file__)), "..",
+                                    "tools"))
+    import snapshot_import
+
+    csv_path = tmp_path / "replay.csv"
+    snapshot_import.convert(str(snap), str(csv_path), quiet=True)
+    live = peak = 0
+    allocs = 0
+    with open(csv_path) as f:
+        next(f)
+        for line in f:
+            _, _, action, _, size, _ = line.strip().split(",")
+            allocs += action == "allocate"
+            live += int(size) if action == "allocate" else -int(size)
+            peak = max(peak, live)
+    assert allocs == 3
+    assert peak == 616 << 20 and peak <= peak_in_pool
