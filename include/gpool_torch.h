@@ -125,7 +125,9 @@ typedef struct gpool_torch_mempool_id {
  *  allocator().set_record_stream_fn, which gpool.torch.enable() installs): Tensor.record_stream
  *  (stream) on a block from gpool_torch_alloc(). The block's free then also waits for the work
  *  queued on `stream` at that free (gpool_record_stream()), on top of the free batch's rule.
- *  Unknown pointers are ignored (gpool_last_error() says so). Thread-safe. Cost: a lookup. */
+ *  Unknown pointers are ignored (gpool_last_error() says so). Thread-safe. Cost: a lookup.
+ *  @param ptr    a block from gpool_torch_alloc().
+ *  @param stream the stream that also uses it (a cudaStream_t). */
 GPOOL_API void gpool_torch_record_stream(void *ptr, gpool_stream_t stream);
 
 /** PyTorch's begin-allocate-to-pool hook of torch 2.3 and later (set_begin_allocate_to_pool):
@@ -156,8 +158,9 @@ GPOOL_API void gpool_torch_begin_allocate_stream_to_pool(int device, gpool_strea
  *  @param id     the pool. */
 GPOOL_API void gpool_torch_release_pool(int device, gpool_torch_mempool_id id);
 
-/** How many pools begun through the hooks above are live (begun more often than released), on
- *  every device together (tests, gpool.torch.batch_stats()). Thread-safe. */
+/** How many pools begun through the hooks above are live, on every device together.
+ *  @return the begins not yet matched by a release (a pool begun twice counts twice).
+ *  Thread-safe. */
 GPOOL_API size_t gpool_torch_live_pools(void);
 
 /** The blocks of a device that PyTorch freed but gpool does not hand out yet: those waiting in
