@@ -17,14 +17,15 @@
  * value, is an error and the allocation returns NULL). Allocations are ordered on the stream
  * PyTorch passes.
  *
- * Frees: PyTorch gives a pluggable allocator no record_stream hint, so a freed block may still
- * be used by work queued on any stream (Tensor.record_stream(u): DDP/NCCL, prefetchers,
- * pin_memory + non_blocking copies). The hooks therefore keep freed blocks in a per-device
- * batch, as the drop-in does with cudaFree: once it holds `cudafree_batch` bytes (GPOOL_CONF;
- * default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes them safe
- * for every stream and they go back to the pool. An allocation that finds no memory flushes
- * the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while the
- * calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
+ * Frees: PyTorch 2.0 gives a pluggable allocator no record_stream hint (2.1 and later can
+ * pass it, gpool_torch_record_stream() below, but only where the program installs it), so a
+ * freed block may still be used by work queued on any stream (Tensor.record_stream(u): DDP/NCCL,
+ * prefetchers, pin_memory + non_blocking copies). The hooks therefore keep freed blocks in a
+ * per-device batch, as the drop-in does with cudaFree: once it holds `cudafree_batch` bytes
+ * (GPOOL_CONF; default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes
+ * them safe for every stream and they go back to the pool. An allocation that finds no memory
+ * flushes the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while
+ * the calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
  * capturing stream that finds no memory takes back that stream's own batched frees without a
  * synchronize instead (as before the batch: stream order covers them, but not a block of that
  * stream that was record_stream'd elsewhere -- the one case left unproven). Cost: one device
