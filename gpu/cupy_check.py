@@ -4,7 +4,10 @@
 CuPy (13 and later links the CUDA runtime statically) reaches the driver through dlsym and
 cuGetProcAddress, which libgpool_preload.so answers with gpool's cuMemAlloc & co. This runs the
 same workload twice, without and with LD_PRELOAD, with CuPy's own memory pool switched off so that
-every array allocation goes to CUDA, then once more through cudaMallocAsync (MemoryAsyncPool):
+every array allocation goes to CUDA, then once more through cudaMallocAsync (MemoryAsyncPool), and
+once with gpool.cupy's allocators (cupy.cuda.set_allocator(gpool.cupy.allocator),
+set_pinned_memory_allocator(gpool.cupy.pinned_allocator); no LD_PRELOAD): a block allocated
+inside `with cupy.cuda.Stream()` must carry that stream, and gpool must have served the run:
   - the results must match NumPy in every run;
   - under LD_PRELOAD gpool's trace (GPOOL_CONF=trace=FILE) must show the allocations, proving the
     hooks served them;
@@ -28,11 +31,28 @@ def child(iters, allocator):
     import cupy as cp
     import numpy as np
 
+    extra = {}
+    if allocator == "gpool":
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+        import gpool.cupy
+        import gpool.torch
+
+        cp.cuda.set_allocator(gpool.cupy.allocator)
+        cp.cuda.set_pinned_memory_allocator(gpool.cupy.pinned_allocator)
+        with cp.cuda.Stream(non_blocking=True) as side:
+            x = cp.ones(1 << 20, dtype=cp.float32)
+            info = gpool.torch.pool(cp.cuda.runtime.getDevice()).block_info(x.data.ptr)
+            extra["follows_stream"] = info["stream"] == side.ptr
+            host = cp.asnumpy(x, stream=side)  # through a pinned staging buffer
+            side.synchronize()
+            extra["pinned_ok"] = bool(host.sum() == (1 << 20))
+            del x
     if allocator == "none":
         cp.cuda.set_allocator(None)  # every allocation is a cudaMalloc
     elif allocator == "async":
         cp.cuda.set_allocator(cp.cuda.MemoryAsyncPool().malloc)  # cudaMallocAsync
-    cp.cuda.set_pinned_memory_allocator(None)
+    if allocator != "gpool":
+        cp.cuda.set_pinned_memory_allocator(None)
     rng = np.random.default_rng(0)
     a_host = rng.standard_normal((512, 512), dtype=np.float32)
     b_host = rng.standard_normal((512, 512), dtype=np.float32)
@@ -54,10 +74,13 @@ def child(iters, allocator):
     c = (a @ b).get()
     ok = bool(np.allclose(c, expect, rtol=1e-3, atol=1e-2))
     free_b, total_b = cp.cuda.runtime.memGetInfo()
+    if allocator == "gpool":
+        extra["gpool_allocs"] = gpool.torch.stats(cp.cuda.runtime.getDevice())["device"]["allocs"]
+        ok = ok and extra["follows_stream"] and extra["pinned_ok"] and extra["gpool_allocs"] > 0
     print("RESULT " + json.dumps({
         "allocator": allocator, "iters": iters, "us_per_iter": round(elapsed / iters * 1e6, 2),
         "matmul_ok": ok, "mem_free": free_b, "mem_total": total_b, "cupy": cp.__version__,
-    }), flush=True)
+        **extra}), flush=True)
     return 0 if ok else 1
 
 
@@ -87,9 +110,11 @@ def main():
         return 1
     failed = False
     for name, allocator, use_preload in (("cuda", "none", False), ("gpool", "none", True),
-                                         ("gpool-async", "async", True)):
+                                         ("gpool-async", "async", True),
+                                         ("gpool-cupy-allocator", "gpool", False)):
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        env.setdefault("GPOOL_LIBRARY", os.path.join(build, "libgpool.so"))
         trace = None
         if use_preload:
             fd, trace = tempfile.mkstemp(prefix="gpool-cupy-", suffix=".csv")

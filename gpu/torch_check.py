@@ -6,6 +6,9 @@
              (every cudaMalloc/cudaFree served by gpool)
   pluggable  torch.cuda.memory.CUDAPluggableAllocator over libgpool.so's gpool_torch_alloc /
              gpool_torch_free
+  api        gpool.torch's checks (gpu/torch_api_check.py): alloc/free, record_stream, graph
+             capture + replay + eager, memory_stats, snapshot + _memory_viz, empty_cache
+  mempool    torch.cuda.MemPool over gpool (gpu/torch_api_check.py), where torch has it
 
 Each mode runs in its own process (the allocator is chosen per process). For each it prints the
 median and mean step time and the peak reserved device memory: the device's used memory (NVML)
@@ -13,7 +16,8 @@ above the level measured after CUDA initialised, sampled after every step; for t
 allocator also torch.cuda.max_memory_reserved(). One `RESULT {json}` line per mode is printed
 for scripts. Exits 0 with a message when torch or a CUDA device is absent.
 
-usage: gpu/torch_check.py [--steps 300] [--build build] [--modes native,preload,pluggable]
+usage: gpu/torch_check.py [--steps 300] [--build build]
+                          [--modes native,preload,pluggable,api,mempool]
 """
 import argparse
 import ctypes
@@ -121,7 +125,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--build", default=os.path.join(os.path.dirname(HERE), "build"))
-    ap.add_argument("--modes", default="native,preload,pluggable")
+    ap.add_argument("--modes", default="native,preload,pluggable,api,mempool")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     build = os.path.abspath(args.build)
@@ -136,7 +140,8 @@ def main():
     if not torch.cuda.is_available():
         print("torch_check: skipped: PyTorch sees no CUDA device")
         return 0
-    needed = {"preload": "libgpool_preload.so", "pluggable": "libgpool.so"}
+    needed = {"preload": "libgpool_preload.so", "pluggable": "libgpool.so", "api": "libgpool.so",
+              "mempool": "libgpool.so"}
     results, failed = [], False
     for mode in [m for m in args.modes.split(",") if m]:
         env = dict(os.environ)
@@ -152,6 +157,16 @@ def main():
             env["LD_PRELOAD"] = os.path.join(build, "libgpool_preload.so")
         cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--steps",
                str(args.steps), "--build", build]
+        if mode in ("api", "mempool"):  # checks, not a training run
+            cmd = [sys.executable, os.path.join(HERE, "torch_api_check.py"), mode, build]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+            print(line[-1] if line else f"torch_check: {mode}: no result\n{proc.stdout}{proc.stderr}",
+                  flush=True)
+            if proc.returncode != 0 or not line:
+                print(f"torch_check: {mode}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}")
+                failed = True
+            continue
         t0 = time.time()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]

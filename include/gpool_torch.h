@@ -17,14 +17,15 @@
  * value, is an error and the allocation returns NULL). Allocations are ordered on the stream
  * PyTorch passes.
  *
- * Frees: PyTorch gives a pluggable allocator no record_stream hint, so a freed block may still
- * be used by work queued on any stream (Tensor.record_stream(u): DDP/NCCL, prefetchers,
- * pin_memory + non_blocking copies). The hooks therefore keep freed blocks in a per-device
- * batch, as the drop-in does with cudaFree: once it holds `cudafree_batch` bytes (GPOOL_CONF;
- * default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes them safe
- * for every stream and they go back to the pool. An allocation that finds no memory flushes
- * the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while the
- * calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
+ * Frees: PyTorch 2.0 gives a pluggable allocator no record_stream hint (2.1 and later can
+ * pass it, gpool_torch_record_stream() below, but only where the program installs it), so a
+ * freed block may still be used by work queued on any stream (Tensor.record_stream(u): DDP/NCCL,
+ * prefetchers, pin_memory + non_blocking copies). The hooks therefore keep freed blocks in a
+ * per-device batch, as the drop-in does with cudaFree: once it holds `cudafree_batch` bytes
+ * (GPOOL_CONF; default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes
+ * them safe for every stream and they go back to the pool. An allocation that finds no memory
+ * flushes the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while
+ * the calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
  * capturing stream that finds no memory takes back that stream's own batched frees without a
  * synchronize instead (as before the batch: stream order covers them, but not a block of that
  * stream that was record_stream'd elsewhere -- the one case left unproven). Cost: one device
@@ -113,6 +114,68 @@ GPOOL_API gpool_status gpool_torch_release_graph_memory(void);
  *  @retval GPOOL_ERR_NO_DEVICE the ordinal is out of range.
  *  @return a gpool_status as listed. Thread-safe. Cost: one uncontended lock. */
 GPOOL_API gpool_status gpool_torch_get_batch_stats(int device, gpool_torch_batch_stats *out);
+
+/** The id of a PyTorch memory pool (c10::cuda::MempoolId_t, a std::pair of two unsigned long
+ *  long, passed by value as this struct is in the C calling convention). */
+typedef struct gpool_torch_mempool_id {
+    unsigned long long first;  /**< the pool's first id (a graph's own pool) */
+    unsigned long long second; /**< the pool's second id (a user-made pool, graph_pool_handle) */
+} gpool_torch_mempool_id;
+
+/** PyTorch's record-stream hook (torch 2.1+: torch.cuda.memory.CUDAPluggableAllocator's
+ *  allocator().set_record_stream_fn, which gpool.torch.enable() installs): Tensor.record_stream
+ *  (stream) on a block from gpool_torch_alloc(). The block's free then also waits for the work
+ *  queued on `stream` at that free (gpool_record_stream()), on top of the free batch's rule.
+ *  Unknown pointers are ignored (gpool_last_error() says so). Thread-safe. Cost: a lookup.
+ *  @param ptr    a block from gpool_torch_alloc().
+ *  @param stream the stream that also uses it (a cudaStream_t). */
+GPOOL_API void gpool_torch_record_stream(void *ptr, gpool_stream_t stream);
+
+/** PyTorch's begin-allocate-to-pool hook of torch 2.3 and later (set_begin_allocate_to_pool):
+ *  a CUDA graph capture (or torch.cuda.use_mem_pool) starts allocating to pool `id` on
+ *  `device`. gpool counts the pool live until gpool_torch_release_pool() of the same id.
+ *  @param device the CUDA device ordinal.
+ *  @param id     the pool.
+ *  @param filter PyTorch's std::function stream filter, passed by reference; not called (the
+ *                alloc hook asks the driver whether its stream captures). Thread-safe. */
+GPOOL_API void gpool_torch_begin_allocate_to_pool(int device, gpool_torch_mempool_id id,
+                                                  void *filter);
+
+/** The same for torch 2.1 and 2.2 (set_begin_allocate_stream_to_pool: device, stream, pool).
+ *  @param device the CUDA device ordinal.
+ *  @param stream the capturing stream (not used).
+ *  @param id     the pool. Thread-safe. */
+GPOOL_API void gpool_torch_begin_allocate_stream_to_pool(int device, gpool_stream_t stream,
+                                                         gpool_torch_mempool_id id);
+
+/** PyTorch's release-pool hook (set_release_pool; CUDAGraph::reset, i.e. a graph destroyed or
+ *  reset, and the end of torch.cuda.use_mem_pool): pool `id` on `device` may no longer be
+ *  used. Once no pool begun through the two hooks above is live any more, no graph can replay
+ *  on the graph memory the hooks hold, and it goes back to the pools as
+ *  gpool_torch_release_graph_memory() gives it (one cuCtxSynchronize per device holding some;
+ *  should that fail, e.g. during another capture, the memory stays held for the next release).
+ *  A release of an id never begun is ignored. Thread-safe.
+ *  @param device the CUDA device ordinal.
+ *  @param id     the pool. */
+GPOOL_API void gpool_torch_release_pool(int device, gpool_torch_mempool_id id);
+
+/** How many pools begun through the hooks above are live, on every device together.
+ *  @return the begins not yet matched by a release (a pool begun twice counts twice).
+ *  Thread-safe. */
+GPOOL_API size_t gpool_torch_live_pools(void);
+
+/** The blocks of a device that PyTorch freed but gpool does not hand out yet: those waiting in
+ *  the free batch and the graph memory held for a release (gpool.torch.snapshot() shows them
+ *  as "active_pending_free").
+ *  @param device the CUDA device ordinal.
+ *  @param[out] ptrs receives up to `cap` block addresses (may be NULL when cap is 0).
+ *  @param cap   room in ptrs.
+ *  @param[out] count receives how many there are (may exceed cap: call again with more room).
+ *  @retval GPOOL_OK
+ *  @retval GPOOL_ERR_INVALID_ARG count is NULL, or ptrs is NULL with cap > 0.
+ *  @retval GPOOL_ERR_NO_DEVICE the ordinal is out of range.
+ *  @return a gpool_status as listed. Thread-safe. Cost: one pass over those blocks. */
+GPOOL_API gpool_status gpool_torch_get_freed(int device, void **ptrs, size_t cap, size_t *count);
 
 #ifdef __cplusplus
 }

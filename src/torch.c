@@ -14,6 +14,7 @@
 #include "stream.h"
 #include "torch_batch.h"
 #include "torch_graph.h"
+#include "torch_pools.h"
 
 #define TORCH_MAX_DEVICES GP_TORCH_MAX_DEVICES
 
@@ -78,7 +79,10 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     size_t real;
     gpool_status st = gpool_block_size(pool, ptr, &real);
     if (st != GPOOL_OK) return st;
-    if (gp_torch_graph_hold(device, ptr, real, gp_stream_capturing(pool, gp_stream_tag(stream))))
+    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream));
+    if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
+        gp_torch_graph_forget(device, ptr);
+    else if (gp_torch_graph_hold(device, ptr, real, capturing))
         return GPOOL_OK;
     return gp_torch_batch_free(device, pool, ptr, size, stream);
 }
@@ -158,4 +162,33 @@ gpool_status gpool_torch_release_graph_memory(void)
             first = GPOOL_ERR_DRIVER;
     }
     return first;
+}
+
+void gpool_torch_record_stream(void *ptr, gpool_stream_t stream)
+{
+    if (!ptr) return;
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        size_t size;
+        if (!pool || gpool_block_size(pool, ptr, &size) != GPOOL_OK) continue;
+        gp_clear_error();
+        if (gpool_record_stream(pool, ptr, stream) != GPOOL_OK) gp_clear_error();
+        return;
+    }
+    gp_fail(GPOOL_ERR_INVALID_POINTER, "gpool_torch_record_stream: %p is no block of the hooks",
+            ptr);
+}
+
+gpool_status gpool_torch_get_freed(int device, void **ptrs, size_t cap, size_t *count)
+{
+    if (!count || (!ptrs && cap))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_torch_get_freed: %s is NULL",
+                       count ? "ptrs" : "count");
+    if (device < 0 || device >= TORCH_MAX_DEVICES)
+        return gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch_get_freed: device %d out of range",
+                       device);
+    size_t n = gp_torch_batch_list(device, ptrs, cap);
+    size_t m = gp_torch_graph_list(device, n < cap ? ptrs + n : NULL, n < cap ? cap - n : 0);
+    *count = n + m;
+    return GPOOL_OK;
 }

@@ -177,3 +177,15 @@ void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out)
     out->flushes = b->flushes;
     pthread_mutex_unlock(&batch_lock);
 }
+
+size_t gp_torch_batch_list(int device, void **ptrs, size_t cap)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
+    pthread_mutex_lock(&batch_lock);
+    const batch *b = &batches[device];
+    size_t n = b->n - b->head;
+    for (size_t i = 0; i < n && i < cap; i++)
+        ptrs[i] = b->e[b->head + i].p;
+    pthread_mutex_unlock(&batch_lock);
+    return n;
+}

@@ -35,4 +35,7 @@ size_t gp_torch_batch_release_stream(int device, gpool_t *pool, gpool_stream_t s
 /* The device's batch now (all zeros for a bad ordinal). */
 void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out);
 
+/* Up to cap of the device's queued block addresses into ptrs; returns how many are queued. */
+size_t gp_torch_batch_list(int device, void **ptrs, size_t cap);
+
 #endif

@@ -6,9 +6,9 @@
  * inside a capture (the captured kernels still use it at every replay). Both are held here,
  * out of the pool's eager reuse and out of the free batch, until
  * gpool_torch_release_graph_memory() (one device synchronize, then back to the pool), which
- * the program calls once its graphs are destroyed -- the private pool per capture that
- * PyTorch's own allocator keeps, with the release made explicit because the pluggable
- * allocator API has no hook for a graph's destruction. */
+ * the program calls once its graphs are destroyed, or that PyTorch's release-pool hook makes
+ * when the last live pool goes (torch 2.1+, torch_pools.c) -- the private pool per capture
+ * that PyTorch's own allocator keeps. */
 #include "torch_graph.h"
 
 #include <pthread.h>
@@ -153,5 +153,25 @@ void gp_torch_graph_held(int device, size_t *blocks, size_t *bytes)
     pthread_mutex_lock(&graph_lock);
     *blocks = graphs[device].nheld;
     *bytes = graphs[device].held_bytes;
+    pthread_mutex_unlock(&graph_lock);
+}
+
+size_t gp_torch_graph_list(int device, void **ptrs, size_t cap)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
+    pthread_mutex_lock(&graph_lock);
+    const graph_mem *g = &graphs[device];
+    for (size_t i = 0; i < g->nheld && i < cap; i++)
+        ptrs[i] = g->held[i].p;
+    size_t n = g->nheld;
+    pthread_mutex_unlock(&graph_lock);
+    return n;
+}
+
+void gp_torch_graph_forget(int device, void *ptr)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return;
+    pthread_mutex_lock(&graph_lock);
+    set_remove(&graphs[device], ptr);
     pthread_mutex_unlock(&graph_lock);
 }

@@ -22,4 +22,10 @@ size_t gp_torch_graph_release(int device, gpool_t *pool);
 /* Blocks and bytes held on a device. */
 void gp_torch_graph_held(int device, size_t *blocks, size_t *bytes);
 
+/* Up to cap of the device's held graph block addresses into ptrs; returns how many are held. */
+size_t gp_torch_graph_list(int device, void **ptrs, size_t cap);
+
+/* ptr is no graph memory any more (its graphs are gone): drop it from the live set. */
+void gp_torch_graph_forget(int device, void *ptr);
+
 #endif

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpool.h"
 #include "gpool_torch.h"
@@ -258,4 +259,100 @@ Test(torch_hooks, graph_memory_is_kept_from_eager_reuse_until_released)
     cr_assert_eq(b.graph_bytes, 0);
     cr_assert_eq(sim->violations(), 0);
     unsetenv("GPOOL_CONF");
+}
+
+/* torch 2.1+ hands a pluggable allocator graph-pool hooks: CUDAGraph::capture_begin begins its
+ * pool, CUDAGraph::reset releases it, torch.cuda.use_mem_pool begins and releases around its
+ * block. The graph memory goes back when the last live pool is released, not before. */
+Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("no graph capture in the simulator");
+    CUstream s = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id graph_pool = {1, 0}, user_pool = {0, 7};
+    void *w1 = gpool_torch_alloc(n, 0, s), *w2 = gpool_torch_alloc(n, 0, s); /* warm-up */
+    cr_assert(w1 && w2);
+    gpool_torch_free(w1, n, 0, s);
+    gpool_torch_free(w2, n, 0, s);
+    gpool_torch_begin_allocate_to_pool(0, graph_pool, NULL);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *tmp = gpool_torch_alloc(n, 0, s), *out = gpool_torch_alloc(n, 0, s);
+    cr_assert(tmp && out, "%s", gpool_last_error());
+    gpool_torch_free(tmp, n, 0, s);
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    gpool_torch_free(out, n, 0, s);
+    /* a use_mem_pool block elsewhere: its release must not free the live graph's memory */
+    gpool_torch_begin_allocate_stream_to_pool(0, s, user_pool);
+    cr_assert_eq(gpool_torch_live_pools(), 2);
+    gpool_torch_release_pool(0, user_pool);
+    gpool_torch_release_pool(0, (gpool_torch_mempool_id){9, 9}); /* never begun: ignored */
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 2, "released while a graph may replay");
+    void *freed[4];
+    size_t count = 0;
+    cr_assert_eq(gpool_torch_get_freed(0, freed, 4, &count), GPOOL_OK);
+    cr_assert_geq(count, 2);
+    int seen = 0;
+    for (size_t i = 0; i < count && i < 4; i++)
+        seen += freed[i] == tmp || freed[i] == out;
+    cr_assert_eq(seen, 2);
+    if (graph_destroy && g) graph_destroy(g);
+    gpool_torch_release_pool(0, graph_pool); /* the graph is reset: nothing may replay */
+    cr_assert_eq(gpool_torch_live_pools(), 0);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0, "the last release did not give the graph memory back");
+    /* a graph block still live at the release (the graph's output, kept by the program) is
+     * ordinary memory once freed: no graph is left to replay on it */
+    void *w3 = gpool_torch_alloc(n, 0, s); /* warm-up for the second capture */
+    cr_assert_not_null(w3);
+    gpool_torch_free(w3, n, 0, s);
+    gpool_torch_begin_allocate_to_pool(0, graph_pool, NULL);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *kept = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(kept, "%s", gpool_last_error());
+    CUgraph g2 = NULL;
+    cr_assert_eq(end(s, &g2), CUDA_SUCCESS);
+    if (graph_destroy && g2) graph_destroy(g2);
+    gpool_torch_release_pool(0, graph_pool);
+    gpool_torch_free(kept, n, 0, s);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0, "freed after its graph went, yet held as graph memory");
+    cr_assert_geq(b.blocks, 1);
+    cr_assert_eq(sim->violations(), 0);
+}
+
+/* Tensor.record_stream through torch's record-stream hook: the block's free also waits for the
+ * side stream; an unknown pointer is refused with a message, not a crash. */
+Test(torch_hooks, record_stream_hook_orders_the_free_after_the_side_stream)
+{
+    CUstream s = stream(), u = stream();
+    size_t n = 2 * MIB;
+    void *x = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(x, "%s", gpool_last_error());
+    cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+    order_after(u, s);
+    cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
+    gpool_torch_record_stream(x, u);
+    gpool_torch_free(x, n, 0, s);
+    size_t count = 0;
+    cr_assert_eq(gpool_torch_get_freed(0, NULL, 0, &count), GPOOL_OK);
+    cr_assert_geq(count, 1);
+    gpool_torch_empty_cache();
+    for (int i = 0; i < 5; i++) {
+        void *y = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(y);
+        cr_assert_eq(sim_kernel(s, y, n), CUDA_SUCCESS);
+        gpool_torch_free(y, n, 0, s);
+    }
+    int local = 0;
+    gpool_torch_record_stream(&local, u);
+    cr_assert(strstr(gpool_last_error(), "no block of the hooks"), "%s", gpool_last_error());
+    cr_assert_eq(gpool_torch_get_freed(0, NULL, 1, &count), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_torch_get_freed(64, NULL, 0, &count), GPOOL_ERR_NO_DEVICE);
+    cr_assert_eq(sim->violations(), 0);
 }

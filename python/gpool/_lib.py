@@ -153,6 +153,12 @@ class gpool_torch_batch_stats(ctypes.Structure):
     ]
 
 
+class gpool_torch_mempool_id(ctypes.Structure):
+    """include/gpool_torch.h's PyTorch pool id (c10::cuda::MempoolId_t)."""
+
+    _fields_ = [("first", ctypes.c_ulonglong), ("second", ctypes.c_ulonglong)]
+
+
 #: every structure mirrored here, by its C name (the layout test walks this)
 STRUCTS = {
     "gpool_alloc_params": gpool_alloc_params,
@@ -196,6 +202,15 @@ _SIGNATURES = {
     "gpool_torch_pool": (_P, [ctypes.c_int]),
     "gpool_torch_release_graph_memory": (_S, []),
     "gpool_torch_get_batch_stats": (_S, [ctypes.c_int, ctypes.POINTER(gpool_torch_batch_stats)]),
+    "gpool_torch_record_stream": (None, [_P, _P]),
+    "gpool_torch_begin_allocate_to_pool": (None, [ctypes.c_int, gpool_torch_mempool_id, _P]),
+    "gpool_torch_begin_allocate_stream_to_pool": (None, [ctypes.c_int, _P, gpool_torch_mempool_id]),
+    "gpool_torch_release_pool": (None, [ctypes.c_int, gpool_torch_mempool_id]),
+    "gpool_torch_live_pools": (ctypes.c_size_t, []),
+    "gpool_torch_get_freed": (
+        _S,
+        [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
 }
 
 _lib = None

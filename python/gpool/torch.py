@@ -7,21 +7,25 @@
 
 enable() installs libgpool.so's pluggable-allocator hooks (gpool_torch_alloc /
 gpool_torch_free, include/gpool_torch.h) through torch.cuda.memory.CUDAPluggableAllocator and
-change_current_allocator. Each device gets one pool, created on its first allocation; every
-allocation and free is ordered on the stream PyTorch passes.
+change_current_allocator, and gpool's record-stream, empty-cache and graph-pool functions
+through the setters this torch has (hooks(); gpool/_torch_hooks.py). Each device gets one pool,
+created on its first allocation; every allocation and free is ordered on the stream PyTorch
+passes. snapshot() gives the pools in torch.cuda.memory._snapshot()'s format.
 """
 
 import ctypes
 import os
 
 from . import Error, Pool, _args, _check, _lib, _conf_string, make_config, stats_dict
+from . import _torch_hooks, _torch_snapshot
 
-__all__ = ["enable", "enabled", "stats", "snapshot", "pool", "empty_cache", "batch_stats",
-           "release_graph_memory",
+__all__ = ["enable", "enabled", "stats", "snapshot", "dump_snapshot", "pool", "empty_cache",
+           "batch_stats", "release_graph_memory", "hooks", "mem_pool",
            "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
            "max_memory_reserved", "reset_peak_memory_stats"]
 
 _enabled = False
+_installed = []  # the setters enable() gave gpool's functions (gpool/_torch_hooks.py)
 
 
 def _torch():
@@ -60,6 +64,8 @@ def enable(device=None, **config):
         os.environ["GPOOL_CONF"] = old + "," + extra if old else extra
     path = _lib.library_path()
     alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "gpool_torch_alloc", "gpool_torch_free")
+    raw = getattr(alloc, "allocator", None)
+    installed = _torch_hooks.install(raw(), _lib.load()) if callable(raw) else []
     try:
         torch.cuda.memory.change_current_allocator(alloc)
     except RuntimeError as e:
@@ -67,6 +73,7 @@ def enable(device=None, **config):
             "gpool.torch: PyTorch refused to change its allocator (%s); the allocator was "
             "already used: call gpool.torch.enable() before the first CUDA tensor" % e) from None
     _enabled = True
+    _installed[:] = installed
     if device is not None:
         torch.cuda.set_device(device)
 
@@ -74,6 +81,37 @@ def enable(device=None, **config):
 def enabled():
     """True once enable() has installed gpool in this process."""
     return _enabled
+
+
+def hooks():
+    """The pluggable-allocator setters of this torch that enable() gave gpool's functions
+    (gpool/_torch_hooks.py): "set_record_stream_fn" (Tensor.record_stream reaches gpool),
+    "set_reset_fn" (torch.cuda.empty_cache() empties gpool's cache), a begin setter and
+    "set_release_pool" (graph memory goes back by itself when the last graph is reset). Empty
+    before enable() or on a torch without them (2.0)."""
+    return list(_installed)
+
+
+def mem_pool(use_on_oom=False):
+    """A torch.cuda.MemPool whose memory comes from gpool (torch.cuda.MemPool with a
+    CUDAPluggableAllocator over gpool_torch_alloc / gpool_torch_free), for
+    ``with torch.cuda.use_mem_pool(gpool.torch.mem_pool()):``; PyTorch's caching allocator
+    keeps serving the rest. Needs no enable(). Raises RuntimeError when this torch has no
+    torch.cuda.MemPool (before 2.5) or no CUDA."""
+    torch = _torch()
+    cls = getattr(torch.cuda, "MemPool", None) or getattr(torch.cuda.memory, "MemPool", None)
+    if cls is None:
+        raise RuntimeError("gpool.torch.mem_pool: this PyTorch (%s) has no torch.cuda.MemPool "
+                           "(PyTorch 2.5 and later)" % torch.__version__)
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib.library_path(), "gpool_torch_alloc",
+                                                     "gpool_torch_free")
+    _keep.append(alloc)  # the pool refers to the allocator object: keep it alive
+    if use_on_oom:
+        return cls(alloc.allocator(), use_on_oom=True)
+    return cls(alloc.allocator())
+
+
+_keep = []
 
 
 def pool(device=0):
@@ -212,24 +250,70 @@ def reset_peak_memory_stats(device=None):
 
 
 def snapshot(device=None):
-    """gpool_dump_json of the pool behind PyTorch's allocator, as a dict (None when nothing
-    was allocated on that device yet)."""
-    p = pool(_current_device() if device is None else device)
-    return None if p is None else p.snapshot()
+    """The pool behind the hooks for ``device`` in torch.cuda.memory._snapshot()'s format, which
+    raises under a pluggable allocator: {"segments": [...], "device_traces": [[...], ...]}
+    (gpool/_torch_snapshot.py says how gpool's ranges map to segments and blocks). Blocks
+    PyTorch freed that wait in the free batch or are held as graph memory are
+    "active_pending_free". ``device_traces`` has one list per device up to ``device``: gpool's
+    trace rows for it (alloc, free_requested, free_completed) when gpool's trace is on
+    (GPOOL_CONF trace=FILE or GPOOL_TRACE), else empty lists. Empty segments when nothing was
+    allocated there yet. torch.cuda._memory_viz reads it (segments, memory, segsum, trace_plot);
+    torch 1.13's reads the segment list alone (snapshot()["segments"])."""
+    if device is None:
+        device = _current_device()
+    p = pool(device)
+    out = {"segments": [], "device_traces": [[] for _ in range(int(device) + 1)]}
+    if p is None:
+        return out
+    dump = p.snapshot()
+    out["segments"] = _torch_snapshot.from_dump(dump, _freed(device))
+    regions = [(r["base"], r["size"]) for r in dump.get("arenas", {}).get("device", [])]
+    out["device_traces"][device] = _torch_snapshot.trace_entries(_torch_snapshot.trace_path(),
+                                                                 regions)
+    return out
+
+
+def dump_snapshot(path, device=None, legacy=False):
+    """Pickle snapshot() to ``path`` (torch.cuda.memory._dump_snapshot's file, for
+    ``python -m torch.cuda._memory_viz`` and the memory_viz web page); ``legacy``: the segment
+    list alone, the file torch 1.13's _memory_viz reads."""
+    import pickle
+
+    snap = snapshot(device)
+    with open(path, "wb") as f:
+        pickle.dump(snap["segments"] if legacy else snap, f)
+
+
+def _freed(device):
+    """Addresses of the blocks PyTorch freed that gpool holds back (gpool_torch_get_freed)."""
+    lib = _lib.load()
+    if not hasattr(lib, "gpool_torch_get_freed"):
+        return []
+    count = ctypes.c_size_t()
+    for _ in range(4):  # the batch may grow between the calls
+        cap = count.value + 64
+        arr = (ctypes.c_void_p * cap)()
+        _check(lib.gpool_torch_get_freed(device, arr, cap, ctypes.byref(count)),
+               "gpool_torch_get_freed")
+        if count.value <= cap:
+            return [a for a in arr[:count.value] if a]
+    return [a for a in arr if a]
 
 
 def release_graph_memory():
     """Give the memory of CUDA graphs back to the pool (gpool_torch_release_graph_memory): blocks
     allocated while a stream captured (torch.cuda.graph) or freed inside a capture are held out
     of all reuse, since the graph replays on them; call this once those graphs are destroyed.
-    Raises gpool.Error when a synchronize failed (e.g. during a capture)."""
+    Where enable() installed torch's release-pool setter (torch 2.1+, hooks()) this happens by
+    itself when the last graph is reset or destroyed. Raises gpool.Error when a synchronize
+    failed (e.g. during a capture)."""
     _check(_lib.load().gpool_torch_release_graph_memory(), "gpool_torch_release_graph_memory")
 
 
 def empty_cache():
     """Flush the hooks' free batches, then give every device pool's cached memory back to the
-    driver (gpool_torch_empty_cache). Under a pluggable allocator torch.cuda.empty_cache()
-    does not reach gpool (PyTorch's limit): call this beside it."""
+    driver (gpool_torch_empty_cache). torch.cuda.empty_cache() does the same where enable()
+    installed torch's reset setter (torch 2.1+, hooks()); on torch 2.0 call this beside it."""
     _lib.load().gpool_torch_empty_cache()
 
 

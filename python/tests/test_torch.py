@@ -36,8 +36,9 @@ def test_stats_of_the_hooks_pool_on_the_simulator():
     assert p
     s = gt.stats(0)
     assert s["device"]["live_blocks"] == 1 and s["device"]["requested_bytes"] == 5 * MIB
-    snap = gt.snapshot(0)
+    snap = gt.pool(0).snapshot()  # gpool_dump_json; gt.snapshot(): PyTorch's format
     assert any(r["addr"] == p for reg in snap["arenas"]["device"] for r in reg["ranges"])
+    assert any(b["address"] == p for seg in gt.snapshot(0)["segments"] for b in seg["blocks"])
     borrowed = gt.pool(0)
     borrowed.close()  # borrowed: the hooks' pool stays
     lib.gpool_torch_free(p, 5 * MIB, 0, None)
