@@ -302,6 +302,8 @@ int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig);
 /* ---- sim_legacy.c ---- */
 /* Owning device of the cuMemAlloc allocation containing p, or -1. Lock held. */
 int sim_legacy_device(uintptr_t p);
+/* p lies in a cuIpcOpenMemHandle mapping opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS. */
+int sim_legacy_lazy_peer(uintptr_t p);
 
 /* ---- pointer attributes (sim_pointer.c): what each kind of memory says about p ---- */
 struct sim_ptr_info {

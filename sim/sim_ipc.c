@@ -201,7 +201,7 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
      * invalid context there */
     if (k.pid == (int32_t)getpid()) return sim_leave(CUDA_ERROR_INVALID_CONTEXT);
     uintptr_t p;
-    if (sim_legacy_ipc_find_open(&k, &p)) {
+    if (sim_legacy_ipc_find_open(&k, &p, Flags)) {
         *pdptr = (CUdeviceptr)p;
         return sim_leave(CUDA_SUCCESS);
     }

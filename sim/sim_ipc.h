@@ -48,7 +48,7 @@ void sim_ipc_count_freed_open(void); /* lock held */
 /* sim_legacy.c, lock held: make the cuMemAlloc allocation based at p shareable and say what
  * its handle names; find / add / close this process's opened handles. */
 CUresult sim_legacy_ipc_export(uintptr_t p, struct sim_ipc_key *out);
-int sim_legacy_ipc_find_open(const struct sim_ipc_key *k, uintptr_t *p);
+int sim_legacy_ipc_find_open(const struct sim_ipc_key *k, uintptr_t *p, unsigned flags);
 CUresult sim_legacy_ipc_add_open(uintptr_t p, const struct sim_ipc_key *k,
                                  const struct sim_ipc_meta *m, int fd, unsigned flags);
 CUresult sim_legacy_ipc_close(uintptr_t p);

@@ -30,6 +30,7 @@ struct sim_legacy_alloc {
     /* legacy IPC (sim_ipc.c): an exported allocation lives in its own memfd (shared, fd);
      * an opened handle's mapping in this process is an entry too (imported, opens, key) */
     int shared, imported, fd;
+    int lazy_peer; /* opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
     unsigned opens;
     uint64_t nonce;
     struct sim_ipc_key key;
@@ -356,13 +357,21 @@ CUresult sim_legacy_ipc_export(uintptr_t p, struct sim_ipc_key *out)
     return CUDA_SUCCESS;
 }
 
-int sim_legacy_ipc_find_open(const struct sim_ipc_key *k, uintptr_t *p)
+int sim_legacy_lazy_peer(uintptr_t p)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
+        if (p >= a->ptr && p - a->ptr < a->mapped) return a->imported && a->lazy_peer;
+    return 0;
+}
+
+int sim_legacy_ipc_find_open(const struct sim_ipc_key *k, uintptr_t *p, unsigned flags)
 {
     for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next) {
         if (!a->imported || a->key.pid != k->pid || a->key.dev != k->dev || a->key.ino != k->ino ||
             a->key.nonce != k->nonce)
             continue;
         a->opens++;
+        if (flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) a->lazy_peer = 1;
         *p = a->ptr;
         return 1;
     }
@@ -372,7 +381,6 @@ int sim_legacy_ipc_find_open(const struct sim_ipc_key *k, uintptr_t *p)
 CUresult sim_legacy_ipc_add_open(uintptr_t p, const struct sim_ipc_key *k,
                                  const struct sim_ipc_meta *m, int fd, unsigned flags)
 {
-    (void)flags;
     struct sim_legacy_alloc *a = calloc(1, sizeof *a);
     if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
     a->ptr = p;
@@ -381,6 +389,10 @@ CUresult sim_legacy_ipc_add_open(uintptr_t p, const struct sim_ipc_key *k,
     a->device = m->device;
     a->imported = 1;
     a->opens = 1;
+    /* cuda.h, cuIpcOpenMemHandle: for another device's memory the flag "can attempt to
+     * enable peer access between the devices as if the user called cuCtxEnablePeerAccess";
+     * the simulator grants it to this mapping alone, where the devices are peer capable */
+    a->lazy_peer = (flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0;
     a->fd = fd;
     a->key = *k;
     a->buffer_id = sim_next_buffer_id();

@@ -269,14 +269,19 @@ static int peer_legacy(int in, int out, const char *hex, int keep)
 }
 
 /* "export MODE": the exporter side of legacy IPC in this process: cuMemAlloc, fill 'A',
- * send the handle. MODE exit: exit at once; free: free first, then send the handle and
- * wait for "G"; freeopen: wait for "R" (the other side opened it), free, send the violation
- * and freed-while-open counts, wait for "G". */
+ * send the handle. MODE dev1: on device 1, then wait for "G"; exit: exit at once; free: free first,
+ * then send the handle and wait for "G"; freeopen: wait for "R" (the other side opened it), free,
+ * send the violation and freed-while-open counts, wait for "G". */
 static int peer_export(int in, int out, const char *mode)
 {
     char buf[256], hex[2 * CU_IPC_HANDLE_SIZE + 1];
     CUdeviceptr p;
     CUipcMemHandle ih;
+    if (strcmp(mode, "dev1") == 0) { /* the memory of device 1 */
+        CUcontext c1;
+        PCHECK(D.cuDevicePrimaryCtxRetain(&c1, 1) == CUDA_SUCCESS);
+        PCHECK(D.cuCtxSetCurrent(c1) == CUDA_SUCCESS);
+    }
     PCHECK(D.cuMemAlloc(&p, LSZ) == CUDA_SUCCESS);
     memset((void *)p, 'A', LSZ);
     PCHECK(D.cuIpcGetMemHandle(&ih, p) == CUDA_SUCCESS);
@@ -378,6 +383,7 @@ static void peer_ok(struct peer *pr)
 static void setup(void)
 {
     NEED_SIM();
+    setenv("GPOOL_SIM_DEVICES", "2", 1); /* read when the simulator loads: here and in peers */
     cr_assert_eq(start_driver(), 0, "GPOOL_LIBCUDA must name the simulated driver");
 }
 
@@ -736,4 +742,62 @@ Test(sim_ipc, is_legacy_cuda_ipc_capable_both_ways)
     cr_assert_eq(D.cuMemFree(m), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemFree(p), CUDA_SUCCESS);
     assert_clean();
+}
+
+/* cuda.h, cuIpcOpenMemHandle: another device's memory is reached from this context only with
+ * peer access; CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS enables it "as if the user called
+ * cuCtxEnablePeerAccess" (the simulator: for that mapping), where the devices can be peers. */
+Test(sim_ipc, legacy_lazy_peer_access_for_another_device)
+{
+    int (*set_peer_capable)(int, int, int);
+    *(void **)&set_peer_capable = dlsym(S->lib, "gpoolsim_set_peer_capable");
+    cr_assert_not_null(set_peer_capable);
+    struct peer pr;
+    char hex[256];
+    peer_start(&pr, "export dev1", NULL);
+    cr_assert_eq(line_recv(pr.from, hex, sizeof hex), 0);
+    CUipcMemHandle ih;
+    cr_assert_eq(hex_decode(hex, &ih, sizeof ih), 0);
+    unsigned char *host = malloc(LSZ);
+    cr_assert_not_null(host);
+    CUdeviceptr p;
+    int dev = -1;
+    cr_assert_eq(D.cuIpcOpenMemHandle(&p, ih, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuPointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p),
+                 CUDA_SUCCESS);
+    cr_assert_eq(dev, 1, "the exporter's device");
+    cr_assert_eq(D.cuMemcpyDtoH(host, p, LSZ), CUDA_ERROR_ILLEGAL_ADDRESS, "no peer access");
+    cr_assert_eq(D.cuIpcCloseMemHandle(p), CUDA_SUCCESS);
+    cr_assert_eq(D.cuIpcOpenMemHandle(&p, ih, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, p, LSZ), CUDA_SUCCESS);
+    cr_assert(all_bytes(host, LSZ, 'A'));
+    cr_assert_eq(set_peer_capable(0, 1, 0), 0);
+    cr_assert_eq(D.cuMemcpyDtoH(host, p, LSZ), CUDA_ERROR_ILLEGAL_ADDRESS, "not peer capable");
+    cr_assert_eq(D.cuIpcCloseMemHandle(p), CUDA_SUCCESS);
+    free(host);
+    cr_assert_eq(line_send(pr.to, "G"), 0);
+    peer_ok(&pr);
+    assert_clean();
+}
+
+/* cudart finds driver entry points through cuGetProcAddress: every new one is there, and
+ * cuIpcOpenMemHandle has both its ABIs (cudaTypedefs.h: _v4010 and _v11000). */
+Test(sim_ipc, entry_points_through_cuGetProcAddress)
+{
+    CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    *(void **)&gpa = dlsym(S->lib, "cuGetProcAddress_v2");
+    cr_assert_not_null(gpa);
+    const char *names[] = {"cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
+                           "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *fn = NULL;
+        cr_assert_eq(gpa(names[i], &fn, 13000, 0, NULL), CUDA_SUCCESS, "%s", names[i]);
+        cr_assert_not_null(fn, "%s", names[i]);
+    }
+    void *v1 = NULL, *v2 = NULL;
+    cr_assert_eq(gpa("cuIpcOpenMemHandle", &v1, 4010, 0, NULL), CUDA_SUCCESS);
+    cr_assert_eq(gpa("cuIpcOpenMemHandle", &v2, 11000, 0, NULL), CUDA_SUCCESS);
+    cr_assert_eq(v1, dlsym(S->lib, "cuIpcOpenMemHandle"));
+    cr_assert_eq(v2, dlsym(S->lib, "cuIpcOpenMemHandle_v2"));
+    cr_assert_eq(gpa("cuIpcOpenMemHandle", &v1, 4000, 0, NULL), CUDA_ERROR_NOT_FOUND);
 }
