@@ -201,8 +201,9 @@ void gpoolsim_set_device_no_cpu(int on);
 CUresult gpoolsim_device_access(int dev, const void *p, size_t n, int write);
 
 /* Frees by this process (cuMemFree/cuMemFreeAsync of exported cuMemAlloc memory, the last
- * release/unmap of an exported VMM handle) while another process still had the memory open
- * (cuIpcOpenMemHandle / cuMemImportFromShareableHandle, not yet closed or released). */
+ * release/unmap of an exported VMM handle) while an importer still had the memory open
+ * (cuIpcOpenMemHandle / cuMemImportFromShareableHandle, not yet closed or released): another
+ * process, or this one through its own cuMemImportFromShareableHandle. */
 unsigned long gpoolsim_ipc_freed_while_open(void);
 
 /* Every injectable entry point (base names), in a fixed order. */

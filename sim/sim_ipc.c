@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,15 @@ uint64_t sim_ipc_nonce(void)
 int sim_ipc_create(const struct sim_ipc_meta *meta)
 {
     int fd = memfd_create("gpoolsim-ipc", MFD_CLOEXEC);
+    if (fd < 0 && errno == EMFILE) {
+        /* one descriptor per exportable handle: lift the soft limit once, as the stores do */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            fd = memfd_create("gpoolsim-ipc", MFD_CLOEXEC);
+        }
+    }
     if (fd < 0) return -1;
     struct sim_ipc_meta m = *meta;
     m.magic = SIM_IPC_MAGIC;

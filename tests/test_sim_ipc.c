@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,6 +300,44 @@ static int peer_export(int in, int out, const char *mode)
     return 0;
 }
 
+/* One descriptor over a Unix-domain socket (SCM_RIGHTS): 0, or -1. */
+static int fd_send(int sock, int fd)
+{
+    char byte = 'F';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+}
+
+static int fd_recv(int sock)
+{
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    if (recvmsg(sock, &msg, 0) != 1) return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
 static int peer_run(const char *cmd, int in, int out)
 {
     char what[32], arg[160];
@@ -306,6 +345,11 @@ static int peer_run(const char *cmd, int in, int out)
     if (sscanf(cmd, "%31s %159s %d", what, arg, &n) < 2) return 2;
     if (start_driver() != 0) return 3;
     if (strcmp(what, "vmm") == 0) return peer_vmm(in, out, atoi(arg), n);
+    if (strcmp(what, "vmmsock") == 0) { /* the descriptor comes later, over a socket */
+        int fd = fd_recv(atoi(arg));
+        PCHECK(fd >= 0);
+        return peer_vmm(in, out, fd, n);
+    }
     if (strcmp(what, "legacy") == 0) return peer_legacy(in, out, arg, n);
     if (strcmp(what, "export") == 0) return peer_export(in, out, arg);
     return 4;
@@ -800,4 +844,67 @@ Test(sim_ipc, entry_points_through_cuGetProcAddress)
     cr_assert_eq(v1, dlsym(S->lib, "cuIpcOpenMemHandle"));
     cr_assert_eq(v2, dlsym(S->lib, "cuIpcOpenMemHandle_v2"));
     cr_assert_eq(gpa("cuIpcOpenMemHandle", &v1, 4000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+}
+
+/* The descriptor reaches a process that is already running over a Unix-domain socket
+ * (SCM_RIGHTS), as a C API's helper thread passes it: no inheritance needed. */
+Test(sim_ipc, vmm_descriptor_passed_over_a_socket)
+{
+    CUmemAllocationProp p = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUmemGenericAllocationHandle h;
+    cr_assert_eq(D.cuMemCreate(&h, VSZ, &p, 0), CUDA_SUCCESS);
+    CUdeviceptr va = map_rw(h, VSZ);
+    cr_assert_neq(va, 0);
+    memset((void *)va, 'A', VSZ);
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "vmmsock %d 0", sv[1]);
+    struct peer pr;
+    peer_start(&pr, cmd, NULL);
+    close(sv[1]);
+    int fd = -1;
+    cr_assert_eq(
+        D.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        CUDA_SUCCESS); /* made after the peer started: it cannot have inherited it */
+    cr_assert_eq(fd_send(sv[0], fd), 0);
+    close(fd);
+    close(sv[0]);
+    peer_expect(&pr, "R");
+    cr_assert(all_bytes((void *)va, VSZ, 'B'));
+    cr_assert_eq(line_send(pr.to, "G"), 0);
+    peer_ok(&pr);
+    unmap(va, VSZ);
+    cr_assert_eq(D.cuMemRelease(h), CUDA_SUCCESS);
+    cr_assert_eq(D.freed_while_open(), 0);
+    assert_clean();
+}
+
+/* Two imports in one process are two handles of the same bytes; each counts; the owner's
+ * free while one is held is counted (an importer holds the memory, this process or another). */
+Test(sim_ipc, vmm_two_imports_alias_the_same_bytes)
+{
+    const CUmemAllocationHandleType T = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemAllocationProp p = prop_of(T);
+    CUmemGenericAllocationHandle h, i1, i2;
+    int fd = -1;
+    cr_assert_eq(D.cuMemCreate(&h, GRAN, &p, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemExportToShareableHandle(&fd, h, T, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemImportFromShareableHandle(&i1, (void *)(intptr_t)fd, T), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemImportFromShareableHandle(&i2, (void *)(intptr_t)fd, T), CUDA_SUCCESS);
+    close(fd);
+    cr_assert_neq(i1, i2);
+    cr_assert_eq(S->bytes_in_use(0), 3 * GRAN);
+    CUdeviceptr a = map_rw(i1, GRAN), b = map_rw(i2, GRAN);
+    cr_assert(a && b && a != b);
+    memset((void *)a, 'Q', GRAN);
+    cr_assert(all_bytes((void *)b, GRAN, 'Q'));
+    cr_assert_eq(D.cuMemRelease(h), CUDA_SUCCESS);
+    cr_assert_eq(D.freed_while_open(), 1);
+    cr_assert(all_bytes((void *)b, GRAN, 'Q'), "the importers keep the bytes");
+    unmap(a, GRAN);
+    cr_assert_eq(D.cuMemRelease(i1), CUDA_SUCCESS);
+    unmap(b, GRAN);
+    cr_assert_eq(D.cuMemRelease(i2), CUDA_SUCCESS);
+    assert_clean();
 }
