@@ -17,7 +17,11 @@
  * readable/writable by the CPU with the widest access any location has, unless the
  * device-memory-not-CPU-accessible mode is on; then the device address stays PROT_NONE and the
  * simulator reaches the bytes through a window on the store (sim_vmm_translate).
- * A handle's bytes count against its device until it is released and its last mapping is gone. */
+ * A handle's bytes count against its device until it is released and its last mapping is gone.
+ * Shareable handles (requestedHandleTypes POSIX_FILE_DESCRIPTOR) and imported ones are the
+ * exception to the stores: each has its own memfd (sim_ipc.c), which another process can map,
+ * at the cost of one descriptor per handle; cuMemExportToShareableHandle and
+ * cuMemImportFromShareableHandle are at the end of this file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
