@@ -38,8 +38,9 @@ static child spawn(child_fn fn)
     child c = {.pid = fork()};
     cr_assert(c.pid >= 0);
     if (c.pid == 0) {
-        close(a[1]);
-        close(b[0]);
+        /* only its own pipe ends: an earlier importer's (inherited) would keep it open */
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != a[0] && fd != b[1]) close(fd);
         _exit(fn(a[0], b[1]));
     }
     close(a[0]);
@@ -259,7 +260,10 @@ Test(ipc, importer_reads_what_the_exporter_wrote, .init = init)
         cr_assert(ok, "the importer read other bytes (size %zu)", sizes[i]);
         cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     }
-    cr_assert_eq(child_wait(&c), 0);
+    {
+        int crc = child_wait(&c);
+        cr_assert_eq(crc, 0, "the importer exited %d", crc);
+    }
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
 
@@ -288,7 +292,10 @@ Test(ipc, owner_free_while_imported_defers_reuse_until_close, .init = init)
     cr_assert(ok, "the importer saw its block change under it");
     cr_assert(wait_freed(pool, p), "the block was not freed after the last importer closed");
     cr_assert_eq(gpool_free(pool, q), GPOOL_OK);
-    cr_assert_eq(child_wait(&c), 0);
+    {
+        int crc = child_wait(&c);
+        cr_assert_eq(crc, 0, "the importer exited %d", crc);
+    }
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
 
@@ -306,7 +313,10 @@ Test(ipc, importer_that_dies_leaks_nothing_in_the_owner, .init = init)
     cr_assert_eq(read_full(c.from, &ok, sizeof ok), 0);
     cr_assert(ok);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
-    cr_assert_eq(child_wait(&c), 0); /* exited with the block open */
+    {
+        int crc = child_wait(&c);
+        cr_assert_eq(crc, 0, "the importer exited %d", crc);
+    } /* exited with the block open */
     cr_assert(wait_freed(pool, p), "the dead importer's block stays allocated");
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK); /* no live blocks left */
 }
@@ -341,7 +351,10 @@ Test(ipc, stale_handle_after_the_owner_freed_the_block, .init = init)
     cr_assert_eq(read_full(c.from, &st, sizeof st), 0);
     cr_assert_eq(st, GPOOL_ERR_INVALID_POINTER);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
-    cr_assert_eq(child_wait(&c), 0);
+    {
+        int crc = child_wait(&c);
+        cr_assert_eq(crc, 0, "the importer exited %d", crc);
+    }
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
 

@@ -14,6 +14,10 @@
 static struct run r;
 
 #define IPC_ENV "GPOOL_CONF=ipc=1 GPOOL_SIM_STRICT=1"
+/* cudaFree straight to the pool (no batch): the owner's free reaches gpool while the block is
+ * open, and a freed block's handle is stale at once (in the default batch mode it stays
+ * openable until its batch is flushed; its memory is not reused while open either way) */
+#define IPC_SYNC_ENV "GPOOL_CONF=ipc=1,cudafree=sync GPOOL_SIM_STRICT=1"
 
 static void init(void)
 {
@@ -52,14 +56,14 @@ Test(preload_ipc, consumer_reads_what_the_producer_wrote, .init = init_shareable
 
 Test(preload_ipc, producer_free_while_open_is_not_reused_until_close, .init = init_shareable)
 {
-    run_expect(&r, "ipc_prog", "free_open", 1, IPC_ENV, 0);
+    run_expect(&r, "ipc_prog", "free_open", 1, IPC_SYNC_ENV, 0);
     cr_assert_eq(field(&r, "reused_before_close"), 0, "%s", r.out);
     cr_assert_eq(field(&r, "consumer_read_ok"), 1, "%s", r.out);
 }
 
 Test(preload_ipc, consumer_crash_leaks_nothing_in_the_producer, .init = init_shareable)
 {
-    run_expect(&r, "ipc_prog", "crash", 1, IPC_ENV, 0);
+    run_expect(&r, "ipc_prog", "crash", 1, IPC_SYNC_ENV, 0);
     cr_assert_eq(field(&r, "freed_after_crash"), 1, "%s", r.out);
 }
 
@@ -71,7 +75,7 @@ Test(preload_ipc, many_blocks_many_consumers, .init = init_shareable)
 
 Test(preload_ipc, damaged_stale_and_foreign_handles, .init = init_shareable)
 {
-    run_expect(&r, "ipc_prog", "errors", 1, IPC_ENV, 0);
+    run_expect(&r, "ipc_prog", "errors", 1, IPC_SYNC_ENV, 0);
     cr_assert_eq(field(&r, "damaged"), cudaErrorInvalidValue, "%s", r.out);
     cr_assert_eq(field(&r, "stale"), cudaErrorInvalidResourceHandle, "%s", r.out);
     cr_assert_eq(field(&r, "foreign_ok"), 0, "%s", r.out);

@@ -153,8 +153,9 @@ static peer spawn(void)
     fflush(stdout);
     c.pid = fork();
     if (c.pid == 0) {
-        close(a[1]);
-        close(b[0]);
+        /* only its own pipe ends: an earlier consumer's (inherited) would keep it open */
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != a[0] && fd != b[1]) close(fd);
         _exit(consumer(a[0], b[1]));
     }
     close(a[0]);
