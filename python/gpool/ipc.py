@@ -30,10 +30,13 @@ HANDLE_SIZE = 64
 MAGIC = 0x48495047
 
 
-class _IpcConfig(_lib._Sized):
-    """gpool_config with the fields added since 0.2.1 (include/gpool.h): gpool/_lib.py's
-    layout (its tail padding not included) and reserved1, ipc."""
-    _fields_ = list(_lib.gpool_config._fields_) + [("reserved1", ctypes.c_int), ("ipc", ctypes.c_int)]
+if any(f[0] == "ipc" for f in _lib.gpool_config._fields_):
+    _IpcConfig = _lib.gpool_config
+else:  # a gpool/_lib.py without the 0.2.2 fields
+    class _IpcConfig(_lib._Sized):
+        """gpool_config with the fields added since 0.2.1 (include/gpool.h)."""
+        _fields_ = list(_lib.gpool_config._fields_) + [("reserved1", ctypes.c_int),
+                                                        ("ipc", ctypes.c_int)]
 
 
 _declared = False
