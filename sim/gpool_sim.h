@@ -63,6 +63,47 @@
  * VMM physical memory is one sparse memfd per device (offsets per handle), so 141 GiB of
  * 2 MiB handles costs no descriptor per handle.
  *
+ * Interprocess memory (sim_ipc.c; rules from the driver API reference, cuda.h):
+ *   cuMemCreate with requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR gives the
+ *     handle its own memfd (its bytes, then a 4 KiB metadata page): one descriptor per
+ *     exportable handle. Other types (WIN32, WIN32_KMT, FABRIC): CUDA_ERROR_NOT_SUPPORTED.
+ *     cuMemGetAllocationPropertiesFromHandle reports the requested types.
+ *   cuMemExportToShareableHandle(&fd, h, POSIX_FILE_DESCRIPTOR, 0): a new descriptor (not
+ *     close-on-exec) the caller owns; a handle created without that type:
+ *     CUDA_ERROR_INVALID_VALUE; another type: CUDA_ERROR_NOT_SUPPORTED.
+ *   cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FILE_DESCRIPTOR), in any
+ *     process that got the descriptor (inherited, SCM_RIGHTS): a handle of the same physical
+ *     bytes, its size, device and properties from the file; it maps like any handle, counts
+ *     in this process's device bytes and live handles; the caller still closes fd. Not such a
+ *     descriptor (closed, forged, a pipe): CUDA_ERROR_INVALID_VALUE, nothing created; a device
+ *     this process lacks: CUDA_ERROR_NOT_SUPPORTED. Physical memory lives while any handle,
+ *     mapping or descriptor in any process references it ("Once all shareable handles are
+ *     closed and the allocation is released, the allocated memory referenced will be released
+ *     back to the OS", cuMemExportToShareableHandle).
+ *   cuIpcGetMemHandle(&ih, base of a cuMemAlloc/cuMemAllocPitch allocation): a 64-byte handle
+ *     (the same one each call; a later allocation at the same address gets another); the
+ *     first call moves the allocation into a memfd at the same address, contents kept. VMM,
+ *     managed, cuMemAllocAsync or interior pointers: CUDA_ERROR_INVALID_VALUE.
+ *   cuIpcOpenMemHandle(&p, ih, 0 or CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) in another process of
+ *     the same user (it opens /proc/<pid>/fd/<n> of the exporter): a mapping of the same bytes,
+ *     device memory of the exporter's device; a second open in the process gives the same
+ *     pointer and counts; cuIpcCloseMemHandle undoes one open (not opened:
+ *     CUDA_ERROR_INVALID_VALUE). The exporter's own handle: CUDA_ERROR_INVALID_CONTEXT; forged
+ *     bytes, memory freed since, an exporter that exited: CUDA_ERROR_INVALID_HANDLE. Opened
+ *     mappings count in gpoolsim_live.legacy_allocs until closed; cuMemFree refuses them.
+ *   cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE): 1 for cuMemAlloc
+ *     memory, 0 for VMM, managed, pool, host and cuIpcOpenMemHandle memory.
+ *   The referee across processes: each importer holds an open-file-description lock on the
+ *   file while it has the memory open (the kernel drops it when the importer exits, even
+ *   killed). The owner freeing memory another process has open is counted
+ *   (gpoolsim_ipc_freed_while_open); for legacy IPC it is also a violation ("Calling cuMemFree
+ *   on an exported memory region before calling cuIpcCloseMemHandle in the importing context
+ *   will result in undefined behavior", cuIpcOpenMemHandle). For VMM memory it is legal (the
+ *   importer keeps the bytes): counted only. Content written by one process is read by the
+ *   other at once (shared pages); accesses of one process are not ordered against the other's
+ *   by the happens-before checker.
+ *   All of these are in cuGetProcAddress's table (cuIpcOpenMemHandle at 4010 and 11000).
+ *
  * Where the simulator differs from a GPU: device pointers are host addresses (tests may read
  * and write them, unless GPOOL_SIM_DEVICE_NO_CPU=1); all devices share the host's memory; stream
  * work (copies, memsets, stream-ordered alloc/free) takes effect at once, only its *order* (the
@@ -72,8 +113,9 @@
  *
  * Injected failures have no side effects. They return CUDA_ERROR_OUT_OF_MEMORY for every entry
  * point that obtains memory or a driver object (cuMemCreate, cuMemAlloc, cuMemAllocAsync,
- * cuMemAllocManaged, cuMemAllocPitch, cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister, cuMemAddressReserve, cuMemMap,
- * cuStreamCreate, cuEventCreate, cuDevicePrimaryCtxRetain), CUDA_ERROR_NO_DEVICE for cuInit,
+ * cuMemAllocManaged, cuMemAllocPitch, cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister,
+ * cuMemAddressReserve, cuMemMap, cuStreamCreate, cuEventCreate, cuDevicePrimaryCtxRetain,
+ * cuMemImportFromShareableHandle, cuIpcOpenMemHandle), CUDA_ERROR_NO_DEVICE for cuInit,
  * CUDA_ERROR_INVALID_CONTEXT for the context calls, and CUDA_ERROR_INVALID_VALUE otherwise;
  * gpoolsim_entry_names() lists every injectable name and gpoolsim_injected_error() tells which
  * code a name gets.
@@ -157,6 +199,12 @@ void gpoolsim_set_device_no_cpu(int on);
 /* Would device `dev` be allowed to read (write != 0) [p, p+n)? CUDA_SUCCESS,
  * CUDA_ERROR_ILLEGAL_ADDRESS, or CUDA_ERROR_INVALID_CONTEXT for a bad ordinal on device memory. */
 CUresult gpoolsim_device_access(int dev, const void *p, size_t n, int write);
+
+/* Frees by this process (cuMemFree/cuMemFreeAsync of exported cuMemAlloc memory, the last
+ * release/unmap of an exported VMM handle) while an importer still had the memory open
+ * (cuIpcOpenMemHandle / cuMemImportFromShareableHandle, not yet closed or released): another
+ * process, or this one through its own cuMemImportFromShareableHandle. */
+unsigned long gpoolsim_ipc_freed_while_open(void);
 
 /* Every injectable entry point (base names), in a fixed order. */
 const char *const *gpoolsim_entry_names(size_t *count);

@@ -173,8 +173,12 @@ CUresult sim_mem_device_access(int dev, uintptr_t p, size_t n, int write)
     int owner = sim_legacy_device(p);
     if (owner >= 0) {
         if (dev < 0 || dev >= GPOOL_SIM_MAX_DEVICES) return CUDA_ERROR_INVALID_CONTEXT;
-        return owner == dev || sim_peer_enabled[dev][owner] ? CUDA_SUCCESS
-                                                            : CUDA_ERROR_ILLEGAL_ADDRESS;
+        /* an IPC mapping opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: peer access of its
+         * own (sim_legacy.c) */
+        return owner == dev || sim_peer_enabled[dev][owner] ||
+                       (sim_peer_capable[dev][owner] && sim_legacy_lazy_peer(p))
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_ILLEGAL_ADDRESS;
     }
     if (sim_host_classify(p, &host, &contig) == SIM_HOST_NOT_ON_DEV)
         return CUDA_ERROR_ILLEGAL_ADDRESS;

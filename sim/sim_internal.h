@@ -105,7 +105,12 @@
     X(cuGraphDestroy, SIM_INV)                                                                     \
     X(cuDeviceCanAccessPeer, SIM_INV)                                                              \
     X(cuCtxEnablePeerAccess, SIM_INV)                                                              \
-    X(cuCtxDisablePeerAccess, SIM_INV)
+    X(cuCtxDisablePeerAccess, SIM_INV)                                                             \
+    X(cuMemExportToShareableHandle, SIM_INV)                                                       \
+    X(cuMemImportFromShareableHandle, SIM_OOM)                                                     \
+    X(cuIpcGetMemHandle, SIM_INV)                                                                  \
+    X(cuIpcOpenMemHandle, SIM_OOM)                                                                 \
+    X(cuIpcCloseMemHandle, SIM_INV)
 
 enum sim_entry {
 #define SIM_ENUM_ENTRY(name, err) SIM_##name,
@@ -297,6 +302,8 @@ int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig);
 /* ---- sim_legacy.c ---- */
 /* Owning device of the cuMemAlloc allocation containing p, or -1. Lock held. */
 int sim_legacy_device(uintptr_t p);
+/* p lies in a cuIpcOpenMemHandle mapping opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS. */
+int sim_legacy_lazy_peer(uintptr_t p);
 
 /* ---- pointer attributes (sim_pointer.c): what each kind of memory says about p ---- */
 struct sim_ptr_info {
@@ -304,6 +311,7 @@ struct sim_ptr_info {
     int device;         /* owning device (host memory: the device current when it was made) */
     int managed;        /* cuMemAllocManaged memory */
     int vmm;            /* a cuMemMap mapping */
+    int ipc_capable;    /* CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE */
     uintptr_t base;     /* start of the allocation (VMM: the reserved range) holding p, in p's
                            address space */
     size_t size;        /* its size in bytes */
@@ -376,6 +384,8 @@ CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion
 CUresult sim_cuMemHostRegister_v1(void *p, size_t bytesize,
                                   unsigned int Flags) __asm__("cuMemHostRegister");
 CUresult sim_cuStreamDestroy_v1(CUstream hStream) __asm__("cuStreamDestroy");
+CUresult sim_cuIpcOpenMemHandle_v1(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                   unsigned int Flags) __asm__("cuIpcOpenMemHandle");
 
 /* ---- helpers ---- */
 static inline int sim_is_aligned(uintptr_t v, size_t a)

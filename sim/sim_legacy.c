@@ -10,10 +10,12 @@
  * does not know complete are violations. During a global-mode capture cuMemAlloc/cuMemFree
  * are prohibited ("potentially unsafe", cuda.h cuThreadExchangeStreamCaptureMode). */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "sim_internal.h"
+#include "sim_ipc.h"
 
 struct sim_legacy_alloc {
     struct sim_legacy_alloc *next;
@@ -24,6 +26,14 @@ struct sim_legacy_alloc {
     int managed; /* cuMemAllocManaged: the host reaches it at the same address */
     unsigned long long buffer_id;
     uint64_t graph; /* made during capture graph (sim_capture.c): a graph memory node's */
+    int async;      /* cuMemAllocAsync: pool memory, not for legacy IPC */
+    /* legacy IPC (sim_ipc.c): an exported allocation lives in its own memfd (shared, fd);
+     * an opened handle's mapping in this process is an entry too (imported, opens, key) */
+    int shared, imported, fd;
+    int lazy_peer; /* opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+    unsigned opens;
+    uint64_t nonce;
+    struct sim_ipc_key key;
 };
 
 static struct sim_legacy_alloc *sim_legacy;
@@ -87,9 +97,23 @@ static CUresult sim_free(CUdeviceptr dptr, struct CUstream_st *stream)
 {
     for (struct sim_legacy_alloc **pp = &sim_legacy; *pp; pp = &(*pp)->next) {
         struct sim_legacy_alloc *a = *pp;
-        if (a->ptr != (uintptr_t)dptr) continue;
+        if (a->ptr != (uintptr_t)dptr || a->imported) continue;
         *pp = a->next;
         if (!stream) sim_hb_release(a->ptr, a->size, "cuMemFree");
+        if (a->shared) {
+            /* cuda.h, cuIpcOpenMemHandle: "Calling cuMemFree on an exported memory region
+             * before calling cuIpcCloseMemHandle in the importing context will result in
+             * undefined behavior" (sim_ipc.c: the importers' locks) */
+            if (sim_ipc_held_elsewhere(a->fd, a->mapped)) {
+                sim_ipc_count_freed_open();
+                sim_hb_violation("%s of %#lx (%zu bytes) while another process has it open "
+                                 "with cuIpcOpenMemHandle (cuda.h, cuIpcOpenMemHandle: undefined "
+                                 "behavior)",
+                                 stream ? "cuMemFreeAsync" : "cuMemFree", (unsigned long)a->ptr,
+                                 a->size);
+            }
+            close(a->fd);
+        }
         munmap((void *)a->ptr, a->mapped);
         sim_uncharge(a->device, a->size);
         free(a);
@@ -124,6 +148,7 @@ CUresult sim_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStrea
         (rc = sim_capture_check_legacy(s)) == CUDA_SUCCESS &&
         (rc = sim_alloc(dptr, bytesize)) == CUDA_SUCCESS) {
         if (s->capture) sim_legacy->graph = s->capture_id; /* a graph memory node (sim_capture.c) */
+        sim_legacy->async = 1;
         sim_stream_submit_work(s);
     }
     return sim_leave(rc);
@@ -153,7 +178,7 @@ CUresult sim_mem_free_async(CUdeviceptr dptr, CUstream hStream, int per_thread)
     if (rc == CUDA_SUCCESS) rc = sim_capture_check_legacy(s);
     if (rc != CUDA_SUCCESS) return sim_leave(rc);
     struct sim_legacy_alloc *a = sim_legacy;
-    while (a && a->ptr != (uintptr_t)dptr)
+    while (a && (a->ptr != (uintptr_t)dptr || a->imported))
         a = a->next;
     if (!a) return sim_leave(CUDA_ERROR_INVALID_VALUE);
     /* cuda.h, cuMemFreeAsync: during stream capture it creates a free node "and must therefore
@@ -242,6 +267,9 @@ int sim_legacy_describe(uintptr_t p, struct sim_ptr_info *out)
         out->device = a->device;
         out->managed = a->managed;
         out->vmm = 0;
+        /* cuda.h, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: "suitable for
+         * cudaIpcGetMemHandle": cuMemAlloc memory, not managed, pool or opened memory */
+        out->ipc_capable = !a->managed && !a->async && !a->graph && !a->imported;
         out->base = a->ptr;
         out->size = a->size;
         out->map_base = a->ptr;
@@ -259,6 +287,7 @@ void sim_legacy_teardown(void)
     while (sim_legacy) {
         struct sim_legacy_alloc *a = sim_legacy;
         sim_legacy = a->next;
+        if (a->shared || a->imported) close(a->fd); /* the mappings keep the file */
         free(a);
     }
 }
@@ -268,4 +297,125 @@ int sim_legacy_device(uintptr_t p)
     for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
         if (p >= a->ptr && p - a->ptr < a->mapped) return a->device;
     return -1;
+}
+
+/* ---- legacy IPC (sim_ipc.c) ---- */
+
+/* Copy the allocation's bytes into fd, skipping zero chunks (the file is sparse). */
+static int sim_legacy_copy_out(int fd, const struct sim_legacy_alloc *a)
+{
+    static const unsigned char zero[65536];
+    for (size_t off = 0; off < a->mapped; off += sizeof zero) {
+        size_t n = a->mapped - off < sizeof zero ? a->mapped - off : sizeof zero;
+        const void *src = (const void *)(a->ptr + off);
+        if (memcmp(src, zero, n) == 0) continue;
+        if (pwrite(fd, src, n, (off_t)off) != (ssize_t)n) return -1;
+    }
+    return 0;
+}
+
+CUresult sim_legacy_ipc_export(uintptr_t p, struct sim_ipc_key *out)
+{
+    struct sim_legacy_alloc *a = sim_legacy;
+    while (a && (a->ptr != p || a->imported))
+        a = a->next;
+    if (!a || a->managed || a->async || a->graph) return CUDA_ERROR_INVALID_VALUE;
+    if (!a->shared) {
+        struct sim_ipc_meta m;
+        memset(&m, 0, sizeof m);
+        m.kind = SIM_IPC_LEGACY;
+        m.device = a->device;
+        m.size = a->mapped;
+        m.nonce = sim_ipc_nonce();
+        m.pid = (int32_t)getpid();
+        int fd = sim_ipc_create(&m);
+        if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (sim_legacy_copy_out(fd, a) != 0) {
+            close(fd);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        /* the same addresses, now over the shared file */
+        if (mmap((void *)a->ptr, a->mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                 0) == MAP_FAILED) {
+            close(fd);
+            return CUDA_ERROR_MAP_FAILED;
+        }
+        a->shared = 1;
+        a->fd = fd;
+        a->nonce = m.nonce;
+    }
+    struct stat st;
+    if (fstat(a->fd, &st) != 0) return CUDA_ERROR_MAP_FAILED;
+    memset(out, 0, sizeof *out);
+    out->pid = (int32_t)getpid();
+    out->fd = a->fd;
+    out->dev = (uint64_t)st.st_dev;
+    out->ino = (uint64_t)st.st_ino;
+    out->nonce = a->nonce;
+    out->size = a->size;
+    out->device = a->device;
+    return CUDA_SUCCESS;
+}
+
+int sim_legacy_lazy_peer(uintptr_t p)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next)
+        if (p >= a->ptr && p - a->ptr < a->mapped) return a->imported && a->lazy_peer;
+    return 0;
+}
+
+int sim_legacy_ipc_find_open(const struct sim_ipc_key *k, uintptr_t *p, unsigned flags)
+{
+    for (struct sim_legacy_alloc *a = sim_legacy; a; a = a->next) {
+        if (!a->imported || a->key.pid != k->pid || a->key.dev != k->dev || a->key.ino != k->ino ||
+            a->key.nonce != k->nonce)
+            continue;
+        a->opens++;
+        if (flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) a->lazy_peer = 1;
+        *p = a->ptr;
+        return 1;
+    }
+    return 0;
+}
+
+CUresult sim_legacy_ipc_add_open(uintptr_t p, const struct sim_ipc_key *k,
+                                 const struct sim_ipc_meta *m, int fd, unsigned flags)
+{
+    struct sim_legacy_alloc *a = calloc(1, sizeof *a);
+    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+    a->ptr = p;
+    a->size = k->size;
+    a->mapped = m->size;
+    a->device = m->device;
+    a->imported = 1;
+    a->opens = 1;
+    /* cuda.h, cuIpcOpenMemHandle: for another device's memory the flag "can attempt to
+     * enable peer access between the devices as if the user called cuCtxEnablePeerAccess";
+     * the simulator grants it to this mapping alone, where the devices are peer capable */
+    a->lazy_peer = (flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0;
+    a->fd = fd;
+    a->key = *k;
+    a->buffer_id = sim_next_buffer_id();
+    sim_hb_forget(p, a->mapped);
+    a->next = sim_legacy;
+    sim_legacy = a;
+    sim_live_add(SIM_LIVE_LEGACY, 1);
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_legacy_ipc_close(uintptr_t p)
+{
+    for (struct sim_legacy_alloc **pp = &sim_legacy; *pp; pp = &(*pp)->next) {
+        struct sim_legacy_alloc *a = *pp;
+        if (a->ptr != p || !a->imported) continue;
+        if (--a->opens > 0) return CUDA_SUCCESS;
+        *pp = a->next;
+        sim_hb_release(a->ptr, a->size, "cuIpcCloseMemHandle");
+        munmap((void *)a->ptr, a->mapped);
+        close(a->fd); /* drops this process's lock: the exporter sees it closed */
+        free(a);
+        sim_live_add(SIM_LIVE_LEGACY, -1);
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
 }

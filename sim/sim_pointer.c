@@ -15,6 +15,9 @@
  *                    cuMemAddressReserve)"), not the mapping (that is cuMemGetAddressRange).
  *   MAPPING_BASE_ADDR / MAPPING_SIZE  the mapping holding ptr.
  *   MAPPED           boolean: ptr lies in a range mapped to a backing allocation.
+ *   IS_LEGACY_CUDA_IPC_CAPABLE  boolean: "suitable for cudaIpcGetMemHandle": cuMemAlloc and
+ *                    cuMemAllocPitch memory; not VMM, managed, pool (cuMemAllocAsync), host or
+ *                    cuIpcOpenMemHandle memory (sim_legacy.c).
  *   BUFFER_ID        unsigned long long, "unique within the process ... Subsequent
  *                    allocations do not reuse IDs": one per allocation, registration and
  *                    cuMemMap mapping.
@@ -81,6 +84,9 @@ static CUresult sim_attribute(void *data, CUpointer_attribute a, const struct si
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED:
         *(int *)data = known;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = known && info->ipc_capable;
         return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_NOT_SUPPORTED;

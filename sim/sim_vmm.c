@@ -17,7 +17,11 @@
  * readable/writable by the CPU with the widest access any location has, unless the
  * device-memory-not-CPU-accessible mode is on; then the device address stays PROT_NONE and the
  * simulator reaches the bytes through a window on the store (sim_vmm_translate).
- * A handle's bytes count against its device until it is released and its last mapping is gone. */
+ * A handle's bytes count against its device until it is released and its last mapping is gone.
+ * Shareable handles (requestedHandleTypes POSIX_FILE_DESCRIPTOR) and imported ones are the
+ * exception to the stores: each has its own memfd (sim_ipc.c), which another process can map,
+ * at the cost of one descriptor per handle; cuMemExportToShareableHandle and
+ * cuMemImportFromShareableHandle are at the end of this file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -26,7 +30,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "sim_internal.h"
+#include "sim_ipc.h"
 
 #define SIM_UNIT_SHIFT   16 /* 64 KiB: no mode has a smaller granularity */
 #define SIM_UNIT         ((size_t)1 << SIM_UNIT_SHIFT)
@@ -54,6 +58,11 @@ struct sim_handle {
     CUmemAllocationProp prop;
     unsigned user_refs; /* cuMemCreate / cuMemRetainAllocationHandle minus cuMemRelease */
     unsigned maps;      /* live mappings */
+    /* shareable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and imported handles: their own
+     * memfd (sim_ipc.c), bytes at offset 0; else -1 and the bytes are in the store */
+    int fd;
+    int imported;
+    char *window; /* own file's mapping for the no-CPU mode */
 };
 
 struct sim_reservation {
@@ -249,7 +258,15 @@ static void sim_handle_unref(struct sim_handle *h)
         sim_handles = h->next;
     if (h->next) h->next->prev = h->prev;
     if (h->device >= 0) sim_uncharge(h->device, h->size);
-    sim_store_give(h->store, h->offset, h->size);
+    if (h->fd >= 0) {
+        /* the owner's last reference goes while another process has it imported: the bytes
+         * stay (the importer's descriptor keeps the file), the referee counts it (sim_ipc.c) */
+        if (!h->imported && sim_ipc_held_elsewhere(h->fd, h->size)) sim_ipc_count_freed_open();
+        if (h->window) munmap(h->window, h->size);
+        close(h->fd);
+    } else {
+        sim_store_give(h->store, h->offset, h->size);
+    }
     free(h);
 }
 
@@ -366,8 +383,44 @@ static CUresult sim_check_prop(const CUmemAllocationProp *prop, int *device)
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) return CUDA_ERROR_NOT_SUPPORTED;
+    /* cuda.h, CUmemAllocationHandleType: POSIX_FILE_DESCRIPTOR is "Permitted only on POSIX
+     * systems"; WIN32, WIN32_KMT and FABRIC are not simulated: NOT_SUPPORTED, as a driver
+     * without them answers */
+    if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;
+}
+
+/* A new handle's id, first reference and place in the tables. */
+static void sim_handle_link(struct sim_handle *h)
+{
+    h->id = sim_next_handle_id++;
+    h->user_refs = 1;
+    h->next = sim_handles;
+    if (sim_handles) sim_handles->prev = h;
+    sim_handles = h;
+    size_t b = sim_hash(h->id);
+    h->hash_next = sim_handle_hash[b];
+    sim_handle_hash[b] = h;
+    sim_live_add(SIM_LIVE_HANDLES, 1);
+}
+
+/* The own memfd of a shareable handle, its metadata saying what an importer maps. */
+static int sim_vmm_shareable_file(size_t size, int device, const CUmemAllocationProp *prop)
+{
+    struct sim_ipc_meta m;
+    memset(&m, 0, sizeof m);
+    m.kind = SIM_IPC_VMM;
+    m.device = device;
+    m.size = size;
+    m.nonce = sim_ipc_nonce();
+    m.pid = (int32_t)getpid();
+    m.prop_type = (uint32_t)prop->type;
+    m.loc_type = (uint32_t)prop->location.type;
+    m.loc_id = prop->location.id;
+    m.handle_types = (uint32_t)prop->requestedHandleTypes;
+    memcpy(m.alloc_flags, &prop->allocFlags, sizeof m.alloc_flags);
+    return sim_ipc_create(&m);
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -386,23 +439,23 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return sim_leave(rc);
     }
     h->store = device >= 0 ? device : SIM_NSTORES - 1;
-    if (sim_store_take(h->store, size, &h->offset) != 0) {
+    h->fd = -1;
+    if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        h->fd = sim_vmm_shareable_file(size, device, prop);
+        if (h->fd < 0) {
+            if (device >= 0) sim_uncharge(device, size);
+            free(h);
+            return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+        }
+    } else if (sim_store_take(h->store, size, &h->offset) != 0) {
         if (device >= 0) sim_uncharge(device, size);
         free(h);
         return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
     }
-    h->id = sim_next_handle_id++;
     h->size = size;
     h->device = device;
     h->prop = *prop;
-    h->user_refs = 1;
-    h->next = sim_handles;
-    if (sim_handles) sim_handles->prev = h;
-    sim_handles = h;
-    size_t b = sim_hash(h->id);
-    h->hash_next = sim_handle_hash[b];
-    sim_handle_hash[b] = h;
-    sim_live_add(SIM_LIVE_HANDLES, 1);
+    sim_handle_link(h);
     *handle = h->id;
     return sim_leave(CUDA_SUCCESS);
 }
@@ -480,7 +533,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
     }
     if (mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
-             sim_stores[h->store].fd, (off_t)h->offset) == MAP_FAILED) {
+             h->fd >= 0 ? h->fd : sim_stores[h->store].fd, (off_t)h->offset) == MAP_FAILED) {
         /* MAP_FIXED failed: the range may be gone; put the reservation back */
         sim_map_none((void *)p, size);
         sim_slots_set(p, size, NULL);
@@ -644,6 +697,16 @@ int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig)
         *host = p;
         return 1;
     }
+    if (m->handle->fd >= 0) {
+        struct sim_handle *h = m->handle;
+        if (!h->window) {
+            void *w = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
+            if (w == MAP_FAILED) return -1;
+            h->window = w;
+        }
+        *host = (uintptr_t)h->window + (p - m->addr);
+        return 1;
+    }
     struct sim_store *s = &sim_stores[m->handle->store];
     if (!s->window) {
         void *w = mmap(NULL, SIM_STORE_SPAN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
@@ -669,6 +732,7 @@ void sim_vmm_teardown(void)
     while (sim_handles) {
         struct sim_handle *h = sim_handles;
         sim_handles = h->next;
+        if (h->fd >= 0) close(h->fd); /* mappings keep the file alive */
         free(h);
     }
     memset(sim_handle_hash, 0, sizeof sim_handle_hash);
@@ -708,4 +772,90 @@ int sim_vmm_describe(uintptr_t p, struct sim_ptr_info *out)
     out->devp = p;
     out->host = on_host ? p : 0;
     return 1;
+}
+
+/* ---- shareable handles (sim_ipc.c holds the file format and the referee) ---- */
+
+static int sim_other_handle_type(CUmemAllocationHandleType t)
+{
+    return t == CU_MEM_HANDLE_TYPE_WIN32 || t == CU_MEM_HANDLE_TYPE_WIN32_KMT ||
+           t == CU_MEM_HANDLE_TYPE_FABRIC;
+}
+
+/* cuda.h, cuMemExportToShareableHandle: shareableHandle receives the type's handle (an int
+ * for POSIX_FILE_DESCRIPTOR: cuda.h, CUmemAllocationHandleType), flags "Reserved, must be
+ * zero". A handle not created with that type in requestedHandleTypes cannot be exported:
+ * CUDA_ERROR_INVALID_VALUE; a type the simulator has not: CUDA_ERROR_NOT_SUPPORTED. Each call
+ * gives a new descriptor the caller owns (not close-on-exec, so a child may inherit it). */
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+    CUresult rc = sim_enter(SIM_cuMemExportToShareableHandle);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    struct sim_handle *h = sim_handle_find(handle);
+    if (!shareableHandle || flags != 0 || !h) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return sim_leave(sim_other_handle_type(handleType) ? CUDA_ERROR_NOT_SUPPORTED
+                                                           : CUDA_ERROR_INVALID_VALUE);
+    if (!(h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || h->fd < 0)
+        return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    int fd = fcntl(h->fd, F_DUPFD, 0);
+    if (fd < 0) return sim_leave(CUDA_ERROR_OUT_OF_MEMORY); /* descriptors used up */
+    *(int *)shareableHandle = fd;
+    return sim_leave(CUDA_SUCCESS);
+}
+
+/* cuda.h, cuMemImportFromShareableHandle: osHandle is the descriptor itself (cast to void *,
+ * as the driver takes it); the caller keeps it and closes it. What it maps (size, location,
+ * properties) comes from the file's metadata. Not a descriptor of shareable memory (closed,
+ * forged, a pipe): CUDA_ERROR_INVALID_VALUE; memory of a device this process does not have:
+ * CUDA_ERROR_NOT_SUPPORTED ("If the current process cannot support the memory described by
+ * this shareable handle"). The new handle counts in this process's device and live handles;
+ * its release here frees nothing of the exporter's. */
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    CUresult rc = sim_enter(SIM_cuMemImportFromShareableHandle);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    if (!handle) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return sim_leave(sim_other_handle_type(shHandleType) ? CUDA_ERROR_NOT_SUPPORTED
+                                                             : CUDA_ERROR_INVALID_VALUE);
+    intptr_t ufd = (intptr_t)osHandle;
+    struct sim_ipc_meta m;
+    if (ufd < 0 || ufd > INT32_MAX || sim_ipc_read_meta((int)ufd, &m) != 0 ||
+        m.kind != SIM_IPC_VMM || !sim_is_aligned(m.size, SIM_UNIT))
+        return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (m.device >= 0 && !sim_valid_device(m.device)) return sim_leave(CUDA_ERROR_NOT_SUPPORTED);
+    int fd = sim_ipc_reopen(0, (int)ufd); /* our own description: its lock is our open count */
+    if (fd < 0) return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    if (sim_ipc_hold(fd, m.size) != 0) {
+        close(fd);
+        return sim_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    sim_stores_init();
+    struct sim_handle *h = calloc(1, sizeof *h);
+    if (!h) {
+        close(fd);
+        return sim_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    if (m.device >= 0 && (rc = sim_charge(m.device, m.size)) != CUDA_SUCCESS) {
+        close(fd);
+        free(h);
+        return sim_leave(rc);
+    }
+    h->store = m.device >= 0 ? m.device : SIM_NSTORES - 1;
+    h->fd = fd;
+    h->imported = 1;
+    h->size = m.size;
+    h->device = m.device;
+    h->prop.type = (CUmemAllocationType)m.prop_type;
+    h->prop.requestedHandleTypes = (CUmemAllocationHandleType)m.handle_types;
+    h->prop.location.type = (CUmemLocationType)m.loc_type;
+    h->prop.location.id = m.loc_id;
+    memcpy(&h->prop.allocFlags, m.alloc_flags, sizeof m.alloc_flags);
+    sim_handle_link(h);
+    *handle = h->id;
+    return sim_leave(CUDA_SUCCESS);
 }
