@@ -61,6 +61,7 @@ typedef struct gp_ipc {
     pthread_t thread;
     gp_ipc_conn *conns;
     size_t nconns, cap_conns;
+    struct gp_ipc *all_next; /* every state, for the fork handler (ipc_fork.c) */
 } gp_ipc;
 
 /* The pool's IPC state, made on first use; NULL with the error set (out of memory). */
@@ -74,6 +75,13 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream);
 void gp_ipc_destroy(gpool_t *pool);
 /* ipc_import.c: unmap every import of the pool (mu held). */
 void gp_ipc_imports_drop(gpool_t *pool, gp_ipc *ipc);
+
+/* ipc_fork.c: in a forked child every socket of every state is closed (the child cannot use
+ * its parent's pools, and it must not keep their imports open nor their socket bound). */
+void gp_ipc_track(gp_ipc *ipc);
+void gp_ipc_untrack(gp_ipc *ipc);
+/* ipc_import.c: the child's copies of the import connections are closed (mu held). */
+void gp_ipc_imports_forget(gp_ipc *ipc);
 
 /* ipc_wire.c */
 /* The abstract socket address of an exporter; returns the address length. */

@@ -68,6 +68,7 @@ gp_ipc *gp_ipc_get(gpool_t *pool)
         ipc->token = gp_ipc_random();
         ipc->next_export_id = 1;
         ipc->listen_fd = ipc->wake[0] = ipc->wake[1] = -1;
+        gp_ipc_track(ipc);
         atomic_store(&pool->ipc, ipc);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -394,6 +395,7 @@ void gp_ipc_destroy(gpool_t *pool)
 {
     gp_ipc *ipc = atomic_load(&pool->ipc);
     if (!ipc) return;
+    gp_ipc_untrack(ipc);
     if (ipc->running) {
         ssize_t w = write(ipc->wake[1], "q", 1);
         (void)w;

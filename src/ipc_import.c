@@ -300,3 +300,12 @@ void gp_ipc_imports_drop(gpool_t *pool, gp_ipc *ipc)
     }
     gp_dc_leave(&pool->dc, pushed);
 }
+
+void gp_ipc_imports_forget(gp_ipc *ipc)
+{
+    for (gp_ipc_import *im = ipc->imports; im; im = im->next)
+        if (im->conn >= 0) {
+            close(im->conn);
+            im->conn = -1;
+        }
+}

@@ -81,7 +81,8 @@ typedef struct msg {
     gpool_ipc_handle h;
     uint64_t check_bytes;
     uint32_t seed, op; /* op: 0 read and close, 1 read, answer, wait, read again, close, 2 read,
-                          answer, then exit without closing, 3 import: answer the status */
+                          answer, then exit without closing, 3 import: answer the status, 4 as 1
+                          with a child forked after the import */
 } msg;
 
 /* ---------- the importer ---------- */
@@ -106,7 +107,11 @@ static int importer(int in, int out)
             return 91;
         }
         int32_t ok = check_pattern(p, m.check_bytes, m.seed);
-        if (m.op == 1 || m.op == 2) {
+        if (m.op == 4 && fork() == 0) { /* a child that outlives the import by 3 s */
+            sleep(3);
+            _exit(0);
+        }
+        if (m.op == 1 || m.op == 2 || m.op == 4) {
             write_full(out, &ok, sizeof ok);
             if (m.op == 2) _exit(0); /* dies with the block open */
             char go;
@@ -146,14 +151,19 @@ static int block_live(gpool_t *pool, void *p)
     return gpool_block_size(pool, p, &sz) == GPOOL_OK;
 }
 
-/* Wait (up to 5 s) for the helper thread to carry out a deferred free. */
-static int wait_freed(gpool_t *pool, void *p)
+/* Wait (up to ms) for the helper thread to carry out a deferred free. */
+static int wait_freed_ms(gpool_t *pool, void *p, int ms)
 {
-    for (int i = 0; i < 500 && block_live(pool, p); i++) {
+    for (int i = 0; i < ms / 10 && block_live(pool, p); i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     return !block_live(pool, p);
+}
+
+static int wait_freed(gpool_t *pool, void *p)
+{
+    return wait_freed_ms(pool, p, 5000);
 }
 
 static void init(void)
@@ -394,5 +404,34 @@ Test(ipc, many_blocks_many_importers, .init = init)
     }
     for (int k = 0; k < NCHILD; k++)
         cr_assert_eq(child_wait(&c[k]), 0);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* An importer that forks after importing: its child's copy of the connection must not keep the
+ * block open after the importer closed it (ipc_fork.c closes the child's copies). */
+Test(ipc, a_child_forked_by_the_importer_does_not_hold_the_block, .init = init)
+{
+    child c = spawn(importer);
+    gpool_t *pool = exporter_pool();
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &p), GPOOL_OK);
+    fill_pattern(p, 2 * MiB, 17);
+    msg m = {.check_bytes = 2 * MiB, .seed = 17, .op = 4};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK);
+    cr_assert_eq(write_full(c.to, &m, sizeof m), 0);
+    int32_t ok = 0;
+    cr_assert_eq(read_full(c.from, &ok, sizeof ok), 0);
+    cr_assert(ok);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert(block_live(pool, p));
+    cr_assert_eq(write_full(c.to, "g", 1), 0);
+    cr_assert_eq(read_full(c.from, &ok, sizeof ok), 0);
+    cr_assert(ok);
+    /* the importer closed it; its child (asleep for 3 s) must not count */
+    cr_assert(wait_freed_ms(pool, p, 1500), "the importer's child keeps the block open");
+    {
+        int crc = child_wait(&c);
+        cr_assert_eq(crc, 0, "the importer exited %d", crc);
+    }
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
