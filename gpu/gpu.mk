@@ -21,6 +21,7 @@
 
 GPU_BUILD     := $(BUILD)/gpu
 GPU_TOOLS     := $(GPU_BUILD)/gpu-latency $(GPU_BUILD)/gpu-datapath $(GPU_BUILD)/gpu-drvcost
+GPU_TOOLS     += $(GPU_BUILD)/gpu-ipc # two-process IPC check (gpu/ipc.c, docs/ipc.md)
 GPU_CHECK_OUT ?= build/gpu-check.md
 
 ifneq ($(DEPS_PREFIX),)

@@ -313,6 +313,14 @@ typedef struct gpool_config {
      *  reused once an event shows its work done (PyTorch's caching allocator's rule).
      *  Since 0.2.1: a caller built against 0.2.0 gets the default. */
     int stream_reuse;
+    /** Not used: it covers the 0.2.1 layout's tail padding (as reserved0 does for 0.2.0). */
+    int reserved1;
+    /** 1: device pages are created exportable (requestedHandleTypes =
+     *  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), so that gpool_export_block() can share a
+     *  block with another process (GPOOL_CONF key ipc=0|1; docs/ipc.md). 0 (default): not
+     *  exportable, gpool_export_block() answers GPOOL_ERR_UNSUPPORTED. Importing needs no
+     *  ipc. Since 0.2.2: a caller built against an older gpool.h gets 0. */
+    int ipc;
 } gpool_config;
 
 /** Initializer for a gpool_config: struct_size set and the values gpool_config_default()
@@ -997,6 +1005,123 @@ GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
  * @return a gpool_status as listed. Thread-safe.
  */
 GPOOL_API gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size);
+
+/* ---------- Sharing blocks with other processes (CUDA IPC; docs/ipc.md) ---------- */
+
+/** GPOOL_IPC_MAGIC in a gpool_ipc_handle's first four bytes ("GPIH", little-endian). */
+#define GPOOL_IPC_MAGIC 0x48495047u
+/** The layout of gpool_ipc_handle this header describes. */
+#define GPOOL_IPC_VERSION 1
+
+/**
+ * What another process needs to map one exported device block: plain bytes, 64 of them (the
+ * size of CUDA's cudaIpcMemHandle_t), to be sent any way the processes like (a pipe, a
+ * socket, shared memory). It names no file descriptor: the importer gets those from the
+ * exporting process over a Unix-domain socket (SCM_RIGHTS) that a helper thread of the
+ * exporting pool serves; the socket's abstract name comes from pid and token. Nothing in it
+ * is a capability by itself: the exporter also checks the importer's user (SO_PEERCRED).
+ */
+typedef struct gpool_ipc_handle {
+    uint32_t magic;      /**< GPOOL_IPC_MAGIC */
+    uint16_t version;    /**< GPOOL_IPC_VERSION */
+    uint16_t device;     /**< the exporting pool's device ordinal */
+    uint32_t pid;        /**< the exporting process */
+    uint32_t check;      /**< checksum of the other fields (a torn or altered handle) */
+    uint64_t token;      /**< random, per exporting pool: names its socket */
+    uint64_t export_id;  /**< the export, inside that pool */
+    uint64_t secret;     /**< random, per export: a guessed export_id is not enough */
+    uint64_t block_size; /**< the block's size (gpool_block_desc.size) */
+    uint64_t offset;     /**< the exported pointer's offset from the block's start */
+    uint64_t reserved;   /**< zero */
+} gpool_ipc_handle;
+
+/**
+ * Share a live device block with other processes: fill *out with a handle that
+ * gpool_import_block() in another process turns into a pointer to the same memory.
+ *
+ * The pool must have been created with gpool_config.ipc = 1 (GPOOL_CONF ipc=1): only then
+ * are its device pages exportable. ptr may be anywhere inside the block; the importer gets
+ * the same offset inside its mapping. A small block that shares its pages (a slab) exports
+ * those pages: the importer maps them whole and can reach their other blocks too (the
+ * driver shares pages, not bytes). The first export of a block exports its pages' file
+ * descriptors (cuMemExportToShareableHandle, one per physical handle) and starts the pool's
+ * helper thread if none runs; later exports of the same block reuse them.
+ *
+ * While any process has the block open, freeing it (gpool_free, gpool_free_async, or the
+ * drop-in's cudaFree) succeeds but is deferred: its pages are not reused until the last
+ * importer closed it or died (its socket closed); then the block is freed on the stream it
+ * was freed on (that stream must still exist). A block freed with no importer ends its
+ * export: handles made for it are stale from then on.
+ *
+ * Cost: the first export of a block takes one lookup under the device arena's lock,
+ * O(physical handles of the pool), and one driver call per physical handle it spans; later
+ * ones a lookup of the pool's exports. The helper thread costs one thread and one socket per
+ * exporting pool, and one descriptor per open import.
+ *
+ * @param pool the exporting pool.
+ * @param ptr  an address inside a live device block of the pool.
+ * @param[out] out receives the handle.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool, ptr or out is NULL.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not inside a live device block of this pool.
+ * @retval GPOOL_ERR_UNSUPPORTED the pool was created without ipc.
+ * @retval GPOOL_ERR_DRIVER cuMemExportToShareableHandle failed (the message says why).
+ * @retval GPOOL_ERR_IO the helper thread's socket could not be set up.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY out of host memory.
+ * @return a gpool_status as listed; on error nothing is exported. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_export_block(gpool_t *pool, const void *ptr, gpool_ipc_handle *out);
+
+/**
+ * Map a block another process exported (gpool_export_block()) into this process: *out
+ * points at the exported address, reachable by the pool's device.
+ *
+ * Connects to the exporter's socket, receives the pages' file descriptors, imports them
+ * (cuMemImportFromShareableHandle), maps them into fresh address space and gives the pool's
+ * device read-write access. The connection stays open until gpool_close_imported(): it is
+ * how the exporter knows the block is still used. The importing pool needs no ipc setting.
+ * Order: the exporter's writes are visible once the work that made them completed (the
+ * processes synchronize between them, as with CUDA IPC).
+ *
+ * Cost: one connection, one message each way (plus one per 200 physical handles), and per
+ * physical handle an import, a map; one reservation and one cuMemSetAccess.
+ *
+ * @param pool   the importing pool (its device must be the exporter's).
+ * @param handle the handle, as gpool_export_block() wrote it.
+ * @param[out] out receives the address.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG a NULL argument; the handle is not a gpool handle, is of
+ *         another version, was altered (its checksum), was exported by this same pool, or
+ *         names another device.
+ * @retval GPOOL_ERR_INVALID_POINTER stale: the exporting pool or process is gone, or the
+ *         block was freed, or the exporter does not know the export (a forged handle).
+ * @retval GPOOL_ERR_UNSUPPORTED the driver lacks cuMemImportFromShareableHandle.
+ * @retval GPOOL_ERR_DRIVER a driver call failed.
+ * @retval GPOOL_ERR_IO the exchange with the exporter failed.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY out of host memory.
+ * @return a gpool_status as listed; on error nothing stays mapped, imported or open.
+ *         Thread-safe.
+ */
+GPOOL_API gpool_status gpool_import_block(gpool_t *pool, const gpool_ipc_handle *handle,
+                                          void **out);
+
+/**
+ * Unmap a block gpool_import_block() mapped and tell its exporter (the connection closes).
+ * Synchronizes the pool's context first (cuCtxSynchronize), so that no queued work of this
+ * process still reads the memory when it is unmapped. The address must not be used after.
+ *
+ * Cost: a context synchronize, one unmap per physical handle, one address free.
+ *
+ * @param pool the pool that imported it.
+ * @param ptr  the address gpool_import_block() gave.
+ * @retval GPOOL_OK
+ * @retval GPOOL_ERR_INVALID_ARG pool or ptr is NULL.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not an open import of this pool (never imported,
+ *         or already closed).
+ * @retval GPOOL_ERR_DRIVER unmapping failed; the import stays open.
+ * @return a gpool_status as listed. Thread-safe.
+ */
+GPOOL_API gpool_status gpool_close_imported(gpool_t *pool, void *ptr);
 
 #ifdef __cplusplus
 }

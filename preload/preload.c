@@ -832,6 +832,9 @@ static const struct {
     {"cuMemCreate", (void *)gpp_cuMemCreate},
     {"cuMemAllocManaged", (void *)gpp_cuMemAllocManaged},
     {"cuMemAllocPitch_v2", (void *)gpp_cuMemAllocPitch_v2},
+    {"cuIpcGetMemHandle", (void *)gpp_cuIpcGetMemHandle},
+    {"cuIpcOpenMemHandle_v2", (void *)gpp_cuIpcOpenMemHandle_v2},
+    {"cuIpcCloseMemHandle", (void *)gpp_cuIpcCloseMemHandle},
 };
 
 void *gpp_hook_for_symbol(const char *name)
@@ -875,6 +878,9 @@ static const struct {
     {"cuMemCreate", 10020, (void *)gpp_cuMemCreate, NULL},
     {"cuMemAllocManaged", 6000, (void *)gpp_cuMemAllocManaged, NULL},
     {"cuMemAllocPitch", 3020, (void *)gpp_cuMemAllocPitch_v2, NULL},
+    {"cuIpcGetMemHandle", 4010, (void *)gpp_cuIpcGetMemHandle, NULL},
+    {"cuIpcOpenMemHandle", 11000, (void *)gpp_cuIpcOpenMemHandle_v2, NULL},
+    {"cuIpcCloseMemHandle", 4010, (void *)gpp_cuIpcCloseMemHandle, NULL},
 };
 
 /* Our replacement for what the real cuGetProcAddress answered (real_fn), or NULL to keep it. */

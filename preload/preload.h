@@ -271,6 +271,10 @@ CUresult gpp_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 CUresult gpp_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
 CUresult gpp_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                 unsigned int element_size);
+/* CUDA IPC on gpool blocks (preload_ipc.c). */
+CUresult gpp_cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+CUresult gpp_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult gpp_cuIpcCloseMemHandle(CUdeviceptr dptr);
 /* cuMemAlloc passed through to the driver (gpool did not serve it), with the same retry. */
 CUresult gpp_real_mem_alloc(CUdeviceptr *dptr, size_t bytesize);
 
@@ -282,6 +286,7 @@ typedef enum {
     GPP_NOTICE_LINKED,      /* the program's linked libcuda is not the one gpool loaded */
     GPP_NOTICE_FLUSH_EVENT, /* cudafree_flush=event cannot track a stream: flushes synchronize */
     GPP_NOTICE_STREAM_MODE, /* cudafree=stream met a non-blocking stream: batch from then on */
+    GPP_NOTICE_IPC,         /* an IPC handle of a block of a pool without ipc=1 (preload_ipc.c) */
     GPP_NOTICE_COUNT
 } gpp_notice;
 void gpp_notice_once(gpp_notice kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

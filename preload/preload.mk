@@ -82,3 +82,11 @@ $(ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/
 	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
 # (PRELOAD_HELPERS' order-only line above is expanded before this +=: name it here too)
 $(BUILD)/tests/test_preload_adversarial: | $(ADV_PROGS)
+# ipc_prog (tests/test_preload_ipc.c): CUDA IPC between a producer and its forked consumers,
+# linked as adv_prog is.
+IPC_PROGS := $(PRELOAD_TDIR)/ipc_prog
+PRELOAD_HELPERS += $(IPC_PROGS)
+$(IPC_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
+	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
+$(BUILD)/tests/test_preload_ipc: | $(IPC_PROGS)

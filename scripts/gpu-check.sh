@@ -202,6 +202,17 @@ if [ $rc -ne 0 ]; then
 fi
 md ""
 
+# ---- 3b. IPC between two processes (gpu/ipc.c, docs/ipc.md) ----------------------------------
+md "## 3b. IPC"
+run_step ipc "$LOG/ipc.log" "$BUILD/gpu/gpu-ipc"
+rc=$?
+grep -a '^- ' "$LOG/ipc.log" >>"$OUT"
+if [ $rc -ne 0 ]; then
+  failures=$((failures + 1))
+  md "- **FAIL** gpu-ipc exited $rc (log $LOG/ipc.log)"
+fi
+md ""
+
 # ---- 4. frameworks ----------------------------------------------------------------------------
 md "## 4. Frameworks"
 for fw in torch cupy; do

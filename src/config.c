@@ -103,6 +103,12 @@ static const gp_option config_keys[] = {
      .offset = offsetof(gpool_config, stream_reuse),
      .choices = stream_reuse_names,
      .help = "wait: a stream may wait for another's frees; events: only completed ones"},
+    {.name = "ipc",
+     .type = GP_OPT_INT,
+     .offset = offsetof(gpool_config, ipc),
+     .min = 0,
+     .max = 1,
+     .help = "1: device pages exportable to other processes (gpool_export_block)"},
 };
 
 const gp_option_table gp_config_options = {config_keys, sizeof config_keys / sizeof config_keys[0]};

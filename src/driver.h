@@ -39,6 +39,8 @@
     X(cuMemUnmap, v10020, 1)                                                                       \
     X(cuMemSetAccess, v10020, 1)                                                                   \
     X(cuMemGetAllocationGranularity, v10020, 1)                                                    \
+    X(cuMemExportToShareableHandle, v10020, 0)                                                     \
+    X(cuMemImportFromShareableHandle, v10020, 0)                                                   \
     X(cuMemAlloc, v3020, 0)                                                                        \
     X(cuMemFree, v3020, 0)                                                                         \
     X(cuMemAllocAsync, v11020, 0)                                                                  \

@@ -31,6 +31,10 @@ gpool_status gp_device_kind_create(gpool_t *pool)
         gp_vidmem_ops.fini(vctx, NULL);
         return st;
     }
+    if (pool->cfg.ipc && (st = gp_vidmem_set_ipc(vctx)) != GPOOL_OK) {
+        gp_vidmem_ops.fini(vctx, NULL);
+        return st;
+    }
     /* memory above the threshold is to go back: growth would pin some (vidmem.h) */
     if (pool->cfg.release_threshold) gp_vidmem_set_growth(vctx, 0);
     pool->granularity = gp_vidmem_granularity(vctx);

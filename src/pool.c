@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "fork.h"
+#include "ipc.h"
 #include "kind.h"
 #include "policy.h"
 #include "pool.h"
@@ -123,6 +124,7 @@ gpool_status gpool_destroy(gpool_t *pool)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_destroy: pool is NULL");
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_destroy");
+    gp_ipc_destroy(pool);
     gp_pool_unregister(pool);
     pthread_mutex_lock(&pool->lock);
     gp_tcache_pool_gone(pool);
@@ -298,6 +300,10 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, c
 
 gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
+    /* a block another process has open: freed when the last importer closes it (ipc.h) */
+    if (pool && atomic_load_explicit(&pool->ipc, memory_order_relaxed) &&
+        gp_ipc_owner_free(pool, ptr, pool->cfg.default_stream))
+        return GPOOL_OK;
     /* the hot path: a small block back into this thread's cache */
     if (__builtin_expect(pool && ptr && !pool->trace &&
                              !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
@@ -310,6 +316,9 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
 
 gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
+    if (pool && atomic_load_explicit(&pool->ipc, memory_order_relaxed) &&
+        gp_ipc_owner_free(pool, ptr, stream))
+        return GPOOL_OK;
     return free_impl(pool, ptr, stream, "gpool_free_async");
 }
 

@@ -40,6 +40,7 @@ struct gpool {
     /* device allocations that failed out of memory / that released cache and retried: once
      * per gpool_alloc call, however many attempts it made */
     _Atomic uint64_t dev_ooms, dev_oom_retries;
+    _Atomic(struct gp_ipc *) ipc; /* blocks shared with other processes (ipc.h); NULL: none */
 };
 
 gpool_status gp_config_check(const gpool_config *cfg);

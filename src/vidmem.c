@@ -206,6 +206,54 @@ gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out)
     return GPOOL_OK;
 }
 
+gpool_status gp_vidmem_set_ipc(void *ctx)
+{
+    gp_vidmem *v = ctx;
+    int ok = 1; /* a driver that cannot answer: cuMemCreate says it then */
+    if (GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER,
+               v->dc.drv->cuDeviceGetAttribute(
+                   &ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                   v->dc.dev)) != CUDA_SUCCESS)
+        ok = 1;
+    if (!ok && v->dc.drv->cuMemExportToShareableHandle) {
+        /* the attribute says no: a driver may still take the handle type (the simulator
+         * answers 0 for the attribute); one granule asked for settles it */
+        CUmemAllocationProp p = v->prop;
+        CUmemGenericAllocationHandle h = 0;
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        int pushed;
+        gp_dc_enter(&v->dc, &pushed);
+        if (GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_CREATE, v->dc.drv->cuMemCreate(&h, v->gran, &p, 0)) ==
+            CUDA_SUCCESS) {
+            ok = 1;
+            GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_RELEASE, v->dc.drv->cuMemRelease(h));
+        }
+        gp_dc_leave(&v->dc, pushed);
+    }
+    if (!ok || !v->dc.drv->cuMemExportToShareableHandle)
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "ipc=1: device %d cannot export memory as POSIX file descriptors%s",
+                       (int)v->dc.dev,
+                       ok ? " (the driver has no cuMemExportToShareableHandle)" : "");
+    v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return GPOOL_OK;
+}
+
+size_t gp_vidmem_pieces(void *ctx, uintptr_t addr, size_t size, gp_vidmem_piece *out, size_t max)
+{
+    gp_vidmem *v = ctx;
+    size_t n = 0;
+    for (size_t i = 0; i < v->nhandles; i++) {
+        const vm_handle *hd = &v->handles[i];
+        if (!hd->addr || hd->addr >= addr + size || hd->addr + hd->npages * v->gran <= addr)
+            continue;
+        if (n < max)
+            out[n] = (gp_vidmem_piece){.h = hd->h, .addr = hd->addr, .size = hd->npages * v->gran};
+        n++;
+    }
+    return n;
+}
+
 size_t gp_vidmem_granularity(void *ctx)
 {
     return ((gp_vidmem *)ctx)->gran;

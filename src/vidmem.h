@@ -33,6 +33,18 @@ gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access);
 /* Devices each mapping is made accessible to (the pool's own first). */
 size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max);
 size_t gp_vidmem_granularity(void *ctx);
+/* gpool_config.ipc: pages created from now on are exportable as POSIX file descriptors
+ * (requestedHandleTypes). GPOOL_ERR_UNSUPPORTED when the device or driver cannot. */
+gpool_status gp_vidmem_set_ipc(void *ctx);
+/* One physical handle and where it is mapped (src/ipc_export.c). */
+typedef struct gp_vidmem_piece {
+    CUmemGenericAllocationHandle h;
+    uintptr_t addr;
+    size_t size;
+} gp_vidmem_piece;
+/* The mapped handles that overlap [addr, addr + size), in no order: up to max into out; returns
+ * how many there are. Caller holds the device arena's lock. O(handles). */
+size_t gp_vidmem_pieces(void *ctx, uintptr_t addr, size_t size, gp_vidmem_piece *out, size_t max);
 /* Turn growth (above) off (on = 0) or back on; a pool with a release threshold turns it off,
  * since memory it pins could not go back. */
 void gp_vidmem_set_growth(void *ctx, int on);

@@ -340,3 +340,7 @@ class Pool:
     def __repr__(self):
         state = "closed" if self._handle is None else "0x%x" % self._handle.value
         return "<gpool.Pool device=%d %s>" % (self.device, state)
+
+
+from . import ipc as _ipc  # noqa: E402  Pool.export / import_ / close_imported (gpool/ipc.py)
+_ipc._attach(Pool)

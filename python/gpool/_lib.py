@@ -85,6 +85,8 @@ class gpool_config(_Sized):
         ("peer_access", ctypes.c_int),
         ("reserved0", ctypes.c_int),
         ("stream_reuse", ctypes.c_int),
+        ("reserved1", ctypes.c_int),
+        ("ipc", ctypes.c_int),  # gpool/ipc.py, docs/ipc.md
     ]
 
 
