@@ -190,6 +190,9 @@ static int sim_attribute(CUdevice_attribute attr, int dev, int *value)
         *value = !sim_mode_host_alias();
         return 0;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+        /* cuMemCreate takes CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (sim_ipc.c) */
+        *value = 1;
+        return 0;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:

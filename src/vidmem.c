@@ -215,21 +215,6 @@ gpool_status gp_vidmem_set_ipc(void *ctx)
                    &ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                    v->dc.dev)) != CUDA_SUCCESS)
         ok = 1;
-    if (!ok && v->dc.drv->cuMemExportToShareableHandle) {
-        /* the attribute says no: a driver may still take the handle type (the simulator
-         * answers 0 for the attribute); one granule asked for settles it */
-        CUmemAllocationProp p = v->prop;
-        CUmemGenericAllocationHandle h = 0;
-        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        int pushed;
-        gp_dc_enter(&v->dc, &pushed);
-        if (GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_CREATE, v->dc.drv->cuMemCreate(&h, v->gran, &p, 0)) ==
-            CUDA_SUCCESS) {
-            ok = 1;
-            GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_RELEASE, v->dc.drv->cuMemRelease(h));
-        }
-        gp_dc_leave(&v->dc, pushed);
-    }
     if (!ok || !v->dc.drv->cuMemExportToShareableHandle)
         return gp_fail(GPOOL_ERR_UNSUPPORTED,
                        "ipc=1: device %d cannot export memory as POSIX file descriptors%s",

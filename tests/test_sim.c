@@ -347,6 +347,9 @@ Test(sim, device_queries)
     cr_assert_eq(D.cuDeviceGetAttribute(
                      &a, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0),
                  CUDA_SUCCESS);
+    cr_assert_eq(a, 1); /* exportable handles: sim_ipc.c */
+    cr_assert_eq(D.cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0),
+                 CUDA_SUCCESS);
     cr_assert_eq(a, 0);
     cr_assert_eq(D.cuDeviceGetAttribute(&a, (CUdevice_attribute)9999, 0), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(D.cuDeviceGetAttribute(&a, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 7),
