@@ -137,6 +137,9 @@ const char *bench_streams_name(unsigned variant);
  * given lagged completion. 0, or -1 with err. */
 int bench_trace_multistream(const bench_trace *in, unsigned variant, unsigned lag_ops,
                             bench_trace *out, char *err, size_t errlen);
+/* trace_scale.c: multiply every request size of t by factor (>= 1; 1 changes nothing); its name
+ * gets "@xN". 0, or -1 with err when a size would pass BENCH_MAX_REQUEST. */
+int bench_trace_scale(bench_trace *t, unsigned factor, char *err, size_t errlen);
 /* The replay's side of lagged completion: hold every stream, release and hold again every
  * lag_ops operations, release at the end. No-ops when t->lag_ops is 0. */
 void bench_lag_begin(const bench_trace *t, CUstream *streams);
