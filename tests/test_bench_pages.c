@@ -101,3 +101,16 @@ Test(bench_pages, scale_multiplies_every_request_size)
     cr_assert(strstr(slurp(err_path), "--scale: 1 to 1024"), "%s", slurp(err_path));
     cr_assert_eq(bench("fit " ABOVE " --strategy gpool --scale 1025"), 2);
 }
+
+/* Issue 27: under pressure a request goes where it needs the fewest fresh pages (src/heap.c,
+ * the arena's retry): transformer-train fits 4 pages above its physical limit (was 5). */
+Test(bench_pages, pressure_placement_saves_a_page, .timeout = 120)
+{
+    cr_assert_eq(bench("fit bench/traces/transformer-train.csv --strategy gpool --json"), 0, "%s",
+                 slurp(err_path));
+    const char *k = strstr(slurp(out_path), "\"pages_above_limit\":");
+    long above = -1;
+    cr_assert(k && sscanf(k + strlen("\"pages_above_limit\":"), "%ld", &above) == 1, "%s",
+              slurp(out_path));
+    cr_assert(above >= 0 && above <= 4, "%ld pages above", above);
+}
