@@ -503,6 +503,7 @@ static int cmd_fit(cli *c, const bench_device *dev)
     bench_fit f;
     bench_fit_run(dev, c->strategies[0], &t, 1, &f);
     bench_fit_waste_measure(dev, c->strategies[0], &t, &f);
+    bench_fit_fail_measure(dev, c->strategies[0], &t, &f);
     bench_print_fit(stdout, dev, &t, &f, c->json);
     bench_trace_free(&t);
     return f.error ? 1 : 0;

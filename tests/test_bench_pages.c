@@ -114,3 +114,24 @@ Test(bench_pages, pressure_placement_saves_a_page, .timeout = 120)
               slurp(out_path));
     cr_assert(above >= 0 && above <= 4, "%ld pages above", above);
 }
+
+/* fit says what the allocation that fails one page below the min capacity found: on
+ * one-page-above, the 1.9 MiB request at 4 MiB meets pages 0 and 1, each half a page of the
+ * 1 MiB block and 1.5 MiB free (3 MiB a tail-spanning block could use), no idle page. */
+Test(bench_pages, fit_says_what_the_failing_request_found)
+{
+    cr_assert_eq(bench("fit " ABOVE " --strategy gpool --json"), 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path),
+                     "\"at_failure\":{\"capacity_bytes\":4194304,\"request_bytes\":1992294,"
+                     "\"backed_pages\":2,\"partial_pages\":2,\"partial_free_bytes\":3145728,"
+                     "\"idle_pages\":0}"),
+              "%s", slurp(out_path));
+    cr_assert_eq(bench("fit " ABOVE " --strategy gpool"), 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "  at the failure     a request of 1.90 MiB at 4.0 MiB (min "
+                                      "capacity - 1 page) found 2 backed pages: 2 partly used "
+                                      "(3.00 MiB free in them), 0 holding nothing"),
+              "%s", slurp(out_path));
+    /* a strategy without snapshots says nothing about it */
+    cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda --json"), 0);
+    cr_assert(strstr(slurp(out_path), "\"at_failure\":null"), "%s", slurp(out_path));
+}
