@@ -28,14 +28,14 @@
 
 #include "sim_internal.h"
 
-#define SIM_UNIT_SHIFT  16 /* 64 KiB: no mode has a smaller granularity */
-#define SIM_UNIT        ((size_t)1 << SIM_UNIT_SHIFT)
-#define SIM_STORE_SPAN  ((size_t)1 << 42) /* 4 TiB of sparse file offsets per store */
-#define SIM_STORE_UNITS (SIM_STORE_SPAN >> SIM_UNIT_SHIFT)
-_Static_assert(SIM_STORE_SPAN <= (size_t)1 << SIM_PHYS_STORE_SHIFT, "stores' keys overlap");
+#define SIM_UNIT_SHIFT   16 /* 64 KiB: no mode has a smaller granularity */
+#define SIM_UNIT         ((size_t)1 << SIM_UNIT_SHIFT)
+#define SIM_STORE_SPAN   ((size_t)1 << 42) /* 4 TiB of sparse file offsets per store */
+#define SIM_STORE_UNITS  (SIM_STORE_SPAN >> SIM_UNIT_SHIFT)
 #define SIM_NSTORES      (GPOOL_SIM_MAX_DEVICES + 1) /* last: host-located handles */
 #define SIM_LOC_HOST     GPOOL_SIM_MAX_DEVICES       /* access slot of the host */
 #define SIM_HASH_BUCKETS 65536
+_Static_assert(SIM_STORE_SPAN <= (size_t)1 << SIM_PHYS_STORE_SHIFT, "stores' keys overlap");
 
 struct sim_store {
     int fd;         /* -1 until first used */
