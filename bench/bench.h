@@ -137,6 +137,9 @@ const char *bench_streams_name(unsigned variant);
  * given lagged completion. 0, or -1 with err. */
 int bench_trace_multistream(const bench_trace *in, unsigned variant, unsigned lag_ops,
                             bench_trace *out, char *err, size_t errlen);
+/* trace_scale.c: multiply every request size of t by factor (>= 1; 1 changes nothing); its name
+ * gets "@xN". 0, or -1 with err when a size would pass BENCH_MAX_REQUEST. */
+int bench_trace_scale(bench_trace *t, unsigned factor, char *err, size_t errlen);
 /* The replay's side of lagged completion: hold every stream, release and hold again every
  * lag_ops operations, release at the end. No-ops when t->lag_ops is 0. */
 void bench_lag_begin(const bench_trace *t, CUstream *streams);
@@ -364,6 +367,19 @@ typedef struct bench_fit_waste {
     uint64_t pending;   /* free bytes queued work may still use */
 } bench_fit_waste;
 
+/* The pages at the allocation that fails one page below the min capacity
+ * (bench_fit_fail_measure), after the strategy gave back what it could: what the trace's
+ * hardest request found. */
+typedef struct bench_fit_fail {
+    int measured;           /* 1: read from a snapshot at the failed allocation */
+    uint64_t capacity;      /* min capacity - 1 page */
+    uint64_t request;       /* bytes the failed allocation asked for */
+    uint64_t backed_pages;  /* pages with memory behind them */
+    uint64_t partial_pages; /* backed pages partly used by blocks, slabs or pending frees */
+    uint64_t partial_free;  /* free bytes in those */
+    uint64_t idle_pages;    /* backed pages holding nothing (a multi-page handle partly used) */
+} bench_fit_fail;
+
 typedef struct bench_fit {
     char strategy[256];
     int skipped, error;
@@ -380,6 +396,7 @@ typedef struct bench_fit {
     unsigned replays;
     int leak_warned;
     bench_fit_waste waste; /* filled by bench_fit_waste_measure (fit), else not measured */
+    bench_fit_fail fail;   /* filled by bench_fit_fail_measure (fit), else not measured */
 } bench_fit;
 
 /* Smallest capacity, in 2 MiB steps, at which the trace replays with no failure. Simulated
@@ -392,6 +409,12 @@ int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *
  * the replay or the snapshot fails). Simulated driver only, as bench_fit_run. */
 void bench_fit_waste_measure(const bench_device *dev, const char *spec, const bench_trace *t,
                              bench_fit *f);
+
+/* fit_fail.c: one more replay of spec one page below f->min_capacity, stopping at the failed
+ * allocation with a gpool_dump_json snapshot there, fills f->fail (left unmeasured as
+ * bench_fit_waste_measure leaves f->waste). Simulated driver only. */
+void bench_fit_fail_measure(const bench_device *dev, const char *spec, const bench_trace *t,
+                            bench_fit *f);
 
 /* ---- json.c: a small JSON reader (for snapshots) ------------------------------------------ */
 

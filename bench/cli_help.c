@@ -21,6 +21,9 @@ typedef struct cmd_help {
     "  train   --seed N --steps N --layers N\n"                                                    \
     "  frame   --seed N --frames N\n"                                                              \
     "  --save-trace FILE      write the (generated) trace as CSV\n"                                \
+    "  --scale N              every request size times N (1 to 1024; e.g. 32 on a 141 GiB "        \
+    "device:\n"                                                                                    \
+    "                         GPOOL_SIM_MEMORY=141G)\n"                                            \
     "  --streams 1|2|4|side   replay a multi-stream variant (bursts on 2 or 4 streams, or "        \
     "inputs\n"                                                                                     \
     "                         on a side stream freed on the main one)\n"                           \
@@ -55,6 +58,9 @@ static const cmd_help helps[] = {
                 "ratios.\n"
                 "  --strategy S           a strategy (repeatable)\n"
                 "  --require-goal         exit status 3 when a strategy misses the fit goal\n"
+                "  --require-pages N      exit status 3 when gpool is more than N pages above the\n"
+                "                         physical limit on a trace (a pages-goal line says how "
+                "far)\n"
                 "  --json                 JSON on stdout\n" TRACE_HELP COMMON_HELP},
     {"hotpath", "usage: gpool-bench hotpath [options]\n"
                 "Cost of a small alloc+free pair, gpool against jemalloc; then the pinned and\n"

@@ -21,6 +21,8 @@ typedef struct cli {
     int json;
     int stop_at_failure;
     int require_goal;
+    long require_pages; /* compare: exit 3 when gpool is more pages above the limit (-1: off) */
+    unsigned scale;     /* every request size times this (1: as recorded) */
     unsigned passes;
     const char *csv, *plot, *device, *save_trace, *snapshot, *png;
     bench_workload_opts wl;
@@ -50,6 +52,8 @@ static void usage(FILE *f)
            "  compare TRACE... [--strategy S]... [--json]\n"
            "         [--require-goal] (exit status 3 when a strategy misses the fit goal on a "
            "trace)\n"
+           "         [--require-pages N] (exit status 3 when gpool is more than N pages above the "
+           "physical limit on a trace)\n"
            "  hotpath [--pairs N] [--rounds N] [--json]\n"
            "         [--dropin] (the pair through libgpool_preload.so, cudaMalloc and cuMemAlloc,\n"
            "          at 10..100,000 live blocks of 512 B, 4 KiB, 1 MiB, next to gpool's own;\n"
@@ -98,6 +102,8 @@ static int parse_cli(int argc, char **argv, cli *c)
     c->rounds = 5;
     c->passes = 1;
     c->streams = 1;
+    c->require_pages = -1;
+    c->scale = 1;
     enum {
         O_CAP = 256,
         O_CSV,
@@ -120,6 +126,8 @@ static int parse_cli(int argc, char **argv, cli *c)
         O_SNAPSHOT,
         O_PNG,
         O_REQUIRE_GOAL,
+        O_REQ_PAGES,
+        O_SCALE,
         O_STREAMS,
         O_LAG,
         O_MAX_BLOCKS,
@@ -149,6 +157,8 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"snapshot", required_argument, NULL, O_SNAPSHOT},
                                          {"png", required_argument, NULL, O_PNG},
                                          {"require-goal", no_argument, NULL, O_REQUIRE_GOAL},
+                                         {"require-pages", required_argument, NULL, O_REQ_PAGES},
+                                         {"scale", required_argument, NULL, O_SCALE},
                                          {"streams", required_argument, NULL, O_STREAMS},
                                          {"lag", required_argument, NULL, O_LAG},
                                          {"max-blocks", required_argument, NULL, O_MAX_BLOCKS},
@@ -216,6 +226,22 @@ static int parse_cli(int argc, char **argv, cli *c)
             break;
         case O_REQUIRE_GOAL:
             c->require_goal = 1;
+            break;
+        case O_REQ_PAGES:
+            if (parse_count("--require-pages", optarg, &v)) return -1;
+            if (v > 1000000) {
+                fprintf(stderr, "gpool-bench: --require-pages: 0 to 1000000 pages\n");
+                return -1;
+            }
+            c->require_pages = (long)v;
+            break;
+        case O_SCALE:
+            if (parse_count("--scale", optarg, &v)) return -1;
+            if (v < 1 || v > 1024) {
+                fprintf(stderr, "gpool-bench: --scale: 1 to 1024\n");
+                return -1;
+            }
+            c->scale = (unsigned)v;
             break;
         case O_STREAMS:
             if (bench_parse_streams(optarg, &c->streams) != 0) {
@@ -321,6 +347,11 @@ static int load_trace(const cli *c, const char *name, bench_trace *t)
                                      : bench_trace_load(name, t, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "gpool-bench: %s\n", err);
+        return -1;
+    }
+    if (c->scale > 1 && bench_trace_scale(t, c->scale, err, sizeof err) != 0) {
+        fprintf(stderr, "gpool-bench: %s\n", err);
+        bench_trace_free(t);
         return -1;
     }
     if (c->streams > 1) {
@@ -472,6 +503,7 @@ static int cmd_fit(cli *c, const bench_device *dev)
     bench_fit f;
     bench_fit_run(dev, c->strategies[0], &t, 1, &f);
     bench_fit_waste_measure(dev, c->strategies[0], &t, &f);
+    bench_fit_fail_measure(dev, c->strategies[0], &t, &f);
     bench_print_fit(stdout, dev, &t, &f, c->json);
     bench_trace_free(&t);
     return f.error ? 1 : 0;
@@ -580,6 +612,33 @@ static void summary_calls(const char *name, const steady *st)
         printf("%s %llu / %llu", name, (unsigned long long)st->first, (unsigned long long)st->last);
     else
         printf("%s n/a", name);
+}
+
+/* One line: how far gpool is from the goal of at most N pages (--require-pages, else 2) above
+ * the physical limit on one stream (issue 27), with every trace that misses it. */
+#define BENCH_PAGES_GOAL 2
+static void pages_goal_line(const cli *c, const bench_fit *fits, const char (*names)[128], int ns,
+                            int ig)
+{
+    long goal = c->require_pages >= 0 ? c->require_pages : BENCH_PAGES_GOAL;
+    int met = 0, fitted = 0;
+    for (int k = 0; k < c->n_args; k++) {
+        const bench_fit *g = &fits[k * ns + ig];
+        if (!g->min_capacity) continue;
+        fitted++;
+        met += g->pages_above <= goal;
+    }
+    printf("pages-goal (gpool at most %ld page%s above the physical limit, one stream): %d of "
+           "%d traces",
+           goal, BENCH_PLURAL(goal), met, fitted);
+    const char *sep = "; above it: ";
+    for (int k = 0; k < c->n_args; k++) {
+        const bench_fit *g = &fits[k * ns + ig];
+        if (!g->min_capacity || g->pages_above <= goal) continue;
+        printf("%s%s %+lld", sep, names[k], (long long)g->pages_above);
+        sep = ", ";
+    }
+    printf("\n");
 }
 
 static int cmd_compare(cli *c, const bench_device *dev)
@@ -784,7 +843,21 @@ static int cmd_compare(cli *c, const bench_device *dev)
             printf("%s\n", *sep == ',' ? "; replay --passes 2 says why)" : "");
         }
     }
+    if (ig >= 0 && c->streams <= 1) pages_goal_line(c, fits, names, ns, ig);
 out:
+    if (c->require_pages >= 0 && !failed && ig >= 0) {
+        for (int k = 0; k < c->n_args; k++) {
+            const bench_fit *g = &fits[k * ns + ig];
+            if (!g->skipped && (!g->min_capacity || g->pages_above > c->require_pages)) {
+                if (!c->json)
+                    fprintf(stderr,
+                            "gpool-bench: gpool is more than %ld page%s above the physical "
+                            "limit on %s\n",
+                            c->require_pages, BENCH_PLURAL(c->require_pages), names[k]);
+                failed = 3;
+            }
+        }
+    }
     if (c->require_goal && !failed) {
         for (int k = 0; k < c->n_args * ns; k++)
             if (!fits[k].skipped && !fits[k].goal_met) {

@@ -331,6 +331,21 @@ static void fit_waste_json(FILE *f, const bench_fit_waste *w)
             (unsigned long long)w->holes, (unsigned long long)w->pending);
 }
 
+static void fit_fail_json(FILE *f, const bench_fit_fail *x)
+{
+    if (!x->measured) {
+        fprintf(f, ",\"at_failure\":null");
+        return;
+    }
+    fprintf(f,
+            ",\"at_failure\":{\"capacity_bytes\":%llu,\"request_bytes\":%llu,"
+            "\"backed_pages\":%llu,\"partial_pages\":%llu,\"partial_free_bytes\":%llu,"
+            "\"idle_pages\":%llu}",
+            (unsigned long long)x->capacity, (unsigned long long)x->request,
+            (unsigned long long)x->backed_pages, (unsigned long long)x->partial_pages,
+            (unsigned long long)x->partial_free, (unsigned long long)x->idle_pages);
+}
+
 void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, const bench_fit *x,
                      int json)
 {
@@ -363,6 +378,7 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
                 (unsigned long long)x->driver_calls, (unsigned long long)x->peak_reserved,
                 x->replays, x->leak_warned ? "true" : "false");
         fit_waste_json(f, &x->waste);
+        fit_fail_json(f, &x->fail);
         fprintf(f, "}\n");
         return;
     }
@@ -400,4 +416,13 @@ void bench_print_fit(FILE *f, const bench_device *dev, const bench_trace *t, con
                 "trace's peak in a replay at the min capacity)\n",
                 mib(w->backed), mib(x->peak_live), mib(w->tails), mib(w->holes), mib(w->slab_free),
                 mib(w->step), mib(w->pending));
+    const bench_fit_fail *y = &x->fail;
+    if (y->measured)
+        fprintf(f,
+                "  at the failure     a request of %.2f MiB at %.1f MiB (min capacity - 1 page) "
+                "found %llu backed page%s: %llu partly used (%.2f MiB free in them), %llu "
+                "holding nothing (pages of a multi-page handle partly in use)\n",
+                mib(y->request), mib(y->capacity), (unsigned long long)y->backed_pages,
+                BENCH_PLURAL(y->backed_pages), (unsigned long long)y->partial_pages,
+                mib(y->partial_free), (unsigned long long)y->idle_pages);
 }

@@ -16,7 +16,12 @@
  * one line to GPOOL_SIM_VIOLATION_LOG (O_APPEND: several processes can share the file) and
  * written into GPOOL_SIM_STATS; with GPOOL_SIM_STRICT=1 the first one aborts the process.
  * Nothing here runs unless memory is copied, set, touched or freed asynchronously, so
- * allocation-only workloads pay nothing. */
+ * allocation-only workloads pay nothing.
+ *
+ * The map is keyed by what names the bytes: the device address, except for VMM memory, whose
+ * keys are physical (store, offset: sim_phys.c), because one handle may be mapped at several
+ * addresses (cuMemMap) and two mappings of it reach the same bytes. Each access remembers the
+ * mapping it went through (via), so unmapping one alias checks the work queued through it. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +35,7 @@ struct sim_acc {
     uint32_t sid;
     uint64_t pos;
     const char *what;
+    uintptr_t via; /* base of the VMM mapping it went through; 0: not VMM memory */
 };
 
 struct sim_shadow {
@@ -198,18 +204,19 @@ static void sim_report(const struct CUstream_st *s, uintptr_t lo, uintptr_t hi, 
                      (unsigned long)hi);
 }
 
-/* Check one shadow range against an access; returns 1 if a violation was reported. */
+/* Check one shadow range against an access; returns 1 if a violation was reported (with the
+ * device addresses of the range: keys minus delta). */
 static int sim_check(const struct CUstream_st *s, const struct sim_shadow *sh, int kind,
-                     const char *what)
+                     const char *what, uintptr_t delta)
 {
     if (sh->has_write && (sh->freed || !sim_ordered(s, &sh->w))) {
-        sim_report(s, sh->lo, sh->hi, kind, what, &sh->w, 1, sh->freed);
+        sim_report(s, sh->lo - delta, sh->hi - delta, kind, what, &sh->w, 1, sh->freed);
         return 1;
     }
     if (kind == SIM_READ) return 0;
     for (uint32_t i = 0; i < sh->nr; i++) {
         if (!sim_ordered(s, &sh->r[i])) {
-            sim_report(s, sh->lo, sh->hi, kind, what, &sh->r[i], 0, 0);
+            sim_report(s, sh->lo - delta, sh->hi - delta, kind, what, &sh->r[i], 0, 0);
             return 1;
         }
     }
@@ -217,9 +224,9 @@ static int sim_check(const struct CUstream_st *s, const struct sim_shadow *sh, i
 }
 
 static void sim_update(struct sim_shadow *sh, const struct CUstream_st *s, int kind,
-                       const char *what)
+                       const char *what, uintptr_t via)
 {
-    struct sim_acc acc = {s->sid, s->submitted, what};
+    struct sim_acc acc = {s->sid, s->submitted, what, via};
     if (kind != SIM_READ) {
         sh->has_write = 1;
         sh->freed = kind == SIM_FREE;
@@ -245,11 +252,11 @@ static int sim_same(const struct sim_shadow *a, const struct sim_shadow *b)
 {
     return a->hi == b->lo && a->nr == 0 && b->nr == 0 && a->has_write == b->has_write &&
            a->freed == b->freed && a->w.sid == b->w.sid && a->w.pos == b->w.pos &&
-           a->w.what == b->w.what;
+           a->w.what == b->w.what && a->w.via == b->w.via;
 }
 
-void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access kind,
-                   const char *what)
+void sim_hb_access_key(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access kind,
+                       const char *what, uintptr_t va, uintptr_t via)
 {
     if (n == 0 || p + n < p) return;
     uintptr_t end = p + n;
@@ -265,8 +272,8 @@ void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access
             if (sim_sh_insert(i, &fresh) != 0) return;
         }
         struct sim_shadow *sh = &sim_sh[i];
-        if (!reported) reported = sim_check(s, sh, kind, what);
-        sim_update(sh, s, kind, what);
+        if (!reported) reported = sim_check(s, sh, kind, what, p - va);
+        sim_update(sh, s, kind, what, via);
         cursor = sh->hi;
         i++;
     }
@@ -280,8 +287,11 @@ void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access
     }
 }
 
-/* remove the shadow of [p, p+n); with what, first check the host knows every access done */
-static void sim_hb_drop(uintptr_t p, size_t n, const char *what)
+/* remove the shadow of keys [p, p+n) (keep it: remove 0); with what, first check the host knows
+ * every access done (only those through the mapping at via, when via is not 0); reports name
+ * device addresses, keys minus delta */
+static void sim_hb_drop_key(uintptr_t p, size_t n, const char *what, uintptr_t delta, uintptr_t via,
+                            int remove)
 {
     if (n == 0 || sim_nsh == 0) return;
     uintptr_t end = p + n < p ? UINTPTR_MAX : p + n;
@@ -293,34 +303,44 @@ static void sim_hb_drop(uintptr_t p, size_t n, const char *what)
         const struct sim_acc *pending = NULL;
         int pw = 0;
         if (reported) continue;
-        if (sh->has_write && !sh->freed && sim_host_clock(sh->w.sid) < sh->w.pos) {
+        if (sh->has_write && !sh->freed && sim_host_clock(sh->w.sid) < sh->w.pos &&
+            (!via || sh->w.via == via)) {
             pending = &sh->w;
             pw = 1;
         }
         for (uint32_t k = 0; !pending && k < sh->nr; k++)
-            if (sim_host_clock(sh->r[k].sid) < sh->r[k].pos) pending = &sh->r[k];
+            if (sim_host_clock(sh->r[k].sid) < sh->r[k].pos && (!via || sh->r[k].via == via))
+                pending = &sh->r[k];
         if (pending) {
             char b[96];
             sim_stream_name(pending->sid, b, sizeof b);
             sim_hb_violation("%s of [%#lx, %#lx) while a %s (%s) on %s at position %llu is not "
                              "known complete",
-                             what, (unsigned long)sh->lo, (unsigned long)sh->hi,
+                             what, (unsigned long)(sh->lo - delta), (unsigned long)(sh->hi - delta),
                              sim_kind_name(pw, 0), pending->what, b,
                              (unsigned long long)pending->pos);
             reported = 1;
         }
     }
-    sim_sh_remove(i, j - i);
+    if (remove) sim_sh_remove(i, j - i);
 }
 
 void sim_hb_release(uintptr_t p, size_t n, const char *what)
 {
-    sim_hb_drop(p, n, what);
+    sim_hb_drop_key(p, n, what, 0, 0, 1);
 }
 
 void sim_hb_forget(uintptr_t p, size_t n)
 {
-    sim_hb_drop(p, n, NULL);
+    sim_hb_drop_key(p, n, NULL, 0, 0, 1);
+}
+
+void sim_hb_unmap_key(uintptr_t key, size_t n, uintptr_t va, uintptr_t via, int last,
+                      const char *what)
+{
+    /* the last mapping: every access went through a mapping of this handle, and the bytes may
+     * go to a new handle (sim_vmm.c recycles store offsets) with no past */
+    sim_hb_drop_key(key, n, what, key - va, last ? 0 : via, last);
 }
 
 int sim_hb_freed(struct CUstream_st *s, uintptr_t p, size_t n, int *ordered)

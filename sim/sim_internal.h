@@ -158,6 +158,19 @@ void sim_count_forced_sync(void); /* lock held */
 /* Device of the calling thread's current context, or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult sim_current_device(int *dev);
 
+/* ---- sim_phys.c: the referee's keys for VMM memory are physical ---- */
+/* Shadow key of byte `offset` of store `store` (sim_vmm.c): above every user address (below
+ * 2^48), one span of 2^SIM_PHYS_STORE_SHIFT per store, so every mapping of a handle names the
+ * same keys. */
+#define SIM_PHYS_STORE_SHIFT 42
+static inline uintptr_t sim_phys_key(int store, size_t offset)
+{
+    return ((uintptr_t)1 << 56) + ((uintptr_t)store << SIM_PHYS_STORE_SHIFT) + offset;
+}
+/* The mapping [va, va+n) of the handle whose first byte has key `key` goes (cuMemUnmap); last:
+ * the handle's last mapping. Lock held. */
+void sim_phys_unmap(uintptr_t key, uintptr_t va, size_t n, int last, const char *what);
+
 /* ---- sim_vmm.c ---- */
 /* The VMM mapping containing p, for cuMemGetAddressRange. Lock held. */
 int sim_vmm_range(uintptr_t p, uintptr_t *base, size_t *size);
@@ -232,6 +245,17 @@ enum sim_access { SIM_READ, SIM_WRITE, SIM_FREE };
  * Lock held. */
 void sim_hb_access(struct CUstream_st *s, uintptr_t p, size_t n, enum sim_access kind,
                    const char *what);
+/* The shadow map under the access (sim_phys.c turns device addresses into keys: the address
+ * itself, or for VMM memory the physical bytes' key): the unit of work just submitted to s
+ * accesses keys [key, key+n), device addresses [va, va+n) through the mapping at via (0: not
+ * VMM memory). Lock held. */
+void sim_hb_access_key(struct CUstream_st *s, uintptr_t key, size_t n, enum sim_access kind,
+                       const char *what, uintptr_t va, uintptr_t via);
+/* The mapping at via of keys [key, key+n) (device addresses [va, va+n)) goes: a violation when
+ * an access through it the host does not know complete remains (any access, when last: the
+ * handle's last mapping, whose shadow entries then go). Lock held. */
+void sim_hb_unmap_key(uintptr_t key, size_t n, uintptr_t va, uintptr_t via, int last,
+                      const char *what);
 /* Memory [p, p+n) is released by the host (free, unmap, unregister): a violation when an
  * access the host does not know complete remains; the shadow entries go. Lock held. */
 void sim_hb_release(uintptr_t p, size_t n, const char *what);
@@ -298,6 +322,10 @@ CUresult sim_vmm_access(int dev, uintptr_t p, size_t n, int write);
 /* Where the simulator reads and writes the bytes at device address p, and how many bytes are
  * contiguous there: 1, 0 when p is not mapped, -1 on failure. */
 int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig);
+/* The physical bytes behind device address p (sim_phys.c): their key (sim_phys_key of the
+ * handle's store and offset, plus the offset into the mapping), how many bytes from p on are
+ * contiguous there, and the base of the mapping holding p. 0 when p is not mapped. */
+int sim_vmm_phys(uintptr_t p, uintptr_t *key, size_t *contig, uintptr_t *map_base);
 
 /* ---- sim_legacy.c ---- */
 /* Owning device of the cuMemAlloc allocation containing p, or -1. Lock held. */

@@ -39,6 +39,7 @@
 #define SIM_NSTORES      (GPOOL_SIM_MAX_DEVICES + 1) /* last: host-located handles */
 #define SIM_LOC_HOST     GPOOL_SIM_MAX_DEVICES       /* access slot of the host */
 #define SIM_HASH_BUCKETS 65536
+_Static_assert(SIM_STORE_SPAN <= (size_t)1 << SIM_PHYS_STORE_SHIFT, "stores' keys overlap");
 
 struct sim_store {
     int fd;         /* -1 until first used */
@@ -572,7 +573,9 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         else
             sim_mappings = m->next;
         if (m->next) m->next->prev = m->prev;
-        sim_hb_release(m->addr, m->size, "cuMemUnmap"); /* cuda.h: unmapped at once */
+        /* cuda.h: unmapped at once; the referee keys VMM bytes physically (sim_phys.c) */
+        sim_phys_unmap(sim_phys_key(m->handle->store, m->handle->offset), m->addr, m->size,
+                       m->handle->maps == 1, "cuMemUnmap");
         sim_map_none((void *)m->addr, m->size);
         m->res->nmaps--;
         m->handle->maps--;
@@ -686,6 +689,16 @@ CUresult sim_vmm_access(int dev, uintptr_t p, size_t n, int write)
         q = m->addr + m->size;
     } while (q < p + n);
     return CUDA_SUCCESS;
+}
+
+int sim_vmm_phys(uintptr_t p, uintptr_t *key, size_t *contig, uintptr_t *map_base)
+{
+    struct sim_mapping *m = sim_mapping_at(p);
+    if (!m) return 0;
+    *key = sim_phys_key(m->handle->store, m->handle->offset) + (p - m->addr);
+    *contig = m->addr + m->size - p;
+    *map_base = m->addr;
+    return 1;
 }
 
 int sim_vmm_translate(uintptr_t p, uintptr_t *host, size_t *contig)

@@ -450,7 +450,9 @@ static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag,
     gp_arena_retried = 1;
     gpool_status gst;
     make_room(a, &gst);
+    a->heap.fewest_pages = 1; /* under pressure: the place that needs the fewest fresh pages */
     st = place_once(a, size, align, tag, flags, out);
+    a->heap.fewest_pages = 0;
     if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
     return st;
 }

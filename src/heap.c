@@ -562,6 +562,49 @@ size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintp
     return blockers(h, best, at_b, size, tag, from, &lo, &hi);
 }
 
+static uintptr_t top_place(const gp_heap *h, const gp_range *n, size_t size, size_t align,
+                           uintptr_t tag);
+
+#define GP_FEWEST_VISITS 4096 /* bounds the pressure search (under the arena lock) */
+
+typedef struct fewest_search {
+    const gp_heap *h;
+    size_t want, size, align;
+    uintptr_t tag;
+    unsigned visits;
+    gp_range *best;
+    uintptr_t at;
+    size_t fresh;
+} fewest_search;
+
+/* Consider the place at in free range n: fewer fresh pages win, then the smaller range. */
+static void fewest_consider(fewest_search *f, gp_range *n, uintptr_t at)
+{
+    size_t u = unbacked_at(f->h, n, at, f->size);
+    if (!f->best || u < f->fresh || (u == f->fresh && n->size < f->best->size)) {
+        f->best = n;
+        f->at = at;
+        f->fresh = u;
+    }
+}
+
+static void collect_fewest(fewest_search *f, gp_range *n)
+{
+    while (n && f->visits && f->fresh) {
+        if (n->size < f->want) { /* too small, and so is its left subtree */
+            n = n->right;
+            continue;
+        }
+        f->visits--;
+        uintptr_t lo;
+        if (place_low(f->h, n, f->size, f->align, f->tag, 0, &lo)) fewest_consider(f, n, lo);
+        uintptr_t hi = top_place(f->h, n, f->size, f->align, f->tag);
+        if (hi) fewest_consider(f, n, hi);
+        collect_fewest(f, n->left);
+        n = n->right;
+    }
+}
+
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
 {
     GP_ASSERT(size && size % GP_MIN_ALIGN == 0 && align >= GP_MIN_ALIGN && !(align & (align - 1)));
@@ -570,6 +613,13 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     if (want < size) return NULL;
     uintptr_t at = 0;
     gp_range *best = find_fit(h, want, size, align, tag, 0, &at);
+    if (best && h->fewest_pages && unbacked_at(h, best, at, size)) {
+        fewest_search f = {
+            h, want, size, align, tag, GP_FEWEST_VISITS, best, at, unbacked_at(h, best, at, size)};
+        collect_fewest(&f, h->root);
+        best = f.best;
+        at = f.at;
+    }
     if (!best) return NULL;
     return take_from(h, best, at, size, tag, out_of_nodes);
 }

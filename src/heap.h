@@ -68,6 +68,7 @@ typedef struct gp_heap {
     uint32_t rng;
     size_t free_bytes;    /* in free ranges */
     uintptr_t slab_floor; /* lowest address a slab ever got (gp_heap_take_top, zone 1) */
+    int fewest_pages;     /* 1: gp_heap_take places where the fewest fresh pages are needed */
 } gp_heap;
 
 int gp_heap_init(gp_heap *h);

@@ -114,6 +114,35 @@ Test(heap, page_counts_follow_blocks)
     cr_assert_eq(g->page_used[1], 0);
 }
 
+/* Under pressure (the arena's retry after giving back every unused page, issue 27) a request
+ * goes where it needs the fewest fresh pages, either end of a free range: here the high end
+ * of an 8 MiB hole, on the free head of a page a small block holds (1 fresh page), not its low
+ * end after a block's 0.25 MiB tail (2 fresh pages), which plain best fit takes. */
+Test(heap, under_pressure_a_request_needs_the_fewest_fresh_pages)
+{
+    size_t q = MiB / 4;
+    gp_range *x = take(7 * q, GP_TAG_CLEAN);   /* [0, 1.75 MiB): page 0 */
+    gp_range *f = take(8 * MiB, GP_TAG_CLEAN); /* [1.75, 9.75 MiB) */
+    gp_range *z = take(q, GP_TAG_CLEAN);       /* [9.75, 10 MiB): page 4 */
+    cr_assert_eq(z->addr, BASE + 39 * q);
+    gp_heap_give(&heap, f, GP_TAG_CLEAN, 0);
+    back_pages(0, 0);
+    back_pages(4, 4);
+    int oom;
+    gp_range *plain = gp_heap_take(&heap, 14 * q, GP_MIN_ALIGN, GP_TAG_CLEAN, &oom);
+    cr_assert_eq(plain->addr, BASE + 7 * q, "best fit: the low end, pages 1-2 fresh");
+    gp_heap_give(&heap, plain, GP_TAG_CLEAN, 0);
+    heap.fewest_pages = 1;
+    gp_range *tight = gp_heap_take(&heap, 14 * q, GP_MIN_ALIGN, GP_TAG_CLEAN, &oom);
+    heap.fewest_pages = 0;
+    cr_assert_eq(tight->addr, BASE + 25 * q, "the high end: page 3 fresh, page 4's head used");
+    cr_assert_eq(tight->addr + tight->size, z->addr);
+    gp_heap_give(&heap, tight, GP_TAG_CLEAN, 0);
+    gp_heap_give(&heap, x, GP_TAG_CLEAN, 0);
+    gp_heap_give(&heap, z, GP_TAG_CLEAN, 0);
+    cr_assert_eq(heap.free_bytes, 64 * MiB);
+}
+
 Test(heap, alignment)
 {
     take(256, GP_TAG_CLEAN);
