@@ -200,11 +200,8 @@ size_t gpp_batch_limit(int dev);
 /* Free through gpool after an exact synchronize (the batch's fallback when it cannot queue). */
 gpp_free_result gpp_free_now(void *p, int dev);
 /* The pending set (preload_pending.c): blocks freed by the program, waiting in a batch.
- * gpp_pending_add: 1 added (*where: its slot, for gpp_pending_remove), 0 already there (a
- * second free), -1 no room. gpp_pending_has: 1 when p waits in a batch. Thread-safe. */
-int gpp_pending_add(const void *p, uint32_t *where);
-void gpp_pending_remove(uint32_t where);
-int gpp_pending_has(const void *p);
+ * gpp_pending_has: 1 when p waits in a batch. Thread-safe. */
+int gpp_pending_has(const void *p); /* add and remove: preload_pending.h, inline */
 /* CU_POINTER_ATTRIBUTE_BUFFER_ID of gpool blocks (preload_bufid.c), keyed by the block's
  * device address (its host address when it has none): gpp_buffer_id gives key's id, made on
  * first use (0; -1 when out of host memory); gpp_buffer_id_drop forgets it (the block was

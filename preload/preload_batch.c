@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "preload.h"
+#include "preload_pending.h"
 
 typedef struct pending_free {
     void *p;
@@ -45,7 +46,7 @@ typedef struct pending_free {
  * then gpool's to judge), then gpool_free. */
 static void give_back(const pending_free *e)
 {
-    gpp_pending_remove(e->where);
+    gpp_pending_remove(e->where, e->p);
     gpool_free(gpp_pool_peek(e->dev), e->p);
 }
 
@@ -350,8 +351,8 @@ static __attribute__((noinline, cold)) int batch_grow(gpp_batch *b)
     return 1;
 }
 
-/* p's bucket of the pending set is full: this thread's batch drains (taking its blocks out of
- * the set), then p is tried once more. As gpp_pending_add. */
+/* No room in the pending set (no host memory for its overflow): this thread's batch drains
+ * (taking its blocks out of the set), then p is tried once more. As gpp_pending_add. */
 static __attribute__((noinline, cold)) int pending_full(void *p, uint32_t *where)
 {
     if (tl_batch) batch_flush(tl_batch);
@@ -370,13 +371,13 @@ static inline gpp_free_result batch_add(void *p, int dev, size_t size, int host)
         return added == 0 ? GPP_FREE_INVALID : free_now(p, dev, host); /* no room: synchronize */
     gpp_batch *b = tl_batch;
     if (__builtin_expect(!b, 0) && !(b = batch_create())) {
-        gpp_pending_remove(where);
+        gpp_pending_remove(where, p);
         return free_now(p, dev, host);
     }
     batch_lock(b);
     /* no room to queue it: an exact synchronize instead */
     if (__builtin_expect(b->n == b->cap, 0) && !batch_grow(b)) {
-        gpp_pending_remove(where);
+        gpp_pending_remove(where, p);
         return free_now(p, dev, host);
     }
     b->e[b->n++] = (pending_free){p, dev, where};

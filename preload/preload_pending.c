@@ -9,75 +9,66 @@
  * driver API reference, cuMemFree: CUDA_ERROR_INVALID_VALUE), and describes no allocation at a
  * freed address.
  *
- * The set: a fixed table of GPP_PENDING_BUCKETS buckets of 8 addresses (one cache line each),
- * in .bss (pages are touched only where pointers hash). A pointer lives only in its bucket:
- * no probe chains, so removing one is a plain store to the slot its adder remembers. Adding
- * is one compare-and-swap into a free slot of the bucket, then a look at the bucket's other
- * slots: if another thread added the same pointer at the same moment (two frees racing),
- * each sees the other's copy or the first comes first in the CAS order, so at most one of
- * them wins; at worst both report the double free and the block stays allocated (a leak, never
- * a block handed out twice). A full bucket (8 pending pointers hashing alike): the caller
- * frees the block another way (its batch's flush, or an exact synchronize).
+ * The set: a direct-mapped table of 2^18 addresses in .bss (pages touched only where pointers
+ * hash), each pointer in the one slot its hash names, plus an overflow map under a mutex for a
+ * pointer whose slot holds another block. Adding is one compare-and-swap of the slot (and one
+ * load of the overflow count); removing, a plain store to the slot the adder remembered. Two
+ * frees of one block racing: in the slot, the CAS lets one win; slot against overflow, the one
+ * joining the overflow counts itself first, then looks at the slot, while the slot's winner
+ * looks at the count after its CAS (and then at the map, under its mutex): one of them sees the
+ * other; in the overflow, the mutex orders them. Exactly one free wins.
  *
- * Cost: one hash, one cache line, one CAS per cudaFree; one store per block when its batch
- * drains; lookups (queries, stream-ordered frees) read one cache line. */
-#include <stdatomic.h>
-#include <stdint.h>
-
+ * Cost: a hash, a CAS and a load per cudaFree; a store per block when its batch drains; while
+ * pointers sit in the overflow, a mutex per add that finds the count non-zero. The overflow is
+ * for batches holding many blocks (once a non-blocking stream exists: up to cudafree_batch
+ * bytes a thread); with the fence's 32 blocks a thread, slots rarely collide. */
 #include "preload.h"
+#include "preload_pending.h"
 
-#define GPP_PENDING_BUCKETS (1u << 15) /* 8 slots each: 262144 pointers, 2 MiB of .bss */
-#define GPP_PENDING_WAYS    8
+#include <pthread.h>
 
-typedef struct {
-    _Alignas(64) _Atomic uintptr_t slot[GPP_PENDING_WAYS];
-} pending_bucket;
+#include "ptrmap.h"
 
-static pending_bucket table[GPP_PENDING_BUCKETS];
+_Atomic uintptr_t gpp_pending_slots[1u << GPP_PENDING_BITS];
+atomic_long gpp_pending_overflowed;
+static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
+static gp_ptrmap overflow; /* under overflow_lock; the value is unused (non-NULL) */
 
-static inline uint32_t bucket_of(uintptr_t p)
+int gpp_pending_overflow_has(uintptr_t p)
 {
-    return (uint32_t)((p * 0x9E3779B97F4A7C15ull) >> (64 - 15));
+    pthread_mutex_lock(&overflow_lock);
+    int has = gp_ptrmap_get(&overflow, p) != NULL;
+    pthread_mutex_unlock(&overflow_lock);
+    return has;
 }
 
-int gpp_pending_add(const void *ptr, uint32_t *where)
+int gpp_pending_add_overflow(uintptr_t p, uint32_t *where)
 {
-    uintptr_t p = (uintptr_t)ptr;
-    uint32_t b = bucket_of(p);
-    _Atomic uintptr_t *s = table[b].slot;
-    int free_way = -1;
-    for (int i = 0; i < GPP_PENDING_WAYS; i++) {
-        uintptr_t v = atomic_load_explicit(&s[i], memory_order_relaxed);
-        if (v == p) return 0; /* freed already, still waiting */
-        if (!v && free_way < 0) free_way = i;
-    }
-    for (int i = free_way; i >= 0 && i < GPP_PENDING_WAYS; i++) {
-        uintptr_t expected = 0;
-        if (!atomic_compare_exchange_strong(&s[i], &expected, p)) continue;
-        /* a racing free of the same pointer: whoever sees the other's copy loses */
-        for (int j = 0; j < GPP_PENDING_WAYS; j++)
-            if (j != i && atomic_load(&s[j]) == p) {
-                atomic_store_explicit(&s[i], 0, memory_order_release);
-                return 0;
-            }
-        *where = b * GPP_PENDING_WAYS + (uint32_t)i;
-        return 1;
-    }
-    return -1;
+    pthread_mutex_lock(&overflow_lock);
+    atomic_fetch_add(&gpp_pending_overflowed, 1); /* before the look at the slot (see above) */
+    int r = 1;
+    if (atomic_load(&gpp_pending_slots[gpp_pending_slot_of(p)]) == p || gp_ptrmap_get(&overflow, p))
+        r = 0; /* freed already */
+    else if (gp_ptrmap_put(&overflow, p, (void *)1) != 0)
+        r = -1; /* no host memory */
+    if (r != 1) atomic_fetch_sub(&gpp_pending_overflowed, 1);
+    pthread_mutex_unlock(&overflow_lock);
+    *where = GPP_PENDING_OVERFLOW;
+    return r;
 }
 
-void gpp_pending_remove(uint32_t where)
+void gpp_pending_remove_overflow(uintptr_t p)
 {
-    atomic_store_explicit(&table[where / GPP_PENDING_WAYS].slot[where % GPP_PENDING_WAYS], 0,
-                          memory_order_release);
+    pthread_mutex_lock(&overflow_lock);
+    if (gp_ptrmap_del(&overflow, p)) atomic_fetch_sub(&gpp_pending_overflowed, 1);
+    pthread_mutex_unlock(&overflow_lock);
 }
 
 int gpp_pending_has(const void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
     if (!p) return 0;
-    _Atomic uintptr_t *s = table[bucket_of(p)].slot;
-    for (int i = 0; i < GPP_PENDING_WAYS; i++)
-        if (atomic_load_explicit(&s[i], memory_order_acquire) == p) return 1;
-    return 0;
+    if (atomic_load_explicit(&gpp_pending_slots[gpp_pending_slot_of(p)], memory_order_acquire) == p)
+        return 1;
+    return atomic_load(&gpp_pending_overflowed) != 0 && gpp_pending_overflow_has(p);
 }

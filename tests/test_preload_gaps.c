@@ -51,6 +51,13 @@ Test(preload_gaps, double_free_from_another_thread_is_an_error)
     each_mode("double_free_thread", NULL);
 }
 
+/* 20000 blocks waiting at once (some in the pending set's overflow), each freed twice */
+Test(preload_gaps, double_free_of_many_waiting_blocks_is_an_error)
+{
+    NEED_SIM();
+    modes_of("double_free_many", NULL, 1);
+}
+
 /* cudaFreeHost twice, the first one waiting in the batch (a non-blocking stream exists). Not
  * in sync mode: there the second free is not gpool's and reaches the cudart stand-in, whose
  * host memory is malloc's and cannot tell a stranger pointer */

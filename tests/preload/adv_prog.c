@@ -666,6 +666,26 @@ static int double_free_thread(void)
     return 0;
 }
 
+/* ---- 20000 blocks waiting in the batch at once (a non-blocking stream exists: the batch
+ * holds up to cudafree_batch bytes), so some share a slot of the pending set and wait in its
+ * overflow; each freed again: every second free an error */
+static int double_free_many(void)
+{
+    enum { N = 20000 };
+    static void *blk[N];
+    CHECK(make_stream(CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < N; i++)
+        CHECK(cudaMalloc(&blk[i], 512) == cudaSuccess);
+    for (int i = 0; i < N; i++)
+        CHECK(cudaFree(blk[i]) == cudaSuccess);
+    int refused = 0;
+    for (int i = 0; i < N; i++)
+        refused += cudaFree(blk[i]) != cudaSuccess;
+    printf("second_frees_refused=%d of %d\n", refused, N);
+    CHECK(refused == N);
+    return distinct_blocks(NULL);
+}
+
 /* ---- cudaFreeHost twice once host blocks wait in the batch (a non-blocking stream exists) */
 static int double_free_host(void)
 {
@@ -1278,6 +1298,7 @@ static const struct mode {
     {"double_free_driver", double_free_driver, NULL, 0, NULL, 0},
     {"double_free_thread", double_free_thread, NULL, 0, NULL, 0},
     {"double_free_host", double_free_host, NULL, 0, NULL, 0},
+    {"double_free_many", double_free_many, NULL, 0, NULL, 0},
     {"query_freed_runtime", query_freed_runtime, NULL, 0, NULL, 0},
     {"query_buffer_id_attrs", query_buffer_id_attrs, NULL, 0, NULL, 0},
     {"passthrough_oom", passthrough_oom, NULL, 0, NULL, 0},
