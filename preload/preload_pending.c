@@ -11,14 +11,17 @@
  *
  * The set: a direct-mapped table of 2^18 addresses in .bss (pages touched only where pointers
  * hash), each pointer in the one slot its hash names, plus an overflow map under a mutex for a
- * pointer whose slot holds another block. Adding is one compare-and-swap of the slot (and one
- * load of the overflow count); removing, a plain store to the slot the adder remembered. Two
- * frees of one block racing: in the slot, the CAS lets one win; slot against overflow, the one
- * joining the overflow counts itself first, then looks at the slot, while the slot's winner
- * looks at the count after its CAS (and then at the map, under its mutex): one of them sees the
- * other; in the overflow, the mutex orders them. Exactly one free wins.
+ * pointer whose slot holds another block. Adding is a load and a store of the slot (and a load
+ * of the overflow count), removing a store to the slot the adder remembered: no
+ * read-modify-write, which on the cudaFree pair cost about 8 ns (a compare-and-swap's barrier;
+ * gpool-bench hotpath --dropin). What that leaves: two threads freeing one block at the same
+ * instant may both succeed and queue it twice, as every double free did before the set (a
+ * bug of the program's either way; CUDA's answer to it is the error). Two different blocks
+ * freed at once into one slot: one entry may be overwritten, so a later double free of that
+ * block goes unseen; a free the program makes once is never refused (a slot holds p only
+ * between p's free and its drain).
  *
- * Cost: a hash, a CAS and a load per cudaFree; a store per block when its batch drains; while
+ * Cost: a hash, two loads and a store per cudaFree; a store per block when its batch drains; while
  * pointers sit in the overflow, a mutex per add that finds the count non-zero. The overflow is
  * for batches holding many blocks (once a non-blocking stream exists: up to cudafree_batch
  * bytes a thread); with the fence's 32 blocks a thread, slots rarely collide. */

@@ -31,10 +31,13 @@ static inline int gpp_pending_add(const void *ptr, uint32_t *where)
 {
     uintptr_t p = (uintptr_t)ptr;
     uint32_t i = gpp_pending_slot_of(p);
-    uintptr_t expected = 0;
-    if (__builtin_expect(atomic_compare_exchange_strong(&gpp_pending_slots[i], &expected, p), 1)) {
+    /* a load and a store, no read-modify-write: the cudaFree pair's cost (preload_pending.c) */
+    uintptr_t v = atomic_load_explicit(&gpp_pending_slots[i], memory_order_acquire);
+    if (__builtin_expect(v == 0, 1)) {
+        atomic_store_explicit(&gpp_pending_slots[i], p, memory_order_release);
         /* p may wait in the overflow map already (added while its slot held another block) */
-        if (__builtin_expect(atomic_load(&gpp_pending_overflowed) != 0, 0) &&
+        if (__builtin_expect(
+                atomic_load_explicit(&gpp_pending_overflowed, memory_order_relaxed) != 0, 0) &&
             gpp_pending_overflow_has(p)) {
             atomic_store_explicit(&gpp_pending_slots[i], 0, memory_order_release);
             return 0;
@@ -42,7 +45,7 @@ static inline int gpp_pending_add(const void *ptr, uint32_t *where)
         *where = i;
         return 1;
     }
-    if (expected == p) return 0; /* freed already, still waiting */
+    if (v == p) return 0; /* freed already, still waiting */
     return gpp_pending_add_overflow(p, where);
 }
 
