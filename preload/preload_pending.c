@@ -48,7 +48,7 @@ int gpp_pending_overflow_has(uintptr_t p)
 int gpp_pending_add_overflow(uintptr_t p, uint32_t *where)
 {
     pthread_mutex_lock(&overflow_lock);
-    atomic_fetch_add(&gpp_pending_overflowed, 1); /* before the look at the slot (see above) */
+    atomic_fetch_add(&gpp_pending_overflowed, 1); /* counted before it looks at the slot */
     int r = 1;
     if (atomic_load(&gpp_pending_slots[gpp_pending_slot_of(p)]) == p || gp_ptrmap_get(&overflow, p))
         r = 0; /* freed already */
