@@ -660,6 +660,8 @@ static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstr
                                                                   int legacy)
 {
     if (__builtin_expect(gpp_exiting(), 0)) return owned_anywhere(p) ? GPP_FREED : GPP_NOT_OURS;
+    /* freed already and waiting in a batch: gpool still counts it live */
+    if (gpp_pending_has(p)) return GPP_FREE_INVALID;
     int cur = gpp_current_device();
     if (cur < 0) cur = 0;
     /* The current device first, without a lookup: gpool_free_async changes nothing and says
@@ -704,7 +706,7 @@ static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstr
     return GPP_NOT_OURS;
 }
 
-gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+static inline gpp_free_result free_device(void *p, CUstream stream, int legacy)
 {
     /* the cached path of cudaFree/cuMemFree in batch and stream mode (free_device_slow's
      * first case, inline): a block of the current device's pool, into the batch */
@@ -718,6 +720,13 @@ gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
         return batch_other_device(p, cur);
     }
     return free_device_slow(p, stream, legacy);
+}
+
+gpp_free_result gpp_free_device(void *p, CUstream stream, int legacy)
+{
+    gpp_free_result r = free_device(p, stream, legacy);
+    if (r == GPP_FREED) gpp_buffer_id_drop((uintptr_t)p); /* its id dies with it */
+    return r;
 }
 
 gpool_status gpp_alloc_host(size_t size, gpool_mem_kind kind, unsigned flags, void **out)
@@ -753,7 +762,9 @@ gpp_free_result gpp_free_host(void *p)
         /* the block is freed by the address gpool handed out */
         void *handle =
             desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr : desc.host_ptr;
+        if (gpp_pending_has(handle ? handle : p)) return GPP_FREE_INVALID; /* freed already */
         gpp_host_flags_drop(p);
+        gpp_buffer_id_drop(desc.device_ptr ? (uintptr_t)desc.device_ptr : (uintptr_t)desc.host_ptr);
         /* the same modes as cudaFree (see the top of this file); host memory is reachable
          * from every device, so each device gpool serves is covered */
         if (!free_to_batch())

@@ -199,6 +199,21 @@ void gpp_device_sync(int dev);
 size_t gpp_batch_limit(int dev);
 /* Free through gpool after an exact synchronize (the batch's fallback when it cannot queue). */
 gpp_free_result gpp_free_now(void *p, int dev);
+/* The pending set (preload_pending.c): blocks freed by the program, waiting in a batch.
+ * gpp_pending_has: 1 when p waits in a batch. Thread-safe. */
+int gpp_pending_has(const void *p); /* add and remove: preload_pending.h, inline */
+/* CU_POINTER_ATTRIBUTE_BUFFER_ID of gpool blocks (preload_bufid.c), keyed by the block's
+ * device address (its host address when it has none): gpp_buffer_id gives key's id, made on
+ * first use (0; -1 when out of host memory); gpp_buffer_id_drop forgets it (the block was
+ * freed). Thread-safe. */
+int gpp_buffer_id(uintptr_t key, unsigned long long *id);
+void gpp_buffer_id_drop_slow(uintptr_t key);
+extern atomic_long gpp_buffer_ids;
+static inline void gpp_buffer_id_drop(uintptr_t key)
+{
+    if (__builtin_expect(atomic_load_explicit(&gpp_buffer_ids, memory_order_relaxed) != 0, 0))
+        gpp_buffer_id_drop_slow(key);
+}
 
 /* The legacy-stream fence (preload_fence.c): one event record on the legacy stream of dev
  * (of every device gpool serves: _all, for host blocks), made by a legacy free before the

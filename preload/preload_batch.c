@@ -24,8 +24,9 @@
  * bytes: they are not device memory); a flush holding one covers every device gpool serves,
  * since pinned memory is reachable from all of them.
  *
- * A second cudaFree of a block that is still in a batch is not detected at the call (the
- * real cudaFree would report it): the second gpool_free of the flush fails, and is dropped. */
+ * Every queued block is in the pending set (preload_pending.c) until its batch drains: a second
+ * cudaFree/cuMemFree/cudaFreeHost of it, from any thread, is refused there with the error CUDA
+ * documents for a pointer already freed, and is queued nowhere. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -33,11 +34,21 @@
 #include <string.h>
 
 #include "preload.h"
+#include "preload_pending.h"
 
 typedef struct pending_free {
     void *p;
     int dev;
+    uint32_t where; /* its slot in the pending set */
 } pending_free;
+
+/* Give list[i] back to its pool: out of the pending set first (a later free of the address is
+ * then gpool's to judge), then gpool_free. */
+static void give_back(const pending_free *e)
+{
+    gpp_pending_remove(e->where, e->p);
+    gpool_free(gpp_pool_peek(e->dev), e->p);
+}
 
 /* A batch's host blocks (cudaFreeHost/cuMemFreeHost): reachable from every device, so a
  * flush holding one covers every device gpool serves. */
@@ -100,7 +111,7 @@ static size_t reap(int wait)
         for (size_t i = 0; i < g->nev; i++)
             d->cuEventDestroy(g->ev[i]);
         for (size_t i = 0; i < g->n; i++)
-            gpool_free(gpp_pool_peek(g->e[i].dev), g->e[i].p);
+            give_back(&g->e[i]);
         for (int k = 0; k < GPP_MAX_DEVICES; k++) {
             waiting_bytes[k] -= g->bytes[k];
             waiting_total -= g->bytes[k];
@@ -203,7 +214,7 @@ static unsigned drain(pending_free *list, size_t n, const size_t *bytes, uint64_
         for (uint64_t m = host ? 0 : devs; m; m &= m - 1)
             gpp_legacy_fence(__builtin_ctzll(m));
         for (size_t i = 0; i < n; i++)
-            gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
+            give_back(&list[i]);
         return 0;
     }
     /* no event on a capturing stream: it would join the capture, or invalidate it (the
@@ -220,7 +231,7 @@ static unsigned drain(pending_free *list, size_t n, const size_t *bytes, uint64_
             syncs++;
         }
     for (size_t i = 0; i < n; i++)
-        gpool_free(gpp_pool_peek(list[i].dev), list[i].p);
+        give_back(&list[i]);
     return syncs;
 }
 
@@ -340,15 +351,36 @@ static __attribute__((noinline, cold)) int batch_grow(gpp_batch *b)
     return 1;
 }
 
-/* Queue p of dev's pool (host: a host block); flush once the batch holds the limit. */
+/* No room in the pending set (no host memory for its overflow): this thread's batch drains
+ * (taking its blocks out of the set), then p is tried once more. As gpp_pending_add. */
+static __attribute__((noinline, cold)) int pending_full(void *p, uint32_t *where)
+{
+    if (tl_batch) batch_flush(tl_batch);
+    return gpp_pending_add(p, where);
+}
+
+/* Queue p of dev's pool (host: a host block); flush once the batch holds the limit. A block
+ * already waiting in a batch (of any thread) is a second free: GPP_FREE_INVALID, nothing
+ * queued. */
 static inline gpp_free_result batch_add(void *p, int dev, size_t size, int host)
 {
+    uint32_t where;
+    int added = gpp_pending_add(p, &where);
+    if (__builtin_expect(added != 1, 0) && added < 0) added = pending_full(p, &where);
+    if (__builtin_expect(added != 1, 0))
+        return added == 0 ? GPP_FREE_INVALID : free_now(p, dev, host); /* no room: synchronize */
     gpp_batch *b = tl_batch;
-    if (__builtin_expect(!b, 0) && !(b = batch_create())) return free_now(p, dev, host);
+    if (__builtin_expect(!b, 0) && !(b = batch_create())) {
+        gpp_pending_remove(where, p);
+        return free_now(p, dev, host);
+    }
     batch_lock(b);
     /* no room to queue it: an exact synchronize instead */
-    if (__builtin_expect(b->n == b->cap, 0) && !batch_grow(b)) return free_now(p, dev, host);
-    b->e[b->n++] = (pending_free){p, dev};
+    if (__builtin_expect(b->n == b->cap, 0) && !batch_grow(b)) {
+        gpp_pending_remove(where, p);
+        return free_now(p, dev, host);
+    }
+    b->e[b->n++] = (pending_free){p, dev, where};
     size_t held = host ? (b->host_bytes += size) : (b->bytes[dev] += size);
     if (!host) b->devs |= (uint64_t)1 << dev;
     int fence = fence_flush_ok();

@@ -23,18 +23,36 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kind.h"
 #include "preload.h"
 
 /* What gpool knows about the address asked about. */
 struct block_view {
-    int past_end;   /* inside a block, but past the bytes the program asked for */
+    int past_end;   /* in gpool's memory, but in no allocation of the program: past the bytes
+                       it asked for, in a block it freed (waiting in a cudaFree batch or back in
+                       the cache), or in memory gpool holds for no block */
+    uintptr_t key;  /* the block's id key (preload_bufid.c): its device address, else host */
     int device_mem; /* a device block (else a host block) */
     int dev;        /* the pool's device */
     uintptr_t base; /* the block's start, in the address space of the pointer */
     size_t size;    /* the size the program asked for */
 };
 
-/* 1 when p lies inside a live gpool block (v filled), else 0. */
+/* Whether a kind of pool holds p in its memory (*d: the live block there, if any): 1 with a
+ * live block, 0 when p is in the kind's memory but in no live block (a freed block, cached
+ * memory), -1 when no kind of the pool holds p. The kinds' own lookup (src/kind.h): the public
+ * gpool_get_block_desc answers INVALID_POINTER for both of the last two. */
+static int pool_lookup(gpool_t *pool, const void *p, gpool_block_desc *d)
+{
+    for (int i = 0; i < GP_KIND_COUNT; i++) {
+        int owned = 0;
+        gpool_status st = gp_kinds[i]->block_info(pool, p, d, &owned);
+        if (owned) return st == GPOOL_OK;
+    }
+    return -1;
+}
+
+/* 1 when p lies inside gpool's memory (v filled; v->past_end: in no live allocation), else 0. */
 static int block_at(CUdeviceptr dptr, struct block_view *v)
 {
     if (!dptr || !gpp_enabled()) return 0;
@@ -42,12 +60,21 @@ static int block_at(CUdeviceptr dptr, struct block_view *v)
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         gpool_t *pool = gpp_pool_peek(dev);
         gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
-        if (!pool || gpool_get_block_desc(pool, (const void *)p, &d) != GPOOL_OK) continue;
+        int live = pool ? pool_lookup(pool, (const void *)p, &d) : -1;
+        if (live < 0) continue;
+        if (!live) { /* freed memory: what the driver answers for an address no one holds */
+            memset(v, 0, sizeof *v);
+            v->past_end = 1;
+            return 1;
+        }
         uintptr_t host = (uintptr_t)d.host_ptr, devp = (uintptr_t)d.device_ptr;
         /* a mapped host block has two addresses: the range is in the one asked about */
         v->base = host && p - host < d.size ? host : devp;
         v->size = d.requested_size;
-        v->past_end = p - v->base >= d.requested_size;
+        v->key = devp ? devp : host;
+        /* freed by the program, still waiting in a cudaFree batch: no allocation either */
+        v->past_end = p - v->base >= d.requested_size || gpp_pending_has((void *)devp) ||
+                      (host && gpp_pending_has((void *)host));
         v->device_mem = d.kind == GPOOL_MEM_DEVICE;
         v->dev = d.device;
         return 1;
@@ -74,6 +101,8 @@ static int block_attribute(void *data, CUpointer_attribute a, const struct block
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = v->dev;
         return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: /* the block's own, not its page's */
+        return gpp_buffer_id(v->key, (unsigned long long *)data) == 0 ? CUDA_SUCCESS : -1;
     default:
         break;
     }
@@ -110,6 +139,9 @@ static void zero_attribute(void *data, CUpointer_attribute a)
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
         *(size_t *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:

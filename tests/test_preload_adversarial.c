@@ -3,8 +3,8 @@
  * Each test runs one mode of tests/preload/adv_prog, a small program a correct CUDA program
  * could be, under the interposer on the simulated driver, which counts happens-before
  * violations (adv_prog exits 4 when it saw one, 1 when a check of CUDA's documented answer
- * failed). Tests marked "fails: <finding>" are the findings, disabled so the suite stays green
- * until the interposer is fixed; the others are promises that held. */
+ * failed). The findings come last, each with what failed before its fix; the others are
+ * promises that held. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 
@@ -308,7 +308,7 @@ Test(adversarial, cudafreehost_mapped_block_kernel_queued)
     adv_all_modes("mapped_kernel", "GPOOL_SIM_HOST_ALIAS=1");
 }
 
-/* ---------------- findings: fail now, disabled until fixed ---------------- */
+/* ---------------- findings, fixed ---------------- */
 
 /* Finding 1 (ordering, every cudafree mode). cudaMallocAsync + kernel on non-blocking s1
  * (still running) + cudaFreeAsync(p, s1), then cudaMalloc: the drop-in hands out the same
@@ -352,9 +352,9 @@ Test(adversarial, other_thread_allocates_during_capture_flush_event)
  * allocated memory region (cuda.h, CUpointer_attribute; cuPointerGetAttribute). Two live 4 KiB
  * cudaMalloc blocks get the same id (1): the driver's id of gpool's chunk passes through. UCX's and
  * NCCL's registration caches key on it, so they would take one block's registration for another's.
- * A block reallocated at a freed one's address must get a new id too. fails: buffer id is the
- * chunk's, shared by blocks */
-Test(adversarial, buffer_id_unique_per_allocation, .disabled = true)
+ * A block reallocated at a freed one's address must get a new id too. Failed before each block
+ * got its own id (preload/preload_bufid.c). */
+Test(adversarial, buffer_id_unique_per_allocation)
 {
     NEED_SIM();
     adv("query_buffer_id", NULL);
@@ -364,9 +364,9 @@ Test(adversarial, buffer_id_unique_per_allocation, .disabled = true)
  * cudaFree then cudaFreeAsync each answer success for the second free (cudaFree reference:
  * cudaErrorInvalidValue for a pointer not allocated by cudaMalloc, or already freed). No
  * duplicate block came out of 256 allocations after it, but the program is not told of its
- * bug, and the sync mode does say (double_free_is_an_error_in_sync_mode). fails: second free
- * of a batched block succeeds */
-Test(adversarial, double_free_is_an_error, .disabled = true)
+ * bug, and the sync mode does say (double_free_is_an_error_in_sync_mode). Failed before the
+ * batched blocks were kept in the pending set (preload/preload_pending.c). */
+Test(adversarial, double_free_is_an_error)
 {
     NEED_SIM();
     adv("double_free", NULL);
@@ -380,8 +380,9 @@ Test(adversarial, double_free_is_an_error, .disabled = true)
  * allocation (batch, event modes) or a 2 MiB one (sync mode: gpool's chunk). A freed address is
  * no allocation: CUDA_ERROR_INVALID_VALUE / CUDA_ERROR_NOT_FOUND, as for any address no
  * allocation holds (cuMemGetAddressRange, cuPointerGetAttribute). Registration caches probe
- * pointers this way to drop stale entries. fails: freed block still answers pointer queries */
-Test(adversarial, freed_pointer_is_not_an_allocation, .disabled = true)
+ * pointers this way to drop stale entries. Failed before the queries looked at the pending set
+ * and at the memory kinds' own lookup (preload/preload_query.c). */
+Test(adversarial, freed_pointer_is_not_an_allocation)
 {
     NEED_SIM();
     adv("query_freed", NULL);

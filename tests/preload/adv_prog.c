@@ -18,14 +18,13 @@
 #include <unistd.h>
 
 #include "../../sim/gpool_sim.h"
-#include "prog_check.h"
+#define PROG_DRIVER_LINKED
+#include "prog_driver.h"
 
 unsigned long standin_calls(void);
 
 #define MIB   ((size_t)1 << 20)
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
-
-static CUcontext ctx[2];
 
 /* cudaSetDevice: the stand-in has none; the interposer exports one (dlsym finds it). */
 static cudaError_t set_device(int dev)
@@ -33,18 +32,6 @@ static cudaError_t set_device(int dev)
     cudaError_t (*fn)(int);
     *(void **)&fn = dlsym(RTLD_DEFAULT, "cudaSetDevice");
     return fn ? fn(dev) : cudaErrorNotSupported;
-}
-
-static int setup(int devices)
-{
-    CHECK(cuInit(0) == CUDA_SUCCESS);
-    for (int i = 0; i < devices; i++) {
-        CUdevice d;
-        CHECK(cuDeviceGet(&d, i) == CUDA_SUCCESS);
-        CHECK(cuDevicePrimaryCtxRetain(&ctx[i], d) == CUDA_SUCCESS);
-    }
-    CHECK(cuCtxSetCurrent(ctx[0]) == CUDA_SUCCESS);
-    return 0;
 }
 
 static CUstream make_stream(unsigned flags)
@@ -61,6 +48,62 @@ static int kernel_write(CUstream s, void *p, size_t n)
     return 0;
 }
 
+/* How reuse_rounds allocates and frees p (on s1) and q (on s2): cudaMalloc/cudaFree, or with
+ * the flag cudaMallocAsync/cudaFreeAsync on the block's stream. */
+enum { P_ORDERED_ALLOC = 1, P_ORDERED_FREE = 2, Q_ORDERED_ALLOC = 4, Q_ORDERED_FREE = 8 };
+
+static cudaError_t rt_alloc(void **p, CUstream s, int ordered)
+{
+    return ordered ? cudaMallocAsync(p, MIB, s) : cudaMalloc(p, MIB);
+}
+
+static cudaError_t rt_free(void *p, CUstream s, int ordered)
+{
+    return ordered ? cudaFreeAsync(p, s) : cudaFree(p);
+}
+
+/* n rounds of the reuse pattern: s1 held, p allocated, written on s1 and freed; q allocated,
+ * written on s2 and freed; s1 released (the simulator judges whether q's writes are ordered
+ * after p's). Prints same=N: how often q was p's block. */
+static int reuse_rounds(int n, CUstream s1, CUstream s2, unsigned how)
+{
+    int same = 0;
+    for (int i = 0; i < n; i++) {
+        void *p, *q;
+        CHECK(gpoolsim_stream_hold(s1) == 0);
+        CHECK(rt_alloc(&p, s1, how & P_ORDERED_ALLOC) == cudaSuccess);
+        CHECK(kernel_write(s1, p, MIB) == 0);
+        CHECK(rt_free(p, s1, how & P_ORDERED_FREE) == cudaSuccess);
+        CHECK(rt_alloc(&q, s2, how & Q_ORDERED_ALLOC) == cudaSuccess);
+        same += p == q;
+        CHECK(kernel_write(s2, q, MIB) == 0);
+        CHECK(rt_free(q, s2, how & Q_ORDERED_FREE) == cudaSuccess);
+        CHECK(gpoolsim_stream_release(s1) == 0);
+    }
+    printf("same=%d\n", same);
+    return 0;
+}
+
+/* n live blocks of 4 KiB (with s: every other one cudaMallocAsync'd on s), then freed: none
+ * handed out twice. Prints duplicates=N. */
+static int distinct_blocks(CUstream s)
+{
+    enum { LIVE = 256 };
+    static void *live[LIVE];
+    int dup = 0;
+    for (int i = 0; i < LIVE; i++) {
+        CHECK((s && i % 2 == 0 ? cudaMallocAsync(&live[i], 4096, s) : cudaMalloc(&live[i], 4096)) ==
+              cudaSuccess);
+        for (int j = 0; j < i; j++)
+            dup += live[j] == live[i];
+    }
+    printf("duplicates=%d\n", dup);
+    for (int i = 0; i < LIVE; i++)
+        CHECK(cudaFree(live[i]) == cudaSuccess);
+    CHECK(dup == 0);
+    return 0;
+}
+
 /* ---- per-thread default streams, held completion, free on one thread, malloc on another */
 struct ptds_arg {
     pthread_barrier_t *bar;
@@ -72,7 +115,7 @@ struct ptds_arg {
 static void *ptds_thread(void *arg)
 {
     struct ptds_arg *a = arg;
-    cuCtxSetCurrent(ctx[0]);
+    cuCtxSetCurrent(prog_ctx[0]);
     for (int i = 0; i < 16; i++) {
         if (a->role == 0) { /* writer: allocate, write on its per-thread stream (held), free */
             void *p;
@@ -118,20 +161,7 @@ static int free_realloc(int kind)
     CUstream s1 = make_stream(kind == 0 ? CU_STREAM_NON_BLOCKING : 0);
     CUstream s2 = kind == 2 ? NULL : make_stream(kind == 0 ? CU_STREAM_NON_BLOCKING : 0);
     CHECK(s1 && (s2 || kind == 2));
-    int same = 0;
-    for (int i = 0; i < 100; i++) {
-        void *p, *q;
-        CHECK(gpoolsim_stream_hold(s1) == 0);
-        CHECK(cudaMalloc(&p, MIB) == cudaSuccess);
-        CHECK(kernel_write(s1, p, MIB) == 0);
-        CHECK(cudaFree(p) == cudaSuccess);
-        CHECK(cudaMalloc(&q, MIB) == cudaSuccess);
-        same += p == q;
-        CHECK(kernel_write(s2, q, MIB) == 0);
-        CHECK(cudaFree(q) == cudaSuccess);
-        CHECK(gpoolsim_stream_release(s1) == 0);
-    }
-    printf("same=%d\n", same);
+    CHECK(reuse_rounds(100, s1, s2, 0) == 0);
     return 0;
 }
 
@@ -142,20 +172,7 @@ static int async_then_malloc(int consumer)
     unsigned fl = consumer == 2 ? 0 : CU_STREAM_NON_BLOCKING;
     CUstream s1 = make_stream(fl), s2 = consumer == 1 ? NULL : make_stream(fl);
     CHECK(s1 && (s2 || consumer == 1));
-    int same = 0;
-    for (int i = 0; i < 50; i++) {
-        void *p, *q;
-        CHECK(gpoolsim_stream_hold(s1) == 0);
-        CHECK(cudaMallocAsync(&p, MIB, s1) == cudaSuccess);
-        CHECK(kernel_write(s1, p, MIB) == 0);
-        CHECK(cudaFreeAsync(p, s1) == cudaSuccess);
-        CHECK(cudaMalloc(&q, MIB) == cudaSuccess);
-        same += p == q;
-        CHECK(kernel_write(s2, q, MIB) == 0);
-        CHECK(cudaFree(q) == cudaSuccess);
-        CHECK(gpoolsim_stream_release(s1) == 0);
-    }
-    printf("same=%d\n", same);
+    CHECK(reuse_rounds(50, s1, s2, P_ORDERED_ALLOC | P_ORDERED_FREE) == 0);
     return 0;
 }
 
@@ -164,20 +181,7 @@ static int async_then_free(void)
 {
     CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
     CHECK(s1 && s2);
-    int same = 0;
-    for (int i = 0; i < 50; i++) {
-        void *p, *q;
-        CHECK(gpoolsim_stream_hold(s1) == 0);
-        CHECK(cudaMallocAsync(&p, MIB, s1) == cudaSuccess);
-        CHECK(kernel_write(s1, p, MIB) == 0);
-        CHECK(cudaFree(p) == cudaSuccess);
-        CHECK(cudaMallocAsync(&q, MIB, s2) == cudaSuccess);
-        same += p == q;
-        CHECK(kernel_write(s2, q, MIB) == 0);
-        CHECK(cudaFreeAsync(q, s2) == cudaSuccess);
-        CHECK(gpoolsim_stream_release(s1) == 0);
-    }
-    printf("same=%d\n", same);
+    CHECK(reuse_rounds(50, s1, s2, P_ORDERED_ALLOC | Q_ORDERED_ALLOC | Q_ORDERED_FREE) == 0);
     return 0;
 }
 
@@ -244,8 +248,9 @@ static int destroy_reuse(int free_kind)
 }
 
 /* ---- graph capture with cudaMallocAsync inside, eager work after */
-static int capture(CUstreamCaptureMode mode)
+static int capture(int mode_value)
 {
+    CUstreamCaptureMode mode = (CUstreamCaptureMode)mode_value;
     CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
     CHECK(s1 && s2);
     void *warm;
@@ -286,7 +291,7 @@ struct side_arg {
 static void *side_thread(void *arg)
 {
     struct side_arg *a = arg;
-    cuCtxSetCurrent(ctx[0]);
+    cuCtxSetCurrent(prog_ctx[0]);
     for (int i = 0; i < (a->big ? 3 : 200); i++) { /* enough frees to flush a batch */
         void *p;
         if (cudaMalloc(&p, a->big ? 200 * MIB : 4 * MIB) != cudaSuccess)
@@ -297,8 +302,9 @@ static void *side_thread(void *arg)
     return NULL;
 }
 
-static int capture_side(CUstreamCaptureMode mode, int big)
+static int capture_side(int mode_value, int big)
 {
+    CUstreamCaptureMode mode = (CUstreamCaptureMode)mode_value;
     CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING);
     CHECK(s1);
     CHECK(cuStreamBeginCapture(s1, mode) == CUDA_SUCCESS);
@@ -324,7 +330,7 @@ static volatile int spin_stop;
 static void *spin_thread(void *arg)
 {
     (void)arg;
-    cuCtxSetCurrent(ctx[0]);
+    cuCtxSetCurrent(prog_ctx[0]);
     while (!spin_stop) {
         void *p;
         if (cudaMalloc(&p, 4096) == cudaSuccess) cudaFree(p);
@@ -379,7 +385,7 @@ static int fork_threads(void)
  * how: 0 cuCtxSetCurrent, 1 cuCtxPushCurrent/Pop, 2 cudaSetDevice */
 static int devices(int how)
 {
-    CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(prog_ctx[1]) == CUDA_SUCCESS);
     CUstream a = make_stream(0), b = make_stream(0);
     CHECK(a && b);
     int same = 0;
@@ -388,7 +394,7 @@ static int devices(int how)
         if (how == 2)
             CHECK(set_device(1) == cudaSuccess);
         else
-            CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+            CHECK(cuCtxSetCurrent(prog_ctx[1]) == CUDA_SUCCESS);
         CHECK(cuMemAlloc(&p, MIB) == CUDA_SUCCESS);
         int ord = -1;
         CHECK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS);
@@ -396,20 +402,20 @@ static int devices(int how)
         CHECK(gpoolsim_stream_hold(a) == 0);
         CHECK(kernel_write(a, (void *)(uintptr_t)p, MIB) == 0);
         if (how == 1) {
-            CHECK(cuCtxPushCurrent(ctx[0]) == CUDA_SUCCESS);
+            CHECK(cuCtxPushCurrent(prog_ctx[0]) == CUDA_SUCCESS);
             CHECK(cuMemFree(p) == CUDA_SUCCESS);
             CUcontext popped;
-            CHECK(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == ctx[0]);
+            CHECK(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == prog_ctx[0]);
         } else {
             if (how == 2)
                 CHECK(set_device(0) == cudaSuccess);
             else
-                CHECK(cuCtxSetCurrent(ctx[0]) == CUDA_SUCCESS);
+                CHECK(cuCtxSetCurrent(prog_ctx[0]) == CUDA_SUCCESS);
             CHECK(cudaFree((void *)(uintptr_t)p) == cudaSuccess);
             if (how == 2)
                 CHECK(set_device(1) == cudaSuccess);
             else
-                CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+                CHECK(cuCtxSetCurrent(prog_ctx[1]) == CUDA_SUCCESS);
         }
         CHECK(cuMemAlloc(&q, MIB) == CUDA_SUCCESS);
         same += p == q;
@@ -500,7 +506,7 @@ struct holder_arg {
 static void *holder_thread(void *arg)
 {
     struct holder_arg *a = arg;
-    cuCtxSetCurrent(ctx[0]);
+    cuCtxSetCurrent(prog_ctx[0]);
     void *p[4];
     for (int i = 0; i < 4; i++)
         if (cudaMalloc(&p[i], 48 * MIB) != cudaSuccess) a->failed++;
@@ -583,22 +589,11 @@ static int double_free(void)
     CHECK(a != b);
     CHECK(cudaFree(a) == cudaSuccess && cudaFree(b) == cudaSuccess);
     /* past the batch's flush: 256 live blocks of that size must all differ */
-    enum { LIVE = 256 };
-    static void *live[LIVE];
     for (int i = 0; i < 200; i++) {
         void *x;
         CHECK(cudaMalloc(&x, 4096) == cudaSuccess && cudaFree(x) == cudaSuccess);
     }
-    int dup = 0;
-    for (int i = 0; i < LIVE; i++) {
-        CHECK(cudaMalloc(&live[i], 4096) == cudaSuccess);
-        for (int j = 0; j < i; j++)
-            dup += live[j] == live[i];
-    }
-    printf("duplicates=%d\n", dup);
-    CHECK(dup == 0);
-    for (int i = 0; i < LIVE; i++)
-        CHECK(cudaFree(live[i]) == cudaSuccess);
+    CHECK(distinct_blocks(NULL) == 0);
     CHECK(e != cudaSuccess);
     return 0;
 }
@@ -632,6 +627,142 @@ static int double_free_async(void)
     CHECK(a != b);
     CHECK(cudaFreeAsync(a, s) == cudaSuccess && cudaFreeAsync(b, s) == cudaSuccess);
     CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    return 0;
+}
+
+/* ---- a second free from another thread, of a block still waiting in the first thread's
+ * batch: an error (cudaFree reference: "if cudaFree(devPtr) has already been called before,
+ * an error is returned") */
+static void *free_in_thread(void *p)
+{
+    cuCtxSetCurrent(prog_ctx[0]);
+    return (void *)(intptr_t)cudaFree(p);
+}
+
+static void *cufree_in_thread(void *p)
+{
+    cuCtxSetCurrent(prog_ctx[0]);
+    return (void *)(intptr_t)cuMemFree(DP(p));
+}
+
+static int double_free_thread(void)
+{
+    void *p, *q, *rv;
+    pthread_t t;
+    CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaMalloc(&q, 4096) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess); /* waits in this thread's batch */
+    CHECK(pthread_create(&t, NULL, free_in_thread, p) == 0 && pthread_join(t, &rv) == 0);
+    cudaError_t e = (cudaError_t)(intptr_t)rv;
+    CHECK(pthread_create(&t, NULL, free_in_thread, q) == 0 && pthread_join(t, &rv) == 0);
+    cudaError_t eq = (cudaError_t)(intptr_t)rv; /* the other thread's first free of q */
+    CHECK(pthread_create(&t, NULL, cufree_in_thread, q) == 0 && pthread_join(t, &rv) == 0);
+    CUresult rq = (CUresult)(intptr_t)rv; /* q's thread has exited: its batch drained */
+    CHECK(cudaFree(q) != cudaSuccess);    /* freed and given back: gpool's (driver's) error */
+    printf("other_thread_cudaFree=%d first_free_elsewhere=%d second_cuMemFree=%d\n", (int)e,
+           (int)eq, (int)rq);
+    CHECK(eq == cudaSuccess);
+    CHECK(distinct_blocks(NULL) == 0);
+    CHECK(e != cudaSuccess && rq != CUDA_SUCCESS);
+    return 0;
+}
+
+/* ---- 20000 blocks waiting in the batch at once (a non-blocking stream exists: the batch
+ * holds up to cudafree_batch bytes), so some share a slot of the pending set and wait in its
+ * overflow; each freed again: every second free an error */
+static int double_free_many(void)
+{
+    enum { N = 20000 };
+    static void *blk[N];
+    CHECK(make_stream(CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < N; i++)
+        CHECK(cudaMalloc(&blk[i], 512) == cudaSuccess);
+    for (int i = 0; i < N; i++)
+        CHECK(cudaFree(blk[i]) == cudaSuccess);
+    int refused = 0;
+    for (int i = 0; i < N; i++)
+        refused += cudaFree(blk[i]) != cudaSuccess;
+    printf("second_frees_refused=%d of %d\n", refused, N);
+    CHECK(refused == N);
+    return distinct_blocks(NULL);
+}
+
+/* ---- cudaFreeHost twice once host blocks wait in the batch (a non-blocking stream exists) */
+static int double_free_host(void)
+{
+    CHECK(make_stream(CU_STREAM_NON_BLOCKING));
+    void *h;
+    CHECK(cudaMallocHost(&h, 4096) == cudaSuccess);
+    CHECK(cudaFreeHost(h) == cudaSuccess);
+    cudaError_t e = cudaFreeHost(h);
+    printf("second_cudaFreeHost=%d\n", (int)e);
+    CHECK(e != cudaSuccess);
+    void *a, *b;
+    CHECK(cudaMallocHost(&a, 4096) == cudaSuccess && cudaMallocHost(&b, 4096) == cudaSuccess);
+    CHECK(a != b);
+    CHECK(cudaFreeHost(a) == cudaSuccess && cudaFreeHost(b) == cudaSuccess);
+    return 0;
+}
+
+/* ---- cudaPointerGetAttributes (one cuPointerGetAttributes) of a block freed and still
+ * waiting in the batch: what CUDA says of memory no allocation holds (an error, or
+ * cudaMemoryTypeUnregistered with no device pointer) */
+static int query_freed_runtime(void)
+{
+    void *p, *keep;
+    CHECK(cudaMalloc(&keep, 4096) == cudaSuccess && cudaMalloc(&p, 4096) == cudaSuccess);
+    struct cudaPointerAttributes a;
+    CHECK(cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeDevice);
+    CHECK(cudaFree(p) == cudaSuccess);
+    memset(&a, 0xff, sizeof a);
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    printf("freed_attrs=%d type=%d devptr_null=%d\n", (int)e, (int)a.type, a.devicePointer == NULL);
+    CHECK(e != cudaSuccess || (a.type == cudaMemoryTypeUnregistered && !a.devicePointer));
+    CHECK(cudaFree(keep) == cudaSuccess);
+    return 0;
+}
+
+/* ---- BUFFER_ID through cuPointerGetAttributes: each block its own, stable per block */
+static int query_buffer_id_attrs(void)
+{
+    void *p, *q;
+    CHECK(cudaMalloc(&p, 512) == cudaSuccess && cudaMalloc(&q, 512) == cudaSuccess);
+    unsigned long long idp = 0, idq = 0, idp2 = 0, idp_interior = 0;
+    CUpointer_attribute at[] = {CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    void *dp[] = {&idp}, *dq[] = {&idq}, *di[] = {&idp_interior};
+    CHECK(cuPointerGetAttributes(1, at, dp, DP(p)) == CUDA_SUCCESS);
+    CHECK(cuPointerGetAttributes(1, at, dq, DP(q)) == CUDA_SUCCESS);
+    CHECK(cuPointerGetAttributes(1, at, di, DP(p) + 100) == CUDA_SUCCESS);
+    CHECK(cuPointerGetAttribute(&idp2, CU_POINTER_ATTRIBUTE_BUFFER_ID, DP(p)) == CUDA_SUCCESS);
+    printf("id_p=%llu id_q=%llu id_p_again=%llu id_p_interior=%llu\n", idp, idq, idp2,
+           idp_interior);
+    CHECK(idp && idq && idp != idq && idp == idp2 && idp == idp_interior);
+    CHECK(cudaFree(p) == cudaSuccess && cudaFree(q) == cudaSuccess);
+    return 0;
+}
+
+/* ---- a cuMemAlloc gpool cannot serve (an injected driver failure that is not out-of-memory)
+ * passes through to the driver; the driver is short of memory because gpool caches 800 MiB
+ * of the 1 GiB device: the cache goes back and the call is tried once more (GPOOL_SIM_MEMORY=1G,
+ * GPOOL_SIM_FAIL arms the failure) */
+static int passthrough_oom(void)
+{
+    CUdeviceptr big[8];
+    for (int i = 0; i < 8; i++)
+        CHECK(cuMemAlloc(&big[i], 100 * MIB) == CUDA_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        CHECK(cuMemFree(big[i]) == CUDA_SUCCESS);
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    const char *entry = getenv("ADV_FAIL_ENTRY");
+    CHECK(entry && gpoolsim_fail_nth(entry, 1) == 0);
+    unsigned long before = gpoolsim_call_count("cuMemAlloc");
+    CUdeviceptr p = 0;
+    CUresult r = cuMemAlloc(&p, 900 * MIB);
+    unsigned long calls = gpoolsim_call_count("cuMemAlloc") - before;
+    printf("passthrough=%d driver_cuMemAlloc=%lu in_use_mib=%zu\n", (int)r, calls,
+           gpoolsim_bytes_in_use(0) / MIB);
+    CHECK(r == CUDA_SUCCESS && calls == 2); /* out of memory, then the retry */
+    *(volatile char *)(uintptr_t)p = 1;
+    CHECK(cuMemFree(p) == CUDA_SUCCESS);
     return 0;
 }
 
@@ -694,20 +825,8 @@ static int async_cross(void)
 {
     CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
     CHECK(s1 && s2);
-    int same = 0;
-    for (int i = 0; i < 50; i++) {
-        void *p, *q;
-        CHECK(gpoolsim_stream_hold(s1) == 0);
-        CHECK(cudaMallocAsync(&p, MIB, s1) == cudaSuccess);
-        CHECK(kernel_write(s1, p, MIB) == 0);
-        CHECK(cudaFreeAsync(p, s1) == cudaSuccess);
-        CHECK(cudaMallocAsync(&q, MIB, s2) == cudaSuccess);
-        same += p == q;
-        CHECK(kernel_write(s2, q, MIB) == 0);
-        CHECK(cudaFreeAsync(q, s2) == cudaSuccess);
-        CHECK(gpoolsim_stream_release(s1) == 0);
-    }
-    printf("same=%d\n", same);
+    CHECK(reuse_rounds(50, s1, s2,
+                       P_ORDERED_ALLOC | P_ORDERED_FREE | Q_ORDERED_ALLOC | Q_ORDERED_FREE) == 0);
     return 0;
 }
 
@@ -723,7 +842,7 @@ struct ptas_arg {
 static void *ptds_async_thread(void *arg)
 {
     struct ptas_arg *a = arg;
-    cuCtxSetCurrent(ctx[0]);
+    cuCtxSetCurrent(prog_ctx[0]);
     cudaStream_t h = a->ptsz ? NULL : (cudaStream_t)CU_STREAM_PER_THREAD;
     for (int i = 0; i < 16; i++) {
         if (a->role == 0) {
@@ -786,19 +905,8 @@ static int mixed_double_free(int async_first)
         e = cudaFreeAsync(p, s);
     }
     CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
-    enum { LIVE = 256 };
-    static void *live[LIVE];
-    int dup = 0;
-    for (int i = 0; i < LIVE; i++) {
-        CHECK((i % 2 ? cudaMalloc(&live[i], 4096) : cudaMallocAsync(&live[i], 4096, s)) ==
-              cudaSuccess);
-        for (int j = 0; j < i; j++)
-            dup += live[j] == live[i];
-    }
-    printf("second_free=%d duplicates=%d\n", (int)e, dup);
-    for (int i = 0; i < LIVE; i++)
-        CHECK(cudaFree(live[i]) == cudaSuccess);
-    CHECK(dup == 0);
+    printf("second_free=%d\n", (int)e);
+    CHECK(distinct_blocks(s) == 0);
     CHECK(e != cudaSuccess);
     return 0;
 }
@@ -862,7 +970,7 @@ static int legacy_then_new_nb(void)
  * reallocated and written by another device-1 stream */
 static int host_devices(void)
 {
-    CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(prog_ctx[1]) == CUDA_SUCCESS);
     CUstream a = make_stream(0), b = make_stream(0);
     CHECK(a && b);
     CUdeviceptr d;
@@ -870,15 +978,15 @@ static int host_devices(void)
     int same = 0;
     for (int i = 0; i < 40; i++) {
         void *h, *h2;
-        CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+        CHECK(cuCtxSetCurrent(prog_ctx[1]) == CUDA_SUCCESS);
         CHECK(cudaMallocHost(&h, MIB) == cudaSuccess);
         CHECK(gpoolsim_stream_hold(a) == 0);
         CHECK(cuMemcpyDtoHAsync(h, d, MIB, a) == CUDA_SUCCESS);
-        CHECK(cuCtxSetCurrent(ctx[0]) == CUDA_SUCCESS);
+        CHECK(cuCtxSetCurrent(prog_ctx[0]) == CUDA_SUCCESS);
         CHECK(cudaFreeHost(h) == cudaSuccess);
         CHECK(cudaMallocHost(&h2, MIB) == cudaSuccess);
         same += h == h2;
-        CHECK(cuCtxSetCurrent(ctx[1]) == CUDA_SUCCESS);
+        CHECK(cuCtxSetCurrent(prog_ctx[1]) == CUDA_SUCCESS);
         CHECK(cuMemcpyDtoHAsync(h2, d, MIB, b) == CUDA_SUCCESS);
         CHECK(cuStreamSynchronize(b) == CUDA_SUCCESS);
         CHECK(cudaFreeHost(h2) == cudaSuccess);
@@ -964,20 +1072,7 @@ static int free_then_mallocasync(void)
 {
     CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
     CHECK(s1 && s2);
-    int same = 0;
-    for (int i = 0; i < 100; i++) {
-        void *p, *q;
-        CHECK(gpoolsim_stream_hold(s1) == 0);
-        CHECK(cudaMalloc(&p, MIB) == cudaSuccess);
-        CHECK(kernel_write(s1, p, MIB) == 0);
-        CHECK(cudaFree(p) == cudaSuccess);
-        CHECK(cudaMallocAsync(&q, MIB, s2) == cudaSuccess);
-        same += p == q;
-        CHECK(kernel_write(s2, q, MIB) == 0);
-        CHECK(cudaFreeAsync(q, s2) == cudaSuccess);
-        CHECK(gpoolsim_stream_release(s1) == 0);
-    }
-    printf("same=%d\n", same);
+    CHECK(reuse_rounds(100, s1, s2, Q_ORDERED_ALLOC | Q_ORDERED_FREE) == 0);
     return 0;
 }
 
@@ -1143,124 +1238,91 @@ static int mapped_kernel(void)
     return 0;
 }
 
+/* The modes: a function of no argument, of one int (arg) or of two (arg, arg2). */
+static const struct mode {
+    const char *name;
+    int (*run)(void);
+    int (*run_arg)(int);
+    int arg;
+    int (*run_args)(int, int);
+    int arg2;
+} modes[] = {
+    {"host_blocking", NULL, NULL, 0, host_async, 0},
+    {"host_nb", NULL, NULL, 0, host_async, 1},
+    {"host_mapped_nb", NULL, NULL, 1, host_async, 1},
+    {"capture_side_relaxed", NULL, NULL, CU_STREAM_CAPTURE_MODE_RELAXED, capture_side, 0},
+    {"capture_side_thread", NULL, NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, capture_side, 0},
+    {"capture_side_oom", NULL, NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, capture_side, 1},
+    {"ptds", ptds, NULL, 0, NULL, 0},
+    {"free_nb", NULL, free_realloc, 0, NULL, 0},
+    {"free_blocking", NULL, free_realloc, 1, NULL, 0},
+    {"free_legacy", NULL, free_realloc, 2, NULL, 0},
+    {"async_then_malloc", NULL, async_then_malloc, 0, NULL, 0},
+    {"async_then_malloc_legacy", NULL, async_then_malloc, 1, NULL, 0},
+    {"async_then_malloc_blocking", NULL, async_then_malloc, 2, NULL, 0},
+    {"async_cross", async_cross, NULL, 0, NULL, 0},
+    {"ptds_async", NULL, ptds_async, 0, NULL, 0},
+    {"ptds_async_ptsz", NULL, ptds_async, 1, NULL, 0},
+    {"freeasync_then_free", NULL, mixed_double_free, 1, NULL, 0},
+    {"free_then_freeasync", NULL, mixed_double_free, 0, NULL, 0},
+    {"async_then_free", async_then_free, NULL, 0, NULL, 0},
+    {"destroy_freeasync", NULL, destroy_reuse, 0, NULL, 0},
+    {"destroy_free", NULL, destroy_reuse, 1, NULL, 0},
+    {"capture_global", NULL, capture, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, 0},
+    {"capture_thread", NULL, capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, NULL, 0},
+    {"capture_relaxed", NULL, capture, CU_STREAM_CAPTURE_MODE_RELAXED, NULL, 0},
+    {"fork_threads", fork_threads, NULL, 0, NULL, 0},
+    {"devices", NULL, devices, 0, NULL, 0},
+    {"devices_push", NULL, devices, 1, NULL, 0},
+    {"query_range", query_range, NULL, 0, NULL, 0},
+    {"query_buffer_id", query_buffer_id, NULL, 0, NULL, 0},
+    {"query_freed", query_freed, NULL, 0, NULL, 0},
+    {"oom", NULL, oom, 0, NULL, 0},
+    {"oom_nb", NULL, oom, 1, NULL, 0},
+    {"meminfo_nb", meminfo_nb, NULL, 0, NULL, 0},
+    {"host_query", host_query, NULL, 0, NULL, 0},
+    {"legacy_then_new_nb", legacy_then_new_nb, NULL, 0, NULL, 0},
+    {"host_devices", host_devices, NULL, 0, NULL, 0},
+    {"free_on_other_stream", free_on_other_stream, NULL, 0, NULL, 0},
+    {"capture_ptds", capture_ptds, NULL, 0, NULL, 0},
+    {"free_then_mallocasync", free_then_mallocasync, NULL, 0, NULL, 0},
+    {"oom_async_then_malloc", oom_async_then_malloc, NULL, 0, NULL, 0},
+    {"fork_child_calls", fork_child_calls, NULL, 0, NULL, 0},
+    {"legacy_freeasync_then_malloc", NULL, legacy_freeasync_then_malloc, 0, NULL, 0},
+    {"legacy_freeasync_then_mallocasync", NULL, legacy_freeasync_then_malloc, 1, NULL, 0},
+    {"query_large", query_large, NULL, 0, NULL, 0},
+    {"destroyed_nb_then_flush", destroyed_nb_then_flush, NULL, 0, NULL, 0},
+    {"mapped_kernel", mapped_kernel, NULL, 0, NULL, 0},
+    {"meminfo", meminfo, NULL, 0, NULL, 0},
+    {"double_free", double_free, NULL, 0, NULL, 0},
+    {"double_free_driver", double_free_driver, NULL, 0, NULL, 0},
+    {"double_free_thread", double_free_thread, NULL, 0, NULL, 0},
+    {"double_free_host", double_free_host, NULL, 0, NULL, 0},
+    {"double_free_many", double_free_many, NULL, 0, NULL, 0},
+    {"query_freed_runtime", query_freed_runtime, NULL, 0, NULL, 0},
+    {"query_buffer_id_attrs", query_buffer_id_attrs, NULL, 0, NULL, 0},
+    {"passthrough_oom", passthrough_oom, NULL, 0, NULL, 0},
+    {"double_free_async", double_free_async, NULL, 0, NULL, 0},
+    {"bad_interior", bad_interior, NULL, 0, NULL, 0},
+    {"bad_sequence", NULL, bad_sequence, 1, NULL, 0},
+    {"bad_sequence0", NULL, bad_sequence, 0, NULL, 0},
+    {"host_to_cudafree", NULL, host_to_cudafree, 0, NULL, 0},
+    {"mapped_to_cudafree", NULL, host_to_cudafree, 1, NULL, 0},
+};
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *m = argv[1];
     int devs = strstr(m, "devices") ? 2 : 1;
-    if (setup(devs)) return 1;
+    if (prog_linked_setup(devs)) return 1;
     int rc = 2;
-    if (!strcmp(m, "ptds"))
-        rc = ptds();
-    else if (!strcmp(m, "free_nb"))
-        rc = free_realloc(0);
-    else if (!strcmp(m, "free_blocking"))
-        rc = free_realloc(1);
-    else if (!strcmp(m, "free_legacy"))
-        rc = free_realloc(2);
-    else if (!strcmp(m, "async_then_malloc"))
-        rc = async_then_malloc(0);
-    else if (!strcmp(m, "async_then_malloc_legacy"))
-        rc = async_then_malloc(1);
-    else if (!strcmp(m, "async_then_malloc_blocking"))
-        rc = async_then_malloc(2);
-    else if (!strcmp(m, "async_cross"))
-        rc = async_cross();
-    else if (!strcmp(m, "ptds_async"))
-        rc = ptds_async(0);
-    else if (!strcmp(m, "ptds_async_ptsz"))
-        rc = ptds_async(1);
-    else if (!strcmp(m, "freeasync_then_free"))
-        rc = mixed_double_free(1);
-    else if (!strcmp(m, "free_then_freeasync"))
-        rc = mixed_double_free(0);
-    else if (!strcmp(m, "async_then_free"))
-        rc = async_then_free();
-    else if (!strcmp(m, "host_blocking"))
-        rc = host_async(0, 0);
-    else if (!strcmp(m, "host_nb"))
-        rc = host_async(0, 1);
-    else if (!strcmp(m, "host_mapped_nb"))
-        rc = host_async(1, 1);
-    else if (!strcmp(m, "destroy_freeasync"))
-        rc = destroy_reuse(0);
-    else if (!strcmp(m, "destroy_free"))
-        rc = destroy_reuse(1);
-    else if (!strcmp(m, "capture_global"))
-        rc = capture(CU_STREAM_CAPTURE_MODE_GLOBAL);
-    else if (!strcmp(m, "capture_thread"))
-        rc = capture(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    else if (!strcmp(m, "capture_relaxed"))
-        rc = capture(CU_STREAM_CAPTURE_MODE_RELAXED);
-    else if (!strcmp(m, "capture_side_relaxed"))
-        rc = capture_side(CU_STREAM_CAPTURE_MODE_RELAXED, 0);
-    else if (!strcmp(m, "capture_side_thread"))
-        rc = capture_side(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 0);
-    else if (!strcmp(m, "capture_side_oom"))
-        rc = capture_side(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1);
-    else if (!strcmp(m, "fork_threads"))
-        rc = fork_threads();
-    else if (!strcmp(m, "devices"))
-        rc = devices(0);
-    else if (!strcmp(m, "devices_push"))
-        rc = devices(1);
-    else if (!strcmp(m, "query_range"))
-        rc = query_range();
-    else if (!strcmp(m, "query_buffer_id"))
-        rc = query_buffer_id();
-    else if (!strcmp(m, "query_freed"))
-        rc = query_freed();
-    else if (!strcmp(m, "oom"))
-        rc = oom(0);
-    else if (!strcmp(m, "oom_nb"))
-        rc = oom(1);
-    else if (!strcmp(m, "meminfo_nb"))
-        rc = meminfo_nb();
-    else if (!strcmp(m, "host_query"))
-        rc = host_query();
-    else if (!strcmp(m, "legacy_then_new_nb"))
-        rc = legacy_then_new_nb();
-    else if (!strcmp(m, "host_devices"))
-        rc = host_devices();
-    else if (!strcmp(m, "free_on_other_stream"))
-        rc = free_on_other_stream();
-    else if (!strcmp(m, "capture_ptds"))
-        rc = capture_ptds();
-    else if (!strcmp(m, "free_then_mallocasync"))
-        rc = free_then_mallocasync();
-    else if (!strcmp(m, "oom_async_then_malloc"))
-        rc = oom_async_then_malloc();
-    else if (!strcmp(m, "fork_child_calls"))
-        rc = fork_child_calls();
-    else if (!strcmp(m, "legacy_freeasync_then_malloc"))
-        rc = legacy_freeasync_then_malloc(0);
-    else if (!strcmp(m, "legacy_freeasync_then_mallocasync"))
-        rc = legacy_freeasync_then_malloc(1);
-    else if (!strcmp(m, "query_large"))
-        rc = query_large();
-    else if (!strcmp(m, "destroyed_nb_then_flush"))
-        rc = destroyed_nb_then_flush();
-    else if (!strcmp(m, "mapped_kernel"))
-        rc = mapped_kernel();
-    else if (!strcmp(m, "meminfo"))
-        rc = meminfo();
-    else if (!strcmp(m, "double_free"))
-        rc = double_free();
-    else if (!strcmp(m, "double_free_driver"))
-        rc = double_free_driver();
-    else if (!strcmp(m, "double_free_async"))
-        rc = double_free_async();
-    else if (!strcmp(m, "bad_interior"))
-        rc = bad_interior();
-    else if (!strcmp(m, "bad_sequence"))
-        rc = bad_sequence(1);
-    else if (!strcmp(m, "bad_sequence0"))
-        rc = bad_sequence(0);
-    else if (!strcmp(m, "host_to_cudafree"))
-        rc = host_to_cudafree(0);
-    else if (!strcmp(m, "mapped_to_cudafree"))
-        rc = host_to_cudafree(1);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (!strcmp(m, modes[i].name))
+            rc = modes[i].run       ? modes[i].run()
+                 : modes[i].run_arg ? modes[i].run_arg(modes[i].arg)
+                                    : modes[i].run_args(modes[i].arg, modes[i].arg2);
     unsigned long v = gpoolsim_violations();
     printf("violations=%lu\n", v);
     fflush(stdout);

@@ -16,7 +16,8 @@
 
 #include "gpool.h"
 #include "../../sim/gpool_sim.h"
-#include "prog_check.h"
+#define PROG_DRIVER_LINKED
+#include "prog_driver.h"
 
 /* The per-thread-default-stream forms (declared by cuda.h only under
  * CUDA_API_PER_THREAD_DEFAULT_STREAM). */
@@ -43,16 +44,6 @@ static void print_pool_stats(void)
                                 st.kind[GPOOL_MEM_HOST_MAPPED].allocs),
            (unsigned long long)(st.kind[GPOOL_MEM_HOST_PINNED].frees +
                                 st.kind[GPOOL_MEM_HOST_MAPPED].frees));
-}
-
-static int setup(void)
-{
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
-    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
-    return 0;
 }
 
 static int serve(void)
@@ -231,7 +222,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "serve";
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (setup() != 0) return 1;
+    if (prog_linked_setup(1) != 0) return 1;
     if (!strcmp(mode, "serve")) return serve();
     if (!strcmp(mode, "capture")) return capture();
     if (!strcmp(mode, "streams")) return streams();

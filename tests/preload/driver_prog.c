@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prog_check.h"
+#include "prog_driver.h"
 
 typedef CUresult (*getproc_v2_fn)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
@@ -20,25 +20,6 @@ typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
 typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
 typedef CUresult (*info_fn)(size_t *, size_t *);
 
-static void *lib;
-static getproc_v2_fn getproc;
-
-static void *proc(const char *name, int version, cuuint64_t flags)
-{
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult q;
-    if (getproc(name, &fn, version, flags, &q) != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS)
-        return NULL;
-    return fn;
-}
-
-static unsigned long sim_count(const char *entry)
-{
-    unsigned long (*count)(const char *);
-    *(void **)&count = dlsym(lib, "gpoolsim_call_count");
-    return count ? count(entry) : 0;
-}
-
 /* The file a function pointer lives in (basename). */
 static const char *where(void *fn)
 {
@@ -48,37 +29,14 @@ static const char *where(void *fn)
     return slash ? slash + 1 : info.dli_fname;
 }
 
-static int setup(void)
-{
-    const char *path = getenv("GPOOL_LIBCUDA");
-    lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    CHECK(lib);
-    *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
-    CHECK(getproc);
-    CUresult (*init)(unsigned);
-    CUresult (*dev_get)(CUdevice *, int);
-    CUresult (*retain)(CUcontext *, CUdevice);
-    CUresult (*set_current)(CUcontext);
-    *(void **)&init = proc("cuInit", 12000, 0);
-    *(void **)&dev_get = proc("cuDeviceGet", 12000, 0);
-    *(void **)&retain = proc("cuDevicePrimaryCtxRetain", 12000, 0);
-    *(void **)&set_current = proc("cuCtxSetCurrent", 12000, 0);
-    CHECK(init && dev_get && retain && set_current);
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(init(0) == CUDA_SUCCESS && dev_get(&dev, 0) == CUDA_SUCCESS);
-    CHECK(retain(&ctx, dev) == CUDA_SUCCESS && set_current(ctx) == CUDA_SUCCESS);
-    return 0;
-}
-
 static int cache(void)
 {
     alloc_fn alloc_gp, alloc_sym;
     free_fn free_gp, free_sym;
-    *(void **)&alloc_gp = proc("cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
-    *(void **)&free_gp = proc("cuMemFree", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
-    *(void **)&alloc_sym = dlsym(lib, "cuMemAlloc_v2");
-    *(void **)&free_sym = dlsym(lib, "cuMemFree_v2");
+    *(void **)&alloc_gp = prog_proc_v("cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+    *(void **)&free_gp = prog_proc_v("cuMemFree", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+    *(void **)&alloc_sym = dlsym(prog_lib, "cuMemAlloc_v2");
+    *(void **)&free_sym = dlsym(prog_lib, "cuMemFree_v2");
     CHECK(alloc_gp && free_gp && alloc_sym && free_sym);
     printf("cuMemAlloc_from=%s dlsym_from=%s\n", where((void *)alloc_gp), where((void *)alloc_sym));
     enum { N = 4000, LIVE = 8 };
@@ -96,11 +54,12 @@ static int cache(void)
     /* the stream-ordered forms, legacy and per-thread */
     alloc_async_fn aa, aa_pt;
     free_async_fn fa, fa_pt;
-    *(void **)&aa = proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-    *(void **)&fa = proc("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    *(void **)&aa = prog_proc_v("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    *(void **)&fa = prog_proc_v("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
     *(void **)&aa_pt =
-        proc("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
-    *(void **)&fa_pt = proc("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+        prog_proc_v("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    *(void **)&fa_pt =
+        prog_proc_v("cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     CHECK(aa && fa && aa_pt && fa_pt);
     for (int i = 0; i < 100; i++) {
         CUdeviceptr a, b;
@@ -108,11 +67,12 @@ static int cache(void)
         CHECK(fa(a, NULL) == CUDA_SUCCESS && fa_pt(b, NULL) == CUDA_SUCCESS);
     }
     info_fn info;
-    *(void **)&info = proc("cuMemGetInfo", 12000, 0);
+    *(void **)&info = prog_proc_v("cuMemGetInfo", 12000, 0);
     size_t fr = 0, total = 0;
     CHECK(info && info(&fr, &total) == CUDA_SUCCESS && fr <= total && total > 0);
     printf("allocs=%d cuMemAlloc=%lu cuMemAllocAsync=%lu cuMemCreate=%lu\n", N,
-           sim_count("cuMemAlloc"), sim_count("cuMemAllocAsync"), sim_count("cuMemCreate"));
+           prog_sim_count("cuMemAlloc"), prog_sim_count("cuMemAllocAsync"),
+           prog_sim_count("cuMemCreate"));
     return 0;
 }
 
@@ -121,30 +81,30 @@ static int getproc_checks(void)
     /* asking for cuGetProcAddress itself (both ABIs) gives a working function, no recursion */
     getproc_v2_fn gp2;
     getproc_v1_fn gp1;
-    *(void **)&gp2 = proc("cuGetProcAddress", 12000, 0);
-    *(void **)&gp1 = proc("cuGetProcAddress", 11030, 0);
+    *(void **)&gp2 = prog_proc_v("cuGetProcAddress", 12000, 0);
+    *(void **)&gp1 = prog_proc_v("cuGetProcAddress", 11030, 0);
     CHECK(gp2 && gp1);
     void *a = NULL, *b = NULL, *c = NULL;
     CUdriverProcAddressQueryResult q;
     CHECK(gp2("cuMemAlloc", &a, 12000, 0, &q) == CUDA_SUCCESS && q == CU_GET_PROC_ADDRESS_SUCCESS);
     CHECK(gp1("cuMemAlloc", &b, 11030, 0) == CUDA_SUCCESS);
-    CHECK(a == proc("cuMemAlloc", 12000, 0) && a == b);
+    CHECK(a == prog_proc_v("cuMemAlloc", 12000, 0) && a == b);
     getproc_v1_fn gp1_sym;
-    *(void **)&gp1_sym = dlsym(lib, "cuGetProcAddress");
+    *(void **)&gp1_sym = dlsym(prog_lib, "cuGetProcAddress");
     CHECK(gp1_sym && gp1_sym("cuMemFree", &c, 12000, 0) == CUDA_SUCCESS);
-    CHECK(c == proc("cuMemFree", 12000, 0));
+    CHECK(c == prog_proc_v("cuMemFree", 12000, 0));
     /* everything else is the real entry point at the requested version */
-    CHECK(proc("cuCtxSynchronize", 12000, 0) == dlsym(lib, "cuCtxSynchronize"));
-    CHECK(proc("cuCtxSynchronize", 13000, 0) == dlsym(lib, "cuCtxSynchronize_v2"));
-    CHECK(proc("cuMemCreate", 12000, 0) == dlsym(lib, "cuMemCreate"));
+    CHECK(prog_proc_v("cuCtxSynchronize", 12000, 0) == dlsym(prog_lib, "cuCtxSynchronize"));
+    CHECK(prog_proc_v("cuCtxSynchronize", 13000, 0) == dlsym(prog_lib, "cuCtxSynchronize_v2"));
+    CHECK(prog_proc_v("cuMemCreate", 12000, 0) == dlsym(prog_lib, "cuMemCreate"));
     /* too old a version: the driver's answer passes through */
     void *old = (void *)1;
-    CHECK(getproc("cuMemAlloc", &old, 2000, 0, &q) != CUDA_SUCCESS);
+    CHECK(prog_getproc("cuMemAlloc", &old, 2000, 0, &q) != CUDA_SUCCESS);
     CHECK(q == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-    CHECK(getproc("cuNoSuchThing", &old, 12000, 0, &q) != CUDA_SUCCESS);
+    CHECK(prog_getproc("cuNoSuchThing", &old, 12000, 0, &q) != CUDA_SUCCESS);
     CHECK(q == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     printf("cuMemAlloc_from=%s cuGetProcAddress_from=%s cuCtxSynchronize_from=%s\n", where(a),
-           where((void *)gp2), where(proc("cuCtxSynchronize", 12000, 0)));
+           where((void *)gp2), where(prog_proc_v("cuCtxSynchronize", 12000, 0)));
     return 0;
 }
 
@@ -152,8 +112,8 @@ static int foreign(void)
 {
     free_fn fr;
     alloc_fn al;
-    *(void **)&fr = proc("cuMemFree", 12000, 0);
-    *(void **)&al = proc("cuMemAlloc", 12000, 0);
+    *(void **)&fr = prog_proc_v("cuMemFree", 12000, 0);
+    *(void **)&al = prog_proc_v("cuMemAlloc", 12000, 0);
     CUresult bogus = fr((CUdeviceptr)0x12345000), zero = fr(0);
     CUresult nullout = al(NULL, 4096), zerosize;
     CUdeviceptr p = 0;
@@ -169,8 +129,8 @@ static int oom(void)
 {
     alloc_fn al;
     free_fn fr;
-    *(void **)&al = proc("cuMemAlloc", 12000, 0);
-    *(void **)&fr = proc("cuMemFree", 12000, 0);
+    *(void **)&al = prog_proc_v("cuMemAlloc", 12000, 0);
+    *(void **)&fr = prog_proc_v("cuMemFree", 12000, 0);
     CUdeviceptr p = 0;
     CUresult r = al(&p, (size_t)1 << 40);
     printf("cuMemAlloc=%d\n", (int)r);
@@ -197,8 +157,8 @@ __attribute__((destructor)) static void free_in_destructor(void)
 static int at_exit(void)
 {
     alloc_fn al;
-    *(void **)&al = proc("cuMemAlloc", 12000, 0);
-    *(void **)&exit_free = proc("cuMemFree", 12000, 0);
+    *(void **)&al = prog_proc_v("cuMemAlloc", 12000, 0);
+    *(void **)&exit_free = prog_proc_v("cuMemFree", 12000, 0);
     for (int i = 0; i < 8; i++)
         CHECK(al(&exit_blocks[i], (size_t)(i + 1) << 20) == CUDA_SUCCESS);
     atexit(free_at_exit);
@@ -219,15 +179,15 @@ static int devices(void)
     void (*reset)(void);
     alloc_fn al;
     free_fn fr;
-    *(void **)&dev_get = proc("cuDeviceGet", 12000, 0);
-    *(void **)&retain = proc("cuDevicePrimaryCtxRetain", 12000, 0);
-    *(void **)&set_current = proc("cuCtxSetCurrent", 12000, 0);
-    *(void **)&push = dlsym(lib, "cuCtxPushCurrent_v2"); /* both ways of reaching the hooks */
-    *(void **)&pop = proc("cuCtxPopCurrent", 12000, 0);
-    *(void **)&in_use = dlsym(lib, "gpoolsim_bytes_in_use");
-    *(void **)&reset = dlsym(lib, "gpoolsim_reset_counts");
-    *(void **)&al = proc("cuMemAlloc", 12000, 0);
-    *(void **)&fr = dlsym(lib, "cuMemFree_v2");
+    *(void **)&dev_get = prog_proc_v("cuDeviceGet", 12000, 0);
+    *(void **)&retain = prog_proc_v("cuDevicePrimaryCtxRetain", 12000, 0);
+    *(void **)&set_current = prog_proc_v("cuCtxSetCurrent", 12000, 0);
+    *(void **)&push = dlsym(prog_lib, "cuCtxPushCurrent_v2"); /* both ways of reaching the hooks */
+    *(void **)&pop = prog_proc_v("cuCtxPopCurrent", 12000, 0);
+    *(void **)&in_use = dlsym(prog_lib, "gpoolsim_bytes_in_use");
+    *(void **)&reset = dlsym(prog_lib, "gpoolsim_reset_counts");
+    *(void **)&al = prog_proc_v("cuMemAlloc", 12000, 0);
+    *(void **)&fr = dlsym(prog_lib, "cuMemFree_v2");
     CHECK(dev_get && retain && set_current && push && pop && in_use && reset && al && fr);
     printf("cuCtxSetCurrent_from=%s\n", where((void *)set_current));
     CUdevice d0, d1;
@@ -255,10 +215,10 @@ static int devices(void)
     for (int i = 0; i < 1000; i++)
         CHECK(al(&p, 4096) == CUDA_SUCCESS && fr(p) == CUDA_SUCCESS);
     unsigned long (*total)(void);
-    *(void **)&total = dlsym(lib, "gpoolsim_call_total");
+    *(void **)&total = dlsym(prog_lib, "gpoolsim_call_total");
     CHECK(total);
     printf("pairs=1000 driver_calls=%lu cuCtxGetCurrent=%lu cuMemGetInfo=%lu\n", total(),
-           sim_count("cuCtxGetCurrent"), sim_count("cuMemGetInfo"));
+           prog_sim_count("cuCtxGetCurrent"), prog_sim_count("cuMemGetInfo"));
     CHECK(in_use(1) == used1); /* served by device 1's cache */
     CHECK(fr(a) == CUDA_SUCCESS && fr(b) == CUDA_SUCCESS && fr(c) == CUDA_SUCCESS);
     return 0;
@@ -268,7 +228,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "cache";
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (setup() != 0) return 1;
+    if (prog_driver_setup() != 0) return 1;
     if (!strcmp(mode, "cache")) return cache();
     if (!strcmp(mode, "getproc")) return getproc_checks();
     if (!strcmp(mode, "foreign")) return foreign();

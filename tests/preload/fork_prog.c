@@ -17,28 +17,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "prog_check.h"
+#include "prog_driver.h"
 
 enum { CHILD_ALARM_S = 5, MIB = 1 << 20 };
 
-typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
-static getproc_fn getproc;
 static CUresult (*mem_alloc)(CUdeviceptr *, size_t);
 static CUresult (*mem_free)(CUdeviceptr);
 static CUresult (*ctx_set)(CUcontext);
 static CUresult (*dev_get)(CUdevice *, int);
 static CUresult (*retain)(CUcontext *, CUdevice);
-
-static void *proc(const char *name)
-{
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult q;
-    if (getproc(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
-        q != CU_GET_PROC_ADDRESS_SUCCESS)
-        return NULL;
-    return fn;
-}
 
 /* Make device dev's primary context current. */
 static int use_device(int dev)
@@ -52,18 +39,14 @@ static int use_device(int dev)
 
 static int setup(void)
 {
-    const char *path = getenv("GPOOL_LIBCUDA");
-    void *lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    CHECK(lib);
-    *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
-    CHECK(getproc);
+    CHECK(prog_driver_open() == 0);
     CUresult (*init)(unsigned);
-    *(void **)&init = proc("cuInit");
-    *(void **)&mem_alloc = proc("cuMemAlloc");
-    *(void **)&mem_free = proc("cuMemFree");
-    *(void **)&ctx_set = proc("cuCtxSetCurrent");
-    *(void **)&dev_get = proc("cuDeviceGet");
-    *(void **)&retain = proc("cuDevicePrimaryCtxRetain");
+    *(void **)&init = prog_proc("cuInit");
+    *(void **)&mem_alloc = prog_proc("cuMemAlloc");
+    *(void **)&mem_free = prog_proc("cuMemFree");
+    *(void **)&ctx_set = prog_proc("cuCtxSetCurrent");
+    *(void **)&dev_get = prog_proc("cuDeviceGet");
+    *(void **)&retain = prog_proc("cuDevicePrimaryCtxRetain");
     CHECK(init && mem_alloc && mem_free && ctx_set && dev_get && retain);
     CHECK(init(0) == CUDA_SUCCESS);
     return use_device(0);
@@ -146,7 +129,7 @@ static int child_driver(int forks)
             CUresult a = mem_alloc(&p, MIB);
             CUresult f = mem_free(held);
             /* cuGetProcAddress needs no initialisation: it answers in a child too */
-            void *fn = proc("cuMemAlloc");
+            void *fn = prog_proc("cuMemAlloc");
             if (i == 0)
                 say("child_alloc=%d child_free=%d child_getproc=%s\n", (int)a, (int)f,
                     fn ? "ok" : "failed");

@@ -12,16 +12,7 @@
 #include <stdlib.h>
 
 #include "gpool.h"
-#include "prog_check.h"
-
-static unsigned long sim_count(const char *entry)
-{
-    const char *path = getenv("GPOOL_LIBCUDA");
-    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    unsigned long (*count)(const char *) = NULL;
-    if (h) *(void **)&count = dlsym(h, "gpoolsim_call_count");
-    return count ? count(entry) : 0;
-}
+#include "prog_driver.h"
 
 static int pairs(size_t size, int n)
 {
@@ -48,11 +39,12 @@ int main(int argc, char **argv)
     CHECK(pairs(size, WARM) == 0);
     gpool_stats s0 = GPOOL_STATS_INIT, s1 = GPOOL_STATS_INIT;
     CHECK(stats(0, &s0) == GPOOL_OK);
-    unsigned long rec0 = sim_count("cuEventRecord"), sync0 = sim_count("cuCtxSynchronize");
+    unsigned long rec0 = prog_sim_count("cuEventRecord"),
+                  sync0 = prog_sim_count("cuCtxSynchronize");
     CHECK(pairs(size, N) == 0);
     CHECK(stats(0, &s1) == GPOOL_OK);
-    unsigned long records = sim_count("cuEventRecord") - rec0;
-    unsigned long syncs = sim_count("cuCtxSynchronize") - sync0;
+    unsigned long records = prog_sim_count("cuEventRecord") - rec0;
+    unsigned long syncs = prog_sim_count("cuCtxSynchronize") - sync0;
     unsigned long long allocs = s1.kind[GPOOL_MEM_AUTO].allocs - s0.kind[GPOOL_MEM_AUTO].allocs;
     unsigned long long misses = allocs - (s1.tcache_hits - s0.tcache_hits);
     printf("pairs=%d allocs=%llu misses=%llu cuEventRecord=%lu cuCtxSynchronize=%lu\n", N, allocs,

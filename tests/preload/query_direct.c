@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "gpool.h"
-#include "prog_check.h"
+#define PROG_DRIVER_LINKED
+#include "prog_driver.h"
 
 /* Device allocations the interposer's pool of device 0 served (0 without the interposer). */
 static unsigned long long pool_allocs(void)
@@ -24,11 +25,7 @@ static unsigned long long pool_allocs(void)
 
 static int run_checks(void)
 {
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
-    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    CHECK(prog_linked_setup(1) == 0);
     CUdeviceptr p[4], base = 0, start = 0;
     size_t len = 0, rsize = 0;
     for (int i = 0; i < 4; i++)

@@ -14,13 +14,8 @@
 #include <string.h>
 
 #include "gpool.h"
-#include "prog_check.h"
+#include "prog_driver.h"
 
-typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
-
-static void *lib;
-static getproc_fn getproc;
 static CUresult (*mem_alloc)(CUdeviceptr *, size_t);
 static CUresult (*mem_free)(CUdeviceptr);
 static CUresult (*mem_info)(size_t *, size_t *);
@@ -35,48 +30,21 @@ static CUresult (*mem_release)(CUmemGenericAllocationHandle);
 static CUresult (*alloc_managed)(CUdeviceptr *, size_t, unsigned);
 static CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
 
-static void *proc(const char *name)
-{
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult q;
-    if (getproc(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
-        q != CU_GET_PROC_ADDRESS_SUCCESS)
-        return NULL;
-    return fn;
-}
-
 static int setup(void)
 {
-    const char *path = getenv("GPOOL_LIBCUDA");
-    lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    CHECK(lib);
-    *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
-    CHECK(getproc);
-    CUresult (*init)(unsigned);
-    CUresult (*dev_get)(CUdevice *, int);
-    CUresult (*retain)(CUcontext *, CUdevice);
-    CUresult (*set_current)(CUcontext);
-    *(void **)&init = proc("cuInit");
-    *(void **)&dev_get = proc("cuDeviceGet");
-    *(void **)&retain = proc("cuDevicePrimaryCtxRetain");
-    *(void **)&set_current = proc("cuCtxSetCurrent");
-    CHECK(init && dev_get && retain && set_current);
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(init(0) == CUDA_SUCCESS && dev_get(&dev, 0) == CUDA_SUCCESS);
-    CHECK(retain(&ctx, dev) == CUDA_SUCCESS && set_current(ctx) == CUDA_SUCCESS);
-    *(void **)&mem_alloc = proc("cuMemAlloc");
-    *(void **)&mem_free = proc("cuMemFree");
-    *(void **)&mem_info = proc("cuMemGetInfo");
-    *(void **)&addr_range = proc("cuMemGetAddressRange");
-    *(void **)&ptr_attr = proc("cuPointerGetAttribute");
-    *(void **)&ptr_attrs = proc("cuPointerGetAttributes");
-    *(void **)&host_alloc = proc("cuMemHostAlloc");
-    *(void **)&host_free = proc("cuMemFreeHost");
-    *(void **)&mem_create = proc("cuMemCreate");
-    *(void **)&mem_release = proc("cuMemRelease");
-    *(void **)&alloc_managed = proc("cuMemAllocManaged");
-    *(void **)&alloc_pitch = proc("cuMemAllocPitch");
+    CHECK(prog_driver_setup() == 0);
+    *(void **)&mem_alloc = prog_proc("cuMemAlloc");
+    *(void **)&mem_free = prog_proc("cuMemFree");
+    *(void **)&mem_info = prog_proc("cuMemGetInfo");
+    *(void **)&addr_range = prog_proc("cuMemGetAddressRange");
+    *(void **)&ptr_attr = prog_proc("cuPointerGetAttribute");
+    *(void **)&ptr_attrs = prog_proc("cuPointerGetAttributes");
+    *(void **)&host_alloc = prog_proc("cuMemHostAlloc");
+    *(void **)&host_free = prog_proc("cuMemFreeHost");
+    *(void **)&mem_create = prog_proc("cuMemCreate");
+    *(void **)&mem_release = prog_proc("cuMemRelease");
+    *(void **)&alloc_managed = prog_proc("cuMemAllocManaged");
+    *(void **)&alloc_pitch = prog_proc("cuMemAllocPitch");
     CHECK(mem_alloc && mem_free && mem_info && addr_range && host_alloc && host_free);
     CHECK(mem_create && mem_release); /* the others are checked where a mode needs them */
     return 0;
@@ -134,7 +102,7 @@ static int device_range(void)
 {
     CUcontext ctx = NULL;
     CUresult (*get_current)(CUcontext *);
-    *(void **)&get_current = proc("cuCtxGetCurrent");
+    *(void **)&get_current = prog_proc("cuCtxGetCurrent");
     CHECK(get_current && get_current(&ctx) == CUDA_SUCCESS && ctx);
     CUdeviceptr small[8], big;
     for (int i = 0; i < 8; i++)
@@ -243,10 +211,10 @@ static int sim_answers(void)
     CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*addr_free)(CUdeviceptr, size_t);
-    *(void **)&reserve = proc("cuMemAddressReserve");
-    *(void **)&map = proc("cuMemMap");
-    *(void **)&unmap = proc("cuMemUnmap");
-    *(void **)&addr_free = proc("cuMemAddressFree");
+    *(void **)&reserve = prog_proc("cuMemAddressReserve");
+    *(void **)&map = prog_proc("cuMemMap");
+    *(void **)&unmap = prog_proc("cuMemUnmap");
+    *(void **)&addr_free = prog_proc("cuMemAddressFree");
     CHECK(reserve && map && unmap && addr_free);
     size_t page = (size_t)2 << 20;
     CUmemAllocationProp prop;
@@ -331,11 +299,11 @@ static int others_capture(void)
     CUresult (*end)(CUstream, CUgraph *);
     CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus *);
     CUresult (*graph_destroy)(CUgraph);
-    *(void **)&stream_create = proc("cuStreamCreate");
-    *(void **)&begin = proc("cuStreamBeginCapture");
-    *(void **)&end = proc("cuStreamEndCapture");
-    *(void **)&is_capturing = proc("cuStreamIsCapturing");
-    *(void **)&graph_destroy = proc("cuGraphDestroy");
+    *(void **)&stream_create = prog_proc("cuStreamCreate");
+    *(void **)&begin = prog_proc("cuStreamBeginCapture");
+    *(void **)&end = prog_proc("cuStreamEndCapture");
+    *(void **)&is_capturing = prog_proc("cuStreamIsCapturing");
+    *(void **)&graph_destroy = prog_proc("cuGraphDestroy");
     CHECK(stream_create && begin && end && is_capturing && graph_destroy);
     CUdeviceptr big;
     CHECK(mem_alloc(&big, (size_t)800 << 20) == CUDA_SUCCESS && mem_free(big) == CUDA_SUCCESS);

@@ -10,18 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prog_check.h"
+#include "prog_driver.h"
 
 unsigned long standin_calls(void);
-
-static unsigned long sim_count(const char *entry)
-{
-    const char *path = getenv("GPOOL_LIBCUDA");
-    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    unsigned long (*count)(const char *) = NULL;
-    if (h) *(void **)&count = dlsym(h, "gpoolsim_call_count");
-    return count ? count(entry) : 0;
-}
 
 cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
@@ -30,10 +21,8 @@ cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
  * as cudart's cudaStreamCreateWithFlags would through cuGetProcAddress). */
 static int create_nonblocking_stream(void)
 {
-    const char *path = getenv("GPOOL_LIBCUDA");
-    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    int (*create)(void **, unsigned) = NULL;
-    if (h) *(void **)&create = dlsym(h, "cuStreamCreate");
+    int (*create)(void **, unsigned);
+    *(void **)&create = prog_sim_sym("cuStreamCreate");
     void *s = NULL;
     CHECK(create && create(&s, 0x1 /* CU_STREAM_NON_BLOCKING */) == 0 && s);
     return 0;
@@ -47,15 +36,15 @@ static int reuse(void)
     void *p, *q, *r;
     CHECK(cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess);
     CHECK(cudaMalloc(&q, 4096) == cudaSuccess);
-    unsigned long syncs0 = sim_count("cuCtxSynchronize");
+    unsigned long syncs0 = prog_sim_count("cuCtxSynchronize");
     printf("before: same_block=%d cuCtxSynchronize=%lu\n", p == q, syncs0);
     CHECK(syncs0 == 0);
     CHECK(create_nonblocking_stream() == 0);
-    unsigned long syncs1 = sim_count("cuCtxSynchronize");
+    unsigned long syncs1 = prog_sim_count("cuCtxSynchronize");
     CHECK(cudaFree(q) == cudaSuccess && cudaMalloc(&r, 4096) == cudaSuccess);
     printf("after: same_block=%d cuCtxSynchronize=%lu\n", q == r, syncs1);
     CHECK(q != r && syncs1 == 1); /* one synchronize when the first such stream appears */
-    CHECK(create_nonblocking_stream() == 0 && sim_count("cuCtxSynchronize") == 1);
+    CHECK(create_nonblocking_stream() == 0 && prog_sim_count("cuCtxSynchronize") == 1);
     CHECK(cudaFree(r) == cudaSuccess);
     return 0;
 }
@@ -94,7 +83,7 @@ static int threads(void)
     batch_stats b;
     stats(&b);
     printf("frees=%llu flushes=%llu syncs=%llu cuCtxSynchronize=%lu\n", b.frees, b.flushes, b.syncs,
-           sim_count("cuCtxSynchronize"));
+           prog_sim_count("cuCtxSynchronize"));
     CHECK(b.frees == 4000 && b.flushes == 4 && b.syncs == 4);
     size_t fr, total;
     CHECK(cudaMemGetInfo(&fr, &total) == cudaSuccess); /* nothing pending any more */
@@ -126,8 +115,8 @@ static int serve(int nonblocking)
         CHECK(cudaFree(live[i]) == cudaSuccess);
     /* the cudaMalloc/cudaFree part ends here: what follows allocates on two streams, where
      * allocations may poll the other stream's frees with events */
-    unsigned long ev_free_part = sim_count("cuEventRecord");
-    unsigned long sync_free_part = sim_count("cuCtxSynchronize");
+    unsigned long ev_free_part = prog_sim_count("cuEventRecord");
+    unsigned long sync_free_part = prog_sim_count("cuCtxSynchronize");
     for (int i = 0; i < 200; i++) {
         void *a, *b;
         CHECK(cudaMallocAsync(&a, 1 << 20, NULL) == cudaSuccess);
@@ -139,9 +128,9 @@ static int serve(int nonblocking)
     CHECK(cudaMemGetInfo(&fr, &total) == cudaSuccess);
     CHECK(total > 0 && fr <= total);
     printf("allocs=%d cuMemCreate=%lu cuMemAlloc=%lu standin=%lu\n", N + 400,
-           sim_count("cuMemCreate"), sim_count("cuMemAlloc"), standin_calls());
+           prog_sim_count("cuMemCreate"), prog_sim_count("cuMemAlloc"), standin_calls());
     printf("frees=%d cuEventRecord=%lu cuCtxSynchronize=%lu events_all=%lu syncs_free_part=%lu\n",
-           N, ev_free_part, sim_count("cuCtxSynchronize"), sim_count("cuEventRecord"),
+           N, ev_free_part, prog_sim_count("cuCtxSynchronize"), prog_sim_count("cuEventRecord"),
            sync_free_part);
     return standin_calls() == 0 ? 0 : 2;
 }

@@ -19,17 +19,8 @@
 #include <string.h>
 
 #include "../../sim/gpool_sim.h"
-#include "prog_check.h"
-
-static int setup(void)
-{
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
-    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
-    return 0;
-}
+#define PROG_DRIVER_LINKED
+#include "prog_driver.h"
 
 static void report(const char *at)
 {
@@ -145,7 +136,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "lifetime";
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (setup() != 0) return 1;
+    if (prog_linked_setup(1) != 0) return 1;
     if (!strcmp(mode, "lifetime"))
         return lifetime(argc > 2 ? atoi(argv[2]) : 1000, argc > 3 ? atoi(argv[3]) : 0,
                         argc > 4 ? atoi(argv[4]) : 0);
