@@ -285,34 +285,33 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
 
 static void slab_destroy(gp_arena *a, gp_slab *s);
 
-/* Make physical memory available: wait for pending work, drop spare slabs, unback every
- * page that holds no allocated byte. Returns bytes unbacked. */
+/* Set by a backend when a call that gives memory back fails (arena.h); make_room clears it
+ * before it gives memory back and reads it afterwards. */
 _Thread_local gpool_status gp_giveback_status;
-
-/* Why the last make_room could not give everything back (thread's; GPOOL_OK: nothing). */
-static _Thread_local char giveback_why[300];
 
 static size_t make_room_impl(gp_arena *a);
 
-/* As make_room_impl; *st: GPOOL_OK, or the failure that kept memory from being given back:
- * a failed synchronize (then nothing is unmapped: queued work may still use any cached
- * page) or a failed unmap or release (those pages stay cached, retried later). */
-static size_t make_room(gp_arena *a, gpool_status *st)
+/* Make physical memory available: wait for pending work, drop spare slabs, unback every
+ * page that holds no allocated byte; *freed: bytes unbacked. Returns GPOOL_OK, or the failure
+ * that kept memory from being given back (its message in why): a failed synchronize (then
+ * nothing is unmapped: queued work may still use any cached page) or a failed unmap or
+ * release (those pages stay cached, retried later). Lock held. */
+static gpool_status make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
 {
-    giveback_why[0] = 0;
+    *freed = 0;
+    if (cap) why[0] = 0;
     if (a->sync) {
         gpool_status s = a->sync(a->owner, a);
         if (s != GPOOL_OK) {
-            snprintf(giveback_why, sizeof giveback_why, "%s", gpool_last_error());
-            *st = s;
-            return 0;
+            if (cap) snprintf(why, cap, "%s", gpool_last_error());
+            return s;
         }
     }
     gp_giveback_status = GPOOL_OK;
-    size_t freed = make_room_impl(a);
-    *st = gp_giveback_status;
-    if (*st != GPOOL_OK) snprintf(giveback_why, sizeof giveback_why, "%s", gpool_last_error());
-    return freed;
+    *freed = make_room_impl(a);
+    gpool_status st = gp_giveback_status;
+    if (st != GPOOL_OK && cap) snprintf(why, cap, "%s", gpool_last_error());
+    return st;
 }
 
 static size_t make_room_impl(gp_arena *a)
@@ -380,7 +379,7 @@ static size_t host_physical_bytes(void)
     return (size_t)si.totalram * (size_t)si.mem_unit;
 }
 
-static gpool_status oom_report(gp_arena *a, size_t size)
+static gpool_status oom_report(gp_arena *a, size_t size, const char *giveback_why)
 {
     size_t held = held_bytes(a), idle = a->ops->idle_bytes(a->bctx);
     size_t drv_free = a->ops->driver_free(a->bctx);
@@ -391,7 +390,7 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     /* the cause: what holds the most of what is missing, named as it is */
     char cause[400];
     size_t host_total = a->device_total ? 0 : host_physical_bytes(); /* host arenas only */
-    if (giveback_why[0])
+    if (giveback_why && giveback_why[0])
         snprintf(cause, sizeof cause, "cached memory could not be given back: %s", giveback_why);
     else if (host_total && size > host_total)
         snprintf(cause, sizeof cause,
@@ -439,20 +438,11 @@ static gpool_status oom_report(gp_arena *a, size_t size)
                    gp_heap_largest_free(&a->heap), live[0] ? live : "none", cause);
 }
 
-_Thread_local int gp_arena_retried;
-
+/* One attempt: the ladder (ladder.c) makes room and tries again, not the arena. */
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
                           gp_range **out)
 {
-    gpool_status st = place_once(a, size, align, tag, flags, out);
-    if (st != GPOOL_ERR_OUT_OF_MEMORY) return st;
-    a->c.oom_retries++;
-    gp_arena_retried = 1;
-    gpool_status gst;
-    make_room(a, &gst);
-    st = place_once(a, size, align, tag, flags, out);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
-    return st;
+    return place_once(a, size, align, tag, flags, out);
 }
 
 /* ---------- accounting ----------
@@ -987,16 +977,14 @@ uint64_t gp_arena_small_requested(gp_arena *a)
 gpool_status gp_arena_trim(gp_arena *a, size_t keep)
 {
     pthread_mutex_lock(&a->lock);
-    gpool_status st;
-    make_room(a, &st);
+    size_t freed;
+    char why[300];
+    gpool_status st = make_room(a, &freed, why, sizeof why);
     gpool_status rel = a->ops->release(a->bctx, keep); /* unmapped pages: safe in any case */
-    if (st == GPOOL_OK) {
+    if (st == GPOOL_OK) /* the message: what failed, and that memory stays cached */
         st = rel;
-    } else { /* the message: what failed, and that memory stays cached */
-        char why[400];
-        snprintf(why, sizeof why, "%s", giveback_why);
+    else
         st = gp_fail(st, "gpool_trim: %s (the memory concerned stays cached)", why);
-    }
     GP_CHECK_ARENA(a, "trim");
     pthread_mutex_unlock(&a->lock);
     return st;
@@ -1147,4 +1135,27 @@ uint64_t gp_arena_in_use(gp_arena *a)
     uint64_t n = a->c.in_use;
     pthread_mutex_unlock(&a->lock);
     return n;
+}
+
+gpool_status gp_arena_make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
+{
+    pthread_mutex_lock(&a->lock);
+    a->c.oom_retries++;
+    gpool_status st = make_room(a, freed, why, cap);
+    GP_CHECK_ARENA(a, "make_room");
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+gpool_status gp_arena_oom_report(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                                 const char *giveback_why)
+{
+    pthread_mutex_lock(&a->lock);
+    /* the bytes the failed attempt placed: a new slab for a slab stream's small block */
+    size_t placed = size <= a->small_max && align <= GP_MIN_ALIGN && tag == a->slab_tag
+                        ? gp_slab_bytes(gp_size_class(size))
+                        : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    gpool_status st = oom_report(a, placed, giveback_why);
+    pthread_mutex_unlock(&a->lock);
+    return st;
 }

@@ -174,7 +174,10 @@ void gp_arena_release_cached_locked(gp_arena *a);
 /* Free everything; reports live blocks through *live_count / *live_bytes. */
 void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
 
-/* Allocate (takes the lock). size > 0; align a power of two >= 256. tag = stream. */
+/* Allocate (takes the lock): one attempt at cached and fresh memory (other streams' completed
+ * frees polled on the way); out of memory is the caller's ladder's to climb (ladder.h: it calls
+ * gp_arena_make_room and tries again, then gp_arena_oom_report). size > 0; align a power of
+ * two >= 256. tag = stream. */
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out);
 
@@ -182,14 +185,21 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                uint32_t usage, unsigned flags, void **out);
 
-/* Set to 1 on this thread whenever an arena released cache and tried again (the pressure
- * path); a caller clears it before an allocation to count retries once per allocation. */
-extern _Thread_local int gp_arena_retried;
-
 /* Set by a backend (to the failure's status, with the message) when a call that gives memory
  * back fails (cuMemUnmap, cuMemRelease, cuMemHostUnregister); the arena clears it before it
  * gives memory back and reports it afterwards (gpool_trim, the OOM report). */
 extern _Thread_local gpool_status gp_giveback_status;
+
+/* The ladder's make-room rung: wait for pending work (the sync hook), drop spare slabs and give
+ * back the backing of every page that holds no allocated byte; *freed: bytes given back.
+ * GPOOL_OK, or the failure that kept memory from going back (message in why, cap bytes; those
+ * pages stay cached). Takes the lock; counts one oom retry. */
+gpool_status gp_arena_make_room(gp_arena *a, size_t *freed, char *why, size_t cap);
+/* The out-of-memory report for a request (size, align, tag as to gp_arena_alloc) that no rung
+ * could serve: what the arena holds and why the memory is missing (giveback_why: why make room
+ * failed, or ""). Always GPOOL_ERR_OUT_OF_MEMORY. Takes the lock. */
+gpool_status gp_arena_oom_report(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                                 const char *giveback_why);
 
 /* Reserve the arena's first address range now (gpool_create: a va_reserve the driver cannot
  * give is reported there, not as out-of-memory by every later allocation). */

@@ -13,10 +13,11 @@
 #include "policy.h"
 
 typedef struct gp_kind {
-    /* Allocate a block placed on this kind (pl->kind); stream: the request's stream. A kind
-     * may move pl on to a kind it also serves (host pinned -> mapped), as the policy says. */
-    gpool_status (*alloc)(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
-                          gpool_stream_t stream, void **out);
+    /* Allocate a block placed on this kind (pl->kind, pl->page as the policy chose); stream:
+     * the request's stream. The kind climbs its retry ladder (ladder.h); *refused: 1 when the
+     * kind's budget refused the request (the policy may then move it, pool.c). */
+    gpool_status (*alloc)(gpool_t *pool, const gp_placement *pl, const gpool_alloc_params *params,
+                          gpool_stream_t stream, int *refused, void **out);
     /* Free ptr, freed on stream tag, if this kind owns it: ref->owned = 1 then (also for a
      * stale or interior pointer into its memory, with GPOOL_ERR_INVALID_POINTER). The pointer
      * is resolved once, into *ref, which the free path hands down (and the caller traces). */

@@ -191,18 +191,24 @@ static gpool_status place_and_alloc(gpool_t *pool, size_t size, const gpool_allo
     gp_placement pl;
     st = gp_policy_place(pool, params, size, &pl);
     if (st != GPOOL_OK) return st;
-    st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, out);
-    /* a kind makes the moves among its own memory; this is a move to another kind */
-    if (gp_policy_move(&pl, st, 0)) {
-        char why[300];
-        snprintf(why, sizeof why, "%s", gpool_last_error());
-        st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, out);
-        if (st != GPOOL_OK) {
+    /* the fallback, the ladder's last rung (ladder.h): the one loop that moves a request to
+     * another kind, as the policy's table says */
+    char why[300] = "";
+    for (;;) {
+        int refused = 0;
+        st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, &refused, out);
+        if (st == GPOOL_OK) break;
+        if (pl.kind != pl.first) {
             char more[300];
             snprintf(more, sizeof more, "%s", gpool_last_error());
             st = gp_fail(st, "%s; fallback to mapped sysmem failed too: %s", why, more);
+            break;
         }
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        if (!gp_policy_move(&pl, st, refused)) break;
     }
+    if (st == GPOOL_OK && pl.kind != pl.first)
+        atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
     if (st != GPOOL_OK) {
         *out = NULL;
         if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
@@ -243,11 +249,12 @@ static gpool_status params_in(const gpool_alloc_params **params, gpool_alloc_par
 
 gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params, void **out)
 {
-    /* the hot path: a cached small block of the default stream */
+    /* the hot path: a cached small block of the default stream (a miss refills on the slow
+     * path: the device kind's cache rung) */
     if (__builtin_expect(pool && out && !params && size - 1 < pool->cfg.small_max && !pool->trace &&
                              !gp_fork_parents_pool(pool->id),
                          1) &&
-        gp_tcache_alloc(pool, size, out))
+        gp_tcache_alloc(pool, size, 0, NULL, out))
         return GPOOL_OK;
     gpool_alloc_params copy;
     gpool_status st = params_in(&params, &copy, "gpool_alloc");
