@@ -1,6 +1,8 @@
-/* The arena's side of stream-ordered reuse: free ranges and slots pending on a stream at a
- * position, made clean (gp_arena_clean_locked) or handed over when the rule says so; the rule
- * itself is stated at the top of reuse.c. */
+/* The arena (arena.h): one memory kind's blocks over its backend. Large blocks are best-fit
+ * ranges of the address-space heap (heap.c), small ones slots of slabs; the arena backs exactly
+ * the pages that hold allocated bytes, keeps free ranges and slots pending on a stream until
+ * the stream rule (reuse.c) makes them clean, and gives one attempt per request: the retry
+ * ladder (ladder.c) makes room and tries again. It also writes the JSON memory map. */
 #include "arena_internal.h"
 
 #include <inttypes.h>
@@ -76,8 +78,8 @@ static void granules_set(gp_arena *a, uintptr_t base, size_t bytes, gp_slab *s)
 
 /* ---------- physical backing ---------- */
 
-/* Back every unbacked page under r. */
-static gpool_status back_range(gp_arena *a, gp_range *r)
+/* Back every unbacked page under r, in chunks of chunk bytes (the placement's). */
+static gpool_status back_range(gp_arena *a, gp_range *r, size_t chunk)
 {
     gp_region *g = &a->heap.regions[r->region];
     size_t first = (r->addr - g->base) >> g->page_shift;
@@ -90,7 +92,7 @@ static gpool_status back_range(gp_arena *a, gp_range *r)
         size_t q = p;
         while (q <= last && !g->page_phys[q])
             q++;
-        gpool_status st = a->ops->back(a->bctx, g, p, q - p, r->size);
+        gpool_status st = a->ops->back(a->bctx, g, p, q - p, chunk);
         if (st != GPOOL_OK) return st;
         p = q;
     }
@@ -235,7 +237,7 @@ static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigne
 }
 
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               unsigned flags, gp_range **out)
+                               unsigned flags, size_t chunk, gp_range **out)
 {
     int no_nodes = 0;
     claim(a, size, align, tag, flags);
@@ -272,7 +274,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
         r = take(a, size, align, tag, flags, &no_nodes);
     }
     if (!r) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for block bookkeeping");
-    gpool_status st = back_range(a, r);
+    gpool_status st = back_range(a, r, chunk);
     note_held(a);
     if (st != GPOOL_OK) {
         give_back(a, r, tag);
@@ -440,9 +442,9 @@ static gpool_status oom_report(gp_arena *a, size_t size, const char *giveback_wh
 
 /* One attempt: the ladder (ladder.c) makes room and tries again, not the arena. */
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
-                          gp_range **out)
+                          size_t chunk, gp_range **out)
 {
-    return place_once(a, size, align, tag, flags, out);
+    return place_once(a, size, align, tag, flags, chunk, out);
 }
 
 /* ---------- accounting ----------
@@ -643,7 +645,7 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
     size_t bytes = gp_slab_bytes(cls);
     gp_range *r = NULL;
-    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_SLAB, &r);
+    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_SLAB, a->page, &r); /* one page */
     if (st != GPOOL_OK) {
         free(s);
         return st;
@@ -798,11 +800,11 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out)
 {
-    return gp_arena_alloc_ex(a, size, align, tag, usage, 0, out);
+    return gp_arena_alloc_ex(a, size, align, tag, usage, 0, a->page, out);
 }
 
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               uint32_t usage, unsigned flags, void **out)
+                               uint32_t usage, unsigned flags, size_t chunk, void **out)
 {
     gpool_status st;
     GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
@@ -826,7 +828,7 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
         gp_range *r = NULL;
         if (size <= a->small_max && align <= GP_MIN_ALIGN && a->streams_seen >= 2)
             flags |= GP_ARENA_SMALL_RANGE;
-        st = place(a, rounded, align, tag, flags, &r);
+        st = place(a, rounded, align, tag, flags, chunk, &r);
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
             gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
@@ -1158,4 +1160,44 @@ gpool_status gp_arena_oom_report(gp_arena *a, size_t size, size_t align, uintptr
     gpool_status st = oom_report(a, placed, giveback_why);
     pthread_mutex_unlock(&a->lock);
     return st;
+}
+
+void gp_arena_take_locked(gp_arena *a, void *ptr, gp_block_ref *ref)
+{
+    gp_range *r = gp_ptrmap_del(&a->blocks, (uintptr_t)ptr);
+    ref->live = r != NULL;
+    ref->range = r;
+    if (!r) return;
+    ref->base = r->addr;
+    ref->size = r->size;
+    ref->requested = r->requested;
+    ref->tag = r->tag;
+    ref->usage = r->usage;
+}
+
+void gp_arena_free_taken_locked(gp_arena *a, gp_block_ref *ref, uintptr_t tag, uint64_t seq)
+{
+    gp_range *r = ref->range;
+    note_stream(a, tag);
+    a->frees_since_sync++;
+    use_bytes(a, -(int64_t)r->size);
+    count_free(a, r->requested);
+    gp_heap_give(&a->heap, r, free_tag(a, tag), seq);
+    ref->range = NULL;
+    GP_CHECK_ARENA(a, "free");
+}
+
+gpool_status gp_arena_untake_locked(gp_arena *a, gp_block_ref *ref)
+{
+    gp_range *r = ref->range;
+    ref->range = NULL;
+    if (gp_ptrmap_put(&a->blocks, r->addr, r) == 0) return GPOOL_OK;
+    /* the map does not grow for the entry just taken out: this cannot happen; were it to, the
+     * block stays allocated (queued work may use it) rather than be freed early */
+    return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
+}
+
+int gp_arena_single_stream_locked(gp_arena *a, uintptr_t tag)
+{
+    return a->streams_seen == 1 && tag == a->only_tag;
 }

@@ -181,9 +181,11 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out);
 
-/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook). */
+/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook) and the chunk
+ * size the placement chose for a large block (pl->page; gp_arena_alloc: one page). Slabs are
+ * backed page by page. */
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               uint32_t usage, unsigned flags, void **out);
+                               uint32_t usage, unsigned flags, size_t chunk, void **out);
 
 /* Set by a backend (to the failure's status, with the message) when a call that gives memory
  * back fails (cuMemUnmap, cuMemRelease, cuMemHostUnregister); the arena clears it before it
@@ -248,18 +250,31 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
  * GPOOL_ERR_INVALID_POINTER for anything that is not a live block of this arena. */
 gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 
-/* The slab holding addr, or NULL. Lock-free read of the granule tables. */
-static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
+/* Where addr lies, in one lock-free read of the granule tables: 1 when inside one of the
+ * arena's regions (*slab: the slab holding it, or NULL for a large block or free space), 0
+ * when not the arena's memory (*slab NULL). */
+static inline int gp_arena_resolve(gp_arena *a, uintptr_t addr, gp_slab **slab)
 {
     const gp_arena_map *m = (const gp_arena_map *)(const void *)a; /* gp_arena's first member */
     size_t n = atomic_load_explicit(&m->nregs, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
         uintptr_t off = addr - m->regs[i].base;
-        if (off < m->regs[i].size)
-            return atomic_load_explicit(&m->regs[i].granule[off >> GP_GRANULE_SHIFT],
-                                        memory_order_acquire);
+        if (off < m->regs[i].size) {
+            *slab = atomic_load_explicit(&m->regs[i].granule[off >> GP_GRANULE_SHIFT],
+                                         memory_order_acquire);
+            return 1;
+        }
     }
-    return NULL;
+    *slab = NULL;
+    return 0;
+}
+
+/* The slab holding addr, or NULL. Lock-free read of the granule tables. */
+static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
+{
+    gp_slab *s;
+    gp_arena_resolve(a, addr, &s);
+    return s;
 }
 
 /* Take up to n free slots of class cls on stream tag into out[] (marks them CACHED). Takes
@@ -291,6 +306,7 @@ gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base
 /* A pointer being freed, resolved once (kind_device.c, sysmem.c) and handed down: whose it is
  * and, when live is 1, the live block starting at it. */
 typedef struct gp_block_ref {
+    int resolved;     /* the fields owned and slab are set (the gpool_free fast path did) */
     int owned;        /* the kind that resolved it owns the memory ptr lies in */
     int live;         /* ptr is the start of a live block: the fields below describe it */
     gp_slab *slab;    /* a small device block's slab (NULL: a range, or host memory) */
@@ -299,7 +315,22 @@ typedef struct gp_block_ref {
     size_t requested; /* bytes asked for */
     uintptr_t tag;    /* the stream tag it was allocated on */
     uint32_t usage;
+    void *range; /* a large block taken off the block map (gp_arena_take_locked) */
 } gp_block_ref;
+
+/* Lock held: take the large block starting at ptr off the block map, resolving it once into
+ * *ref (live 1: base, size, requested, tag, usage say who it was, and the range is ref->range).
+ * The caller then frees it (gp_arena_free_taken_locked) or puts it back
+ * (gp_arena_untake_locked). live 0: not a large block's start (nothing taken). */
+void gp_arena_take_locked(gp_arena *a, void *ptr, gp_block_ref *ref);
+/* Lock held: free the block gp_arena_take_locked took, as gp_arena_free_locked (tag, seq). */
+void gp_arena_free_taken_locked(gp_arena *a, gp_block_ref *ref, uintptr_t tag, uint64_t seq);
+/* Lock held: put the block gp_arena_take_locked took back on the block map; GPOOL_OK, or
+ * GPOOL_ERR_OUT_OF_MEMORY when the map cannot grow (the block then stays allocated). */
+gpool_status gp_arena_untake_locked(gp_arena *a, gp_block_ref *ref);
+/* Lock held: 1 when a free on stream tag is reusable at once by every stream (one stream is
+ * all the arena has seen): its position does not matter. */
+int gp_arena_single_stream_locked(gp_arena *a, uintptr_t tag);
 
 /* Bytes in use (lock taken). */
 uint64_t gp_arena_in_use(gp_arena *a);

@@ -14,7 +14,7 @@
 
 static gp_arena *device_arena(gpool_t *pool)
 {
-    return pool->arena[GPOOL_MEM_DEVICE];
+    return pool->device;
 }
 
 /* ---------- creation ---------- */
@@ -40,7 +40,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
      * every block in one heap, so free space coalesces across the whole device. */
     size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
     if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE] = gp_arena_new();
+    gp_arena *a = pool->device = gp_arena_new();
     if (!a) {
         gp_vidmem_ops.fini(vctx, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
@@ -50,7 +50,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
     if (st != GPOOL_OK) {
         gp_vidmem_ops.fini(vctx, NULL);
         free(a);
-        pool->arena[GPOOL_MEM_DEVICE] = NULL;
+        pool->device = NULL;
         return st;
     }
     gp_arena_set_hooks(a, gp_stream_poll, gp_stream_seq_hook, gp_stream_may_drive);
@@ -78,7 +78,7 @@ void gp_device_kind_abandon(gpool_t *pool)
     if (!a) return;
     gp_arena_fini(a, NULL, NULL);
     free(a);
-    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+    pool->device = NULL;
 }
 
 /* ---------- allocation ---------- */
@@ -115,7 +115,7 @@ static gpool_status device_attempt(void *ctx, void **out)
     st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, pl->size, used, q->charge);
     q->refused = st != GPOOL_OK;
     if (st != GPOOL_OK) return st;
-    st = gp_arena_alloc_ex(q->a, pl->size, pl->align, q->tag, q->usage, pl->flags, out);
+    st = gp_arena_alloc_ex(q->a, pl->size, pl->align, q->tag, q->usage, pl->flags, pl->page, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) q->pressed = 1;
     return st;
 }
@@ -261,23 +261,33 @@ static gpool_status small_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
     return gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
 }
 
-/* A large block: resolved under the arena lock, and freed in the same hold when no other
- * stream is involved (or reported when it is not a live block); else the lock is let go for
- * the stream bookkeeping and the free comes after it. */
+/* A large block: taken off the block map under the arena lock (its one lookup), and freed in
+ * the same hold when no other stream is involved (or reported when it is not a live block);
+ * else it goes back on the map, the lock is let go for the stream bookkeeping and the free
+ * comes after it. In single-stream mode on the default stream a free's position does not
+ * matter: the streams lock is not taken. */
 static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag,
                                gp_block_ref *ref)
 {
-    gpool_status st;
+    gpool_status st = GPOOL_OK;
     gp_arena_lock(a);
-    st = gp_arena_block_locked(a, ptr, &ref->base, &ref->size, &ref->requested, &ref->tag,
-                               &ref->usage);
-    ref->live = st == GPOOL_OK && ref->base == (uintptr_t)ptr;
+    gp_arena_take_locked(a, ptr, ref);
     int busy = atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) != 0;
-    if (!ref->live || (ref->tag == tag && !busy)) {
-        st = gp_arena_free_locked(a, ptr, tag, gp_stream_free_seq(pool, tag));
+    if (!ref->live) {
+        st = gp_arena_free_locked(a, ptr, tag, 0); /* says what ptr is instead */
+        gp_arena_unlock(a);
+        return st;
+    }
+    if (ref->tag == tag && !busy) {
+        uint64_t seq = tag == pool->default_tag && gp_arena_single_stream_locked(a, tag)
+                           ? 0
+                           : gp_stream_free_seq(pool, tag);
+        gp_arena_free_taken_locked(a, ref, tag, seq);
         gp_arena_unlock(a);
     } else {
+        st = gp_arena_untake_locked(a, ref);
         gp_arena_unlock(a);
+        if (st != GPOOL_OK) return st;
         if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
         if (ref->tag != tag && gp_stream_cross_free(pool, ptr, tag, ref, &st)) return st;
         st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
@@ -286,11 +296,14 @@ static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
     return st;
 }
 
+/* ref: resolved already when ref->resolved (the gpool_free fast path), else here, once. */
 static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
 {
     gp_arena *a = device_arena(pool);
-    *ref = (gp_block_ref){.slab = gp_arena_slab_of(a, (uintptr_t)ptr)};
-    ref->owned = ref->slab || gp_arena_contains(a, (uintptr_t)ptr);
+    if (!ref->resolved) {
+        *ref = (gp_block_ref){.resolved = 1};
+        ref->owned = gp_arena_resolve(a, (uintptr_t)ptr, &ref->slab);
+    }
     if (!ref->owned) return GPOOL_OK;
     return ref->slab ? small_free(pool, a, ptr, tag, ref) : large_free(pool, a, ptr, tag, ref);
 }
@@ -417,7 +430,7 @@ static gpool_status device_destroy(gpool_t *pool, uint64_t *live, uint64_t *byte
     uint64_t n = 0, b = 0;
     gp_arena_fini(a, &n, &b);
     free(a);
-    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+    pool->device = NULL;
     *live += n;
     *bytes += b;
     return st;

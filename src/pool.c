@@ -279,14 +279,18 @@ gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_par
     return alloc_impl(pool, size, params, stream, out, "gpool_alloc_async");
 }
 
-static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
+/* dev: the device kind's resolution of ptr when the fast path made it (NULL: none yet); the
+ * kinds resolve a pointer once each, the device kind (the common case) first. */
+static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream,
+                                const gp_block_ref *dev)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_free");
     if (!ptr) return GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
     for (int i = 0; i < GP_KIND_COUNT; i++) {
-        gp_block_ref ref;
+        gp_block_ref ref = {0};
+        if (dev && gp_kinds[i] == &gp_device_kind) ref = *dev;
         gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &ref);
         if (!ref.owned) continue;
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
@@ -295,9 +299,10 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
 }
 
-static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call)
+static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call,
+                              const gp_block_ref *dev)
 {
-    gpool_status st = gp_named(free_tagged(pool, ptr, stream), call);
+    gpool_status st = gp_named(free_tagged(pool, ptr, stream, dev), call);
     if (st == GPOOL_OK && ptr && stream == CU_STREAM_PER_THREAD)
         gp_stream_cover(pool, gp_stream_tag(stream));
     return st;
@@ -305,19 +310,22 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, c
 
 gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
-    /* the hot path: a small block back into this thread's cache */
+    /* the hot path: the pointer resolved once; a small block back into this thread's cache */
     if (__builtin_expect(pool && ptr && !pool->trace &&
                              !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
                              !gp_fork_parents_pool(pool->id),
-                         1) &&
-        gp_tcache_free(pool, ptr))
-        return GPOOL_OK;
-    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free");
+                         1)) {
+        gp_block_ref ref = {.resolved = 1};
+        ref.owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &ref.slab);
+        if (gp_tcache_free_slab(pool, ref.slab, ptr)) return GPOOL_OK;
+        return free_impl(pool, ptr, pool->cfg.default_stream, "gpool_free", &ref);
+    }
+    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free", NULL);
 }
 
 gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
-    return free_impl(pool, ptr, stream, "gpool_free_async");
+    return free_impl(pool, ptr, stream, "gpool_free_async", NULL);
 }
 
 static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out);
@@ -577,13 +585,12 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
     if (!pool || !f)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_dump_json: %s is NULL", pool ? "f" : "pool");
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_dump_json");
-    static const char *const kinds[] = {"total", "device", "host_pinned", "host_mapped"};
     gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     fprintf(f, "{\"version\":\"%s\",\"device\":%d,\"granularity\":%zu,\"stats\":{", gpool_version(),
             pool->cfg.device, pool->granularity);
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++)
-        dump_kind(f, kinds[k], &s.kind[k], k > 0);
+        dump_kind(f, k ? gp_kind_name((gpool_mem_kind)k) : "total", &s.kind[k], k > 0);
     fprintf(f, ",\"driver_calls\":{");
     for (int i = 0; i < GPOOL_DRV_COUNT; i++)
         fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", gpool_driver_call_name(i), s.driver_calls[i]);

@@ -1,7 +1,7 @@
 /* Host memory kinds (pinned, mapped): routing, budgets, the record of live blocks, stats.
  *
  * Each kind has three sources:
- *   - small blocks (below GP_SYS_SMALL_MAX): a slab allocator over registered extents
+ *   - small blocks (below GP_SMALL_LIMIT, sizeclass.h): a slab allocator over registered extents
  *     (sysmem_small.c);
  *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
  *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
@@ -104,10 +104,6 @@ static int is_host_kind(gpool_mem_kind kind)
 static host_kind *hk(gp_sysmem *s, gpool_mem_kind kind)
 {
     return &s->k[kind - GPOOL_MEM_HOST_PINNED];
-}
-static const char *kind_name(gpool_mem_kind kind)
-{
-    return kind == GPOOL_MEM_HOST_MAPPED ? "host_mapped" : "host_pinned";
 }
 
 static gp_sysmem *sys_of(gpool_t *pool)
@@ -296,7 +292,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     /* mapped memory whose device address is not its host address: small blocks from
      * registered extents (never spanning two, so device address = extent's + offset), larger
      * ones from cuMemHostAlloc one by one (a large block may span registrations) */
-    int small_ok = size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB;
+    int small_ok = size < GP_SMALL_LIMIT && !want_page && align <= 4 * KiB;
     int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva            ? SRC_DIRECT
               : small_ok                                          ? SRC_SMALL
               : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
@@ -559,7 +555,7 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is inside the %s block at 0x%" PRIxPTR
                        " but not its start: free the address gpool_alloc returned",
-                       ptr, kind_name(b->kind), key);
+                       ptr, gp_kind_name(b->kind), key);
     }
     if (inside) {
         *owned = 1;
@@ -866,7 +862,7 @@ static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
     if (!s) return;
     for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
         host_kind *k = hk(s, kind);
-        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", kind_name(kind));
+        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", gp_kind_name(kind));
         *first_member = 0;
         int first = 1;
         for (int pg = 0; pg < PG_COUNT; pg++) {

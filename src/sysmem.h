@@ -10,10 +10,6 @@
 
 typedef struct gp_sysmem gp_sysmem; /* per-pool host state (gpool_t.sys), made on first use */
 
-/* Host blocks below this size come from the slab allocator (sysmem_small.c); larger ones from the
- * page arena. */
-#define GP_SYS_SMALL_MAX ((size_t)64 << 10)
-
 /* Free ptr if it is a host block of this pool: *owned = 1 then, and the status says how it
  * went. Also *owned = 1 with GPOOL_ERR_INVALID_POINTER (and a message saying which) for a
  * pointer inside this pool's host memory that is not a live block's start (double free,

@@ -1,3 +1,6 @@
+/* Host pages as an arena backend (sysmem_backend.h): mmap(PROT_NONE) address space, runs of
+ * pages made pinned (cuMemHostRegister) or mapped when the arena backs them, given back on
+ * trim. */
 #include "sysmem_backend.h"
 
 #include <errno.h>
@@ -178,9 +181,9 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
     return GPOOL_OK;
 }
 
-static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
+static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk)
 {
-    (void)block_bytes;
+    (void)chunk; /* host pages are registered run by run */
     gp_hostmem *h = ctx;
     int pushed;
     gp_dc_enter(&h->env.dc, &pushed);

@@ -1,3 +1,5 @@
+/* Host memory placement (sysmem_numa.h): the NUMA node nearest the GPU, found with hwloc,
+ * and binding host pages to it. */
 #include "sysmem_numa.h"
 
 #include <stdio.h>

@@ -1,3 +1,5 @@
+/* Small host blocks (sysmem_small.h): size-class slabs over registered 2 MiB extents, for
+ * host blocks below GP_SMALL_LIMIT. */
 #include "sysmem_small.h"
 
 #include <errno.h>

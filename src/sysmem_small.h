@@ -12,12 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sizeclass.h"
 #include "sysmem_backend.h"
 
 typedef struct gp_small gp_small;
 
 /* The largest block and alignment served. */
-#define GP_SMALL_MAX       ((size_t)64 << 10)
+#define GP_SMALL_MAX       GP_SMALL_LIMIT
 #define GP_SMALL_MAX_ALIGN ((size_t)4 << 10)
 
 /* Create the small-block allocator for kind (HOST_PINNED or HOST_MAPPED). *reserved follows

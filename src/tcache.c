@@ -108,7 +108,7 @@ static gp_tcache *tc_create(gpool_t *pool)
     gp_tcache *tc = calloc(1, sizeof *tc);
     if (!tc) return NULL;
     tc->pool = pool;
-    tc->arena = pool->arena[GPOOL_MEM_DEVICE];
+    tc->arena = pool->device;
     for (unsigned c = 0; c < GP_NCLASS; c++) {
         size_t fit = pool->cfg.tcache_bytes / 4 / gp_class_size(c);
         tc->cap[c] = fit > TC_SLOTS ? TC_SLOTS : (uint32_t)fit;

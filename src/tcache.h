@@ -145,11 +145,4 @@ static inline int gp_tcache_free_slab(gpool_t *pool, gp_slab *s, void *ptr)
     return done;
 }
 
-/* As gp_tcache_free_slab, looking the slab up (the gpool_free fast path). */
-static inline int gp_tcache_free(gpool_t *pool, void *ptr)
-{
-    return gp_tcache_free_slab(
-        pool, gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr), ptr);
-}
-
 #endif

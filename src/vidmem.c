@@ -1,3 +1,6 @@
+/* Device memory through VMM as an arena backend (vidmem.h): address space reserved with
+ * cuMemAddressReserve, physical chunks made with cuMemCreate in the chunk size the placement
+ * chose, mapped and made accessible page by page, and given back on trim or pressure. */
 #include "vidmem.h"
 
 #include <stdlib.h>
@@ -151,14 +154,6 @@ gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access)
     v->access = want;
     v->naccess = nwant;
     return GPOOL_OK;
-}
-
-size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max)
-{
-    gp_vidmem *v = ctx;
-    for (size_t i = 0; i < v->naccess && i < max; i++)
-        devs[i] = v->access[i].location.id;
-    return v->naccess;
 }
 
 gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out)
@@ -416,13 +411,12 @@ static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
     return k;
 }
 
-static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
-                                   size_t block_bytes)
+static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n, size_t chunk)
 {
     if (v->nlimbo && limbo_retry(v, g, first, n))
         return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
                                          "without access; they cannot be mapped again yet");
-    size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
+    size_t chunk_pages = chunk > v->gran ? chunk / v->gran : 1; /* as the placement chose */
     size_t grow = grow_pages_for(v, g, first, n), orig_n = n;
     if (grow < 2)
         grow = 0;
@@ -499,12 +493,12 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
     return gp_fail(st, "%s", why);
 }
 
-static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
+static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk)
 {
     gp_vidmem *v = ctx;
     int pushed;
     gp_dc_enter(&v->dc, &pushed);
-    gpool_status st = vm_back_in_ctx(v, g, first, n, block_bytes);
+    gpool_status st = vm_back_in_ctx(v, g, first, n, chunk);
     gp_dc_leave(&v->dc, pushed);
     return st;
 }

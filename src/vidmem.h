@@ -30,8 +30,6 @@ gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out);
  * left out are revoked), one cuMemSetAccess per mapped handle, and later mappings get it too.
  * Caller holds the device arena's lock. On failure the old access is put back. */
 gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access);
-/* Devices each mapping is made accessible to (the pool's own first). */
-size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max);
 size_t gp_vidmem_granularity(void *ctx);
 /* Turn growth (above) off (on = 0) or back on; a pool with a release threshold turns it off,
  * since memory it pins could not go back. */
