@@ -287,11 +287,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
 
 static void slab_destroy(gp_arena *a, gp_slab *s);
 
-/* Set by a backend when a call that gives memory back fails (arena.h); make_room clears it
- * before it gives memory back and reads it afterwards. */
-_Thread_local gpool_status gp_giveback_status;
-
-static size_t make_room_impl(gp_arena *a);
+static gpool_status make_room_impl(gp_arena *a, size_t *freed);
 
 /* Make physical memory available: wait for pending work, drop spare slabs, unback every
  * page that holds no allocated byte; *freed: bytes unbacked. Returns GPOOL_OK, or the failure
@@ -309,14 +305,13 @@ static gpool_status make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
             return s;
         }
     }
-    gp_giveback_status = GPOOL_OK;
-    *freed = make_room_impl(a);
-    gpool_status st = gp_giveback_status;
+    gpool_status st = make_room_impl(a, freed);
     if (st != GPOOL_OK && cap) snprintf(why, cap, "%s", gpool_last_error());
     return st;
 }
 
-static size_t make_room_impl(gp_arena *a)
+/* Returns the first give-back failure (GPOOL_OK: none); *freed: bytes unbacked. */
+static gpool_status make_room_impl(gp_arena *a, size_t *freed)
 {
     int synced = 1; /* make_room synchronized (or there is nothing to synchronize) */
     for (size_t i = 0; i < a->nstreams; i++)
@@ -330,11 +325,16 @@ static size_t make_room_impl(gp_arena *a)
     if (synced && a->sync) gp_arena_clean_all_locked(a);
     /* Pages under ranges still pending on a stream count as used: the GPU may touch them. */
     gp_heap_pin_dirty(&a->heap, 1);
-    size_t freed = 0;
-    for (size_t i = 0; i < a->heap.nregions; i++)
-        freed += a->ops->unback_unused(a->bctx, &a->heap.regions[i], 0, a->heap.regions[i].npages);
+    gpool_status st = GPOOL_OK;
+    for (size_t i = 0; i < a->heap.nregions; i++) {
+        size_t f = 0;
+        gpool_status s2 =
+            a->ops->unback_unused(a->bctx, &a->heap.regions[i], 0, a->heap.regions[i].npages, &f);
+        *freed += f;
+        if (st == GPOOL_OK) st = s2;
+    }
     gp_heap_pin_dirty(&a->heap, 0);
-    return freed;
+    return st;
 }
 
 /* "N x <=SIZE (BYTES)" for the size buckets (powers of two) holding the most live bytes. */

@@ -187,11 +187,6 @@ gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t ta
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                uint32_t usage, unsigned flags, size_t chunk, void **out);
 
-/* Set by a backend (to the failure's status, with the message) when a call that gives memory
- * back fails (cuMemUnmap, cuMemRelease, cuMemHostUnregister); the arena clears it before it
- * gives memory back and reports it afterwards (gpool_trim, the OOM report). */
-extern _Thread_local gpool_status gp_giveback_status;
-
 /* The ladder's make-room rung: wait for pending work (the sync hook), drop spare slabs and give
  * back the backing of every page that holds no allocated byte; *freed: bytes given back.
  * GPOOL_OK, or the failure that kept memory from going back (message in why, cap bytes; those

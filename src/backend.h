@@ -26,8 +26,10 @@ typedef struct gp_backend_ops {
     gpool_status (*back)(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk);
     /* Drop the backing of the pages in [first, first+n) whose physical memory holds no
      * allocated byte (page_used == 0 for every page it covers), keeping that memory cached
-     * for reuse by `back`. Returns bytes unbacked. */
-    size_t (*unback_unused)(void *ctx, gp_region *g, size_t first, size_t n);
+     * for reuse by `back`; *freed: bytes unbacked. Returns GPOOL_OK, or the first failure of a
+     * call that gives memory back (cuMemUnmap, cuMemRelease, cuMemHostUnregister; its message
+     * set): those pages stay backed and cached. */
+    gpool_status (*unback_unused)(void *ctx, gp_region *g, size_t first, size_t n, size_t *freed);
     /* Return cached (unmapped) physical memory to the driver until at most keep bytes stay. */
     gpool_status (*release)(void *ctx, size_t keep);
     /* Physical bytes held by the backend: mapped and cached. */

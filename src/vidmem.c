@@ -314,51 +314,45 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
     return id;
 }
 
-/* Release an unmapped handle; on failure it stays held (retried by release or fini). */
-static int handle_destroy(gp_vidmem *v, uint32_t id)
+/* Release an unmapped handle; on failure it stays held (retried by release or fini) and the
+ * failure is returned (GPOOL_OK: 0). */
+static gpool_status handle_destroy(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
     CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_RELEASE, v->dc.drv->cuMemRelease(hd->h));
-    if (r != CUDA_SUCCESS) {
-        gp_giveback_status = gp_cu_fail(r, "cuMemRelease");
-        return -1;
-    }
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemRelease");
     v->held_pages -= hd->npages;
     if (hd->grown) v->grow_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
-    return 0;
+    return GPOOL_OK;
 }
 
-/* Unmap a handle; on failure it stays mapped (and its pages backed). */
-static int handle_unmap(gp_vidmem *v, uint32_t id)
+/* Unmap a handle; on failure it stays mapped (and its pages backed) and the failure is
+ * returned (GPOOL_OK: 0). */
+static gpool_status handle_unmap(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
     gp_region *g = hd->region;
     size_t first = (hd->addr - g->base) >> g->page_shift;
     CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_UNMAP,
                         v->dc.drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
-    if (r != CUDA_SUCCESS) {
-        gp_giveback_status = gp_cu_fail(r, "cuMemUnmap");
-        return -1;
-    }
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemUnmap");
     for (size_t i = 0; i < hd->npages; i++)
         g->page_phys[first + i] = 0;
     hd->addr = 0;
     hd->region = NULL;
-    return 0;
+    return GPOOL_OK;
 }
 
 /* Put an unmapped handle back: single pages stay cached, chunks go back to the driver (a
- * chunk whose release fails stays held and is released at fini). */
-static void handle_retire(gp_vidmem *v, uint32_t id)
+ * chunk whose release fails stays held and is released at fini; the failure is returned). */
+static gpool_status handle_retire(gp_vidmem *v, uint32_t id)
 {
-    if (v->handles[id].npages == 1) {
-        v->idle[v->nidle++] = id;
-        v->idle_pages++;
-    } else {
-        handle_destroy(v, id);
-    }
+    if (v->handles[id].npages > 1) return handle_destroy(v, id);
+    v->idle[v->nidle++] = id;
+    v->idle_pages++;
+    return GPOOL_OK;
 }
 
 /* A handle this call mapped (so without access) whose unmap failed: its pages must not be
@@ -503,10 +497,11 @@ static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, siz
     return st;
 }
 
-static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
+static gpool_status vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n, size_t *freed)
 {
     gp_vidmem *v = ctx;
-    size_t freed = 0;
+    gpool_status st = GPOOL_OK;
+    *freed = 0;
     int pushed = 0, entered = 0;
     v->pressed = 1;
     if (v->nlimbo) {
@@ -524,12 +519,15 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         if (busy) continue;
         if (!entered) gp_dc_enter(&v->dc, &pushed);
         entered = 1;
-        if (handle_unmap(v, id) != 0) continue; /* stays backed: cached */
-        freed += hd->npages * v->gran;
-        handle_retire(v, id);
+        gpool_status s2 = handle_unmap(v, id);
+        if (s2 == GPOOL_OK) {
+            *freed += hd->npages * v->gran;
+            s2 = handle_retire(v, id);
+        } /* else it stays backed: cached */
+        if (st == GPOOL_OK) st = s2;
     }
     if (entered) gp_dc_leave(&v->dc, pushed);
-    return freed;
+    return st;
 }
 
 static gpool_status vm_release(void *ctx, size_t keep)
