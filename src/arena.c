@@ -185,10 +185,8 @@ static int others_pending(gp_arena *a, uintptr_t tag)
 /* A request that finds no exact fit (it splits a free range) polls the other streams first,
  * at most once every GP_SPLIT_POLL_EVERY large requests: their freed ranges that completed turn
  * clean and coalesce, and the best fit then often is one of them instead of a cut into a larger
- * clean range. Before, only a request that needed fresh pages polled, so on multi-stream traces
- * the streams kept cutting new holes while ranges the other streams had freed (long done) sat
- * unused (issue 15, section 3: batch-decode, decode-* and resnet50-infer at 1.1-1.3 x peak).
- * The rate bounds the extra cuEventQuery/cuEventRecord calls. */
+ * clean range. The rate bounds the extra cuEventQuery/cuEventRecord calls (the measurements:
+ * docs/history/placement-experiments.md). */
 #define GP_SPLIT_POLL_EVERY 4u
 
 /* True when taking r split a free range (no free range fit it exactly). */

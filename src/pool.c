@@ -315,9 +315,10 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
                              !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
                              !gp_fork_parents_pool(pool->id),
                          1)) {
-        gp_block_ref ref = {.resolved = 1};
-        ref.owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &ref.slab);
-        if (gp_tcache_free_slab(pool, ref.slab, ptr)) return GPOOL_OK;
+        gp_slab *slab;
+        int owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &slab);
+        if (gp_tcache_free_slab(pool, slab, ptr)) return GPOOL_OK;
+        gp_block_ref ref = {.resolved = 1, .owned = owned, .slab = slab};
         return free_impl(pool, ptr, pool->cfg.default_stream, "gpool_free", &ref);
     }
     return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free", NULL);

@@ -7,10 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Slabs are 32 KiB (GP_GRANULE) aligned and sized: against 64 KiB, fewer partly used pages at a
- * trace's peak (issue 27, gpool-bench fit: cnn-train 4 -> 3 pages above the physical limit,
- * bert-vary 3 -> 2, decode-16b 4 -> 3, no trace worse; 16 KiB gained nothing more and doubles
- * the granule map again). */
+/* Slabs are 32 KiB (GP_GRANULE) aligned and sized (why: docs/history/placement-experiments.md). */
 /* The one small-block limit: the largest device small_max allowed, and the size below which
  * host blocks come from the host small-block arena (sysmem_small.c). */
 #define GP_SMALL_LIMIT    ((size_t)64 << 10)
