@@ -14,8 +14,8 @@
  *                  ladder of the first kind; the new kind climbs its own ladder.
  * After each rung past make room whose relief did not serve the request, make room runs once
  * more (what that rung gave back may be pages to remap). Make room comes before the thread
- * caches: flushing them first costs driver calls at the fit edge (issue 24: +3-9% on three of
- * the five traces at min capacity), as the flushed slots' slabs are then rebuilt.
+ * caches: flushing them first costs driver calls at the fit edge, as the flushed slots' slabs
+ * are then rebuilt (docs/history/placement-experiments.md).
  * No other code retries an allocation. */
 #ifndef GPOOL_LADDER_H
 #define GPOOL_LADDER_H
