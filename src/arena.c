@@ -229,8 +229,7 @@ static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigne
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        a->claim_from = from[i];
-        a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM);
+        a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM, from[i], size);
     }
 }
 
@@ -261,8 +260,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
         int fresh = !r || (flags & GP_ARENA_SLAB) || needs_backing(a, r);
         if (r) give_back(a, r, tag);
         /* a split fit records a new event only on a stream with a pending range it would fit */
-        a->poll_want = size;
-        a->poll(a->owner, a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY));
+        a->poll(a->owner, a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY), 0, size);
         a->allocs_since_poll = 0;
         r = take(a, size, align, tag, flags, &no_nodes);
     }
@@ -561,14 +559,9 @@ size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max)
     return n;
 }
 
-uintptr_t gp_arena_claim_from(const gp_arena *a)
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag, size_t want)
 {
-    return a->claim_from;
-}
-
-int gp_arena_poll_fits(gp_arena *a, uintptr_t tag)
-{
-    return gp_heap_largest_tagged(&a->heap, tag) >= a->poll_want;
+    return gp_heap_largest_tagged(&a->heap, tag) >= want;
 }
 
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,

@@ -41,9 +41,9 @@
  * pending frees are polled before it grows the arena). */
 #define GP_ARENA_SLAB (1u << 30)
 /* Flag to the poll hook: the cheap poll a request makes before splitting a free range; it records
- * a new event only on a stream with a pending range of at least poll_want bytes. */
+ * a new event only on a stream with a pending range of at least want bytes (its argument). */
 #define GP_POLL_QUERY_ONLY (1u << 28)
-/* Flag to the poll hook: the request's best place carries a mark of stream gp_arena_claim_from(a);
+/* Flag to the poll hook: the request's best place carries a mark of stream from (its argument);
  * make it usable (its event done, or the requesting stream waits for it: reuse.c, rule 5). */
 #define GP_POLL_CLAIM (1u << 27)
 /* Internal request flag: a small request (<= small_max) of another stream than the slab stream,
@@ -118,8 +118,10 @@ typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 /* Called under the arena lock when a request on stream `tag` needs fresh pages while other
  * streams have free ranges pending: record or query their events and gp_arena_clean_locked
  * what completed. flags: GPOOL_ALLOC_* of the request (GPOOL_ALLOC_STREAM_WAIT lets the
- * requesting stream wait on pending events instead). */
-typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
+ * requesting stream wait on pending events instead) and GP_POLL_*; from: the stream a
+ * GP_POLL_CLAIM poll is about; want: the request's bytes (GP_POLL_QUERY_ONLY). */
+typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t from,
+                           size_t want);
 
 /* Called under the arena lock: the position (seq) a free on stream tag gets now (an emptied
  * slab goes back to the free space at that position of its stream, so only an event recorded
@@ -216,10 +218,8 @@ size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max);
 int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
 /* Up to max streams with pending free ranges or pending small blocks. */
 size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
-/* 1 when the largest span marked by tag fits the request that polls (GP_POLL_QUERY_ONLY). */
-int gp_arena_poll_fits(gp_arena *a, uintptr_t tag);
-/* The stream a GP_POLL_CLAIM poll is about. */
-uintptr_t gp_arena_claim_from(const gp_arena *a);
+/* 1 when the largest span marked by tag fits a request of want bytes (GP_POLL_QUERY_ONLY). */
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag, size_t want);
 /* Stream to now waits for from's work up to position upto: from's marks up to there become
  * to's, at to_seq (GPOOL_ALLOC_STREAM_WAIT and claims; pending slots keep waiting). */
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,

@@ -390,7 +390,8 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
 }
 
-void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
+void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t claim_from,
+                    size_t want)
 {
     gpool_t *pool = owner;
     gp_streams *ss = pool->streams;
@@ -398,7 +399,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
         int pushed;
         gp_ss_lock(ss);
         gp_dc_enter(&pool->dc, &pushed);
-        claim(pool, a, tag, gp_arena_claim_from(a));
+        claim(pool, a, tag, claim_from);
         gp_dc_leave(&pool->dc, pushed);
         gp_ss_unlock(ss);
         return;
@@ -422,7 +423,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             continue;
         }
         if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
-        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag))
+        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag, want))
             continue;      /* nothing there the request fits: no new event for it */
         if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
             if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
