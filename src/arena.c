@@ -993,17 +993,9 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
     pthread_mutex_unlock(&a->lock);
 }
 
-gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
-                            size_t *requested, uintptr_t *tag, uint32_t *usage)
-{
-    pthread_mutex_lock(&a->lock);
-    gpool_status st = gp_arena_block_locked(a, ptr, base, size, requested, tag, usage);
-    pthread_mutex_unlock(&a->lock);
-    return st;
-}
-
-gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
-                                   size_t *requested, uintptr_t *tag, uint32_t *usage)
+/* Lock held: as gp_arena_block. */
+static gpool_status block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                                 size_t *requested, uintptr_t *tag, uint32_t *usage)
 {
     uintptr_t p = (uintptr_t)ptr;
     gpool_status st = GPOOL_OK;
@@ -1042,6 +1034,15 @@ gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base
             *usage = r->usage;
         }
     }
+    return st;
+}
+
+gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                            size_t *requested, uintptr_t *tag, uint32_t *usage)
+{
+    pthread_mutex_lock(&a->lock);
+    gpool_status st = block_locked(a, ptr, base, size, requested, tag, usage);
+    pthread_mutex_unlock(&a->lock);
     return st;
 }
 
