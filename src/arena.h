@@ -295,7 +295,7 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 /* Describe the block containing ptr (lock taken). */
 gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
                             size_t *requested, uintptr_t *tag, uint32_t *usage);
-/* A pointer being freed, resolved once (kind_device.c, sysmem.c) and handed down: whose it is
+/* A pointer being freed, resolved once (kind_device.c, kind_host.c) and handed down: whose it is
  * and, when live is 1, the live block starting at it. */
 typedef struct gp_block_ref {
     int resolved;     /* the fields owned and slab are set (the gpool_free fast path did) */

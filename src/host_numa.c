@@ -1,6 +1,6 @@
-/* Host memory placement (sysmem_numa.h): the NUMA node nearest the GPU, found with hwloc,
+/* Host memory placement (host_numa.h): the NUMA node nearest the GPU, found with hwloc,
  * and binding host pages to it. */
-#include "sysmem_numa.h"
+#include "host_numa.h"
 
 #include <stdio.h>
 #include <string.h>

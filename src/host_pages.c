@@ -1,7 +1,7 @@
-/* Host pages as an arena backend (sysmem_backend.h): mmap(PROT_NONE) address space, runs of
+/* Host pages as an arena backend (host_pages.h): mmap(PROT_NONE) address space, runs of
  * pages made pinned (cuMemHostRegister) or mapped when the arena backs them, given back on
  * trim. */
-#include "sysmem_backend.h"
+#include "host_pages.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -150,7 +150,7 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
         st = gp_cu_fail(cr, "cuMemHostRegister");
     } else if (h->kind == GPOOL_MEM_HOST_MAPPED) {
         /* mapped blocks hand out the device address; the arena needs it to equal the host
-         * address (unified addressing), which sysmem.c checked before choosing this path */
+         * address (unified addressing), which kind_host.c checked before choosing this path */
         CUdeviceptr d = 0;
         cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_OTHER,
                     h->env.dc.drv->cuMemHostGetDevicePointer(&d, p, 0));

@@ -1,6 +1,6 @@
-/* Small host blocks (sysmem_small.h): size-class slabs over registered 2 MiB extents, for
+/* Small host blocks (host_small.h): size-class slabs over registered 2 MiB extents, for
  * host blocks below GP_SMALL_LIMIT. */
-#include "sysmem_small.h"
+#include "host_small.h"
 
 #include <errno.h>
 #include <pthread.h>

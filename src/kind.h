@@ -1,6 +1,6 @@
 /* A memory kind as the pool sees it: one interface, implemented by the device side
  * (kind_device.c: vidmem through the device arena and thread caches) and the host side
- * (sysmem.c: pinned and mapped host memory). pool.c validates a request, asks the policy where
+ * (kind_host.c: pinned and mapped host memory). pool.c validates a request, asks the policy where
  * it goes, and calls the kind the placement names, without knowing which one that is. */
 #ifndef GPOOL_KIND_H
 #define GPOOL_KIND_H
@@ -38,7 +38,7 @@ typedef struct gp_kind {
 } gp_kind;
 
 extern const gp_kind gp_device_kind; /* kind_device.c */
-extern const gp_kind gp_host_kind;   /* sysmem.c */
+extern const gp_kind gp_host_kind;   /* kind_host.c */
 
 /* Every kind, in the order a pointer is looked up (device blocks are the common case). */
 #define GP_KIND_COUNT 2

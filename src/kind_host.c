@@ -2,8 +2,8 @@
  *
  * Each kind has three sources:
  *   - small blocks (below GP_SMALL_LIMIT, sizeclass.h): a slab allocator over registered extents
- *     (sysmem_small.c);
- *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
+ *     (host_small.c);
+ *   - larger blocks: two gp_arena instances over registered host pages (host_pages.c),
  *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
  *     the placement policy — the same best-fit, page-sharing machinery as vidmem;
  *   - without unified addressing (mapped only): one cuMemHostAlloc per block, the device
@@ -11,11 +11,11 @@
  * Every live block has a record keyed by the address the caller got (the device address for
  * mapped memory), so double, interior and foreign frees are told apart, and block_info works
  * for every source. Host memory is bound to the NUMA node nearest the GPU where one is known
- * (sysmem_numa.c); dump_json says what placement was achieved. A free waits on the event clock
- * (sysmem_clock.h) for the streams it was freed and allocated on, without a driver call; the
+ * (host_numa.c); dump_json says what placement was achieved. A free waits on the event clock
+ * (host_clock.h) for the streams it was freed and allocated on, without a driver call; the
  * waiting frees are settled in batches (host_settle). Blocks recorded on other streams
  * (gpool_record_stream) take reuse.c's deferred path instead. */
-#include "sysmem.h"
+#include "kind_host.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -28,10 +28,10 @@
 #include "pool.h"
 #include "ptrmap.h"
 #include "stream.h"
-#include "sysmem_backend.h"
-#include "sysmem_clock.h"
-#include "sysmem_numa.h"
-#include "sysmem_small.h"
+#include "host_pages.h"
+#include "host_clock.h"
+#include "host_numa.h"
+#include "host_small.h"
 
 #define KiB            ((size_t)1 << 10)
 #define MiB            ((size_t)1 << 20)
@@ -206,7 +206,7 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
         gp_hostmem_ops.fini(b, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
     }
-    /* small_max 0: no slabs (small host blocks come from sysmem_small.c); no stream sync: host
+    /* small_max 0: no slabs (small host blocks come from host_small.c); no stream sync: host
      * frees are immediate. */
     st = gp_arena_init(a, kind, &gp_hostmem_ops, b, page, region_bytes[pg], 0, NULL, NULL);
     if (st != GPOOL_OK) {

@@ -1,7 +1,7 @@
-/* Host memory kinds (pinned, mapped): sysmem.c owns host arenas (and the small-block slab
+/* Host memory kinds (pinned, mapped): kind_host.c owns host arenas (and the small-block slab
  * allocator) and implements gp_host_kind (kind.h). All functions are thread-safe. */
-#ifndef GPOOL_SYSMEM_H
-#define GPOOL_SYSMEM_H
+#ifndef GPOOL_KIND_HOST_H
+#define GPOOL_KIND_HOST_H
 
 #include <stdio.h>
 

@@ -18,7 +18,7 @@ struct gpool {
     gp_drv_counters cnt;        /* the pool's driver calls (dc.cnt points here) */
     gp_devctx dc;               /* driver table, device, primary context and &cnt */
     gp_arena *device;           /* the device kind's arena (kind_device.c) */
-    struct gp_sysmem *sys;      /* host kinds, created by sysmem.c on first use */
+    struct gp_sysmem *sys;      /* host kinds, created by kind_host.c on first use */
     struct gp_streams *streams; /* stream-ordered reuse state (stream.c) */
     _Atomic size_t stream_busy; /* recorded + deferred blocks (stream.c); while 0,
                                    frees skip stream.c entirely */

@@ -54,7 +54,7 @@
 
 #include "error.h"
 #include "stream_internal.h"
-#include "sysmem.h"
+#include "kind_host.h"
 
 /* ---------- frees used on several streams ---------- */
 

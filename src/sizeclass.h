@@ -9,7 +9,7 @@
 
 /* Slabs are 32 KiB (GP_GRANULE) aligned and sized (why: docs/history/placement-experiments.md). */
 /* The one small-block limit: the largest device small_max allowed, and the size below which
- * host blocks come from the host small-block arena (sysmem_small.c). */
+ * host blocks come from the host small-block arena (host_small.c). */
 #define GP_SMALL_LIMIT    ((size_t)64 << 10)
 #define GP_NCLASS         28 /* classes up to GP_SMALL_LIMIT */
 #define GP_GRANULE_SHIFT  15 /* slabs are 32 KiB aligned and sized */
