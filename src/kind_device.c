@@ -94,8 +94,11 @@ typedef struct device_request {
     int cached;    /* a small block of the default stream: the thread cache serves it */
     int refused;   /* the last attempt was refused by the policy (budget or device size) */
     int pressed;   /* an attempt ran out of the arena's memory (counts one oom retry) */
-    char why[300]; /* why make room could not give memory back ("" when it could) */
+    char *why;     /* why make room could not give memory back ("" when it could), WHY_CAP bytes
+                      (a buffer of the caller's, not zeroed on every request) */
 } device_request;
+
+#define WHY_CAP 300
 
 /* The cache rung: admitted against the budget (blocks freed on streams that are done no
  * longer count), then the arena: cached blocks, other streams' completed frees, fresh pages. */
@@ -143,7 +146,7 @@ static int device_make_room(void *ctx)
     device_request *q = ctx;
     if (q->refused) return 0; /* the budget counts blocks, not pages */
     size_t freed;
-    gp_arena_make_room(q->a, &freed, q->why, sizeof q->why);
+    gp_arena_make_room(q->a, &freed, q->why, WHY_CAP);
     return 1;
 }
 
@@ -189,7 +192,10 @@ static gpool_status device_alloc(gpool_t *pool, const gp_placement *pl,
     uintptr_t tag = gp_stream_tag(stream);
     if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
     gp_arena *a = device_arena(pool);
+    char why[WHY_CAP];
+    why[0] = 0;
     device_request q = {
+        .why = why,
         .pool = pool,
         .a = a,
         .pl = pl,
@@ -300,11 +306,19 @@ static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
 static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
 {
     gp_arena *a = device_arena(pool);
-    if (!ref->resolved) {
-        *ref = (gp_block_ref){.resolved = 1};
-        ref->owned = gp_arena_resolve(a, (uintptr_t)ptr, &ref->slab);
+    gp_slab *slab = NULL;
+    int owned;
+    if (ref->resolved) {
+        owned = ref->owned;
+        slab = ref->slab;
+    } else {
+        owned = gp_arena_resolve(a, (uintptr_t)ptr, &slab);
     }
-    if (!ref->owned) return GPOOL_OK;
+    if (!owned) {
+        ref->owned = 0;
+        return GPOOL_OK;
+    }
+    *ref = (gp_block_ref){.resolved = 1, .owned = 1, .slab = slab};
     return ref->slab ? small_free(pool, a, ptr, tag, ref) : large_free(pool, a, ptr, tag, ref);
 }
 

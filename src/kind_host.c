@@ -407,8 +407,10 @@ typedef struct host_request {
     const gpool_alloc_params *params; /* usage, and the block's tag in stream */
     int refused;                      /* the last attempt was refused by the kind's budget */
     gp_arena *oom_arena;              /* the page arena the last attempt ran out of, or NULL */
-    char why[300];                    /* why make room could not give memory back */
+    char *why; /* why make room could not give memory back: HOST_WHY_CAP bytes of the caller's */
 } host_request;
+
+#define HOST_WHY_CAP 300
 
 /* The cache rung: the kind's small-block arena, page arena or cuMemHostAlloc. */
 static gpool_status host_attempt(void *ctx, void **out)
@@ -439,7 +441,7 @@ static int host_make_room(void *ctx)
     if (q->refused && gp_policy_move(&probe, GPOOL_ERR_OUT_OF_MEMORY, 1)) return 0;
     size_t est = (q->pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     size_t freed = 0;
-    if (q->oom_arena) gp_arena_make_room(q->oom_arena, &freed, q->why, sizeof q->why);
+    if (q->oom_arena) gp_arena_make_room(q->oom_arena, &freed, q->why, HOST_WHY_CAP);
     size_t drained = gp_stream_drain(q->pool);
     /* a retry only when what went back could be the room missing */
     size_t settled = host_settle(q->pool, q->s, q->pl->kind, 0, SETTLE_SYNC, NULL);
@@ -484,7 +486,9 @@ static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
         hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
         gp_stream_process(pool);
     }
-    host_request q = {.pool = pool, .pl = pl, .params = &hp};
+    char why[HOST_WHY_CAP];
+    why[0] = 0;
+    host_request q = {.pool = pool, .pl = pl, .params = &hp, .why = why};
     gpool_status st = sys_get(pool, &q.s);
     if (st != GPOOL_OK) return st;
     int retried;

@@ -1,4 +1,5 @@
-/* The retry ladder: what an allocation does when memory is short, written once, in order.
+/* The retry ladder: what an allocation does when memory is short, written once, in order
+ * (gp_ladder_climb, below).
  * A kind describes one attempt and, for each rung, the relief it can give; gp_ladder_climb
  * makes the attempt and, while it fails out of memory, runs the rungs in this order, trying
  * again after each one that may have made room:
@@ -43,7 +44,23 @@ typedef struct gp_ladder {
 } gp_ladder;
 
 /* Climb l for one request (ctx: the kind's). Returns the status of the last attempt (or the
- * report's); *retried: 1 when a rung made room and the attempt ran again. */
-gpool_status gp_ladder_climb(const gp_ladder *l, void *ctx, void **out, int *retried);
+ * report's); *retried: 1 when a rung made room and the attempt ran again. Inline, so that a
+ * kind's first attempt is a direct call (the host pair pays no indirection). */
+static inline gpool_status gp_ladder_climb(const gp_ladder *l, void *ctx, void **out, int *retried)
+{
+    *retried = 0;
+    gpool_status st = l->attempt(ctx, out);
+    for (int r = 0; st == GPOOL_ERR_OUT_OF_MEMORY && r < GP_RUNG_COUNT; r++) {
+        if (!l->relieve[r] || !l->relieve[r](ctx)) continue;
+        *retried = 1;
+        st = l->attempt(ctx, out);
+        /* what a later rung gave back may be pages to remap: make room again before the next */
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && r > GP_RUNG_MAKE_ROOM &&
+            l->relieve[GP_RUNG_MAKE_ROOM] && l->relieve[GP_RUNG_MAKE_ROOM](ctx))
+            st = l->attempt(ctx, out);
+    }
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && l->report) st = l->report(ctx, st);
+    return st;
+}
 
 #endif

@@ -193,7 +193,8 @@ static gpool_status place_and_alloc(gpool_t *pool, size_t size, const gpool_allo
     if (st != GPOOL_OK) return st;
     /* the fallback, the ladder's last rung (ladder.h): the one loop that moves a request to
      * another kind, as the policy's table says */
-    char why[300] = "";
+    char why[300]; /* the first kind's failure, once it moves (not zeroed per request) */
+    why[0] = 0;
     for (;;) {
         int refused = 0;
         st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, &refused, out);
@@ -289,8 +290,11 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream,
     if (!ptr) return GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
     for (int i = 0; i < GP_KIND_COUNT; i++) {
-        gp_block_ref ref = {0};
-        if (dev && gp_kinds[i] == &gp_device_kind) ref = *dev;
+        gp_block_ref ref; /* the kind fills it (not zeroed here: the host pair's cost) */
+        if (dev && gp_kinds[i] == &gp_device_kind)
+            ref = *dev;
+        else
+            ref.resolved = 0;
         gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &ref);
         if (!ref.owned) continue;
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
@@ -318,7 +322,10 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
         gp_slab *slab;
         int owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &slab);
         if (gp_tcache_free_slab(pool, slab, ptr)) return GPOOL_OK;
-        gp_block_ref ref = {.resolved = 1, .owned = owned, .slab = slab};
+        gp_block_ref ref; /* resolved, owned and slab are all device_free reads of it */
+        ref.resolved = 1;
+        ref.owned = owned;
+        ref.slab = slab;
         return free_impl(pool, ptr, pool->cfg.default_stream, "gpool_free", &ref);
     }
     return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free", NULL);
