@@ -1,6 +1,8 @@
-/* The arena's side of stream-ordered reuse: free ranges and slots pending on a stream at a
- * position, made clean (gp_arena_clean_locked) or handed over when the rule says so; the rule
- * itself is stated at the top of reuse.c. */
+/* The arena (arena.h): one memory kind's blocks over its backend. Large blocks are best-fit
+ * ranges of the address-space heap (heap.c), small ones slots of slabs; the arena backs exactly
+ * the pages that hold allocated bytes, keeps free ranges and slots pending on a stream until
+ * the stream rule (reuse.c) makes them clean, and gives one attempt per request: the retry
+ * ladder (ladder.c) makes room and tries again. The JSON memory map is arena_dump.c's. */
 #include "arena_internal.h"
 
 #include <inttypes.h>
@@ -76,8 +78,8 @@ static void granules_set(gp_arena *a, uintptr_t base, size_t bytes, gp_slab *s)
 
 /* ---------- physical backing ---------- */
 
-/* Back every unbacked page under r. */
-static gpool_status back_range(gp_arena *a, gp_range *r)
+/* Back every unbacked page under r, in chunks of chunk bytes (the placement's). */
+static gpool_status back_range(gp_arena *a, gp_range *r, size_t chunk)
 {
     gp_region *g = &a->heap.regions[r->region];
     size_t first = (r->addr - g->base) >> g->page_shift;
@@ -90,7 +92,7 @@ static gpool_status back_range(gp_arena *a, gp_range *r)
         size_t q = p;
         while (q <= last && !g->page_phys[q])
             q++;
-        gpool_status st = a->ops->back(a->bctx, g, p, q - p, r->size);
+        gpool_status st = a->ops->back(a->bctx, g, p, q - p, chunk);
         if (st != GPOOL_OK) return st;
         p = q;
     }
@@ -183,10 +185,8 @@ static int others_pending(gp_arena *a, uintptr_t tag)
 /* A request that finds no exact fit (it splits a free range) polls the other streams first,
  * at most once every GP_SPLIT_POLL_EVERY large requests: their freed ranges that completed turn
  * clean and coalesce, and the best fit then often is one of them instead of a cut into a larger
- * clean range. Before, only a request that needed fresh pages polled, so on multi-stream traces
- * the streams kept cutting new holes while ranges the other streams had freed (long done) sat
- * unused (issue 15, section 3: batch-decode, decode-* and resnet50-infer at 1.1-1.3 x peak).
- * The rate bounds the extra cuEventQuery/cuEventRecord calls. */
+ * clean range. The rate bounds the extra cuEventQuery/cuEventRecord calls (the measurements:
+ * docs/history/placement-experiments.md). */
 #define GP_SPLIT_POLL_EVERY 4u
 
 /* True when taking r split a free range (no free range fit it exactly). */
@@ -229,13 +229,12 @@ static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigne
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        a->claim_from = from[i];
-        a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM);
+        a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM, from[i], size);
     }
 }
 
 static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               unsigned flags, gp_range **out)
+                               unsigned flags, size_t chunk, gp_range **out)
 {
     int no_nodes = 0;
     claim(a, size, align, tag, flags);
@@ -261,8 +260,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
         int fresh = !r || (flags & GP_ARENA_SLAB) || needs_backing(a, r);
         if (r) give_back(a, r, tag);
         /* a split fit records a new event only on a stream with a pending range it would fit */
-        a->poll_want = size;
-        a->poll(a->owner, a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY));
+        a->poll(a->owner, a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY), 0, size);
         a->allocs_since_poll = 0;
         r = take(a, size, align, tag, flags, &no_nodes);
     }
@@ -272,7 +270,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
         r = take(a, size, align, tag, flags, &no_nodes);
     }
     if (!r) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for block bookkeeping");
-    gpool_status st = back_range(a, r);
+    gpool_status st = back_range(a, r, chunk);
     note_held(a);
     if (st != GPOOL_OK) {
         give_back(a, r, tag);
@@ -285,37 +283,31 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
 
 static void slab_destroy(gp_arena *a, gp_slab *s);
 
+static gpool_status make_room_impl(gp_arena *a, size_t *freed);
+
 /* Make physical memory available: wait for pending work, drop spare slabs, unback every
- * page that holds no allocated byte. Returns bytes unbacked. */
-_Thread_local gpool_status gp_giveback_status;
-
-/* Why the last make_room could not give everything back (thread's; GPOOL_OK: nothing). */
-static _Thread_local char giveback_why[300];
-
-static size_t make_room_impl(gp_arena *a);
-
-/* As make_room_impl; *st: GPOOL_OK, or the failure that kept memory from being given back:
- * a failed synchronize (then nothing is unmapped: queued work may still use any cached
- * page) or a failed unmap or release (those pages stay cached, retried later). */
-static size_t make_room(gp_arena *a, gpool_status *st)
+ * page that holds no allocated byte; *freed: bytes unbacked. Returns GPOOL_OK, or the failure
+ * that kept memory from being given back (its message in why): a failed synchronize (then
+ * nothing is unmapped: queued work may still use any cached page) or a failed unmap or
+ * release (those pages stay cached, retried later). Lock held. */
+static gpool_status make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
 {
-    giveback_why[0] = 0;
+    *freed = 0;
+    if (cap) why[0] = 0;
     if (a->sync) {
         gpool_status s = a->sync(a->owner, a);
         if (s != GPOOL_OK) {
-            snprintf(giveback_why, sizeof giveback_why, "%s", gpool_last_error());
-            *st = s;
-            return 0;
+            if (cap) snprintf(why, cap, "%s", gpool_last_error());
+            return s;
         }
     }
-    gp_giveback_status = GPOOL_OK;
-    size_t freed = make_room_impl(a);
-    *st = gp_giveback_status;
-    if (*st != GPOOL_OK) snprintf(giveback_why, sizeof giveback_why, "%s", gpool_last_error());
-    return freed;
+    gpool_status st = make_room_impl(a, freed);
+    if (st != GPOOL_OK && cap) snprintf(why, cap, "%s", gpool_last_error());
+    return st;
 }
 
-static size_t make_room_impl(gp_arena *a)
+/* Returns the first give-back failure (GPOOL_OK: none); *freed: bytes unbacked. */
+static gpool_status make_room_impl(gp_arena *a, size_t *freed)
 {
     int synced = 1; /* make_room synchronized (or there is nothing to synchronize) */
     for (size_t i = 0; i < a->nstreams; i++)
@@ -329,11 +321,16 @@ static size_t make_room_impl(gp_arena *a)
     if (synced && a->sync) gp_arena_clean_all_locked(a);
     /* Pages under ranges still pending on a stream count as used: the GPU may touch them. */
     gp_heap_pin_dirty(&a->heap, 1);
-    size_t freed = 0;
-    for (size_t i = 0; i < a->heap.nregions; i++)
-        freed += a->ops->unback_unused(a->bctx, &a->heap.regions[i], 0, a->heap.regions[i].npages);
+    gpool_status st = GPOOL_OK;
+    for (size_t i = 0; i < a->heap.nregions; i++) {
+        size_t f = 0;
+        gpool_status s2 =
+            a->ops->unback_unused(a->bctx, &a->heap.regions[i], 0, a->heap.regions[i].npages, &f);
+        *freed += f;
+        if (st == GPOOL_OK) st = s2;
+    }
     gp_heap_pin_dirty(&a->heap, 0);
-    return freed;
+    return st;
 }
 
 /* "N x <=SIZE (BYTES)" for the size buckets (powers of two) holding the most live bytes. */
@@ -380,7 +377,7 @@ static size_t host_physical_bytes(void)
     return (size_t)si.totalram * (size_t)si.mem_unit;
 }
 
-static gpool_status oom_report(gp_arena *a, size_t size)
+static gpool_status oom_report(gp_arena *a, size_t size, const char *giveback_why)
 {
     size_t held = held_bytes(a), idle = a->ops->idle_bytes(a->bctx);
     size_t drv_free = a->ops->driver_free(a->bctx);
@@ -391,7 +388,7 @@ static gpool_status oom_report(gp_arena *a, size_t size)
     /* the cause: what holds the most of what is missing, named as it is */
     char cause[400];
     size_t host_total = a->device_total ? 0 : host_physical_bytes(); /* host arenas only */
-    if (giveback_why[0])
+    if (giveback_why && giveback_why[0])
         snprintf(cause, sizeof cause, "cached memory could not be given back: %s", giveback_why);
     else if (host_total && size > host_total)
         snprintf(cause, sizeof cause,
@@ -439,21 +436,15 @@ static gpool_status oom_report(gp_arena *a, size_t size)
                    gp_heap_largest_free(&a->heap), live[0] ? live : "none", cause);
 }
 
-_Thread_local int gp_arena_retried;
-
+/* One attempt: the ladder (ladder.c) makes room and tries again, not the arena. */
 static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
-                          gp_range **out)
+                          size_t chunk, gp_range **out)
 {
-    gpool_status st = place_once(a, size, align, tag, flags, out);
-    if (st != GPOOL_ERR_OUT_OF_MEMORY) return st;
-    a->c.oom_retries++;
-    gp_arena_retried = 1;
-    gpool_status gst;
-    make_room(a, &gst);
-    a->heap.fewest_pages = 1; /* under pressure: the place that needs the fewest fresh pages */
-    st = place_once(a, size, align, tag, flags, out);
+    /* under pressure (the ladder made room before this attempt): the place that needs the
+     * fewest fresh pages (heap.c gp_heap_take) */
+    a->heap.fewest_pages = (flags & GP_ARENA_FEWEST_PAGES) != 0;
+    gpool_status st = place_once(a, size, align, tag, flags & ~GP_ARENA_FEWEST_PAGES, chunk, out);
     a->heap.fewest_pages = 0;
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) return oom_report(a, size);
     return st;
 }
 
@@ -573,14 +564,9 @@ size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max)
     return n;
 }
 
-uintptr_t gp_arena_claim_from(const gp_arena *a)
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag, size_t want)
 {
-    return a->claim_from;
-}
-
-int gp_arena_poll_fits(gp_arena *a, uintptr_t tag)
-{
-    return gp_heap_largest_tagged(&a->heap, tag) >= a->poll_want;
+    return gp_heap_largest_tagged(&a->heap, tag) >= want;
 }
 
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
@@ -655,7 +641,7 @@ static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t 
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
     size_t bytes = gp_slab_bytes(cls);
     gp_range *r = NULL;
-    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_SLAB, &r);
+    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_SLAB, a->page, &r); /* one page */
     if (st != GPOOL_OK) {
         free(s);
         return st;
@@ -810,11 +796,11 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out)
 {
-    return gp_arena_alloc_ex(a, size, align, tag, usage, 0, out);
+    return gp_arena_alloc_ex(a, size, align, tag, usage, 0, a->page, out);
 }
 
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               uint32_t usage, unsigned flags, void **out)
+                               uint32_t usage, unsigned flags, size_t chunk, void **out)
 {
     gpool_status st;
     GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
@@ -838,7 +824,7 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
         gp_range *r = NULL;
         if (size <= a->small_max && align <= GP_MIN_ALIGN && a->streams_seen >= 2)
             flags |= GP_ARENA_SMALL_RANGE;
-        st = place(a, rounded, align, tag, flags, &r);
+        st = place(a, rounded, align, tag, flags, chunk, &r);
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
             gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
@@ -989,16 +975,14 @@ uint64_t gp_arena_small_requested(gp_arena *a)
 gpool_status gp_arena_trim(gp_arena *a, size_t keep)
 {
     pthread_mutex_lock(&a->lock);
-    gpool_status st;
-    make_room(a, &st);
+    size_t freed;
+    char why[300];
+    gpool_status st = make_room(a, &freed, why, sizeof why);
     gpool_status rel = a->ops->release(a->bctx, keep); /* unmapped pages: safe in any case */
-    if (st == GPOOL_OK) {
+    if (st == GPOOL_OK) /* the message: what failed, and that memory stays cached */
         st = rel;
-    } else { /* the message: what failed, and that memory stays cached */
-        char why[400];
-        snprintf(why, sizeof why, "%s", giveback_why);
+    else
         st = gp_fail(st, "gpool_trim: %s (the memory concerned stays cached)", why);
-    }
     GP_CHECK_ARENA(a, "trim");
     pthread_mutex_unlock(&a->lock);
     return st;
@@ -1014,17 +998,9 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
     pthread_mutex_unlock(&a->lock);
 }
 
-gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
-                            size_t *requested, uintptr_t *tag, uint32_t *usage)
-{
-    pthread_mutex_lock(&a->lock);
-    gpool_status st = gp_arena_block_locked(a, ptr, base, size, requested, tag, usage);
-    pthread_mutex_unlock(&a->lock);
-    return st;
-}
-
-gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
-                                   size_t *requested, uintptr_t *tag, uint32_t *usage)
+/* Lock held: as gp_arena_block. */
+static gpool_status block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                                 size_t *requested, uintptr_t *tag, uint32_t *usage)
 {
     uintptr_t p = (uintptr_t)ptr;
     gpool_status st = GPOOL_OK;
@@ -1066,81 +1042,13 @@ gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base
     return st;
 }
 
-/* What free byte x of range r is: "pending" on a backed page inside a mark's span (queued work of
- * that stream may still touch it), "cached" elsewhere on a backed page (reusable at once),
- * "reserved" where the address space has no memory behind it (never backed, or given back). */
-static const char *free_state(const gp_region *g, const gp_range *r, uintptr_t x)
-{
-    if (!g->page_phys[(x - g->base) >> g->page_shift]) return "reserved";
-    for (unsigned m = 0; m < r->nmarks; m++)
-        if (x >= r->marks[m].lo && x < r->marks[m].hi) return "pending";
-    return "cached";
-}
-
-/* A free range of region g as JSON ranges, one per run of one free_state: split where pages
- * change from backed to unbacked and where a mark's span begins or ends. */
-static void dump_free_range(FILE *f, const gp_region *g, const gp_range *r, int *first)
-{
-    uintptr_t a = r->addr, end = r->addr + r->size;
-    while (a < end) {
-        const char *state = free_state(g, r, a);
-        uintptr_t b = a;
-        while (b < end && free_state(g, r, b) == state) {
-            /* the state can change only at a page boundary or a mark's edge */
-            uintptr_t next = g->base + ((((b - g->base) >> g->page_shift) + 1) << g->page_shift);
-            for (unsigned m = 0; m < r->nmarks; m++) {
-                if (r->marks[m].lo > b && r->marks[m].lo < next) next = r->marks[m].lo;
-                if (r->marks[m].hi > b && r->marks[m].hi < next) next = r->marks[m].hi;
-            }
-            b = next < end ? next : end;
-        }
-        fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"}", *first ? "" : ",", a,
-                (size_t)(b - a), state);
-        *first = 0;
-        a = b;
-    }
-}
-
-void gp_arena_dump_json(gp_arena *a, FILE *f)
+gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
+                            size_t *requested, uintptr_t *tag, uint32_t *usage)
 {
     pthread_mutex_lock(&a->lock);
-    fprintf(f, "[");
-    for (size_t i = 0; i < a->heap.nregions; i++) {
-        gp_region *g = &a->heap.regions[i];
-        size_t backed = 0;
-        for (size_t p = 0; p < g->npages; p++)
-            backed += g->page_phys[p] != 0;
-        fprintf(f,
-                "%s{\"base\":%" PRIuPTR ",\"size\":%zu,\"page\":%zu,\"backed_pages\":%zu,"
-                "\"ranges\":[",
-                i ? "," : "", g->base, g->size, g->page, backed);
-        int first = 1;
-        GP_HEAP_FOREACH(&a->heap, i, r)
-        {
-            if (r->is_free) {
-                dump_free_range(f, g, r, &first);
-                continue;
-            }
-            const char *state = r->aux ? "slab" : "in_use";
-            fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"", first ? "" : ",",
-                    r->addr, r->size, state);
-            if (!r->aux)
-                fprintf(f, ",\"requested\":%zu,\"stream\":%" PRIuPTR, r->requested, r->tag);
-            if (r->aux) {
-                gp_slab *s = r->aux;
-                unsigned live = 0;
-                for (uint16_t k = 0; k < s->nslots; k++)
-                    live += gp_slot_state(s, k) == GP_SLOT_LIVE;
-                fprintf(f, ",\"slot_size\":%u,\"slots\":%u,\"live_slots\":%u", s->slot_size,
-                        s->nslots, live);
-            }
-            fprintf(f, "}");
-            first = 0;
-        }
-        fprintf(f, "]}");
-    }
-    fprintf(f, "]");
+    gpool_status st = block_locked(a, ptr, base, size, requested, tag, usage);
     pthread_mutex_unlock(&a->lock);
+    return st;
 }
 
 uint64_t gp_arena_in_use(gp_arena *a)
@@ -1149,4 +1057,67 @@ uint64_t gp_arena_in_use(gp_arena *a)
     uint64_t n = a->c.in_use;
     pthread_mutex_unlock(&a->lock);
     return n;
+}
+
+gpool_status gp_arena_make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
+{
+    pthread_mutex_lock(&a->lock);
+    a->c.oom_retries++;
+    gpool_status st = make_room(a, freed, why, cap);
+    GP_CHECK_ARENA(a, "make_room");
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+gpool_status gp_arena_oom_report(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                                 const char *giveback_why)
+{
+    pthread_mutex_lock(&a->lock);
+    /* the bytes the failed attempt placed: a new slab for a slab stream's small block */
+    size_t placed = size <= a->small_max && align <= GP_MIN_ALIGN && tag == a->slab_tag
+                        ? gp_slab_bytes(gp_size_class(size))
+                        : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    gpool_status st = oom_report(a, placed, giveback_why);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+void gp_arena_take_locked(gp_arena *a, void *ptr, gp_block_ref *ref)
+{
+    gp_range *r = gp_ptrmap_del(&a->blocks, (uintptr_t)ptr);
+    ref->live = r != NULL;
+    ref->range = r;
+    if (!r) return;
+    ref->base = r->addr;
+    ref->size = r->size;
+    ref->requested = r->requested;
+    ref->tag = r->tag;
+    ref->usage = r->usage;
+}
+
+void gp_arena_free_taken_locked(gp_arena *a, gp_block_ref *ref, uintptr_t tag, uint64_t seq)
+{
+    gp_range *r = ref->range;
+    note_stream(a, tag);
+    a->frees_since_sync++;
+    use_bytes(a, -(int64_t)r->size);
+    count_free(a, r->requested);
+    gp_heap_give(&a->heap, r, free_tag(a, tag), seq);
+    ref->range = NULL;
+    GP_CHECK_ARENA(a, "free");
+}
+
+gpool_status gp_arena_untake_locked(gp_arena *a, gp_block_ref *ref)
+{
+    gp_range *r = ref->range;
+    ref->range = NULL;
+    if (gp_ptrmap_put(&a->blocks, r->addr, r) == 0) return GPOOL_OK;
+    /* the map does not grow for the entry just taken out: this cannot happen; were it to, the
+     * block stays allocated (queued work may use it) rather than be freed early */
+    return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
+}
+
+int gp_arena_single_stream_locked(gp_arena *a, uintptr_t tag)
+{
+    return a->streams_seen == 1 && tag == a->only_tag;
 }

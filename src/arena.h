@@ -41,14 +41,17 @@
  * pending frees are polled before it grows the arena). */
 #define GP_ARENA_SLAB (1u << 30)
 /* Flag to the poll hook: the cheap poll a request makes before splitting a free range; it records
- * a new event only on a stream with a pending range of at least poll_want bytes. */
+ * a new event only on a stream with a pending range of at least want bytes (its argument). */
 #define GP_POLL_QUERY_ONLY (1u << 28)
-/* Flag to the poll hook: the request's best place carries a mark of stream gp_arena_claim_from(a);
+/* Flag to the poll hook: the request's best place carries a mark of stream from (its argument);
  * make it usable (its event done, or the requesting stream waits for it: reuse.c, rule 5). */
 #define GP_POLL_CLAIM (1u << 27)
 /* Internal request flag: a small request (<= small_max) of another stream than the slab stream,
  * in multi-stream mode: a heap range placed at the top, near the slabs (arena.c take). */
 #define GP_ARENA_SMALL_RANGE (1u << 25)
+/* Internal request flag: memory is short and the ladder made room before this attempt; the
+ * range goes where the fewest fresh pages are needed (heap.c, fewest_pages). */
+#define GP_ARENA_FEWEST_PAGES (1u << 24)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 
@@ -118,8 +121,10 @@ typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
 /* Called under the arena lock when a request on stream `tag` needs fresh pages while other
  * streams have free ranges pending: record or query their events and gp_arena_clean_locked
  * what completed. flags: GPOOL_ALLOC_* of the request (GPOOL_ALLOC_STREAM_WAIT lets the
- * requesting stream wait on pending events instead). */
-typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
+ * requesting stream wait on pending events instead) and GP_POLL_*; from: the stream a
+ * GP_POLL_CLAIM poll is about; want: the request's bytes (GP_POLL_QUERY_ONLY). */
+typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t from,
+                           size_t want);
 
 /* Called under the arena lock: the position (seq) a free on stream tag gets now (an emptied
  * slab goes back to the free space at that position of its stream, so only an event recorded
@@ -174,22 +179,29 @@ void gp_arena_release_cached_locked(gp_arena *a);
 /* Free everything; reports live blocks through *live_count / *live_bytes. */
 void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
 
-/* Allocate (takes the lock). size > 0; align a power of two >= 256. tag = stream. */
+/* Allocate (takes the lock): one attempt at cached and fresh memory (other streams' completed
+ * frees polled on the way); out of memory is the caller's ladder's to climb (ladder.h: it calls
+ * gp_arena_make_room and tries again, then gp_arena_oom_report). size > 0; align a power of
+ * two >= 256. tag = stream. */
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out);
 
-/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook). */
+/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook) and the chunk
+ * size the placement chose for a large block (pl->page; gp_arena_alloc: one page). Slabs are
+ * backed page by page. */
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
-                               uint32_t usage, unsigned flags, void **out);
+                               uint32_t usage, unsigned flags, size_t chunk, void **out);
 
-/* Set to 1 on this thread whenever an arena released cache and tried again (the pressure
- * path); a caller clears it before an allocation to count retries once per allocation. */
-extern _Thread_local int gp_arena_retried;
-
-/* Set by a backend (to the failure's status, with the message) when a call that gives memory
- * back fails (cuMemUnmap, cuMemRelease, cuMemHostUnregister); the arena clears it before it
- * gives memory back and reports it afterwards (gpool_trim, the OOM report). */
-extern _Thread_local gpool_status gp_giveback_status;
+/* The ladder's make-room rung: wait for pending work (the sync hook), drop spare slabs and give
+ * back the backing of every page that holds no allocated byte; *freed: bytes given back.
+ * GPOOL_OK, or the failure that kept memory from going back (message in why, cap bytes; those
+ * pages stay cached). Takes the lock; counts one oom retry. */
+gpool_status gp_arena_make_room(gp_arena *a, size_t *freed, char *why, size_t cap);
+/* The out-of-memory report for a request (size, align, tag as to gp_arena_alloc) that no rung
+ * could serve: what the arena holds and why the memory is missing (giveback_why: why make room
+ * failed, or ""). Always GPOOL_ERR_OUT_OF_MEMORY. Takes the lock. */
+gpool_status gp_arena_oom_report(gp_arena *a, size_t size, size_t align, uintptr_t tag,
+                                 const char *giveback_why);
 
 /* Reserve the arena's first address range now (gpool_create: a va_reserve the driver cannot
  * give is reported there, not as out-of-memory by every later allocation). */
@@ -209,10 +221,8 @@ size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max);
 int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
 /* Up to max streams with pending free ranges or pending small blocks. */
 size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
-/* 1 when the largest span marked by tag fits the request that polls (GP_POLL_QUERY_ONLY). */
-int gp_arena_poll_fits(gp_arena *a, uintptr_t tag);
-/* The stream a GP_POLL_CLAIM poll is about. */
-uintptr_t gp_arena_claim_from(const gp_arena *a);
+/* 1 when the largest span marked by tag fits a request of want bytes (GP_POLL_QUERY_ONLY). */
+int gp_arena_poll_fits(gp_arena *a, uintptr_t tag, size_t want);
 /* Stream to now waits for from's work up to position upto: from's marks up to there become
  * to's, at to_seq (GPOOL_ALLOC_STREAM_WAIT and claims; pending slots keep waiting). */
 void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
@@ -238,18 +248,31 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
  * GPOOL_ERR_INVALID_POINTER for anything that is not a live block of this arena. */
 gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 
-/* The slab holding addr, or NULL. Lock-free read of the granule tables. */
-static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
+/* Where addr lies, in one lock-free read of the granule tables: 1 when inside one of the
+ * arena's regions (*slab: the slab holding it, or NULL for a large block or free space), 0
+ * when not the arena's memory (*slab NULL). */
+static inline int gp_arena_resolve(gp_arena *a, uintptr_t addr, gp_slab **slab)
 {
     const gp_arena_map *m = (const gp_arena_map *)(const void *)a; /* gp_arena's first member */
     size_t n = atomic_load_explicit(&m->nregs, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
         uintptr_t off = addr - m->regs[i].base;
-        if (off < m->regs[i].size)
-            return atomic_load_explicit(&m->regs[i].granule[off >> GP_GRANULE_SHIFT],
-                                        memory_order_acquire);
+        if (off < m->regs[i].size) {
+            *slab = atomic_load_explicit(&m->regs[i].granule[off >> GP_GRANULE_SHIFT],
+                                         memory_order_acquire);
+            return 1;
+        }
     }
-    return NULL;
+    *slab = NULL;
+    return 0;
+}
+
+/* The slab holding addr, or NULL. Lock-free read of the granule tables. */
+static inline gp_slab *gp_arena_slab_of(gp_arena *a, uintptr_t addr)
+{
+    gp_slab *s;
+    gp_arena_resolve(a, addr, &s);
+    return s;
 }
 
 /* Take up to n free slots of class cls on stream tag into out[] (marks them CACHED). Takes
@@ -275,12 +298,10 @@ void gp_arena_stats(gp_arena *a, gp_arena_counters *c, size_t *held, size_t *idl
 /* Describe the block containing ptr (lock taken). */
 gpool_status gp_arena_block(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
                             size_t *requested, uintptr_t *tag, uint32_t *usage);
-/* Lock held: as gp_arena_block. */
-gpool_status gp_arena_block_locked(gp_arena *a, const void *ptr, uintptr_t *base, size_t *size,
-                                   size_t *requested, uintptr_t *tag, uint32_t *usage);
-/* A pointer being freed, resolved once (kind_device.c, sysmem.c) and handed down: whose it is
+/* A pointer being freed, resolved once (kind_device.c, kind_host.c) and handed down: whose it is
  * and, when live is 1, the live block starting at it. */
 typedef struct gp_block_ref {
+    int resolved;     /* the fields owned and slab are set (the gpool_free fast path did) */
     int owned;        /* the kind that resolved it owns the memory ptr lies in */
     int live;         /* ptr is the start of a live block: the fields below describe it */
     gp_slab *slab;    /* a small device block's slab (NULL: a range, or host memory) */
@@ -289,7 +310,22 @@ typedef struct gp_block_ref {
     size_t requested; /* bytes asked for */
     uintptr_t tag;    /* the stream tag it was allocated on */
     uint32_t usage;
+    void *range; /* a large block taken off the block map (gp_arena_take_locked) */
 } gp_block_ref;
+
+/* Lock held: take the large block starting at ptr off the block map, resolving it once into
+ * *ref (live 1: base, size, requested, tag, usage say who it was, and the range is ref->range).
+ * The caller then frees it (gp_arena_free_taken_locked) or puts it back
+ * (gp_arena_untake_locked). live 0: not a large block's start (nothing taken). */
+void gp_arena_take_locked(gp_arena *a, void *ptr, gp_block_ref *ref);
+/* Lock held: free the block gp_arena_take_locked took, as gp_arena_free_locked (tag, seq). */
+void gp_arena_free_taken_locked(gp_arena *a, gp_block_ref *ref, uintptr_t tag, uint64_t seq);
+/* Lock held: put the block gp_arena_take_locked took back on the block map; GPOOL_OK, or
+ * GPOOL_ERR_OUT_OF_MEMORY when the map cannot grow (the block then stays allocated). */
+gpool_status gp_arena_untake_locked(gp_arena *a, gp_block_ref *ref);
+/* Lock held: 1 when a free on stream tag is reusable at once by every stream (one stream is
+ * all the arena has seen): its position does not matter. */
+int gp_arena_single_stream_locked(gp_arena *a, uintptr_t tag);
 
 /* Bytes in use (lock taken). */
 uint64_t gp_arena_in_use(gp_arena *a);

@@ -51,8 +51,6 @@ struct gp_arena {
     uint64_t frees_since_sync;
     /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
     unsigned allocs_since_poll;
-    uintptr_t claim_from; /* the stream a GP_POLL_CLAIM poll is about */
-    size_t poll_want;     /* bytes of the request that polls (GP_POLL_QUERY_ONLY) */
     uintptr_t only_tag;
     gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */
     uint64_t check_ops, check_cost; /* GPOOL_DEBUG: sampling of gp_arena_check_or_abort */

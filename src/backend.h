@@ -17,15 +17,19 @@ typedef struct gp_backend_ops {
     gpool_status (*reserve)(void *ctx, size_t size, uintptr_t *base, size_t *got);
     /* Give a whole reservation back (nothing mapped in it any more). */
     gpool_status (*unreserve)(void *ctx, uintptr_t base, size_t size);
-    /* Back pages [first, first+n) of g, all unbacked now, for a block of block_bytes. A
+    /* Back pages [first, first+n) of g, all unbacked now, in physical allocations of chunk
+     * bytes (the placement's choice for the block, pl->page: the backend does not decide
+     * again; a multiple of the page). A
      * backend may back unbacked pages right after the run too (vidmem's cold-start growth:
      * those pages are free, as live blocks are always backed). All-or-nothing: on failure
      * no page of the run (or beyond it) stays backed. */
-    gpool_status (*back)(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes);
+    gpool_status (*back)(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk);
     /* Drop the backing of the pages in [first, first+n) whose physical memory holds no
      * allocated byte (page_used == 0 for every page it covers), keeping that memory cached
-     * for reuse by `back`. Returns bytes unbacked. */
-    size_t (*unback_unused)(void *ctx, gp_region *g, size_t first, size_t n);
+     * for reuse by `back`; *freed: bytes unbacked. Returns GPOOL_OK, or the first failure of a
+     * call that gives memory back (cuMemUnmap, cuMemRelease, cuMemHostUnregister; its message
+     * set): those pages stay backed and cached. */
+    gpool_status (*unback_unused)(void *ctx, gp_region *g, size_t first, size_t n, size_t *freed);
     /* Return cached (unmapped) physical memory to the driver until at most keep bytes stay. */
     gpool_status (*release)(void *ctx, size_t keep);
     /* Physical bytes held by the backend: mapped and cached. */

@@ -11,7 +11,7 @@ gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size)
     if (!pool || !size)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_block_size: %s is NULL",
                        pool ? "size" : "pool");
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+    gp_arena *a = pool->device;
     gp_slab *s = a && ptr ? gp_arena_slab_of(a, (uintptr_t)ptr) : NULL;
     if (s) { /* a slab slot: its state is an atomic the owner of the block alone changes */
         long i = gp_slot_index(s, (uintptr_t)ptr);

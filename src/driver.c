@@ -1,3 +1,5 @@
+/* The driver table (driver.h): libcuda loaded at run time with dlopen, its entry points
+ * resolved through cuGetProcAddress, and CUresult turned into gpool status and messages. */
 #include "driver.h"
 
 #include <dlfcn.h>

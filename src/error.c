@@ -1,3 +1,5 @@
+/* The thread-local error message (error.h): every failing path sets it with gp_fail and
+ * returns its status; gpool_last_error reads it. */
 #include "error.h"
 
 #include <stdarg.h>

@@ -254,7 +254,7 @@ static gpool_status helper_start(gpool_t *pool, gp_ipc *ipc)
 /* The block's physical handles, exported as descriptors, into a new export. */
 static gpool_status export_new(gpool_t *pool, uintptr_t block, size_t size, gp_ipc_export **out)
 {
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+    gp_arena *a = pool->device;
     gp_vidmem_piece *pc = malloc(GP_IPC_MAX_PIECES * sizeof *pc);
     if (!pc) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory exporting a block");
     gp_arena_lock(a);

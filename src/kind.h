@@ -1,6 +1,6 @@
 /* A memory kind as the pool sees it: one interface, implemented by the device side
  * (kind_device.c: vidmem through the device arena and thread caches) and the host side
- * (sysmem.c: pinned and mapped host memory). pool.c validates a request, asks the policy where
+ * (kind_host.c: pinned and mapped host memory). pool.c validates a request, asks the policy where
  * it goes, and calls the kind the placement names, without knowing which one that is. */
 #ifndef GPOOL_KIND_H
 #define GPOOL_KIND_H
@@ -13,10 +13,11 @@
 #include "policy.h"
 
 typedef struct gp_kind {
-    /* Allocate a block placed on this kind (pl->kind); stream: the request's stream. A kind
-     * may move pl on to a kind it also serves (host pinned -> mapped), as the policy says. */
-    gpool_status (*alloc)(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
-                          gpool_stream_t stream, void **out);
+    /* Allocate a block placed on this kind (pl->kind, pl->page as the policy chose); stream:
+     * the request's stream. The kind climbs its retry ladder (ladder.h); *refused: 1 when the
+     * kind's budget refused the request (the policy may then move it, pool.c). */
+    gpool_status (*alloc)(gpool_t *pool, const gp_placement *pl, const gpool_alloc_params *params,
+                          gpool_stream_t stream, int *refused, void **out);
     /* Free ptr, freed on stream tag, if this kind owns it: ref->owned = 1 then (also for a
      * stale or interior pointer into its memory, with GPOOL_ERR_INVALID_POINTER). The pointer
      * is resolved once, into *ref, which the free path hands down (and the caller traces). */
@@ -37,7 +38,7 @@ typedef struct gp_kind {
 } gp_kind;
 
 extern const gp_kind gp_device_kind; /* kind_device.c */
-extern const gp_kind gp_host_kind;   /* sysmem.c */
+extern const gp_kind gp_host_kind;   /* kind_host.c */
 
 /* Every kind, in the order a pointer is looked up (device blocks are the common case). */
 #define GP_KIND_COUNT 2

@@ -6,6 +6,7 @@
 
 #include "error.h"
 #include "kind.h"
+#include "ladder.h"
 #include "pool.h"
 #include "stream.h"
 #include "tcache.h"
@@ -13,7 +14,7 @@
 
 static gp_arena *device_arena(gpool_t *pool)
 {
-    return pool->arena[GPOOL_MEM_DEVICE];
+    return pool->device;
 }
 
 /* ---------- creation ---------- */
@@ -43,7 +44,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
      * every block in one heap, so free space coalesces across the whole device. */
     size_t va = pool->cfg.va_reserve ? pool->cfg.va_reserve : 2 * total;
     if (!pool->cfg.va_reserve && va < ((size_t)8 << 30)) va = (size_t)8 << 30;
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE] = gp_arena_new();
+    gp_arena *a = pool->device = gp_arena_new();
     if (!a) {
         gp_vidmem_ops.fini(vctx, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
@@ -53,7 +54,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
     if (st != GPOOL_OK) {
         gp_vidmem_ops.fini(vctx, NULL);
         free(a);
-        pool->arena[GPOOL_MEM_DEVICE] = NULL;
+        pool->device = NULL;
         return st;
     }
     gp_arena_set_hooks(a, gp_stream_poll, gp_stream_seq_hook, gp_stream_may_drive);
@@ -81,71 +82,146 @@ void gp_device_kind_abandon(gpool_t *pool)
     if (!a) return;
     gp_arena_fini(a, NULL, NULL);
     free(a);
-    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+    pool->device = NULL;
 }
 
 /* ---------- allocation ---------- */
 
-/* The arena, then again after the thread caches give back, then after the other pools of
- * this device give back their cache: OOM only when all of that did not help. */
-static gpool_status arena_alloc_retrying(gpool_t *pool, gp_arena *a, const gp_placement *pl,
-                                         uintptr_t tag, uint32_t usage, void **out)
+/* One device request climbing the ladder (ladder.h). */
+typedef struct device_request {
+    gpool_t *pool;
+    gp_arena *a;
+    const gp_placement *pl;
+    uintptr_t tag;
+    uint32_t usage;
+    size_t charge; /* what the budget counts: a slab slot's class size, or the 256-byte size */
+    int cached;    /* a small block of the default stream: the thread cache serves it */
+    int refused;   /* the last attempt was refused by the policy (budget or device size) */
+    int pressed;   /* an attempt ran out of the arena's memory (counts one oom retry) */
+    int room_made; /* make room ran: later attempts place where the fewest fresh pages are needed */
+    char *why;     /* why make room could not give memory back ("" when it could), WHY_CAP bytes
+                      (a buffer of the caller's, not zeroed on every request) */
+} device_request;
+
+#define WHY_CAP 300
+
+/* The cache rung: admitted against the budget (blocks freed on streams that are done no
+ * longer count), then the arena: cached blocks, other streams' completed frees, fresh pages. */
+static gpool_status device_attempt(void *ctx, void **out)
 {
-    size_t size = pl->size, align = pl->align;
-    unsigned flags = pl->flags;
-    gp_stream_process(pool);
-    gp_arena_retried = 0;
-    gpool_status st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
-        gp_arena_retried = 1;
-        /* blocks parked in thread caches may be what is missing */
-        gp_tcache_flush_mine(pool);
-        gp_tcache_reclaim_idle(pool);
-        gp_tcache_flush_all(pool);
-        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
+    device_request *q = ctx;
+    gpool_t *pool = q->pool;
+    const gp_placement *pl = q->pl;
+    gpool_status st = GPOOL_OK;
+    if (q->cached && gp_tcache_alloc(pool, pl->size, 1, &st, out)) return GPOOL_OK;
+    if (st != GPOOL_OK) { /* the cache's refill found no memory: the ladder's to climb */
+        q->refused = 0;
+        q->pressed = 1;
+        return st;
     }
-    /* the other pools of this device give back their cache before this one fails */
-    for (int stage = 1; st == GPOOL_ERR_OUT_OF_MEMORY && stage <= 2; stage++) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", gpool_last_error());
-        if (!gp_registry_relieve(pool, stage)) {
-            gp_fail(st, "%s", why);
-            break;
-        }
-        st = gp_arena_alloc_ex(a, size, align, tag, usage, flags, out);
-    }
-    if (gp_arena_retried) atomic_fetch_add(&pool->dev_oom_retries, 1);
+    uint64_t used = pool->cfg.budget[GPOOL_MEM_DEVICE] ? gp_arena_in_use(q->a) : 0;
+    st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, pl->size, used, q->charge);
+    q->refused = st != GPOOL_OK;
+    if (st != GPOOL_OK) return st;
+    st = gp_arena_alloc_ex(q->a, pl->size, pl->align, q->tag, q->usage,
+                           pl->flags | (q->room_made ? GP_ARENA_FEWEST_PAGES : 0), pl->page, out);
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) q->pressed = 1;
     return st;
 }
 
-static gpool_status device_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
-                                 gpool_stream_t stream, void **out)
+/* A request no amount of giving back can help: larger than the device. */
+static int device_hopeless(const device_request *q)
+{
+    return q->refused && !q->pool->cfg.budget[GPOOL_MEM_DEVICE];
+}
+
+/* Rung tcaches: blocks parked in thread caches count as in use and may be what is missing. */
+static int device_tcaches(void *ctx)
+{
+    device_request *q = ctx;
+    if (device_hopeless(q)) return 0;
+    gp_tcache_flush_mine(q->pool);
+    gp_tcache_reclaim_idle(q->pool);
+    if (!q->refused) gp_tcache_flush_all(q->pool);
+    return 1;
+}
+
+/* Rung make room: wait for pending work and give back unused pages (remapped where needed). */
+static int device_make_room(void *ctx)
+{
+    device_request *q = ctx;
+    if (q->refused) return 0; /* the budget counts blocks, not pages */
+    size_t freed;
+    gp_arena_make_room(q->a, &freed, q->why, WHY_CAP);
+    q->room_made = 1;
+    return 1;
+}
+
+/* Rungs other pools: the other pools of this device give back their cache. */
+static int device_other_pools_cached(void *ctx)
+{
+    device_request *q = ctx;
+    return !q->refused && gp_registry_relieve(q->pool, 1);
+}
+static int device_other_pools_idle(void *ctx)
+{
+    device_request *q = ctx;
+    return !q->refused && gp_registry_relieve(q->pool, 2);
+}
+
+static gpool_status device_report(void *ctx, gpool_status st)
+{
+    device_request *q = ctx;
+    if (q->refused) return st; /* the policy's message stands */
+    return gp_arena_oom_report(q->a, q->pl->size, q->pl->align, q->tag, q->why);
+}
+
+/* The device kind's ladder; streams: none after the attempt (the arena polls other streams
+ * inside it, and gp_stream_process runs before the climb). */
+static const gp_ladder device_ladder = {
+    .attempt = device_attempt,
+    .relieve =
+        {
+            [GP_RUNG_TCACHES] = device_tcaches,
+            [GP_RUNG_MAKE_ROOM] = device_make_room,
+            [GP_RUNG_OTHER_POOLS_CACHED] = device_other_pools_cached,
+            [GP_RUNG_OTHER_POOLS_IDLE] = device_other_pools_idle,
+        },
+    .report = device_report,
+};
+
+static gpool_status device_alloc(gpool_t *pool, const gp_placement *pl,
+                                 const gpool_alloc_params *params, gpool_stream_t stream,
+                                 int *refused, void **out)
 {
     size_t size = pl->size;
     unsigned flags = pl->flags;
     uintptr_t tag = gp_stream_tag(stream);
     if (stream == CU_STREAM_PER_THREAD) gp_stream_cover(pool, tag);
-    if (tag == pool->default_tag && pl->align == GP_MIN_ALIGN && !(flags & GPOOL_ALLOC_ZERO) &&
-        size <= pool->cfg.small_max && gp_tcache_alloc(pool, size, out))
-        return GPOOL_OK;
     gp_arena *a = device_arena(pool);
-    uint32_t usage = params ? (uint32_t)params->usage : 0;
-    size_t budget = pool->cfg.budget[GPOOL_MEM_DEVICE];
-    if (budget) gp_stream_process(pool); /* frees whose streams are done no longer count */
-    uint64_t used = budget ? gp_arena_in_use(a) : 0;
-    /* charged as the arena counts it: a slab slot's class size, or the range's 256-byte size */
-    size_t charge =
-        size <= pool->cfg.small_max && pl->align == GP_MIN_ALIGN && tag == pool->default_tag
-            ? gp_class_size(gp_size_class(size))
-            : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    gpool_status st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, used, charge);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY && budget) {
-        /* blocks parked in thread caches count as in use: they go back before a refusal */
-        gp_tcache_flush_mine(pool);
-        gp_tcache_reclaim_idle(pool);
-        st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, size, gp_arena_in_use(a), charge);
-    }
-    if (st == GPOOL_OK) st = arena_alloc_retrying(pool, a, pl, tag, usage, out);
+    char why[WHY_CAP];
+    why[0] = 0;
+    device_request q = {
+        .why = why,
+        .pool = pool,
+        .a = a,
+        .pl = pl,
+        .tag = tag,
+        .usage = params ? (uint32_t)params->usage : 0,
+        .cached = tag == pool->default_tag && pl->align == GP_MIN_ALIGN &&
+                  !(flags & GPOOL_ALLOC_ZERO) && size <= pool->cfg.small_max,
+        /* charged as the arena counts it: a slab slot's class size, or the range's 256-byte
+           size */
+        .charge =
+            size <= pool->cfg.small_max && pl->align == GP_MIN_ALIGN && tag == pool->default_tag
+                ? gp_class_size(gp_size_class(size))
+                : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1),
+    };
+    gp_stream_process(pool); /* frees whose streams are done are reusable, and not counted */
+    int retried;
+    gpool_status st = gp_ladder_climb(&device_ladder, &q, out, &retried);
+    *refused = q.refused && pool->cfg.budget[GPOOL_MEM_DEVICE];
+    if (q.pressed) atomic_fetch_add(&pool->dev_oom_retries, 1);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
         st = gp_vidmem_zero_async(gp_arena_backend(a), *out, size, (CUstream)stream);
@@ -198,23 +274,33 @@ static gpool_status small_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
     return gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
 }
 
-/* A large block: resolved under the arena lock, and freed in the same hold when no other
- * stream is involved (or reported when it is not a live block); else the lock is let go for
- * the stream bookkeeping and the free comes after it. */
+/* A large block: taken off the block map under the arena lock (its one lookup), and freed in
+ * the same hold when no other stream is involved (or reported when it is not a live block);
+ * else it goes back on the map, the lock is let go for the stream bookkeeping and the free
+ * comes after it. In single-stream mode on the default stream a free's position does not
+ * matter: the streams lock is not taken. */
 static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t tag,
                                gp_block_ref *ref)
 {
-    gpool_status st;
+    gpool_status st = GPOOL_OK;
     gp_arena_lock(a);
-    st = gp_arena_block_locked(a, ptr, &ref->base, &ref->size, &ref->requested, &ref->tag,
-                               &ref->usage);
-    ref->live = st == GPOOL_OK && ref->base == (uintptr_t)ptr;
+    gp_arena_take_locked(a, ptr, ref);
     int busy = atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) != 0;
-    if (!ref->live || (ref->tag == tag && !busy)) {
-        st = gp_arena_free_locked(a, ptr, tag, gp_stream_free_seq(pool, tag));
+    if (!ref->live) {
+        st = gp_arena_free_locked(a, ptr, tag, 0); /* says what ptr is instead */
+        gp_arena_unlock(a);
+        return st;
+    }
+    if (ref->tag == tag && !busy) {
+        uint64_t seq = tag == pool->default_tag && gp_arena_single_stream_locked(a, tag)
+                           ? 0
+                           : gp_stream_free_seq(pool, tag);
+        gp_arena_free_taken_locked(a, ref, tag, seq);
         gp_arena_unlock(a);
     } else {
+        st = gp_arena_untake_locked(a, ref);
         gp_arena_unlock(a);
+        if (st != GPOOL_OK) return st;
         if (gp_stream_defer_free(pool, ptr, tag, ref, &st)) return st; /* used on other streams */
         if (ref->tag != tag && gp_stream_cross_free(pool, ptr, tag, ref, &st)) return st;
         st = gp_arena_free(a, ptr, tag, gp_stream_free_seq(pool, tag));
@@ -223,12 +309,23 @@ static gpool_status large_free(gpool_t *pool, gp_arena *a, void *ptr, uintptr_t 
     return st;
 }
 
+/* ref: resolved already when ref->resolved (the gpool_free fast path), else here, once. */
 static gpool_status device_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_ref *ref)
 {
     gp_arena *a = device_arena(pool);
-    *ref = (gp_block_ref){.slab = gp_arena_slab_of(a, (uintptr_t)ptr)};
-    ref->owned = ref->slab || gp_arena_contains(a, (uintptr_t)ptr);
-    if (!ref->owned) return GPOOL_OK;
+    gp_slab *slab = NULL;
+    int owned;
+    if (ref->resolved) {
+        owned = ref->owned;
+        slab = ref->slab;
+    } else {
+        owned = gp_arena_resolve(a, (uintptr_t)ptr, &slab);
+    }
+    if (!owned) {
+        ref->owned = 0;
+        return GPOOL_OK;
+    }
+    *ref = (gp_block_ref){.resolved = 1, .owned = 1, .slab = slab};
     return ref->slab ? small_free(pool, a, ptr, tag, ref) : large_free(pool, a, ptr, tag, ref);
 }
 
@@ -354,7 +451,7 @@ static gpool_status device_destroy(gpool_t *pool, uint64_t *live, uint64_t *byte
     uint64_t n = 0, b = 0;
     gp_arena_fini(a, &n, &b);
     free(a);
-    pool->arena[GPOOL_MEM_DEVICE] = NULL;
+    pool->device = NULL;
     *live += n;
     *bytes += b;
     return st;

@@ -1,3 +1,5 @@
+/* Page and chunk size tables (pagesize.h): which chunk backs a device block of a size, which
+ * page a host block gets, and which page sizes a request may ask for. */
 #include "pagesize.h"
 
 #include <stdint.h>

@@ -12,7 +12,7 @@ gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access)
     if (peer_access < GPOOL_PEER_AUTO || peer_access > GPOOL_PEER_ALL)
         return gp_fail(GPOOL_ERR_INVALID_ARG,
                        "gpool_set_peer_access: %d is not a gpool_peer_access", peer_access);
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+    gp_arena *a = pool->device;
     if (!a) return gp_fail(GPOOL_ERR_UNSUPPORTED, "the pool has no device memory");
     /* the arena lock keeps mappings from coming and going meanwhile */
     gp_arena_lock(a);

@@ -44,8 +44,25 @@ static const struct {
     [GPOOL_MEM_HOST_MAPPED] = {GPOOL_MEM_AUTO, 0},
 };
 
-static const char *const kind_name[GPOOL_MEM_KIND_COUNT] = {"auto", "device", "host_pinned",
-                                                            "host_mapped"};
+/* The one table of kind names: in messages, stats and dumps, and in trace files. */
+static const struct {
+    const char *name, *trace;
+} kind_names[GPOOL_MEM_KIND_COUNT] = {
+    [GPOOL_MEM_AUTO] = {"auto", ""},
+    [GPOOL_MEM_DEVICE] = {"device", "device"},
+    [GPOOL_MEM_HOST_PINNED] = {"host_pinned", "pinned"},
+    [GPOOL_MEM_HOST_MAPPED] = {"host_mapped", "mapped"},
+};
+
+const char *gp_kind_name(gpool_mem_kind kind)
+{
+    return (unsigned)kind < GPOOL_MEM_KIND_COUNT ? kind_names[kind].name : "unknown";
+}
+
+const char *gp_kind_trace_name(gpool_mem_kind kind)
+{
+    return (unsigned)kind < GPOOL_MEM_KIND_COUNT ? kind_names[kind].trace : "";
+}
 
 gpool_mem_kind gp_policy_kind(gpool_usage usage, size_t size)
 {
@@ -122,7 +139,7 @@ gpool_status gp_policy_admit(const gpool_t *pool, gpool_mem_kind kind, size_t si
     if (gp_policy_admit_count(pool, kind, charge, 1, in_use) == 0)
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
                        "%s budget: %zu bytes requested, %" PRIu64 " of the %zu-byte budget in use",
-                       kind_name[kind], size, in_use, pool->cfg.budget[kind]);
+                       gp_kind_name(kind), size, in_use, pool->cfg.budget[kind]);
     return GPOOL_OK;
 }
 

@@ -56,6 +56,11 @@ gpool_mem_kind gp_policy_kind(gpool_usage usage, size_t size);
  * the table too: gp_policy_move applies it). */
 gpool_mem_kind gp_policy_spill(gpool_mem_kind kind);
 
+/* The kind's name in messages, stats and dumps ("device", "host_pinned", ...), and in trace
+ * files ("device", "pinned", "mapped"; "" for AUTO). */
+const char *gp_kind_name(gpool_mem_kind kind);
+const char *gp_kind_trace_name(gpool_mem_kind kind);
+
 /* One line on why the table maps usage to its kind (for docs and messages). */
 const char *gp_policy_reason(gpool_usage usage);
 

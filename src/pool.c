@@ -193,18 +193,25 @@ static gpool_status place_and_alloc(gpool_t *pool, size_t size, const gpool_allo
     gp_placement pl;
     st = gp_policy_place(pool, params, size, &pl);
     if (st != GPOOL_OK) return st;
-    st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, out);
-    /* a kind makes the moves among its own memory; this is a move to another kind */
-    if (gp_policy_move(&pl, st, 0)) {
-        char why[300];
-        snprintf(why, sizeof why, "%s", gpool_last_error());
-        st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, out);
-        if (st != GPOOL_OK) {
+    /* the fallback, the ladder's last rung (ladder.h): the one loop that moves a request to
+     * another kind, as the policy's table says */
+    char why[300]; /* the first kind's failure, once it moves (not zeroed per request) */
+    why[0] = 0;
+    for (;;) {
+        int refused = 0;
+        st = gp_kind_of(pl.kind)->alloc(pool, &pl, params, stream, &refused, out);
+        if (st == GPOOL_OK) break;
+        if (pl.kind != pl.first) {
             char more[300];
             snprintf(more, sizeof more, "%s", gpool_last_error());
             st = gp_fail(st, "%s; fallback to mapped sysmem failed too: %s", why, more);
+            break;
         }
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        if (!gp_policy_move(&pl, st, refused)) break;
     }
+    if (st == GPOOL_OK && pl.kind != pl.first)
+        atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
     if (st != GPOOL_OK) {
         *out = NULL;
         if (st == GPOOL_ERR_OUT_OF_MEMORY && pool->cfg.verbose)
@@ -245,11 +252,12 @@ static gpool_status params_in(const gpool_alloc_params **params, gpool_alloc_par
 
 gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params, void **out)
 {
-    /* the hot path: a cached small block of the default stream */
+    /* the hot path: a cached small block of the default stream (a miss refills on the slow
+     * path: the device kind's cache rung) */
     if (__builtin_expect(pool && out && !params && size - 1 < pool->cfg.small_max && !pool->trace &&
                              !gp_fork_parents_pool(pool->id),
                          1) &&
-        gp_tcache_alloc(pool, size, out))
+        gp_tcache_alloc(pool, size, 0, NULL, out))
         return GPOOL_OK;
     gpool_alloc_params copy;
     gpool_status st = params_in(&params, &copy, "gpool_alloc");
@@ -274,14 +282,21 @@ gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_par
     return alloc_impl(pool, size, params, stream, out, "gpool_alloc_async");
 }
 
-static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
+/* dev: the device kind's resolution of ptr when the fast path made it (NULL: none yet); the
+ * kinds resolve a pointer once each, the device kind (the common case) first. */
+static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream,
+                                const gp_block_ref *dev)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_free");
     if (!ptr) return GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
     for (int i = 0; i < GP_KIND_COUNT; i++) {
-        gp_block_ref ref;
+        gp_block_ref ref; /* the kind fills it (not zeroed here: the host pair's cost) */
+        if (dev && gp_kinds[i] == &gp_device_kind)
+            ref = *dev;
+        else
+            ref.resolved = 0;
         gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &ref);
         if (!ref.owned) continue;
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
@@ -290,9 +305,10 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream)
     return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
 }
 
-static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call)
+static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call,
+                              const gp_block_ref *dev)
 {
-    gpool_status st = gp_named(free_tagged(pool, ptr, stream), call);
+    gpool_status st = gp_named(free_tagged(pool, ptr, stream, dev), call);
     if (st == GPOOL_OK && ptr && stream == CU_STREAM_PER_THREAD)
         gp_stream_cover(pool, gp_stream_tag(stream));
     return st;
@@ -304,14 +320,21 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
     if (pool && atomic_load_explicit(&pool->ipc, memory_order_relaxed) &&
         gp_ipc_owner_free(pool, ptr, pool->cfg.default_stream))
         return GPOOL_OK;
-    /* the hot path: a small block back into this thread's cache */
+    /* the hot path: the pointer resolved once; a small block back into this thread's cache */
     if (__builtin_expect(pool && ptr && !pool->trace &&
                              !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
                              !gp_fork_parents_pool(pool->id),
-                         1) &&
-        gp_tcache_free(pool, ptr))
-        return GPOOL_OK;
-    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free");
+                         1)) {
+        gp_slab *slab;
+        int owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &slab);
+        if (gp_tcache_free_slab(pool, slab, ptr)) return GPOOL_OK;
+        gp_block_ref ref; /* resolved, owned and slab are all device_free reads of it */
+        ref.resolved = 1;
+        ref.owned = owned;
+        ref.slab = slab;
+        return free_impl(pool, ptr, pool->cfg.default_stream, "gpool_free", &ref);
+    }
+    return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free", NULL);
 }
 
 gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
@@ -319,7 +342,7 @@ gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
     if (pool && atomic_load_explicit(&pool->ipc, memory_order_relaxed) &&
         gp_ipc_owner_free(pool, ptr, stream))
         return GPOOL_OK;
-    return free_impl(pool, ptr, stream, "gpool_free_async");
+    return free_impl(pool, ptr, stream, "gpool_free_async", NULL);
 }
 
 static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_block_desc *out);
@@ -579,13 +602,12 @@ gpool_status gpool_dump_json(gpool_t *pool, FILE *f)
     if (!pool || !f)
         return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_dump_json: %s is NULL", pool ? "f" : "pool");
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_dump_json");
-    static const char *const kinds[] = {"total", "device", "host_pinned", "host_mapped"};
     gpool_stats s = GPOOL_STATS_INIT;
     gpool_get_stats(pool, &s);
     fprintf(f, "{\"version\":\"%s\",\"device\":%d,\"granularity\":%zu,\"stats\":{", gpool_version(),
             pool->cfg.device, pool->granularity);
     for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++)
-        dump_kind(f, kinds[k], &s.kind[k], k > 0);
+        dump_kind(f, k ? gp_kind_name((gpool_mem_kind)k) : "total", &s.kind[k], k > 0);
     fprintf(f, ",\"driver_calls\":{");
     for (int i = 0; i < GPOOL_DRV_COUNT; i++)
         fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", gpool_driver_call_name(i), s.driver_calls[i]);

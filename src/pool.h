@@ -15,14 +15,14 @@ typedef struct gp_tcache gp_tcache;
 struct gpool {
     uint64_t id; /* unique per pool in this process; thread caches match on it */
     gpool_config cfg;
-    gp_drv_counters cnt;                   /* the pool's driver calls (dc.cnt points here) */
-    gp_devctx dc;                          /* driver table, device, primary context and &cnt */
-    gp_arena *arena[GPOOL_MEM_KIND_COUNT]; /* [DEVICE]; host kinds live in sys */
-    struct gp_sysmem *sys;                 /* host kinds, created by sysmem.c on first use */
-    struct gp_streams *streams;            /* stream-ordered reuse state (stream.c) */
-    _Atomic size_t stream_busy;            /* recorded + deferred blocks (stream.c); while 0,
-                                              frees skip stream.c entirely */
-    pthread_mutex_t lock;                  /* guards tcaches list, host arena creation */
+    gp_drv_counters cnt;        /* the pool's driver calls (dc.cnt points here) */
+    gp_devctx dc;               /* driver table, device, primary context and &cnt */
+    gp_arena *device;           /* the device kind's arena (kind_device.c) */
+    struct gp_sysmem *sys;      /* host kinds, created by kind_host.c on first use */
+    struct gp_streams *streams; /* stream-ordered reuse state (stream.c) */
+    _Atomic size_t stream_busy; /* recorded + deferred blocks (stream.c); while 0,
+                                   frees skip stream.c entirely */
+    pthread_mutex_t lock;       /* guards tcaches list, host arena creation */
     gp_tcache *tcaches;
     _Atomic uint64_t flush_epoch; /* bumped when thread caches should give back */
     uintptr_t default_tag;

@@ -1,3 +1,5 @@
+/* The address -> block map (ptrmap.h): open addressing with linear probing and
+ * backward-shift deletion, for the arena's large blocks and the host kind's block records. */
 #include "ptrmap.h"
 
 #include <stdlib.h>

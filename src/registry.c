@@ -105,7 +105,7 @@ int gp_registry_relieve(gpool_t *self, int stage)
     gp_registry_lock();
     for (size_t i = 0; i < nregistry; i++) {
         gpool_t *p = registry[i].pool;
-        gp_arena *a = p->arena[GPOOL_MEM_DEVICE];
+        gp_arena *a = p->device;
         if (p == self || p->cfg.device != self->cfg.device || !a) continue;
         size_t held, idle;
         gp_arena_counters c;

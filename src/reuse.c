@@ -54,7 +54,7 @@
 
 #include "error.h"
 #include "stream_internal.h"
-#include "sysmem.h"
+#include "kind_host.h"
 
 /* ---------- frees used on several streams ---------- */
 
@@ -250,15 +250,15 @@ static void free_done(gpool_t *pool, const deferred_free *d, int dev_locked)
         /* freed on a stream released since: its events include one recorded on that stream at
          * the release, so all the work that could touch it is done; the tag is the entry's
          * own, so cleaning it cleans this block only */
-        gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+        gp_arena *a = pool->device;
         if (!dev_locked) gp_arena_lock(a);
         gp_arena_free_locked(a, d->ptr, d->tag, 0);
         gp_arena_clean_locked(a, d->tag, UINT64_MAX);
         if (!dev_locked) gp_arena_unlock(a);
     } else if (dev_locked) {
-        gp_arena_free_locked(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
+        gp_arena_free_locked(pool->device, d->ptr, d->tag, d->seq);
     } else {
-        gp_arena_free(pool->arena[GPOOL_MEM_DEVICE], d->ptr, d->tag, d->seq);
+        gp_arena_free(pool->device, d->ptr, d->tag, d->seq);
     }
 }
 
@@ -297,7 +297,7 @@ void gp_stream_process(gpool_t *pool)
 static void prune_streams(gpool_t *pool, gp_arena *a)
 {
     gp_streams *ss = pool->streams;
-    if (ss->nrecs <= 16 || a != pool->arena[GPOOL_MEM_DEVICE]) return;
+    if (ss->nrecs <= 16 || a != pool->device) return;
     uintptr_t tags[64];
     size_t n = gp_arena_dirty_tags(a, tags, 64);
     if (n == 64) return; /* too many to tell cheaply: try again later */
@@ -390,7 +390,8 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
 }
 
-void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
+void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t claim_from,
+                    size_t want)
 {
     gpool_t *pool = owner;
     gp_streams *ss = pool->streams;
@@ -398,7 +399,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
         int pushed;
         gp_ss_lock(ss);
         gp_dc_enter(&pool->dc, &pushed);
-        claim(pool, a, tag, gp_arena_claim_from(a));
+        claim(pool, a, tag, claim_from);
         gp_dc_leave(&pool->dc, pushed);
         gp_ss_unlock(ss);
         return;
@@ -422,7 +423,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             continue;
         }
         if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
-        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag))
+        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag, want))
             continue;      /* nothing there the request fits: no new event for it */
         if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
             if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
@@ -453,7 +454,7 @@ void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags)
             if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
         }
     }
-    if (ss->ndef && a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 0);
+    if (ss->ndef && a == pool->device) free_deferred_locked(pool, 0);
     prune_streams(pool, a);
     gp_dc_leave(&pool->dc, pushed);
     gp_ss_unlock(ss);
@@ -485,7 +486,7 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force, int other
             ss->recs[i].ev_live = 0;
             ss->recs[i].seq++; /* later frees are not covered by this synchronize */
         }
-        if (a == pool->arena[GPOOL_MEM_DEVICE]) free_deferred_locked(pool, 1);
+        if (a == pool->device) free_deferred_locked(pool, 1);
         gp_arena_synced_locked(a);
         prune_streams(pool, a);
         gp_ss_unlock(ss);

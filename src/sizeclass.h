@@ -7,13 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Slabs are 32 KiB (GP_GRANULE) aligned and sized: against 64 KiB, fewer partly used pages at a
- * trace's peak (issue 27, gpool-bench fit: cnn-train 4 -> 3 pages above the physical limit,
- * bert-vary 3 -> 2, decode-16b 4 -> 3, no trace worse; 16 KiB gained nothing more and doubles
- * the granule map again). */
-#define GP_SMALL_LIMIT    ((size_t)64 << 10) /* largest small_max allowed */
-#define GP_NCLASS         28                 /* classes up to GP_SMALL_LIMIT */
-#define GP_GRANULE_SHIFT  15                 /* slabs are 32 KiB aligned and sized */
+/* Slabs are 32 KiB (GP_GRANULE) aligned and sized (why: docs/history/placement-experiments.md). */
+/* The one small-block limit: the largest device small_max allowed, and the size below which
+ * host blocks come from the host small-block arena (host_small.c). */
+#define GP_SMALL_LIMIT    ((size_t)64 << 10)
+#define GP_NCLASS         28 /* classes up to GP_SMALL_LIMIT */
+#define GP_GRANULE_SHIFT  15 /* slabs are 32 KiB aligned and sized */
 #define GP_GRANULE        ((size_t)1 << GP_GRANULE_SHIFT)
 #define GP_SLAB_MAX_SLOTS 256
 

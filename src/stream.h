@@ -66,7 +66,8 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
                         uint64_t *requested);
 
 /* Arena hooks: gp_poll_fn and gp_sync_fn. */
-void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags);
+void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t from,
+                    size_t want);
 gpool_status gp_stream_sync(void *owner, gp_arena *a);
 /* As gp_stream_sync, but always: the pool is about to give every page back (gpool_destroy), and
  * blocks freed on their only stream may still be used by work queued there (a free on a single

@@ -116,7 +116,7 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
                                 "default_stream): destroy the pool before the stream",
                                 (void *)stream),
                         "gpool_stream_release");
-    gp_arena *a = pool->arena[GPOOL_MEM_DEVICE];
+    gp_arena *a = pool->device;
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
     if (a) gp_arena_lock(a); /* lock order: the arena's, then ss->lock */

@@ -108,7 +108,7 @@ static gp_tcache *tc_create(gpool_t *pool)
     gp_tcache *tc = calloc(1, sizeof *tc);
     if (!tc) return NULL;
     tc->pool = pool;
-    tc->arena = pool->arena[GPOOL_MEM_DEVICE];
+    tc->arena = pool->device;
     for (unsigned c = 0; c < GP_NCLASS; c++) {
         size_t fit = pool->cfg.tcache_bytes / 4 / gp_class_size(c);
         tc->cap[c] = fit > TC_SLOTS ? TC_SLOTS : (uint32_t)fit;
@@ -133,18 +133,17 @@ gp_tcache *gp_tcache_get_slow(gpool_t *pool)
 
 /* Refill class c with what the device budget admits (the cached slots count as in use, so
  * the blocks handed out from the cache stay within it); 0 when the arena or the budget has
- * nothing (the slow path then reports why). */
-static int tc_refill(gp_tcache *tc, unsigned c)
+ * nothing (*st: the arena's failure, GPOOL_OK for the budget: the arena then reports it). */
+static int tc_refill(gp_tcache *tc, unsigned c, gpool_status *st)
 {
     void *ptrs[TC_SLOTS];
-    gpool_status st;
     size_t want = tc->cap[c] / 2 ? tc->cap[c] / 2 : 1;
     gpool_t *pool = tc->pool;
     if (pool->cfg.budget[GPOOL_MEM_DEVICE])
         want = gp_policy_admit_count(pool, GPOOL_MEM_DEVICE, gp_class_size(c), want,
                                      gp_arena_in_use(tc->arena));
     if (!want) return 0;
-    size_t got = gp_arena_slots_take(tc->arena, c, tc->pool->default_tag, tc, ptrs, want, &st);
+    size_t got = gp_arena_slots_take(tc->arena, c, tc->pool->default_tag, tc, ptrs, want, st);
     for (size_t k = 0; k < got; k++) {
         gp_slab *s = gp_arena_slab_of(tc->arena, (uintptr_t)ptrs[k]);
         tc->slot[c][k] = (tc_entry){s, (uint32_t)gp_slot_index(s, (uintptr_t)ptrs[k])};
@@ -153,7 +152,7 @@ static int tc_refill(gp_tcache *tc, unsigned c)
     return got > 0;
 }
 
-int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, void **out)
+int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, gpool_status *st, void **out)
 {
     gpool_t *pool = tc->pool;
     if (LOAD(pool->flush_epoch) != tc->epoch) {
@@ -162,7 +161,7 @@ int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, void **out)
     }
     if (!LOAD(tc->n[c])) {
         STORE(tc->misses, LOAD(tc->misses) + 1);
-        if (!tc->cap[c] || !tc_refill(tc, c)) return 0;
+        if (!tc->cap[c] || !tc_refill(tc, c, st)) return 0;
     }
     return gp_tcache_pop(tc, size, c, out);
 }

@@ -48,7 +48,7 @@ struct gp_tls_entry {
 extern _Thread_local struct gp_tls_entry gp_tls[GP_TC_TLS];
 
 gp_tcache *gp_tcache_get_slow(gpool_t *pool);
-int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, void **out);
+int gp_tcache_alloc_slow(gp_tcache *tc, size_t size, unsigned c, gpool_status *st, void **out);
 int gp_tcache_push_slow(gp_tcache *tc, gp_slab *s, uint32_t i);
 
 static inline gp_tcache *gp_tcache_get(gpool_t *pool)
@@ -103,16 +103,22 @@ static inline void gp_tcache_leave(gp_tcache *tc)
 }
 
 /* Allocate a small block (size <= small_max) of the default stream from the calling thread's
- * cache. 1 when served; 0 sends the caller to the arena (which reports any error). */
-static inline int gp_tcache_alloc(gpool_t *pool, size_t size, void **out)
+ * cache. 1 when served. A miss: with refill 0 (the gpool_alloc fast path), 0 at once; with
+ * refill 1 (the device kind's cache rung), the cache takes slots from the arena as the budget
+ * admits, and 0 with *st = GPOOL_OK sends the caller to the arena (no cache, or the budget
+ * admits none: the arena reports why), with *st set the arena's failure (the ladder's to
+ * climb). */
+static inline int gp_tcache_alloc(gpool_t *pool, size_t size, int refill, gpool_status *st,
+                                  void **out)
 {
+    if (refill) *st = GPOOL_OK;
     gp_tcache *tc = gp_tcache_get(pool);
     if (__builtin_expect(!tc || !gp_tcache_enter(tc), 0)) return 0;
     unsigned c = gp_size_class(size);
     int done;
     if (__builtin_expect(GP_TC_LOAD(tc->n[c]) == 0 || GP_TC_LOAD(pool->flush_epoch) != tc->epoch,
                          0))
-        done = gp_tcache_alloc_slow(tc, size, c, out);
+        done = refill ? gp_tcache_alloc_slow(tc, size, c, st, out) : 0;
     else
         done = gp_tcache_pop(tc, size, c, out);
     gp_tcache_leave(tc);
@@ -137,13 +143,6 @@ static inline int gp_tcache_free_slab(gpool_t *pool, gp_slab *s, void *ptr)
         gp_tcache_push(tc, s, (uint32_t)i);
     gp_tcache_leave(tc);
     return done;
-}
-
-/* As gp_tcache_free_slab, looking the slab up (the gpool_free fast path). */
-static inline int gp_tcache_free(gpool_t *pool, void *ptr)
-{
-    return gp_tcache_free_slab(
-        pool, gp_arena_slab_of(pool->arena[GPOOL_MEM_DEVICE], (uintptr_t)ptr), ptr);
 }
 
 #endif

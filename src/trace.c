@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "policy.h"
 #include "pool.h"
 
 static const char trace_header[] = "Thread,Time,Action,Pointer,Size,Stream,Kind\n";
@@ -110,13 +111,12 @@ gpool_status gp_trace_open(gpool_t *pool)
 
 void gp_trace_event(gpool_t *pool, int is_alloc, void *ptr, size_t size, gpool_stream_t stream)
 {
-    static const char *const kind_name[GPOOL_MEM_KIND_COUNT] = {"", "device", "pinned", "mapped"};
     const char *kind = "";
     if (is_alloc) {
         gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
         if (gpool_get_block_desc(pool, ptr, &d) == GPOOL_OK &&
             (unsigned)d.kind < GPOOL_MEM_KIND_COUNT)
-            kind = kind_name[d.kind];
+            kind = gp_kind_trace_name(d.kind);
         else
             gp_clear_error(); /* the allocation succeeded: leave no message behind */
     }

@@ -1,3 +1,6 @@
+/* Device memory through VMM as an arena backend (vidmem.h): address space reserved with
+ * cuMemAddressReserve, physical chunks made with cuMemCreate in the chunk size the placement
+ * chose, mapped and made accessible page by page, and given back on trim or pressure. */
 #include "vidmem.h"
 
 #include <stdlib.h>
@@ -151,14 +154,6 @@ gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access)
     v->access = want;
     v->naccess = nwant;
     return GPOOL_OK;
-}
-
-size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max)
-{
-    gp_vidmem *v = ctx;
-    for (size_t i = 0; i < v->naccess && i < max; i++)
-        devs[i] = v->access[i].location.id;
-    return v->naccess;
 }
 
 gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out)
@@ -352,51 +347,45 @@ static long handle_create(gp_vidmem *v, size_t npages, gpool_status *st)
     return id;
 }
 
-/* Release an unmapped handle; on failure it stays held (retried by release or fini). */
-static int handle_destroy(gp_vidmem *v, uint32_t id)
+/* Release an unmapped handle; on failure it stays held (retried by release or fini) and the
+ * failure is returned (GPOOL_OK: 0). */
+static gpool_status handle_destroy(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
     CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_RELEASE, v->dc.drv->cuMemRelease(hd->h));
-    if (r != CUDA_SUCCESS) {
-        gp_giveback_status = gp_cu_fail(r, "cuMemRelease");
-        return -1;
-    }
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemRelease");
     v->held_pages -= hd->npages;
     if (hd->grown) v->grow_pages -= hd->npages;
     memset(hd, 0, sizeof *hd);
     v->slots[v->nslots++] = id;
-    return 0;
+    return GPOOL_OK;
 }
 
-/* Unmap a handle; on failure it stays mapped (and its pages backed). */
-static int handle_unmap(gp_vidmem *v, uint32_t id)
+/* Unmap a handle; on failure it stays mapped (and its pages backed) and the failure is
+ * returned (GPOOL_OK: 0). */
+static gpool_status handle_unmap(gp_vidmem *v, uint32_t id)
 {
     vm_handle *hd = &v->handles[id];
     gp_region *g = hd->region;
     size_t first = (hd->addr - g->base) >> g->page_shift;
     CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_UNMAP,
                         v->dc.drv->cuMemUnmap((CUdeviceptr)hd->addr, hd->npages * v->gran));
-    if (r != CUDA_SUCCESS) {
-        gp_giveback_status = gp_cu_fail(r, "cuMemUnmap");
-        return -1;
-    }
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemUnmap");
     for (size_t i = 0; i < hd->npages; i++)
         g->page_phys[first + i] = 0;
     hd->addr = 0;
     hd->region = NULL;
-    return 0;
+    return GPOOL_OK;
 }
 
 /* Put an unmapped handle back: single pages stay cached, chunks go back to the driver (a
- * chunk whose release fails stays held and is released at fini). */
-static void handle_retire(gp_vidmem *v, uint32_t id)
+ * chunk whose release fails stays held and is released at fini; the failure is returned). */
+static gpool_status handle_retire(gp_vidmem *v, uint32_t id)
 {
-    if (v->handles[id].npages == 1) {
-        v->idle[v->nidle++] = id;
-        v->idle_pages++;
-    } else {
-        handle_destroy(v, id);
-    }
+    if (v->handles[id].npages > 1) return handle_destroy(v, id);
+    v->idle[v->nidle++] = id;
+    v->idle_pages++;
+    return GPOOL_OK;
 }
 
 /* A handle this call mapped (so without access) whose unmap failed: its pages must not be
@@ -449,13 +438,12 @@ static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
     return k;
 }
 
-static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n,
-                                   size_t block_bytes)
+static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n, size_t chunk)
 {
     if (v->nlimbo && limbo_retry(v, g, first, n))
         return gp_fail(GPOOL_ERR_DRIVER, "cuMemUnmap keeps failing for pages that were mapped "
                                          "without access; they cannot be mapped again yet");
-    size_t chunk_pages = gp_device_chunk_size(block_bytes, v->gran) / v->gran;
+    size_t chunk_pages = chunk > v->gran ? chunk / v->gran : 1; /* as the placement chose */
     size_t grow = grow_pages_for(v, g, first, n), orig_n = n;
     if (grow < 2)
         grow = 0;
@@ -532,20 +520,21 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
     return gp_fail(st, "%s", why);
 }
 
-static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
+static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk)
 {
     gp_vidmem *v = ctx;
     int pushed;
     gp_dc_enter(&v->dc, &pushed);
-    gpool_status st = vm_back_in_ctx(v, g, first, n, block_bytes);
+    gpool_status st = vm_back_in_ctx(v, g, first, n, chunk);
     gp_dc_leave(&v->dc, pushed);
     return st;
 }
 
-static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
+static gpool_status vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n, size_t *freed)
 {
     gp_vidmem *v = ctx;
-    size_t freed = 0;
+    gpool_status st = GPOOL_OK;
+    *freed = 0;
     int pushed = 0, entered = 0;
     v->pressed = 1;
     if (v->nlimbo) {
@@ -563,12 +552,15 @@ static size_t vm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         if (busy) continue;
         if (!entered) gp_dc_enter(&v->dc, &pushed);
         entered = 1;
-        if (handle_unmap(v, id) != 0) continue; /* stays backed: cached */
-        freed += hd->npages * v->gran;
-        handle_retire(v, id);
+        gpool_status s2 = handle_unmap(v, id);
+        if (s2 == GPOOL_OK) {
+            *freed += hd->npages * v->gran;
+            s2 = handle_retire(v, id);
+        } /* else it stays backed: cached */
+        if (st == GPOOL_OK) st = s2;
     }
     if (entered) gp_dc_leave(&v->dc, pushed);
-    return freed;
+    return st;
 }
 
 static gpool_status vm_release(void *ctx, size_t keep)

@@ -30,8 +30,6 @@ gpool_status gp_vidmem_create(const gp_devctx *dc, int peer_access, void **out);
  * left out are revoked), one cuMemSetAccess per mapped handle, and later mappings get it too.
  * Caller holds the device arena's lock. On failure the old access is put back. */
 gpool_status gp_vidmem_set_peer_access(void *ctx, int peer_access);
-/* Devices each mapping is made accessible to (the pool's own first). */
-size_t gp_vidmem_access_devices(void *ctx, int *devs, size_t max);
 size_t gp_vidmem_granularity(void *ctx);
 /* gpool_config.ipc: pages created from now on are exportable as POSIX file descriptors
  * (requestedHandleTypes). GPOOL_ERR_UNSUPPORTED when the device or driver cannot. */

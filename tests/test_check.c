@@ -148,7 +148,7 @@ static void *p_large, *p_small; /* p_small: 200 B, a 256 B slot of a slab a thre
                                  * leaves free slots in (32 KiB slabs: 128 slots) */
 static gp_arena *arena(void)
 {
-    return pool->arena[GPOOL_MEM_DEVICE];
+    return pool->device;
 }
 
 static void pool_setup(void)

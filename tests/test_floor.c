@@ -206,7 +206,7 @@ static uint64_t driver_calls(gpool_t *pool)
 }
 
 /* 100,000 pairs made 300,000 driver calls (an event recorded and queried at each free); now
- * one event per many frees (sysmem.c HOST_*POLL*: 256 small ones, 4 MiB of large ones), and a
+ * one event per many frees (kind_host.c HOST_*POLL*: 256 small ones, 4 MiB of large ones), and a
  * free on the block's own stream makes none. At most one driver call per per_call pairs. */
 static void pairs_make_few_driver_calls(gpool_mem_kind kind, size_t size, int per_call)
 {

@@ -1,4 +1,4 @@
-/* Small host blocks (below 64 KiB) from gpool's own slab allocator (src/sysmem_small.c), through
+/* Small host blocks (below 64 KiB) from gpool's own slab allocator (src/host_small.c), through
  * the public API on the simulated driver: every size and alignment gets a block of its own,
  * aligned as asked, inside a registered extent, that no other live block overlaps; mapped
  * blocks' device addresses are their extent's plus the offset even when the driver's device
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gpool.h"
-#include "sysmem.h"
+#include "kind_host.h"
 #include "util_pool.h"
 #include "util_sim.h"
 #include "util_skip.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gpool.h"
-#include "sysmem.h"
+#include "kind_host.h"
 #include "util_pool.h"
 #include "util_sim.h"
 #include "util_skip.h"

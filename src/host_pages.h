@@ -4,14 +4,14 @@
  * DEVICEMAP for mapped memory); unbacking unregisters the run and maps PROT_NONE over it, so
  * its pages go back to the OS. Host pages cannot move to another address, so nothing stays
  * cached unmapped: idle_bytes is always 0 and release has nothing to do. */
-#ifndef GPOOL_SYSMEM_BACKEND_H
-#define GPOOL_SYSMEM_BACKEND_H
+#ifndef GPOOL_HOST_PAGES_H
+#define GPOOL_HOST_PAGES_H
 
 #include <stdatomic.h>
 
 #include "backend.h"
 #include "driver.h"
-#include "sysmem_numa.h"
+#include "host_numa.h"
 
 /* What every host backend of a pool shares. */
 typedef struct gp_host_env {

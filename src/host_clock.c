@@ -1,9 +1,9 @@
-/* Host frees on the event clock (sysmem_clock.h): per-stream positions and one event per
+/* Host frees on the event clock (host_clock.h): per-stream positions and one event per
  * stream, asked only when the host kind polls. Uses the stream clock's primitives
  * (stream_internal.h) to record on a stream: they know which streams cannot take an event of
  * the pool's context (another context's, another thread's per-thread stream, a capturing one),
  * and those are synchronized instead. */
-#include "sysmem_clock.h"
+#include "host_clock.h"
 
 #include <pthread.h>
 

@@ -3,8 +3,8 @@
  * device, from the driver's CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID. Binding is best effort: a
  * machine without NUMA, without hwloc data for the device or without mbind still gets host
  * memory, and `why` says what placement was achieved. */
-#ifndef GPOOL_SYSMEM_NUMA_H
-#define GPOOL_SYSMEM_NUMA_H
+#ifndef GPOOL_HOST_NUMA_H
+#define GPOOL_HOST_NUMA_H
 
 #include <hwloc.h>
 #include <stdatomic.h>

@@ -1,4 +1,6 @@
-#include "sysmem_numa.h"
+/* Host memory placement (host_numa.h): the NUMA node nearest the GPU, found with hwloc,
+ * and binding host pages to it. */
+#include "host_numa.h"
 
 #include <stdio.h>
 #include <string.h>

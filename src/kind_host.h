@@ -1,7 +1,7 @@
-/* Host memory kinds (pinned, mapped): sysmem.c owns host arenas (and the small-block slab
+/* Host memory kinds (pinned, mapped): kind_host.c owns host arenas (and the small-block slab
  * allocator) and implements gp_host_kind (kind.h). All functions are thread-safe. */
-#ifndef GPOOL_SYSMEM_H
-#define GPOOL_SYSMEM_H
+#ifndef GPOOL_KIND_HOST_H
+#define GPOOL_KIND_HOST_H
 
 #include <stdio.h>
 
@@ -9,10 +9,6 @@
 #include "policy.h"
 
 typedef struct gp_sysmem gp_sysmem; /* per-pool host state (gpool_t.sys), made on first use */
-
-/* Host blocks below this size come from the slab allocator (sysmem_small.c); larger ones from the
- * page arena. */
-#define GP_SYS_SMALL_MAX ((size_t)64 << 10)
 
 /* Free ptr if it is a host block of this pool: *owned = 1 then, and the status says how it
  * went. Also *owned = 1 with GPOOL_ERR_INVALID_POINTER (and a message saying which) for a

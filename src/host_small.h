@@ -5,19 +5,20 @@
  * per doubling up to 64 KiB) and goes back to the unused slabs when its last block is freed.
  * Pinned blocks never mix with the process's ordinary malloc, and malloc never hands out
  * pinned memory. Extents are kept until the allocator is destroyed. */
-#ifndef GPOOL_SYSMEM_SMALL_H
-#define GPOOL_SYSMEM_SMALL_H
+#ifndef GPOOL_HOST_SMALL_H
+#define GPOOL_HOST_SMALL_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sysmem_backend.h"
+#include "sizeclass.h"
+#include "host_pages.h"
 
 typedef struct gp_small gp_small;
 
 /* The largest block and alignment served. */
-#define GP_SMALL_MAX       ((size_t)64 << 10)
+#define GP_SMALL_MAX       GP_SMALL_LIMIT
 #define GP_SMALL_MAX_ALIGN ((size_t)4 << 10)
 
 /* Create the small-block allocator for kind (HOST_PINNED or HOST_MAPPED). *reserved follows

@@ -1,4 +1,6 @@
-#include "sysmem_small.h"
+/* Small host blocks (host_small.h): size-class slabs over registered 2 MiB extents, for
+ * host blocks below GP_SMALL_LIMIT. */
+#include "host_small.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,4 +1,7 @@
-#include "sysmem_backend.h"
+/* Host pages as an arena backend (host_pages.h): mmap(PROT_NONE) address space, runs of
+ * pages made pinned (cuMemHostRegister) or mapped when the arena backs them, given back on
+ * trim. */
+#include "host_pages.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -103,18 +106,15 @@ static long run_slot(gp_hostmem *h)
     return (long)h->nruns++;
 }
 
-/* Unregister a run and give its pages back to the OS. 0 on success; on a driver error the
- * run stays registered and backed (the arena keeps it). */
-static int run_drop(gp_hostmem *h, gp_region *g, uint32_t id)
+/* Unregister a run and give its pages back to the OS. GPOOL_OK (0) on success; on a driver
+ * error the run stays registered and backed (the arena keeps it) and the failure is returned. */
+static gpool_status run_drop(gp_hostmem *h, gp_region *g, uint32_t id)
 {
     host_run *r = &h->runs[id];
     size_t len = r->npages * h->page;
     CUresult cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER,
                          h->env.dc.drv->cuMemHostUnregister((void *)r->addr));
-    if (cr != CUDA_SUCCESS) {
-        gp_giveback_status = gp_cu_fail(cr, "cuMemHostUnregister");
-        return -1;
-    }
+    if (cr != CUDA_SUCCESS) return gp_cu_fail(cr, "cuMemHostUnregister");
     gp_host_map_none((void *)r->addr, len);
     if (g) {
         size_t first = (r->addr - g->base) >> g->page_shift;
@@ -150,7 +150,7 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
         st = gp_cu_fail(cr, "cuMemHostRegister");
     } else if (h->kind == GPOOL_MEM_HOST_MAPPED) {
         /* mapped blocks hand out the device address; the arena needs it to equal the host
-         * address (unified addressing), which sysmem.c checked before choosing this path */
+         * address (unified addressing), which kind_host.c checked before choosing this path */
         CUdeviceptr d = 0;
         cr = GP_DRV(h->env.dc.cnt, GPOOL_DRV_OTHER,
                     h->env.dc.drv->cuMemHostGetDevicePointer(&d, p, 0));
@@ -178,9 +178,9 @@ static gpool_status hm_back_in_ctx(gp_hostmem *h, gp_region *g, size_t first, si
     return GPOOL_OK;
 }
 
-static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t block_bytes)
+static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk)
 {
-    (void)block_bytes;
+    (void)chunk; /* host pages are registered run by run */
     gp_hostmem *h = ctx;
     int pushed;
     gp_dc_enter(&h->env.dc, &pushed);
@@ -189,10 +189,11 @@ static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, siz
     return st;
 }
 
-static size_t hm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
+static gpool_status hm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n, size_t *freed)
 {
     gp_hostmem *h = ctx;
-    size_t freed = 0;
+    gpool_status st = GPOOL_OK;
+    *freed = 0;
     int pushed = 0, entered = 0;
     for (size_t p = first; p < first + n && p < g->npages; p++) {
         if (!g->page_phys[p] || g->page_used[p]) continue;
@@ -205,10 +206,12 @@ static size_t hm_unback_unused(void *ctx, gp_region *g, size_t first, size_t n)
         if (!entered) gp_dc_enter(&h->env.dc, &pushed);
         entered = 1;
         size_t len = r->npages * h->page;
-        if (run_drop(h, g, id) == 0) freed += len;
+        gpool_status s2 = run_drop(h, g, id);
+        if (s2 == GPOOL_OK) *freed += len;
+        if (st == GPOOL_OK) st = s2;
     }
     if (entered) gp_dc_leave(&h->env.dc, pushed);
-    return freed;
+    return st;
 }
 
 static gpool_status hm_release(void *ctx, size_t keep)
@@ -244,10 +247,10 @@ static void hm_fini(void *ctx, gp_heap *heap)
     for (size_t i = 0; i < h->nruns; i++) {
         if (!h->runs[i].addr) continue;
         gp_region *g = heap ? gp_heap_region_of(heap, h->runs[i].addr) : NULL;
-        int dropped = -1; /* a transient failure is retried: never leak a registration */
-        for (int attempt = 0; attempt < 3 && dropped != 0; attempt++)
+        gpool_status dropped = GPOOL_ERR_DRIVER; /* a transient failure is retried: never leak */
+        for (int attempt = 0; attempt < 3 && dropped != GPOOL_OK; attempt++)
             dropped = run_drop(h, g, (uint32_t)i);
-        if (dropped != 0) {
+        if (dropped != GPOOL_OK) {
             /* the driver refused: forget the run; its pages go with the reservation */
             atomic_fetch_sub_explicit(h->reserved, h->runs[i].npages * h->page,
                                       memory_order_relaxed);

@@ -2,12 +2,12 @@
  * position) and costs no driver call; it is handed out again only once an event recorded on
  * that stream at or after the position has completed (the CPU may write a block the moment it
  * is handed out, so not even the freeing stream reuses it earlier). One event per stream covers
- * every free on it so far, and the host kind asks the clock only now and then (sysmem.c:
+ * every free on it so far, and the host kind asks the clock only now and then (kind_host.c:
  * when enough frees wait, or a request would otherwise need fresh memory), so a steady state of
  * allocations and frees records and queries one event per many frees.
  * The caller serializes calls on one clock (gp_sysmem's lock) except where noted. */
-#ifndef GPOOL_SYSMEM_CLOCK_H
-#define GPOOL_SYSMEM_CLOCK_H
+#ifndef GPOOL_HOST_CLOCK_H
+#define GPOOL_HOST_CLOCK_H
 
 #include <stdint.h>
 

@@ -1,9 +1,9 @@
 /* Host memory kinds (pinned, mapped): routing, budgets, the record of live blocks, stats.
  *
  * Each kind has three sources:
- *   - small blocks (below GP_SYS_SMALL_MAX): a slab allocator over registered extents
- *     (sysmem_small.c);
- *   - larger blocks: two gp_arena instances over registered host pages (sysmem_backend.c),
+ *   - small blocks (below GP_SMALL_LIMIT, sizeclass.h): a slab allocator over registered extents
+ *     (host_small.c);
+ *   - larger blocks: two gp_arena instances over registered host pages (host_pages.c),
  *     one with 4 KiB pages and one with 2 MiB transparent huge pages, chosen by
  *     the placement policy — the same best-fit, page-sharing machinery as vidmem;
  *   - without unified addressing (mapped only): one cuMemHostAlloc per block, the device
@@ -11,11 +11,11 @@
  * Every live block has a record keyed by the address the caller got (the device address for
  * mapped memory), so double, interior and foreign frees are told apart, and block_info works
  * for every source. Host memory is bound to the NUMA node nearest the GPU where one is known
- * (sysmem_numa.c); dump_json says what placement was achieved. A free waits on the event clock
- * (sysmem_clock.h) for the streams it was freed and allocated on, without a driver call; the
+ * (host_numa.c); dump_json says what placement was achieved. A free waits on the event clock
+ * (host_clock.h) for the streams it was freed and allocated on, without a driver call; the
  * waiting frees are settled in batches (host_settle). Blocks recorded on other streams
  * (gpool_record_stream) take reuse.c's deferred path instead. */
-#include "sysmem.h"
+#include "kind_host.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -24,13 +24,14 @@
 
 #include "error.h"
 #include "kind.h"
+#include "ladder.h"
 #include "pool.h"
 #include "ptrmap.h"
 #include "stream.h"
-#include "sysmem_backend.h"
-#include "sysmem_clock.h"
-#include "sysmem_numa.h"
-#include "sysmem_small.h"
+#include "host_pages.h"
+#include "host_clock.h"
+#include "host_numa.h"
+#include "host_small.h"
 
 #define KiB            ((size_t)1 << 10)
 #define MiB            ((size_t)1 << 20)
@@ -103,10 +104,6 @@ static int is_host_kind(gpool_mem_kind kind)
 static host_kind *hk(gp_sysmem *s, gpool_mem_kind kind)
 {
     return &s->k[kind - GPOOL_MEM_HOST_PINNED];
-}
-static const char *kind_name(gpool_mem_kind kind)
-{
-    return kind == GPOOL_MEM_HOST_MAPPED ? "host_mapped" : "host_pinned";
 }
 
 static gp_sysmem *sys_of(gpool_t *pool)
@@ -209,7 +206,7 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
         gp_hostmem_ops.fini(b, NULL);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a host arena");
     }
-    /* small_max 0: no slabs (small host blocks come from sysmem_small.c); no stream sync: host
+    /* small_max 0: no slabs (small host blocks come from host_small.c); no stream sync: host
      * frees are immediate. */
     st = gp_arena_init(a, kind, &gp_hostmem_ops, b, page, region_bytes[pg], 0, NULL, NULL);
     if (st != GPOOL_OK) {
@@ -275,9 +272,11 @@ static void note_peaks(host_kind *k)
     if (res > k->in_use && res - k->in_use > k->peak_cached) k->peak_cached = res - k->in_use;
 }
 
-/* Allocate in one kind. *over_budget = 1 when the kind's budget refused the request. */
+/* Allocate in one kind, once. *over_budget = 1 when the kind's budget refused the request;
+ * *oom_arena: the page arena that ran out of memory, if that was why it failed. */
 static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *pl,
-                               const gpool_alloc_params *params, int *over_budget, void **out)
+                               const gpool_alloc_params *params, int *over_budget,
+                               gp_arena **oom_arena, void **out)
 {
     gpool_mem_kind kind = pl->kind;
     size_t size = pl->size;
@@ -293,7 +292,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     /* mapped memory whose device address is not its host address: small blocks from
      * registered extents (never spanning two, so device address = extent's + offset), larger
      * ones from cuMemHostAlloc one by one (a large block may span registrations) */
-    int small_ok = size < GP_SYS_SMALL_MAX && !want_page && align <= 4 * KiB;
+    int small_ok = size < GP_SMALL_LIMIT && !want_page && align <= 4 * KiB;
     int src = kind == GPOOL_MEM_HOST_MAPPED && !s->uva            ? SRC_DIRECT
               : small_ok                                          ? SRC_SMALL
               : kind == GPOOL_MEM_HOST_MAPPED && !s->reg_same_ptr ? SRC_DIRECT
@@ -344,6 +343,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
         } else if (src == SRC_LARGE) {
             void *p = NULL;
             st = gp_arena_alloc(la, size, align, 0, params ? (uint32_t)params->usage : 0, &p);
+            if (st == GPOOL_ERR_OUT_OF_MEMORY) *oom_arena = la;
             host = key = (uintptr_t)p;
             got = est;
         } else {
@@ -399,79 +399,112 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     return st;
 }
 
-/* Allocate a block placed on a host kind, moving to the next kind as the policy says when
- * this one cannot serve it (pl->kind: the last kind tried). params: the request's usage and
- * stream (the block's tag; NULL: the pool's default stream). *out is the host address for
- * pinned and the device address for mapped memory. */
-static gpool_status sysmem_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
-                                 void **out)
+/* One host request climbing the ladder (ladder.h). */
+typedef struct host_request {
+    gpool_t *pool;
+    gp_sysmem *s;
+    const gp_placement *pl;
+    const gpool_alloc_params *params; /* usage, and the block's tag in stream */
+    int refused;                      /* the last attempt was refused by the kind's budget */
+    gp_arena *oom_arena;              /* the page arena the last attempt ran out of, or NULL */
+    char *why; /* why make room could not give memory back: HOST_WHY_CAP bytes of the caller's */
+} host_request;
+
+#define HOST_WHY_CAP 300
+
+/* The cache rung: the kind's small-block arena, page arena or cuMemHostAlloc. */
+static gpool_status host_attempt(void *ctx, void **out)
 {
+    host_request *q = ctx;
     *out = NULL;
-    if (!is_host_kind(pl->kind))
-        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)pl->kind);
-    gp_sysmem *s = NULL;
-    gpool_status st = sys_get(pool, &s);
-    if (st != GPOOL_OK) return st;
-    for (int asked = 0;;) {
-        int over = 0;
-        st = alloc_kind(pool, s, pl, params, &over, out);
-        gpool_mem_kind from = pl->kind;
-        if (st == GPOOL_ERR_OUT_OF_MEMORY && over && !asked) {
-            /* the budget counts frees waiting on the clock: ask it before refusing or moving */
-            asked = 1;
-            pthread_mutex_lock(&s->lock);
-            int waiting = hk(s, from)->pend_n != 0;
-            pthread_mutex_unlock(&s->lock);
-            if (waiting && host_settle(pool, s, from, 0, SETTLE_ASK, NULL)) continue;
-        }
-        if (st == GPOOL_OK || !gp_policy_move(pl, st, over)) break;
-        pthread_mutex_lock(&s->lock);
-        hk(s, from)->spills++;
-        pthread_mutex_unlock(&s->lock);
-    }
-    if (st == GPOOL_OK && pl->kind != pl->first)
-        atomic_fetch_add_explicit(&pool->fallbacks, 1, memory_order_relaxed);
-    return st;
+    q->oom_arena = NULL;
+    return alloc_kind(q->pool, q->s, q->pl, q->params, &q->refused, &q->oom_arena, out);
 }
 
-/* One request that ends out of memory counts once (gpool_stats.ooms), on the kind it was tried
- * on last, whatever retries and moves it made. Returns st. */
-static gpool_status count_oom(gpool_t *pool, const gp_placement *pl, gpool_status st)
+/* Rung streams: the budget counts frees waiting on the clock: ask it before refusing. */
+static int host_streams(void *ctx)
 {
-    gp_sysmem *s = sys_of(pool);
-    if (st != GPOOL_ERR_OUT_OF_MEMORY || !s || !is_host_kind(pl->kind)) return st;
-    pthread_mutex_lock(&s->lock);
-    hk(s, pl->kind)->ooms++;
-    pthread_mutex_unlock(&s->lock);
-    return st;
+    host_request *q = ctx;
+    if (!q->refused) return 0;
+    pthread_mutex_lock(&q->s->lock);
+    int waiting = hk(q->s, q->pl->kind)->pend_n != 0;
+    pthread_mutex_unlock(&q->s->lock);
+    return waiting && host_settle(q->pool, q->s, q->pl->kind, 0, SETTLE_ASK, NULL);
 }
+
+/* Rung make room: finish the frees waiting on streams (a synchronize) and give back the page
+ * arena's unused pages. A budget refusal the policy moves to another kind moves first. */
+static int host_make_room(void *ctx)
+{
+    host_request *q = ctx;
+    gp_placement probe = *q->pl;
+    if (q->refused && gp_policy_move(&probe, GPOOL_ERR_OUT_OF_MEMORY, 1)) return 0;
+    size_t est = (q->pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    size_t freed = 0;
+    if (q->oom_arena) gp_arena_make_room(q->oom_arena, &freed, q->why, HOST_WHY_CAP);
+    size_t drained = gp_stream_drain(q->pool);
+    /* a retry only when what went back could be the room missing */
+    size_t settled = host_settle(q->pool, q->s, q->pl->kind, 0, SETTLE_SYNC, NULL);
+    return freed || drained || settled >= est;
+}
+
+static gpool_status host_report(void *ctx, gpool_status st)
+{
+    host_request *q = ctx;
+    if (!q->oom_arena) return st;
+    return gp_arena_oom_report(q->oom_arena, q->pl->size, q->pl->align, 0, q->why);
+}
+
+/* The host kind's ladder: no thread caches; the other pools' host memory is their own. */
+static const gp_ladder host_ladder = {
+    .attempt = host_attempt,
+    .relieve =
+        {
+            [GP_RUNG_STREAMS] = host_streams,
+            [GP_RUNG_MAKE_ROOM] = host_make_room,
+        },
+    .report = host_report,
+};
 
 /* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
  * may call the driver), and frees waiting on streams are finished before one fails. A request
  * moved here off device memory went through the device kind's stream handling and keeps the
- * stream its parameters name. */
-static gpool_status host_alloc(gpool_t *pool, gp_placement *pl, const gpool_alloc_params *params,
-                               gpool_stream_t stream, void **out)
+ * stream its parameters name. *out is the host address for pinned and the device address for
+ * mapped memory. One request that ends out of memory counts once (gpool_stats.ooms), on the
+ * kind it was tried on, whatever rungs it climbed. */
+static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
+                               const gpool_alloc_params *params, gpool_stream_t stream,
+                               int *refused, void **out)
 {
-    if (pl->kind != pl->first) return count_oom(pool, pl, sysmem_alloc(pool, pl, params, out));
-    gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
-    if (st != GPOOL_OK) return st;
+    *out = NULL;
+    if (!is_host_kind(pl->kind))
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)pl->kind);
     gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-    hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
-    gp_stream_process(pool);
-    size_t est = (pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    gp_placement placed = *pl;
-    st = sysmem_alloc(pool, pl, &hp, out);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) { /* frees were waiting: finish them and try again */
-        size_t drained = gp_stream_drain(pool);
-        gp_sysmem *s = sys_of(pool);
-        /* a retry only when what went back could be the room missing */
-        if ((s && host_settle(pool, s, pl->kind, 0, SETTLE_SYNC, NULL) >= est) || drained) {
-            *pl = placed;
-            st = sysmem_alloc(pool, pl, &hp, out);
-        }
+    if (pl->first != GPOOL_MEM_DEVICE) {
+        gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
+        if (st != GPOOL_OK) return st;
+        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
+        gp_stream_process(pool);
     }
-    return count_oom(pool, pl, st);
+    char why[HOST_WHY_CAP];
+    why[0] = 0;
+    host_request q = {.pool = pool, .pl = pl, .params = &hp, .why = why};
+    gpool_status st = sys_get(pool, &q.s);
+    if (st != GPOOL_OK) return st;
+    int retried;
+    st = gp_ladder_climb(&host_ladder, &q, out, &retried);
+    *refused = q.refused;
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        gp_placement probe = *pl;
+        int spills = q.refused && gp_policy_move(&probe, st, 1);
+        pthread_mutex_lock(&q.s->lock);
+        if (spills)
+            hk(q.s, pl->kind)->spills++; /* pool.c moves it on */
+        else
+            hk(q.s, pl->kind)->ooms++;
+        pthread_mutex_unlock(&q.s->lock);
+    }
+    return st;
 }
 
 /* ---------- free and lookup ---------- */
@@ -526,7 +559,7 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is inside the %s block at 0x%" PRIxPTR
                        " but not its start: free the address gpool_alloc returned",
-                       ptr, kind_name(b->kind), key);
+                       ptr, gp_kind_name(b->kind), key);
     }
     if (inside) {
         *owned = 1;
@@ -833,7 +866,7 @@ static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
     if (!s) return;
     for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
         host_kind *k = hk(s, kind);
-        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", kind_name(kind));
+        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", gp_kind_name(kind));
         *first_member = 0;
         int first = 1;
         for (int pg = 0; pg < PG_COUNT; pg++) {
