@@ -530,10 +530,11 @@ GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
  *                 host address for HOST_PINNED (gpool_get_block_desc() gives both). NULL on
  *                 error.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG NULL pool or out; bad params: an unknown kind, usage or flag,
- *         STREAM_WAIT with NO_STREAM_WAIT, an alignment that is not a power of two or exceeds
- *         the page size, a page_size that is not 0, a host page size or a power-of-two
- *         multiple of the granularity, params->struct_size out of range.
+ * @retval GPOOL_ERR_INVALID_ARG NULL pool or out; a size beyond what any device could hold
+ *         (128 TiB); bad params: an unknown kind, usage or flag, STREAM_WAIT with
+ *         NO_STREAM_WAIT, an alignment that is not a power of two or exceeds the page size, a
+ *         page_size that is not 0, a host page size or a power-of-two multiple of the
+ *         granularity, params->struct_size out of range.
  * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory and retrying, or at once for
  *         a request larger than the device or refused by its kind's budget; the message says
  *         requested, free and cached bytes and the cause.
