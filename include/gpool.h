@@ -16,7 +16,8 @@
  *   wrong and out-pointers are NULL. Where a call lists GPOOL_ERR_DRIVER, a driver answer of
  *   CUDA_ERROR_OUT_OF_MEMORY comes back as GPOOL_ERR_OUT_OF_MEMORY; any call that records
  *   something may fail with GPOOL_ERR_OUT_OF_MEMORY when host memory runs out.
- * - fork(): in a child, a pool created before the fork answers GPOOL_ERR_DRIVER at once.
+ * - fork(): in a child, a pool created before the fork answers GPOOL_ERR_DRIVER at once
+ *   (alloc, free, destroy, trim, stats, block queries, gpool_dump_json, gpool_mem_get_info).
  * - Threads: every call is thread-safe unless it says otherwise (gpool_destroy()).
  * - Ownership: a block belongs to its pool; the library never takes ownership of caller
  *   memory, and strings it returns must not be freed.
