@@ -72,11 +72,11 @@
  *
  * Injected failures have no side effects. They return CUDA_ERROR_OUT_OF_MEMORY for every entry
  * point that obtains memory or a driver object (cuMemCreate, cuMemAlloc, cuMemAllocAsync,
- * cuMemAllocManaged, cuMemAllocPitch, cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister, cuMemAddressReserve, cuMemMap,
- * cuStreamCreate, cuEventCreate, cuDevicePrimaryCtxRetain), CUDA_ERROR_NO_DEVICE for cuInit,
- * CUDA_ERROR_INVALID_CONTEXT for the context calls, and CUDA_ERROR_INVALID_VALUE otherwise;
- * gpoolsim_entry_names() lists every injectable name and gpoolsim_injected_error() tells which
- * code a name gets.
+ * cuMemAllocManaged, cuMemAllocPitch, cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister,
+ * cuMemAddressReserve, cuMemMap, cuStreamCreate, cuEventCreate, cuDevicePrimaryCtxRetain),
+ * CUDA_ERROR_NO_DEVICE for cuInit, CUDA_ERROR_INVALID_CONTEXT for the context calls, and
+ * CUDA_ERROR_INVALID_VALUE otherwise; gpoolsim_entry_names() lists every injectable name and
+ * gpoolsim_injected_error() tells which code a name gets.
  */
 #ifndef GPOOL_SIM_H
 #define GPOOL_SIM_H
