@@ -2,92 +2,40 @@
  * @file gpool.h
  * @brief gpool — a caching memory-pool allocator for NVIDIA GPUs over the CUDA driver API.
  *
- * This header is the whole public API. A pool (gpool_t) is bound to one CUDA device and hands
- * out blocks of three kinds of memory: device memory (vidmem, mapped through the driver's
- * virtual memory management), pinned host memory, and pinned host memory mapped into the
- * device (zero-copy). Freed blocks stay cached, so a repeated workload is served without
- * driver calls; when physical memory runs short the pool gives cached pages back and remaps
- * them where they are needed instead of failing.
+ * This header is the whole public API, as a reference: each function says what it does, its
+ * errors, whether it is thread-safe and what it costs. The concepts behind the calls are
+ * explained once each, in docs/ (docs/api.md is the index).
  *
- * @par Errors
- * Every call returns a gpool_status; on failure gpool_last_error() holds a message that says
- * exactly what went wrong (thread-local, valid until the calling thread's next gpool call).
- * Out-pointers are set to NULL (or left unchanged, where a function says so) on failure.
+ * A pool (gpool_t) is bound to one CUDA device and hands out blocks of device memory, pinned
+ * host memory, and pinned host memory mapped into the device. Freed blocks stay cached, so a
+ * repeated workload is served without driver calls; when physical memory runs short the pool
+ * gives cached pages back and remaps them where they are needed instead of failing.
  *
- * @par Thread-safety
- * Unless a function says otherwise it is thread-safe: any thread may call it on any pool.
- * gpool_destroy() is the exception: no other thread may use that pool meanwhile.
- *
- * @par fork()
- * A pool belongs to the process that created it. CUDA state does not survive fork() (the child
- * cannot use the parent's context; the driver answers CUDA_ERROR_NOT_INITIALIZED), so in a
- * child every call on a pool created before the fork -- alloc, free, destroy, trim, stats,
- * block queries, gpool_dump_json, gpool_mem_get_info -- returns GPOOL_ERR_DRIVER at once, its
- * message saying so, without waiting for a lock a thread of the parent held at fork and
- * without handing out or freeing a block (a child never gets a block the parent owns). The
- * parent is unaffected. Pools the child creates itself work as anywhere (where the driver lets
- * the child use CUDA: a child forked after CUDA initialised must exec first). Cost: one load
- * and compare per call; the fork handler only stores a number.
- *
- * @par Ownership
- * A block belongs to the pool that allocated it and must be freed through that pool
- * (gpool_free(), gpool_free_async()) or is freed by gpool_destroy(). The library never takes
- * ownership of caller memory (gpool_create() copies the configuration, trace_path included);
- * strings it returns or stores (gpool_config_parse()'s trace_path) are static, thread-local or
- * library-owned and must not be freed.
- *
- * @par The driver
- * The CUDA driver is loaded at run time (dlopen of libcuda.so.1, or the file named by the
- * GPOOL_LIBCUDA environment variable); nothing here needs cuda.h, and a program linked with
- * gpool starts on a machine without a GPU (gpool_create() then says so).
- *
- * @par Versioning
- * The library follows semantic versioning: the soname is libgpool.so.MAJOR, and
- * GPOOL_VERSION_MAJOR/MINOR/PATCH describe the header a program was compiled with, while
- * gpool_version() returns the version of the library it runs with. A program built with a
- * header of the same major version keeps working with a newer library. (Before 1.0 a minor
- * version may still break the ABI, as semantic versioning allows: 0.2.0 did, adding the
- * struct_size fields below, so a program built with 0.1 must be rebuilt.)
+ * @par Rules for every call (docs/api.md)
+ * - Errors: every call returns a gpool_status; on failure gpool_last_error() says what went
+ *   wrong and out-pointers are NULL. Where a call lists GPOOL_ERR_DRIVER, a driver answer of
+ *   CUDA_ERROR_OUT_OF_MEMORY comes back as GPOOL_ERR_OUT_OF_MEMORY; any call that records
+ *   something may fail with GPOOL_ERR_OUT_OF_MEMORY when host memory runs out.
+ * - fork(): in a child, a pool created before the fork answers GPOOL_ERR_DRIVER at once
+ *   (alloc, free, destroy, trim, stats, block queries, gpool_dump_json, gpool_mem_get_info).
+ * - Threads: every call is thread-safe unless it says otherwise (gpool_destroy()).
+ * - Ownership: a block belongs to its pool; the library never takes ownership of caller
+ *   memory, and strings it returns must not be freed.
+ * - The driver is loaded at run time (libcuda.so.1, or GPOOL_LIBCUDA): nothing here needs
+ *   cuda.h, and a program linked with gpool starts on a machine without a GPU.
+ * - Versions: the soname is libgpool.so.MAJOR; GPOOL_VERSION_* is this header,
+ *   gpool_version() the library in use.
  *
  * @par Structs that grow
- * Every struct passed to or filled by a call (gpool_config, gpool_alloc_params, gpool_stats,
- * gpool_block_desc) starts with `size_t struct_size`: the size of the struct the caller was
- * compiled with. Set it with the initializer macros (GPOOL_CONFIG_INIT,
- * GPOOL_ALLOC_PARAMS_INIT, GPOOL_STATS_INIT, GPOOL_BLOCK_DESC_INIT), e.g.
- * `gpool_stats st = GPOOL_STATS_INIT;`; gpool_config_default() sets it too. The rules:
- * - a newer library reads and writes only the first struct_size bytes of a caller's (older,
- *   smaller) struct and uses the defaults for the fields the caller does not have;
- * - an older library given a newer, larger struct uses the fields it knows; the bytes beyond
- *   them must be zero in a struct it reads (else GPOOL_ERR_INVALID_ARG: the caller asked for
- *   something this library cannot do); in a struct it fills they are set to zero when the size
- *   came from the caller's header (the _sized calls and the macros below), and left as they
- *   are when the library read struct_size from the struct itself (it never writes past its
- *   own sizeof on the strength of a size read from memory that may be uninitialised);
- * - the getters and gpool_config_default() are macros in C that pass sizeof as this header
- *   declares it (gpool_get_stats_sized() and the other _sized calls), so the common
- *   `gpool_stats st; gpool_get_stats(pool, &st);` needs no initializer;
- * - struct_size below sizeof(size_t) (the struct_size field alone), or above 65536, is
- *   GPOOL_ERR_INVALID_ARG and gpool_last_error() names the struct and its macro. The one
- *   exception: struct_size 0 in a gpool_alloc_params means the 0.2 layout, so a
- *   zero-initialised gpool_alloc_params (or a NULL pointer) still means the defaults; and
- *   gpool_config_default() and gpool_config_parse() take struct_size 0 as the 0.2 layout
- *   too (and set it), so a zeroed gpool_config can be filled by gpool_config_default();
- * - structs only grow at the end: a new field is added after every existing one, at an offset
- *   at or beyond the previous sizeof (so an older struct's trailing padding never becomes a
- *   field), and fields are never removed, moved or resized within a major version. Arrays
- *   bounded by an enum count are sized GPOOL_MEM_KIND_SLOTS or GPOOL_DRV_SLOTS, which leave
- *   room for new kinds and counters (unused entries read 0); gpool_kind_stats, an array
- *   element, never grows (new per-kind counters would come as a new array at the end of
- *   gpool_stats).
+ * Every public struct but gpool_kind_stats starts with struct_size, set by its initializer
+ * macro (GPOOL_STATS_INIT, ...); a call reads and writes only that many bytes, and structs only
+ * grow at the end. The getters are macros over _sized twins that pass sizeof, so an
+ * uninitialised struct is filled correctly; the twins and macros stay in 1.0. The rules and
+ * the decision: docs/concepts/structs.md.
  *
  * @par Deprecated names
- * A call that fills a struct from a pool is named gpool_get_<struct> (gpool_get_stats() fills
- * a gpool_stats, gpool_get_block_desc() a gpool_block_desc; gpool_calculate_stats() is the
- * walking variant); a call that works on a struct alone is gpool_<struct>_<verb>
- * (gpool_config_default(), gpool_config_parse()); each struct's initializer is
- * GPOOL_<STRUCT>_INIT. Old names stay exported, marked
- * GPOOL_DEPRECATED, for one minor version: gpool_block_info() (use gpool_get_block_desc();
- * removed in 0.3).
+ * Old names stay exported, marked GPOOL_DEPRECATED, for one minor version:
+ * gpool_block_info() (use gpool_get_block_desc(); removed in 0.3).
  */
 /**
  * @mainpage gpool: a caching memory-pool allocator for NVIDIA GPUs
@@ -103,11 +51,10 @@
  * - gpool_create() makes a pool for a device (configuration: gpool_config, or GPOOL_CONF);
  * - gpool_alloc() / gpool_alloc_async() hand out blocks, with a memory kind or a usage hint
  *   (gpool_alloc_params) that lets the policy pick device, pinned or mapped memory;
- * - gpool_free() / gpool_free_async() give them back; a block freed on a stream is reusable
- *   on that stream at once and elsewhere once the stream's work is done. The stream passed
- *   must belong to the CUDA context current on the calling thread;
- * - gpool_get_stats(), gpool_dump_json() (schema: docs/snapshot-json.md) and gpool_trim()
- *   show and manage what the pool holds; gpool_last_error() says why a call failed.
+ * - gpool_free() / gpool_free_async() give them back (docs/concepts/streams.md: when freed
+ *   memory is reused);
+ * - gpool_get_stats(), gpool_dump_json() and gpool_trim() show and manage what the pool
+ *   holds; gpool_last_error() says why a call failed.
  *
  * @code
  * gpool_t *pool;
@@ -119,8 +66,8 @@
  * @endcode
  *
  * Without changing a program: LD_PRELOAD=libgpool_preload.so serves cudaMalloc/cuMemAlloc
- * from a pool (see the README). The file reference for gpool.h lists every function, its
- * errors and its thread-safety.
+ * from a pool (docs/dropin.md). The file reference for gpool.h lists every function; docs/api.md
+ * the rules they share and the concept pages.
  */
 #ifndef GPOOL_H
 #define GPOOL_H
@@ -183,7 +130,8 @@ typedef enum gpool_status {
     GPOOL_ERR_IO = 10,             /**< a file could not be opened or written */
 } gpool_status;
 
-/** Where a block lives. Chosen per request in gpool_alloc_params.kind. */
+/** Where a block lives, chosen per request in gpool_alloc_params.kind
+ *  (docs/concepts/placement.md, docs/concepts/host-kinds.md). */
 typedef enum gpool_mem_kind {
     GPOOL_MEM_AUTO = 0,        /**< let the placement policy choose from the usage hint */
     GPOOL_MEM_DEVICE = 1,      /**< device memory (vidmem), mapped through VMM */
@@ -197,41 +145,35 @@ typedef enum gpool_mem_kind {
  *  from GPOOL_MEM_KIND_COUNT on are unused (0). */
 #define GPOOL_MEM_KIND_SLOTS 8
 
-/** How the caller will use a block, in the spirit of Vulkan Memory Allocator's usage values.
- *  With GPOOL_MEM_AUTO the placement policy turns the hint into a kind through one table:
- *  GPU-only and default data go to vidmem, upload / multi-GPU / large-dataset data to mapped
- *  sysmem, readback and staging buffers to pinned sysmem. */
+/** How the caller will use a block; with GPOOL_MEM_AUTO it picks the kind through one table
+ *  (docs/concepts/placement.md). */
 typedef enum gpool_usage {
     GPOOL_USAGE_DEFAULT = 0,       /**< no hint: device memory */
-    GPOOL_USAGE_GPU_ONLY = 1,      /**< hot data touched only by kernels */
-    GPOOL_USAGE_UPLOAD = 2,        /**< CPU writes, GPU reads once */
-    GPOOL_USAGE_READBACK = 3,      /**< GPU writes, CPU reads */
-    GPOOL_USAGE_STAGING = 4,       /**< source or target of async copies */
-    GPOOL_USAGE_MULTI_GPU = 5,     /**< shared by several GPUs */
-    GPOOL_USAGE_LARGE_DATASET = 6, /**< larger than the device should hold */
+    GPOOL_USAGE_GPU_ONLY = 1,      /**< hot data touched only by kernels: device memory */
+    GPOOL_USAGE_UPLOAD = 2,        /**< CPU writes, GPU reads once: mapped host memory */
+    GPOOL_USAGE_READBACK = 3,      /**< GPU writes, CPU reads: pinned host memory */
+    GPOOL_USAGE_STAGING = 4,       /**< source or target of async copies: pinned host memory */
+    GPOOL_USAGE_MULTI_GPU = 5,     /**< shared by several GPUs: mapped host memory */
+    GPOOL_USAGE_LARGE_DATASET = 6, /**< larger than the device should hold: mapped host memory */
     GPOOL_USAGE_COUNT = 7          /**< number of hints (array bound, not a hint) */
 } gpool_usage;
 
-/** Allocation flags for gpool_alloc_params.flags (bitwise or). */
+/** Allocation flags for gpool_alloc_params.flags (bitwise or). The stream flags are explained
+ *  in docs/concepts/streams.md, the fallback in docs/concepts/budgets.md. */
 enum {
     GPOOL_ALLOC_ZERO = 1u << 0,           /**< fill the block with zero bytes */
-    GPOOL_ALLOC_ALLOW_FALLBACK = 1u << 1, /**< AUTO may use mapped sysmem when vidmem is full */
+    GPOOL_ALLOC_ALLOW_FALLBACK = 1u << 1, /**< AUTO may use mapped sysmem when vidmem is full or
+                                               over budget */
     GPOOL_ALLOC_STREAM_WAIT = 1u << 2,    /**< reuse blocks pending on other streams by making
                                                the allocating stream wait on their event */
     GPOOL_ALLOC_NO_STREAM_WAIT = 1u << 3, /**< never make the allocating stream wait for another
-                                               stream's work (gpool_config.stream_reuse = wait's
-                                               hand-over is skipped): memory other streams freed
-                                               comes only once an event shows their work done.
-                                               For a block the caller may use on any stream at
-                                               once, as cudaMalloc's; with STREAM_WAIT:
-                                               GPOOL_ERR_INVALID_ARG */
+                                               stream's work (as cudaMalloc's blocks); with
+                                               STREAM_WAIT: GPOOL_ERR_INVALID_ARG */
 };
 
 /** Per-request parameters for gpool_alloc() and gpool_alloc_async(). Zero-initialised (or a
- *  NULL pointer) means: device memory, default alignment (256 bytes), automatic page size,
- *  the pool's default stream. The struct is read during the call only. Initialise it with
- *  GPOOL_ALLOC_PARAMS_INIT (struct_size 0 is taken as the 0.2 layout; see "Structs that
- *  grow"). */
+ *  NULL pointer) means: device memory, 256-byte alignment, automatic page size, the pool's
+ *  default stream. Read during the call only. Initialise it with GPOOL_ALLOC_PARAMS_INIT. */
 typedef struct gpool_alloc_params {
     size_t struct_size;    /**< sizeof the caller's struct (GPOOL_ALLOC_PARAMS_INIT sets it);
                                 0 = the 0.2 layout */
@@ -239,10 +181,8 @@ typedef struct gpool_alloc_params {
     gpool_usage usage;     /**< how the block is used; decides the kind for GPOOL_MEM_AUTO and
                                 is reported back by gpool_get_block_desc() */
     size_t alignment;      /**< power of two, at most the page size; 0 = 256 */
-    size_t page_size;      /**< 0 = automatic. Host kinds: 4096 or 2 MiB, used as asked.
-                                Device: the granularity, or the chunk size gpool backs a
-                                block of this size with (gpool_page_size()); any other
-                                multiple of the granularity is refused (UNSUPPORTED) */
+    size_t page_size;      /**< 0 = automatic; which others are accepted:
+                                docs/concepts/placement.md, "Page and chunk sizes" */
     unsigned flags;        /**< GPOOL_ALLOC_* */
     gpool_stream_t stream; /**< stream for gpool_alloc (gpool_alloc_async overrides it) */
 } gpool_alloc_params;
@@ -254,6 +194,23 @@ typedef struct gpool_alloc_params {
         .struct_size = sizeof(gpool_alloc_params)                                                  \
     }
 
+/** Values of gpool_config.stream_reuse: may a request make its stream wait for another
+ *  stream's frees? (docs/concepts/streams.md, "Reuse across streams"). Has the size and
+ *  representation of int (the field was an int before 0.2.1). */
+typedef enum gpool_stream_reuse {
+    GPOOL_STREAM_REUSE_WAIT = 0,  /**< a stream may wait for another's frees to reuse them */
+    GPOOL_STREAM_REUSE_EVENTS = 1 /**< only frees whose work is known done cross streams */
+} gpool_stream_reuse;
+
+/** Values of gpool_config.peer_access: which devices can reach the pool's device memory
+ *  (docs/concepts/placement.md, "Peer access"). Has the size and representation of int (the
+ *  field was an int before 0.2.1). */
+typedef enum gpool_peer_access {
+    GPOOL_PEER_AUTO = 0, /**< the pool's device plus every device cuDeviceCanAccessPeer allows */
+    GPOOL_PEER_NONE = 1, /**< the pool's device only */
+    GPOOL_PEER_ALL = 2   /**< every device; gpool_create fails if one cannot reach this one */
+} gpool_peer_access;
+
 /** Pool configuration. Start from GPOOL_CONFIG_INIT (or gpool_config_default());
  *  gpool_config_parse() applies a "key=value,key=value" string (the GPOOL_CONF syntax).
  *  gpool_create() copies it, trace_path's string included. */
@@ -262,19 +219,15 @@ typedef struct gpool_config {
     size_t struct_size;
     /** CUDA device ordinal (default 0). */
     int device;
-    /** When non-zero: after a large block is freed, if the pool caches more than this many
-     *  bytes of physical memory beyond what live blocks use, it gives the excess back to the
-     *  driver (like gpool_trim(pool, release_threshold)). 0 (default): keep everything
-     *  cached; memory is released only under memory pressure or by gpool_trim. */
+    /** 0 (default): keep freed memory cached; otherwise give back what the pool caches beyond
+     *  this many bytes after a large free (docs/concepts/placement.md, "Giving memory back"). */
     size_t release_threshold;
-    /** Per-thread cache bound in bytes (default 1 MiB; 0 = off). */
+    /** Per-thread cache bound in bytes (default 1 MiB; 0 = off; docs/concepts/budgets.md). */
     size_t tcache_bytes;
-    /** Largest request served from small size classes (default 16 KiB). */
+    /** Largest request served from small size classes (default 16 KiB, at most 64 KiB). */
     size_t small_max;
-    /** Per-kind byte budget, indexed by gpool_mem_kind; 0 = no limit. Every allocation of the
-     *  kind is admitted against it, whichever path serves it; blocks parked in thread caches
-     *  count as in use (a cache takes only what the budget admits, and gives its blocks back
-     *  before a request is refused). */
+    /** Per-kind bytes in use allowed, indexed by gpool_mem_kind; 0 = no limit. Binds on every
+     *  path, thread caches included (docs/concepts/budgets.md). */
     size_t budget[GPOOL_MEM_KIND_SLOTS];
     /** Bytes of virtual address space per reservation (0 = 2 x device memory, at least 8 GiB;
      *  otherwise at least 64 MiB). */
@@ -284,35 +237,20 @@ typedef struct gpool_config {
     /** Stream used by gpool_alloc and gpool_free (default NULL, the legacy stream). */
     gpool_stream_t default_stream;
     /** If not NULL (nor ""), log every alloc/free as RMM replay CSV to this file (else the
-     *  GPOOL_TRACE environment variable names it). The file is appended to (O_APPEND), one
-     *  write() per complete row, the header once when the file is empty: several pools,
-     *  processes and forked children may share one path without losing, tearing or
-     *  duplicating a row; remove the file before a new recording. "%p" in the path is
-     *  replaced by the process id (one file per process). docs/tracing.md. The string
-     *  is the caller's (gpool_create() copies it), or the library's when gpool_config_parse()
-     *  set it (kept until the library is unloaded; never free it). */
+     *  GPOOL_TRACE environment variable names it); "%p" is replaced by the process id
+     *  (docs/tracing.md). The caller's string (gpool_create() copies it), or the library's
+     *  when gpool_config_parse() set it (never free that one). */
     const char *trace_path;
-    /** Which devices get access to the pool's device memory (gpool_peer_access; GPOOL_CONF
-     *  key peer_access=auto|none|all). VMM memory is reachable only by the devices named in
-     *  cuMemSetAccess -- peer access enabled between contexts does not extend to it -- so a
-     *  block another GPU must read needs this. Applied to every mapping the pool makes;
-     *  gpool_set_peer_access() changes it later, existing mappings included. */
-    int peer_access;
+    /** Which devices get access to the pool's device memory (GPOOL_CONF key
+     *  peer_access=auto|none|all); gpool_set_peer_access() changes it later. */
+    gpool_peer_access peer_access;
     /** Not used: it covers the 0.2.0 layout's tail padding, so that fields added since start
      *  beyond a 0.2.0 caller's struct_size and are never read from its padding bytes. */
     int reserved0;
-    /** May a request make its stream wait for another stream's frees (gpool_stream_reuse;
-     *  GPOOL_CONF key stream_reuse=wait|events)? Default GPOOL_STREAM_REUSE_WAIT: when the best
-     *  place for a request is memory another stream freed and its work may still use, and
-     *  taking it spares mapping fresh memory (now, or later: the request's own place would be
-     *  the frontier, the free memory next to unmapped address space), the requesting stream
-     *  waits for an event recorded
-     *  after that free (cuStreamWaitEvent) and reuses it, as cuMemAllocAsync does by default
-     *  (CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES). GPOOL_STREAM_REUSE_EVENTS: gpool
-     *  never adds a dependency between streams on its own; another stream's freed memory is
-     *  reused once an event shows its work done (PyTorch's caching allocator's rule).
-     *  Since 0.2.1: a caller built against 0.2.0 gets the default. */
-    int stream_reuse;
+    /** May a request make its stream wait for another stream's frees (GPOOL_CONF key
+     *  stream_reuse=wait|events; default GPOOL_STREAM_REUSE_WAIT)? Since 0.2.1: a caller
+     *  built against 0.2.0 gets the default. */
+    gpool_stream_reuse stream_reuse;
     /** Not used: it covers the 0.2.1 layout's tail padding (as reserved0 does for 0.2.0). */
     int reserved1;
     /** 1: device pages are created exportable (requestedHandleTypes =
@@ -332,24 +270,8 @@ typedef struct gpool_config {
         .small_max = (size_t)16 << 10                                                              \
     }
 
-/** Values of gpool_config.stream_reuse. */
-typedef enum gpool_stream_reuse {
-    GPOOL_STREAM_REUSE_WAIT = 0,  /**< a stream may wait for another's frees to reuse them */
-    GPOOL_STREAM_REUSE_EVENTS = 1 /**< only frees whose work is known done cross streams */
-} gpool_stream_reuse;
-
-/** Values of gpool_config.peer_access. */
-typedef enum gpool_peer_access {
-    GPOOL_PEER_AUTO = 0, /**< the pool's device plus every device cuDeviceCanAccessPeer allows */
-    GPOOL_PEER_NONE = 1, /**< the pool's device only */
-    GPOOL_PEER_ALL = 2   /**< every device; gpool_create fails if one cannot reach this one */
-} gpool_peer_access;
-
-/** Counters for one memory kind. Bytes "in use" are rounded block sizes; "requested" are the
- *  sizes callers asked for; "reserved" is physical memory mapped; "cached" is reserved memory
- *  not holding a live block. Peaks are high-water marks since the pool was created. Only an
- *  element of gpool_stats.kind, so it has no struct_size and never grows within a major
- *  version. */
+/** Counters for one memory kind (docs/concepts/stats.md). An element of gpool_stats.kind only,
+ *  so it has no struct_size and never grows within a major version. */
 typedef struct gpool_kind_stats {
     uint64_t requested_bytes;      /**< bytes callers asked for, over live blocks */
     uint64_t in_use_bytes;         /**< bytes of live blocks, rounded to their block sizes */
@@ -388,9 +310,8 @@ typedef enum gpool_driver_call {
  *  beyond GPOOL_DRV_COUNT; entries from GPOOL_DRV_COUNT on are unused (0). */
 #define GPOOL_DRV_SLOTS 32
 
-/** A snapshot of a pool's counters, filled by gpool_get_stats(). kind[GPOOL_MEM_AUTO] holds
- *  the totals over all kinds. Initialise it with GPOOL_STATS_INIT; new counters are only ever
- *  appended at the end (see "Structs that grow"). */
+/** A snapshot of a pool's counters, filled by gpool_get_stats() (docs/concepts/stats.md).
+ *  Initialise it with GPOOL_STATS_INIT; new counters are only ever appended at the end. */
 typedef struct gpool_stats {
     size_t struct_size; /**< sizeof the caller's struct (GPOOL_STATS_INIT sets it); kept */
     gpool_kind_stats kind[GPOOL_MEM_KIND_SLOTS]; /**< per kind; [GPOOL_MEM_AUTO] = totals */
@@ -399,11 +320,12 @@ typedef struct gpool_stats {
                                       served entirely from the cache */
     uint64_t oom_retries;        /**< times the allocator released cache and tried again */
     uint64_t ooms;               /**< allocations that failed with GPOOL_ERR_OUT_OF_MEMORY */
-    uint64_t fallbacks;      /**< AUTO requests placed in mapped sysmem because vidmem was full */
-    uint64_t pages_remapped; /**< physical pages moved from one address range to another */
-    uint64_t tcache_hits;    /**< allocations served from a thread cache */
-    uint64_t pending_frees;  /**< blocks now waiting on a stream's work (host blocks: on the
-                                  streams they were freed and allocated on) */
+    uint64_t fallbacks;          /**< AUTO requests placed on another kind than the policy picked
+                                      first: device to mapped, or pinned to mapped */
+    uint64_t pages_remapped;     /**< physical pages moved from one address range to another */
+    uint64_t tcache_hits;        /**< allocations served from a thread cache */
+    uint64_t pending_frees;      /**< blocks now waiting on a stream's work (host blocks: on the
+                                      streams they were freed and allocated on) */
 } gpool_stats;
 
 /** Initializer for a gpool_stats: struct_size set, counters 0.
@@ -428,7 +350,8 @@ typedef struct gpool_block_desc {
     void *host_ptr;        /**< address usable by the CPU (NULL for DEVICE) */
     gpool_stream_t stream; /**< stream it was allocated on */
     int device;            /**< owning device ordinal */
-    int fell_back;         /**< 1 if AUTO placed it in sysmem because vidmem was full */
+    int fell_back;         /**< 1 if AUTO placed it on another kind than the policy picked
+                                first (device to mapped, pinned to mapped) */
 } gpool_block_desc;
 
 /** Initializer for a gpool_block_desc: struct_size set, everything else 0.
@@ -439,12 +362,10 @@ typedef struct gpool_block_desc {
     }
 
 /**
- * The version of the library in use, as "MAJOR.MINOR.PATCH".
+ * The version of the library in use, as "MAJOR.MINOR.PATCH"; it may be newer than the
+ * GPOOL_VERSION_* macros a program was compiled with (same major version).
  *
- * It may differ from the GPOOL_VERSION_* macros a program was compiled with, when it runs
- * with a newer libgpool.so of the same major version.
- *
- * @return a static string (never NULL; do not free). Thread-safe; never fails.
+ * @return a static string (never NULL; do not free). Thread-safe; never fails; no cost.
  */
 GPOOL_API const char *gpool_version(void);
 
@@ -452,18 +373,20 @@ GPOOL_API const char *gpool_version(void);
  * A static, human-readable name for a status code ("out of memory", ...).
  *
  * @param status any value, including ones outside gpool_status ("unknown status").
- * @return a static string, never NULL; do not free. Thread-safe.
+ * @return a static string, never NULL; do not free. Thread-safe; no cost.
  */
 GPOOL_API const char *gpool_strerror(gpool_status status);
 
 /**
- * The detail message of the calling thread's last failed gpool call.
+ * The detail message of the calling thread's last failed gpool call: the call and the cause
+ * (the driver entry point and its error, or the requested, free and cached bytes of an
+ * out-of-memory failure).
  *
- * The message names the call and the cause (for example the driver entry point and its
- * error, or the requested, free and cached bytes of an out-of-memory failure).
+ * Read it right after a call returned an error: a call that succeeds does not promise to clear
+ * it (docs/api.md, "Errors").
  *
- * @return the message, or "" if no call has failed on this thread. The string is
- *         thread-local, owned by the library, and valid until this thread's next gpool call.
+ * @return the message, or "" if no call has failed on this thread. Thread-local, owned by the
+ *         library; its text may change at this thread's next gpool call. No cost.
  */
 GPOOL_API const char *gpool_last_error(void);
 
@@ -471,41 +394,36 @@ GPOOL_API const char *gpool_last_error(void);
  * The name of a driver-call counter of gpool_stats.driver_calls ("cuMemCreate", ...).
  *
  * @param call a gpool_driver_call below GPOOL_DRV_COUNT.
- * @return a static string, or NULL when call is out of range. Thread-safe.
+ * @return a static string, or NULL when call is out of range. Thread-safe; no cost.
  */
 GPOOL_API const char *gpool_driver_call_name(gpool_driver_call call);
 
 /**
- * Fill a configuration with the defaults: device 0, 1 MiB thread caches, 16 KiB small
- * requests, no budgets, automatic address-space reservation, no trace, the legacy stream.
- * GPOOL_CONFIG_INIT gives the same values without a call.
+ * Fill a configuration with the defaults (the values of GPOOL_CONFIG_INIT): device 0, 1 MiB
+ * thread caches, 16 KiB small requests, no budgets, automatic address-space reservation, no
+ * trace, the legacy stream.
  *
- * In C, gpool_config_default(cfg) is a macro that calls gpool_config_default_sized() with
- * sizeof(gpool_config) as this header declares it, so `gpool_config cfg;
- * gpool_config_default(&cfg);` fills an uninitialised struct correctly, struct_size included.
- * The function itself (called as `(gpool_config_default)(cfg)`, or through a binding such as
- * Python's ctypes) reads cfg->struct_size instead: only the first struct_size bytes are
- * written and struct_size is kept; 0 is taken as the 0.2 layout (and then set to it).
+ * In C this name is a macro over gpool_config_default_sized(), so an uninitialised struct is
+ * filled correctly; the function itself reads cfg->struct_size (0 = the 0.2 layout, then set)
+ * and writes only that many bytes (docs/concepts/structs.md).
+ * Thread-safe (touches only *cfg). Cost: no allocation.
  *
  * @param[in,out] cfg the configuration to fill.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or cfg->struct_size is out of range (see
- *         "Structs that grow"); *cfg is unchanged.
- * @return a gpool_status as listed. Thread-safe (touches only *cfg); no allocation.
+ * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or cfg->struct_size is out of range; *cfg is
+ *         unchanged.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_config_default(gpool_config *cfg);
 
 /**
  * gpool_config_default() for a struct of struct_size bytes, whatever cfg->struct_size holds:
- * sets cfg->struct_size to struct_size, then fills the defaults as gpool_config_default()
- * does. The gpool_config_default(cfg) macro calls it with sizeof(gpool_config).
+ * sets cfg->struct_size, then fills the defaults (docs/concepts/structs.md).
  *
  * @param[out] cfg         the configuration to fill (its first struct_size bytes).
  * @param      struct_size sizeof the caller's gpool_config.
- * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG cfg is NULL or struct_size is out of range (see "Structs that
- *         grow"); *cfg is unchanged.
- * @return a gpool_status as listed. Thread-safe (touches only *cfg); no allocation.
+ * @return a gpool_status, with the errors of gpool_config_default() (struct_size out of
+ *         range: GPOOL_ERR_INVALID_ARG). Thread-safe; no allocation.
  */
 GPOOL_API gpool_status gpool_config_default_sized(gpool_config *cfg, size_t struct_size);
 
@@ -516,64 +434,61 @@ GPOOL_API gpool_status gpool_config_default_sized(gpool_config *cfg, size_t stru
  * Apply a "key=value,key=value" string (the GPOOL_CONF syntax) to a configuration.
  *
  * Keys: device, release_threshold, tcache_bytes, small_max, budget_device, budget_pinned,
- * budget_mapped, va_reserve, verbose (0 or 1), trace (a file path), peer_access (auto, none or
- * all), stream_reuse (wait or events). Spaces and tabs around keys and values are ignored, as are
- * empty items. The LD_PRELOAD interposer's keys (disable, sync_free, cudafree, cudafree_batch,
- * cudafree_flush) are accepted, their values checked as the interposer checks them, and
- * otherwise ignored, so one GPOOL_CONF serves a process that has both. Any other key is an
- * error.
+ * budget_mapped, va_reserve, verbose (0 or 1), trace (a file path), peer_access (auto, none
+ * or all), stream_reuse (wait or events). Spaces and tabs around keys and values and empty
+ * items are ignored. The LD_PRELOAD interposer's keys (disable, sync_free, cudafree,
+ * cudafree_batch, cudafree_flush) are checked as the interposer checks them and otherwise
+ * ignored, so one GPOOL_CONF serves both. Any other key is an error.
  *
- * Sizes: decimal digits, then optionally a unit -- K, M, G or T, each optionally followed by B
- * or iB, or B alone -- case-insensitive, nothing else (no sign, fraction, space or hex). Units
- * are powers of 1024 in every spelling: 64K, 64KiB and 64KB all mean 65536 bytes. A value that
- * does not fit in 64 bits is an error. The LD_PRELOAD interposer and gpool-bench read sizes
- * the same way.
+ * Sizes: decimal digits, then optionally K, M, G or T (each optionally followed by B or iB)
+ * or B alone, case-insensitive; every unit is a power of 1024 (64K = 64KiB = 64KB = 65536).
+ * Nothing else (no sign, fraction, space or hex); a value beyond 64 bits is an error.
  *
- * trace=PATH sets cfg->trace_path to a library-owned copy of PATH: never free it; it stays
- * valid until the library is unloaded (its destructor frees it). Equal paths share one copy,
- * so parsing the same string again does not grow memory. trace= (empty) clears it.
+ * trace=PATH sets cfg->trace_path to a library-owned copy (never free it; valid until the
+ * library is unloaded; equal paths share one copy); trace= clears it.
  *
- * Reads and writes only the first cfg->struct_size bytes (0 = the 0.2 layout); a key whose
- * field lies beyond them (a struct from an older header) is GPOOL_ERR_CONFIG.
+ * Reads and writes only the first cfg->struct_size bytes (0 = the 0.2 layout).
+ * Thread-safe (touches only *cfg and the library's table of trace paths, under a lock).
+ * Cost: linear in the string's length.
  *
  * @param[in,out] cfg  the configuration to change; unchanged on error.
  * @param[in]     conf the string; "" changes nothing.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG cfg or conf is NULL, or cfg->struct_size is out of range.
- * @retval GPOOL_ERR_CONFIG an unknown key or bad value; the message names it.
+ * @retval GPOOL_ERR_CONFIG an unknown key or bad value, or a key whose field lies beyond
+ *         cfg->struct_size (a struct from an older header); the message names it.
  * @retval GPOOL_ERR_OUT_OF_MEMORY no host memory to copy a trace path.
- * @return a gpool_status as listed. Thread-safe (touches only *cfg and the library's table of
- *         trace paths, under a lock). Cost: linear in the string's length.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_config_parse(gpool_config *cfg, const char *conf);
 
 /**
  * Create a pool on one device.
  *
- * Loads the driver on first use and retains the device's primary context (sharing it with a
- * framework that already made it; the pool releases it when destroyed). No memory is taken
- * from the device until the first allocation.
+ * Loads the driver on first use, retains the device's primary context (shared with a
+ * framework that already made it; released by gpool_destroy()) and reserves the device
+ * address space (gpool_config.va_reserve). No memory is taken from the device until the first
+ * allocation. Thread-safe. Cost: driver calls for the context, the device's attributes and
+ * the reservation.
  *
  * @param[in]  cfg the configuration, or NULL for the defaults followed by the GPOOL_CONF
- *                 environment variable. Copied (its first cfg->struct_size bytes; fields
- *                 beyond them take their defaults), and so is the trace_path string: the
- *                 caller may free or reuse both once the call returns.
+ *                 environment variable. Its first cfg->struct_size bytes are copied (fields
+ *                 beyond them take their defaults), trace_path's string too.
  * @param[out] out receives the new pool, owned by the caller until gpool_destroy(); NULL on
  *                 error.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG out is NULL; or cfg->struct_size is out of range (0
- *         included; the message names gpool_config and GPOOL_CONFIG_INIT); or cfg is larger
- *         than this library's gpool_config with non-zero bytes beyond it (a field this
- *         library lacks is set).
+ * @retval GPOOL_ERR_INVALID_ARG out is NULL; cfg->struct_size is out of range (0 included);
+ *         or cfg is larger than this library's gpool_config with non-zero bytes beyond it.
  * @retval GPOOL_ERR_NO_DRIVER the driver library could not be loaded or lacks an entry point.
  * @retval GPOOL_ERR_NO_DEVICE no CUDA device, or cfg->device is absent.
- * @retval GPOOL_ERR_UNSUPPORTED the device has no virtual memory management (VMM).
+ * @retval GPOOL_ERR_UNSUPPORTED the device has no virtual memory management (VMM), or
+ *         peer_access is GPOOL_PEER_ALL and a device cannot reach this one.
  * @retval GPOOL_ERR_CONFIG a bad configuration value (or GPOOL_CONF string).
  * @retval GPOOL_ERR_DRIVER a driver call failed; the message names it.
  * @retval GPOOL_ERR_OUT_OF_MEMORY host memory for the pool's bookkeeping ran out, or the
- *         device address space (cfg->va_reserve, reserved here) cannot be reserved.
+ *         device address space cannot be reserved.
  * @retval GPOOL_ERR_IO the trace file (cfg->trace_path or GPOOL_TRACE) cannot be written.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_create(const gpool_config *cfg, gpool_t **out);
 
@@ -581,70 +496,62 @@ GPOOL_API gpool_status gpool_create(const gpool_config *cfg, gpool_t **out);
  * Destroy a pool and give all its memory back to the driver.
  *
  * Waits for the work queued on the pool's context (cuCtxSynchronize, tried twice) and for
- * pending stream-ordered frees. Blocks still live are freed too and reported: the message gives
- * their count and bytes (also printed on stderr when verbose). Every pointer the pool handed
- * out is invalid afterwards.
+ * pending stream-ordered frees. Blocks still live are freed too and reported (count and
+ * bytes in the message; on stderr too when verbose). Every pointer the pool handed out is
+ * invalid afterwards. NOT thread-safe for this pool: no other thread may use it meanwhile.
+ * Cost: a context synchronize and one release per mapping and reservation.
  *
  * @param pool the pool; it is freed even when live blocks or a failure are reported.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
- * @retval GPOOL_ERR_DRIVER the synchronize failed twice; the memory was given back anyway, without
- *         knowing the queued work done (the message names the call).
+ * @retval GPOOL_ERR_DRIVER the synchronize failed twice, or another driver call failed while
+ *         memory was given back; the memory was given back anyway (the message names the
+ *         call).
  * @retval GPOOL_ERR_LIVE_BLOCKS live blocks were found (and freed).
- * @return a gpool_status as listed. Not thread-safe for this pool: no other thread may use
- *         it meanwhile.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_destroy(gpool_t *pool);
 
 /**
- * Allocate a block.
+ * Allocate a block, ordered on params->stream (or the pool's default stream).
  *
- * The block is ordered on params->stream (or the pool's default stream). It is served from
- * the pool's cache when possible; otherwise pages are mapped, and when the driver has none
- * left the pool waits for pending frees, releases cached pages and tries again before
- * failing.
+ * Served from the pool's cache when possible; otherwise pages are mapped, and when the driver
+ * has none left the pool waits for pending frees, releases cached pages (this pool's, then the
+ * process's other pools' on the device) and tries again before failing. How kinds, page sizes
+ * and alignment are chosen: docs/concepts/placement.md; budgets and fallbacks:
+ * docs/concepts/budgets.md. Thread-safe. Cost: a cached small block of the default stream
+ * touches no lock (the thread cache); a cached block, one lock of its kind; fresh memory,
+ * driver calls (gpool_stats counts them).
+ *
+ * @par When it must succeed
+ * With no driver call failing meanwhile, a device allocation succeeds whenever the device's
+ * free pages, less what the live device blocks of the process's pools pin (their pages, their
+ * chunks' ends) and what each pool's cold-start growth may hold, cover the request; cached
+ * memory never counts. The exact rule: docs/concepts/placement.md, stated executably by
+ * tests/util_model.c.
  *
  * @param pool   the pool.
  * @param size   bytes to allocate; 0 returns GPOOL_OK with *out = NULL.
  * @param params kind, usage hint, alignment, page size, flags, stream; NULL = defaults
- *               (device memory). Read during the call only: its first params->struct_size
- *               bytes (0 = the 0.2 layout); fields beyond them take their defaults.
+ *               (device memory). Its first params->struct_size bytes are read (0 = the 0.2
+ *               layout), during the call only.
  * @param[out] out receives the address: a device address for DEVICE and HOST_MAPPED, the
- *                 host address for HOST_PINNED (gpool_get_block_desc() gives both). The block
- *                 belongs to pool until freed. NULL on error.
+ *                 host address for HOST_PINNED (gpool_get_block_desc() gives both). NULL on
+ *                 error.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG NULL pool or out, bad params (params->struct_size out of
- *         range included), size beyond what any device could hold.
- * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory (this pool's, then that of
- *         the process's other pools on the device) and retrying; the message says requested,
- *         free and cached bytes and the cause (live blocks, pages or chunks pinned by live
- *         blocks, other users of the device, address space, or a driver call that failed
- *         while memory was given back). A request of more pages than the device has is
- *         refused at once, without driver calls.
- *
- * @par When it must succeed
- * With P the device granularity, C the largest chunk (in pages) any device block of the
- * process's pools on this device was backed with (1 until a block of 64 MiB or more was
- * allocated; see gpool_page_size()), and no driver call failing during the call: a device
- * allocation of S bytes succeeds whenever
- *     capacity/P - (pages other users of the device hold)
- *       - sum over live device blocks of all pools of the process on the device of
- *           (ceil(size/P) + 1 + 2 (C - 1))
- *       - (pools of the process on the device) x G
- *     >= ceil(S/P) + 1.
- * Each live block pins the pages it touches (ceil(size/P) + 1 at most) and, where chunks
- * back them, the rest of the first and last chunk (a chunk goes back to the driver only
- * whole). G is what a pool's cold-start growth may pin: on a device of 4 GiB or more, a pool
- * without a release threshold backs its first allocations with handles of up to 32 pages,
- * holding at most capacity/(4P) pages in them (0 on a smaller device; see src/vidmem.h).
- * Cached memory of any pool of the process never counts: it is given back first.
- * tests/util_model.c states this rule executably and tests/test_model.c checks it.
- * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver; a
- *         device page_size gpool does not back blocks of this size with; or the stream is
- *         capturing a CUDA graph and the request would need driver calls (see
- *         gpool_alloc_async()).
+ * @retval GPOOL_ERR_INVALID_ARG NULL pool or out; a size beyond what any device could hold
+ *         (128 TiB); bad params: an unknown kind, usage or flag, STREAM_WAIT with
+ *         NO_STREAM_WAIT, an alignment that is not a power of two or exceeds the page size, a
+ *         page_size that is not 0, a host page size or a power-of-two multiple of the
+ *         granularity, params->struct_size out of range.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY after releasing cached memory and retrying, or at once for
+ *         a request larger than the device or refused by its kind's budget; the message says
+ *         requested, free and cached bytes and the cause.
+ * @retval GPOOL_ERR_UNSUPPORTED the kind is not available on this device or driver; a device
+ *         page_size gpool does not back blocks of this size with; or the stream is capturing
+ *         a CUDA graph and the request would need driver calls (docs/concepts/streams.md).
  * @retval GPOOL_ERR_DRIVER a driver call failed.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc_params *params,
                                    void **out);
@@ -653,140 +560,111 @@ GPOOL_API gpool_status gpool_alloc(gpool_t *pool, size_t size, const gpool_alloc
  * As gpool_alloc(), ordered on an explicit stream.
  *
  * The block may be one freed on this stream whose work has not finished yet (stream order
- * makes that safe), or one pending on another stream only once this stream waits for that
- * work: always with GPOOL_ALLOC_STREAM_WAIT, and (gpool_config.stream_reuse = wait, the
- * default; never with GPOOL_ALLOC_NO_STREAM_WAIT) when that block is the best place for the request
- * and spares mapping fresh memory, now or later (the place of the stream's own would be the
- * frontier: the free memory next to unmapped address space); the stream then waits on an event
- * recorded after the free (cuStreamWaitEvent). With stream_reuse = events and no flag, never a
- * block whose other stream's work may still run.
- *
- * CU_STREAM_PER_THREAD names the calling thread's per-thread default stream: a block freed on
- * it by one thread is reused at once by that thread only, by others once its work completed.
- *
- * Graph capture: on a stream that is capturing (cuStreamIsCapturing), gpool makes none of the
- * calls the capture prohibits. A device block is served only from memory already free for that
- * stream (mapped, free, not pending on another stream's work; the stream's own frees count, so
- * launch the graph on that stream or after it); a request that would need driver calls (fresh
- * pages, polling other streams, waiting) fails with GPOOL_ERR_UNSUPPORTED and a message naming
- * the capture, and the capture stays valid. Host kinds on a capturing stream always fail that
- * way. GPOOL_ALLOC_ZERO is captured as a memset node (cuMemsetD8Async on the stream).
+ * makes that safe), or one pending on another stream once this stream waits for that work
+ * (gpool_config.stream_reuse and the GPOOL_ALLOC_*STREAM_WAIT flags decide when:
+ * docs/concepts/streams.md, which also covers CU_STREAM_PER_THREAD and graph capture).
+ * Thread-safe. Cost: as gpool_alloc(), plus an event query or a cuStreamWaitEvent when it
+ * reuses another stream's memory.
  *
  * @param pool   the pool.
  * @param size   bytes to allocate; 0 returns GPOOL_OK with *out = NULL.
  * @param params as for gpool_alloc(); its stream field is ignored. NULL = defaults.
  * @param stream the stream the block will be used on first.
  * @param[out] out receives the address, as for gpool_alloc(); NULL on error.
- * @return a gpool_status, with the errors of gpool_alloc(). Thread-safe.
+ * @return a gpool_status, with the errors of gpool_alloc().
  */
 GPOOL_API gpool_status gpool_alloc_async(gpool_t *pool, size_t size,
                                          const gpool_alloc_params *params, gpool_stream_t stream,
                                          void **out);
 
 /**
- * Free a block on the pool's default stream.
+ * Free a block on the pool's default stream (as gpool_free_async() on that stream).
  *
- * The memory goes back to the pool's cache (not to the driver): reusable at once on the
- * default stream, on other streams once the work queued so far is done (host blocks: on every
- * stream only then, see gpool_free_async()). A block allocated on
- * another stream (gpool_alloc_async()) also waits for the work queued on that stream, as
- * gpool_free_async() describes.
+ * The memory goes back to the pool's cache, not to the driver; when it is reused:
+ * docs/concepts/streams.md, "Frees". Thread-safe. Cost: a small block of the default stream
+ * goes back to the thread cache without a lock; others take one lock of their kind; no driver
+ * call unless the block was used on other streams or gpool_config.release_threshold gives
+ * memory back.
  *
  * @param pool the pool that allocated the block.
  * @param ptr  the address gpool_alloc() returned; NULL is a no-op (GPOOL_OK).
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
- * @retval GPOOL_ERR_INVALID_POINTER ptr was not handed out by this pool, or was already
- *         freed; nothing changes.
- * @retval GPOOL_ERR_DRIVER the block was freed, but giving memory back afterwards
- *         (gpool_config.release_threshold) met a failed driver call; the message names it.
- * @return a gpool_status as listed. Thread-safe.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr was not handed out by this pool, is inside a block
+ *         rather than at its start, or was already freed; nothing changes.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY no host memory to record the free of a block used on other
+ *         streams (gpool_record_stream()); the block stays live.
+ * @retval GPOOL_ERR_DRIVER giving memory back afterwards (gpool_config.release_threshold) met a
+ *         failed driver call (the block was freed); or a host block used on other streams could
+ *         not be tracked and waiting for those streams failed (it was not freed).
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_free(gpool_t *pool, void *ptr);
 
 /**
- * Free a block once the work queued on a stream so far is done.
- *
- * It is reused at once by allocations on that stream, by others only after an event
- * recorded on the stream later has completed (events are recorded only when another stream
- * needs the memory; a single-stream workload records none). Host blocks are reused, on any
- * stream, only once that work is done; their free makes no driver call: the pool records one
- * event per stream for many waiting host frees (when 256 of them or 8 MiB wait, or a request
- * that would otherwise need fresh memory finds 16 or 4 MiB of its kind waiting; a request its
- * budget refuses asks at once), so freed host memory may stay reserved a little longer;
- * gpool_trim() finishes them. A device block freed on another stream than it was
- * allocated on also waits for the work queued so far on the allocating stream (the pool may
- * have handed it out while that stream's earlier work on the memory was still queued), so
- * that stream must still exist then. Before destroying the stream, call
- * gpool_stream_release(): gpool would otherwise record events on it later.
+ * Free a block once the work queued on a stream so far is done: reusable at once on that
+ * stream, on others once an event shows that work complete (host blocks: on every stream only
+ * then; docs/concepts/streams.md, "Frees"). Before destroying the stream, call
+ * gpool_stream_release(). Thread-safe. Cost: as gpool_free(); a host free makes no driver
+ * call.
  *
  * @param pool   the pool that allocated the block.
  * @param ptr    the block's address; NULL is a no-op (GPOOL_OK).
  * @param stream the stream whose queued work may still use the block.
- * @return a gpool_status, with the errors of gpool_free(). Thread-safe.
+ * @return a gpool_status, with the errors of gpool_free().
  */
 GPOOL_API gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream);
 
 /**
  * Mark that another stream also used a block (as PyTorch's record_stream): its free then
- * waits for the work queued on that stream too.
+ * waits for the work queued on that stream too (docs/concepts/streams.md). Recording the
+ * block's own stream, or a stream twice, changes nothing. Thread-safe. Cost: one lookup and
+ * the streams lock; no driver call (the events come at the free).
  *
  * @param pool   the pool that allocated the block.
- * @param ptr    the block's address.
+ * @param ptr    the block's address, as gpool_alloc() returned it.
  * @param stream the other stream.
  * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool is NULL.
- * @retval GPOOL_ERR_INVALID_POINTER ptr is not a live block of this pool.
- * @retval GPOOL_ERR_DRIVER recording the stream's event failed.
- * @return a gpool_status as listed. Thread-safe.
+ * @retval GPOOL_ERR_INVALID_ARG pool is NULL, or the block is already recorded on 8 other
+ *         streams.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is not the start of a live block of this pool (its
+ *         free may be pending).
+ * @retval GPOOL_ERR_OUT_OF_MEMORY no host memory for the record.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream);
 
 /**
  * Tell the pool that a stream is about to be destroyed: call it before cuStreamDestroy() /
- * cudaStreamDestroy() of every stream the pool has seen (the drop-in does, for every pool of
- * every device, in its cuStreamDestroy hook).
- *
- * What is pending on the stream -- its freed blocks, reusable by other streams only once its
- * work queued so far completes -- moves onto an event recorded on the stream now (the device
- * may still be working on it: cuStreamDestroy returns at once and frees the stream's resources
- * once that work has completed, so the event is legal and completes then). The pool drops its
- * record of the stream, so no later driver call names it, and a new stream that gets the same
- * handle value starts with nothing of the old one's. Its cached memory goes back to the shared
- * cache: every stream may reuse it once the event completed. Memory stays flat across any
- * number of create/use/destroy cycles.
- *
- * Call it after the stream's last gpool_free_async() and before the destroy. A block allocated
- * on the stream and still live may be freed later on another stream: its free then waits for
- * the event recorded here instead of the allocating stream (while the 256 latest released
- * streams are remembered; for a stream the pool holds no record of -- nothing freed on it --
- * the free still names the allocating stream: free such blocks before the release).
+ * cudaStreamDestroy() of every stream the pool has seen, after its last gpool_free_async().
+ * What is pending on the stream moves onto an event recorded now, and the pool forgets the
+ * stream, so a new stream with the same handle value starts afresh
+ * (docs/concepts/streams.md, "Destroying a stream").
+ * Thread-safe with the pool's other calls, not with calls that still use the stream. Cost:
+ * one cuEventRecord (cuEventCreate the first time a spare is missing), or one
+ * cuStreamSynchronize for another context's stream, plus a walk of the pool's pending free
+ * ranges and stream records, under the device arena's lock; no driver call for a stream the
+ * pool never saw.
  *
  * @param pool   the pool.
- * @param stream the stream about to be destroyed; one the pool never saw is fine (nothing to
- *               do but the event).
+ * @param stream the stream about to be destroyed; one the pool never saw is fine.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL, or stream is NULL, CU_STREAM_LEGACY,
- *         CU_STREAM_PER_THREAD (never destroyed) or the pool's default stream
- *         (gpool_config.default_stream: destroy the pool first).
- * @retval GPOOL_ERR_DRIVER no event could be recorded on the stream (it is of another context,
- *         or capturing) and waiting for it (cuStreamSynchronize) failed: the stream's frees
- *         stay pending until the pool next synchronizes the device (memory pressure,
- *         gpool_trim()); the stream may still be destroyed.
- * @return a gpool_status as listed. Thread-safe (with the pool's other calls; not with calls
- *         that still use the stream).
- * Cost: one cuEventRecord (cuEventCreate the first time a spare is missing), or one
- * cuStreamSynchronize for another context's stream, plus a walk of the pool's pending free
- * ranges and stream records; under the device arena's lock.
+ *         CU_STREAM_PER_THREAD or the pool's default stream.
+ * @retval GPOOL_ERR_DRIVER no event could be recorded on the stream and waiting for it
+ *         failed: its frees stay pending until the pool next synchronizes the device; the
+ *         stream may still be destroyed.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream);
 
 /**
  * Give cached physical memory back to the driver until at most keep_bytes stay cached.
  *
- * Waits for pending frees first (a context synchronize). Live blocks are not touched. If
- * the synchronize fails nothing mapped is unmapped (queued work may still use any cached
- * page); unmapped cached pages are still released.
+ * Waits for pending frees first (a context synchronize); live blocks are not touched; if the
+ * synchronize fails nothing mapped is unmapped (docs/concepts/placement.md, "Giving memory
+ * back"). Thread-safe. Cost: a context synchronize, then one unmap and release per page or
+ * chunk given back, under each kind's lock.
  *
  * @param pool       the pool.
  * @param keep_bytes cached bytes to keep (0: release everything that holds no live block).
@@ -795,42 +673,36 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
  * @retval GPOOL_ERR_DRIVER a driver call failed (the synchronize, an unmap, a release, a host
  *         unregister); the message names it. The memory concerned stays cached and a later
  *         trim, allocation or gpool_destroy tries again.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_trim(gpool_t *pool, size_t keep_bytes);
 
 /**
- * Copy the pool's counters.
+ * Copy the pool's counters (docs/concepts/stats.md).
  *
- * Cheap at any heap size: it reads running counters (the cost grows with the number of
- * threads that allocated from the pool, not with the number of blocks), and holds each
- * internal lock only to copy a few counters, so it may be called often.
+ * In C this name is a macro over gpool_get_stats_sized(); the function itself reads
+ * out->struct_size (set it with GPOOL_STATS_INIT) and writes only that many bytes
+ * (docs/concepts/structs.md). Thread-safe; consistent per kind. Cost: reads running
+ * counters (grows with the threads that allocated from the pool, not with the blocks), each
+ * lock held only to copy a few: cheap enough to call often.
  *
  * @param pool the pool.
- * @param[in,out] out receives the snapshot (consistent per kind; counters of different kinds
- *                 may be taken at slightly different moments while other threads allocate).
- *                 out->struct_size must be set (GPOOL_STATS_INIT): only that many bytes are
- *                 written, and struct_size is kept.
+ * @param[in,out] out receives the snapshot; struct_size is kept.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or out->struct_size is out of range (0
  *         included); *out is unchanged.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_get_stats(gpool_t *pool, gpool_stats *out);
 
 /**
  * gpool_get_stats() for a struct of struct_size bytes, whatever out->struct_size holds: sets
- * out->struct_size to struct_size, then fills it. In C, gpool_get_stats(pool, out) is a macro
- * that calls this with sizeof(gpool_stats) as this header declares it, so an uninitialised
- * `gpool_stats st;` is filled correctly; the function (`(gpool_get_stats)(pool, out)`, or a
- * binding) reads out->struct_size instead.
+ * out->struct_size, then fills it (docs/concepts/structs.md).
  *
  * @param pool        the pool.
  * @param[out] out    receives the snapshot (its first struct_size bytes).
  * @param struct_size sizeof the caller's gpool_stats.
- * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or struct_size is out of range.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status, with the errors of gpool_get_stats(). Thread-safe; cheap.
  */
 GPOOL_API gpool_status gpool_get_stats_sized(gpool_t *pool, gpool_stats *out, size_t struct_size);
 
@@ -839,34 +711,29 @@ GPOOL_API gpool_status gpool_get_stats_sized(gpool_t *pool, gpool_stats *out, si
 
 /**
  * Compute the pool's statistics by walking its blocks: as gpool_get_stats(), except that the
- * requested bytes of small blocks are summed slot by slot over every slab instead of taken
- * from running counters. For checks and debugging (it must equal gpool_get_stats() whenever
- * no other thread allocates or frees meanwhile).
+ * requested bytes of small blocks are summed slot by slot. For checks and debugging: it equals
+ * gpool_get_stats() whenever no other thread allocates or frees meanwhile.
  *
- * EXPENSIVE: its cost grows with the heap (every slab's slots are visited, about a
- * millisecond per 10^5 small blocks), and it holds each memory kind's lock for the whole
- * walk, stalling every thread that allocates from that kind meanwhile. Do not call it on a
- * hot path; gpool_get_stats() and gpool_mem_get_info() are the cheap calls.
+ * A macro over gpool_calculate_stats_sized() in C, as gpool_get_stats() is. Thread-safe.
+ * Cost: EXPENSIVE, grows with the heap (about a millisecond per 10^5 small blocks), holding
+ * each kind's lock for the whole walk and stalling every thread that allocates from it.
  *
  * @param pool the pool.
  * @param[in,out] out receives the statistics; out->struct_size as for gpool_get_stats().
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or out->struct_size is out of range.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_calculate_stats(gpool_t *pool, gpool_stats *out);
 
 /**
- * gpool_calculate_stats() for a struct of struct_size bytes, as gpool_get_stats_sized() is
- * for gpool_get_stats(); the gpool_calculate_stats(pool, out) macro passes sizeof(gpool_stats).
- * EXPENSIVE, as gpool_calculate_stats().
+ * gpool_calculate_stats() for a struct of struct_size bytes, as gpool_get_stats_sized() is for
+ * gpool_get_stats() (docs/concepts/structs.md).
  *
  * @param pool        the pool.
  * @param[out] out    receives the statistics (its first struct_size bytes).
  * @param struct_size sizeof the caller's gpool_stats.
- * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or struct_size is out of range.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status, with the errors of gpool_calculate_stats(). Thread-safe; EXPENSIVE.
  */
 GPOOL_API gpool_status gpool_calculate_stats_sized(gpool_t *pool, gpool_stats *out,
                                                    size_t struct_size);
@@ -878,35 +745,30 @@ GPOOL_API gpool_status gpool_calculate_stats_sized(gpool_t *pool, gpool_stats *o
 /**
  * Describe the live block that contains an address.
  *
- * Cost: one lookup of the address (a lock of the block's memory kind), no driver call.
+ * A macro over gpool_get_block_desc_sized() in C; the function itself reads out->struct_size
+ * (GPOOL_BLOCK_DESC_INIT) and writes only that many bytes (docs/concepts/structs.md).
+ * Thread-safe. Cost: one lookup of the address (a lock of the block's kind), no driver call.
  *
  * @param pool the pool.
  * @param ptr  an address inside the block (not necessarily its start).
- * @param[in,out] out receives the description. out->struct_size must be set
- *                (GPOOL_BLOCK_DESC_INIT): only that many bytes are written, and struct_size
- *                is kept.
+ * @param[in,out] out receives the description; struct_size is kept.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or out->struct_size is out of range (0
  *         included); *out is unchanged.
- * @retval GPOOL_ERR_INVALID_POINTER ptr is not inside a live block of this pool.
- * @return a gpool_status as listed. Thread-safe.
+ * @retval GPOOL_ERR_INVALID_POINTER ptr is NULL or not inside a live block of this pool.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_get_block_desc(gpool_t *pool, const void *ptr, gpool_block_desc *out);
 
 /**
  * gpool_get_block_desc() for a struct of struct_size bytes, whatever out->struct_size holds:
- * sets out->struct_size to struct_size, then fills it. The gpool_get_block_desc(pool, ptr,
- * out) macro calls this with sizeof(gpool_block_desc), so an uninitialised
- * `gpool_block_desc d;` is filled correctly.
+ * sets out->struct_size, then fills it (docs/concepts/structs.md).
  *
  * @param pool        the pool.
  * @param ptr         an address inside the block.
  * @param[out] out    receives the description (its first struct_size bytes).
  * @param struct_size sizeof the caller's gpool_block_desc.
- * @retval GPOOL_OK
- * @retval GPOOL_ERR_INVALID_ARG pool or out is NULL, or struct_size is out of range.
- * @retval GPOOL_ERR_INVALID_POINTER ptr is not inside a live block of this pool.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status, with the errors of gpool_get_block_desc(). Thread-safe; one lookup.
  */
 GPOOL_API gpool_status gpool_get_block_desc_sized(gpool_t *pool, const void *ptr,
                                                   gpool_block_desc *out, size_t struct_size);
@@ -917,14 +779,13 @@ GPOOL_API gpool_status gpool_get_block_desc_sized(gpool_t *pool, const void *ptr
 
 /**
  * Deprecated name of gpool_get_block_desc() (0.1); removed in 0.3. A function, not a macro:
- * it reads out->struct_size as the function form `(gpool_get_block_desc)(...)` does (only that
- * many bytes are written), except that struct_size 0 means the 0.2 layout, so a zeroed
- * gpool_block_desc still works.
+ * it reads out->struct_size as the function gpool_get_block_desc() does, except that 0 means
+ * the 0.2 layout, so a zeroed gpool_block_desc still works.
  *
  * @param pool the pool.
  * @param ptr  an address inside the block.
  * @param[in,out] out receives the description.
- * @return a gpool_status, with the errors of gpool_get_block_desc(). Thread-safe.
+ * @return a gpool_status, with the errors of gpool_get_block_desc(). Thread-safe; one lookup.
  */
 GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out)
     GPOOL_DEPRECATED("use gpool_get_block_desc");
@@ -932,9 +793,7 @@ GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_bl
 /**
  * Free and total device memory as the application sees it: the driver's free memory plus
  * this pool's cached bytes (which the pool gives back when asked for more).
- *
- * Cheap at any heap size: one cuMemGetInfo driver call and the device kind's running counters
- * (no walk; internal locks held only to copy counters).
+ * Thread-safe. Cost: one cuMemGetInfo and the device kind's running counters (no walk).
  *
  * @param pool the pool.
  * @param[out] free_bytes  receives the free bytes.
@@ -942,14 +801,14 @@ GPOOL_API gpool_status gpool_block_info(gpool_t *pool, const void *ptr, gpool_bl
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG a NULL argument.
  * @retval GPOOL_ERR_DRIVER cuMemGetInfo failed.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes);
 
 /**
- * The physical page (chunk) size gpool would back a block with: the size placement uses
- * (device blocks: the chunk of the size rounded up to 256 bytes, as the block is placed;
- * gpool_alloc() accepts it as params->page_size).
+ * The physical page (chunk) size gpool would back a block of this size with; gpool_alloc()
+ * accepts it as params->page_size (docs/concepts/placement.md, "Page and chunk sizes").
+ * Thread-safe. Cost: a table lookup; no lock, no driver call.
  *
  * @param pool the pool.
  * @param kind the memory kind; GPOOL_MEM_AUTO: the kind the policy picks for
@@ -958,14 +817,16 @@ GPOOL_API gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, siz
  * @param[out] out receives the page size in bytes.
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG a NULL argument or a bad kind.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_t size,
                                        size_t *out);
 
 /**
- * Write a JSON snapshot of every address range and block (state: in_use, cached, pending)
- * and the stats.
+ * Write a JSON snapshot of the pool: its stats, every address range of every arena with its
+ * state (in_use, slab, pending, cached or reserved), and the host kinds' blocks and placement.
+ * The schema: docs/snapshot-json.md. Thread-safe. Cost: walks every range, under each kind's
+ * lock.
  *
  * @param pool the pool.
  * @param f    an open stream to write to; the caller keeps it (not closed or flushed beyond
@@ -973,28 +834,31 @@ GPOOL_API gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool or f is NULL.
  * @retval GPOOL_ERR_IO writing to f failed.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
 
 /**
  * Change which devices can reach the pool's device memory (gpool_config.peer_access) at run
  * time: every mapping the pool holds gets the new access at once (devices left out lose it),
- * one cuMemSetAccess per mapped physical handle, and later mappings get it too.
+ * and later mappings get it too (docs/concepts/placement.md, "Peer access").
+ * Thread-safe. Cost: one cuMemSetAccess per mapped physical handle, under the device arena's
+ * lock.
  *
  * @param pool        the pool.
- * @param peer_access a gpool_peer_access value.
+ * @param peer_access a gpool_peer_access value (an int in the 0.2 ABI).
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL or peer_access is not a gpool_peer_access.
  * @retval GPOOL_ERR_UNSUPPORTED GPOOL_PEER_ALL and a device cannot reach the pool's device.
+ * @retval GPOOL_ERR_OUT_OF_MEMORY no host memory for the new access list.
  * @retval GPOOL_ERR_DRIVER a driver call failed; the previous access was put back.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
 
 /**
- * The size of the live device block that starts at ptr (as gpool_get_block_desc()'s size field),
- * without taking the pool's lock for small blocks: as cheap as gpool_free()'s own lookup.
+ * The size of the live device block that starts at ptr (gpool_get_block_desc()'s size field).
+ * Thread-safe. Cost: as gpool_free()'s own lookup; no lock for a small block.
  *
  * @param pool the pool.
  * @param ptr  the block's address as gpool_alloc() returned it.
@@ -1002,7 +866,7 @@ GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool or size is NULL.
  * @retval GPOOL_ERR_INVALID_POINTER ptr is not the start of a live device block of this pool.
- * @return a gpool_status as listed. Thread-safe.
+ * @return a gpool_status as listed.
  */
 GPOOL_API gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size);
 

@@ -12,7 +12,8 @@
  *     gpool_stats st = GPOOL_STATS_INIT;
  *     if (get && get(0, &st) == GPOOL_OK) printf("%zu driver calls\n", ...);
  *
- * The structs follow gpool.h's rules (gpool_stats grows at the end, struct_size first);
+ * The structs follow gpool.h's rules (docs/concepts/structs.md: gpool_stats grows at the end,
+ * struct_size first);
  * gpool_preload_batch_stats only grows at the end too.
  */
 #ifndef GPOOL_PRELOAD_PUBLIC_H

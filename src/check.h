@@ -4,7 +4,7 @@
  * GP_CHECK_* macros, which are empty unless GPOOL_DEBUG is set: a normal build pays nothing.
  * Each checker returns how many violations it found and writes the first one to msg; the
  * macros abort() with that message. Aborting is for debug builds only: a normal build never
- * aborts (DESIGN.md, conventions).
+ * aborts (docs/api.md, "Errors": every failure comes back as a status).
  *
  * GP_ASSERT states a precondition. It is tied to GPOOL_DEBUG, not to NDEBUG: release builds
  * often leave NDEBUG unset, and a library must not abort in them. */
@@ -16,10 +16,13 @@
 #include "arena.h"
 #include "heap.h"
 
-/* The address-space heap: per region, ranges cover it in address order with consistent
- * links; free ranges of one tag are coalesced; every free range is in its tag's treap (BST
- * order by (size, addr), heap order by priority) and, unless clean, on its tag's dirty list;
- * counts and free_bytes match; page_used is the allocated bytes per page. */
+/* The address-space heap (heap.h): per region, ranges cover it in address order with
+ * consistent links; no two neighbouring free ranges that gp_heap_mergeable() would merge are
+ * left apart; every free range is in the one free index (a treap: BST order by (size, addr),
+ * heap order by priority) and, when it has marks, on the one dirty list; each free range's
+ * marks (at most GP_MARKS, none of the clean tag, spans inside the range) are well formed;
+ * allocated ranges keep no index links or marks; counts and free_bytes match; page_used is
+ * the allocated bytes per page. */
 size_t gp_heap_check(const gp_heap *h, char *msg, size_t cap);
 
 /* The arena (lock held): its heap, plus slabs (free stacks, slot states, partial and empty

@@ -1,4 +1,7 @@
-/* Thread-local error messages: every failing path sets one and returns its status. */
+/* Thread-local error messages: every failing path sets one and returns its status. The
+ * message stays until the thread's next failure sets another: public calls do not clear it on
+ * entry or on success (gpool_last_error() promises only that it describes the last failure;
+ * docs/api.md, "Errors"). */
 #ifndef GPOOL_ERROR_H
 #define GPOOL_ERROR_H
 
@@ -16,7 +19,10 @@ gpool_status gp_named(gpool_status st, const char *call);
 /* The plural ending of a count in a message: "1 live block", "2 live blocks". */
 #define GP_PLURAL(n) ((n) == 1 ? "" : "s")
 
-/* Clear the calling thread's message (at the start of each public call). */
+/* Clear the calling thread's message. Not called at each public call: only where an inner
+ * step's failure set a message and is recovered from or deliberately ignored (an optional
+ * poll, another pool's give-back, a batch's best-effort free), so that its message is not
+ * left behind for gpool_last_error(). */
 void gp_clear_error(void);
 
 #endif
