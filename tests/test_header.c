@@ -13,7 +13,7 @@
 #include "util_sim.h"
 #include "util_skip.h"
 
-/* gpool_config as 0.2.1 laid it out before the enum types: int fields. */
+/* gpool_config as laid out before the enum types: int fields (0.2.2 added reserved1, ipc). */
 typedef struct config_with_ints {
     size_t struct_size;
     int device;
@@ -28,6 +28,8 @@ typedef struct config_with_ints {
     int peer_access;
     int reserved0;
     int stream_reuse;
+    int reserved1;
+    int ipc;
 } config_with_ints;
 
 #define IS_TYPE(x, T) _Generic((x), T : 1, default : 0)
