@@ -102,9 +102,9 @@ extern "C" {
  *  soname, libgpool.so.MAJOR). */
 #define GPOOL_VERSION_MAJOR 0
 /** Minor version of this header: incremented when functionality is added compatibly. */
-#define GPOOL_VERSION_MINOR 2
+#define GPOOL_VERSION_MINOR 3
 /** Patch version of this header: incremented for compatible fixes. */
-#define GPOOL_VERSION_PATCH 1
+#define GPOOL_VERSION_PATCH 0
 
 /** A CUDA stream; the same type as CUstream and cudaStream_t, so either can be passed
  *  directly. NULL is the legacy default stream. gpool never creates or destroys streams. */
@@ -196,7 +196,7 @@ typedef struct gpool_alloc_params {
 
 /** Values of gpool_config.stream_reuse: may a request make its stream wait for another
  *  stream's frees? (docs/concepts/streams.md, "Reuse across streams"). Has the size and
- *  representation of int (the field was an int before 0.2.1). */
+ *  representation of int (the field was an int before 0.3.0). */
 typedef enum gpool_stream_reuse {
     GPOOL_STREAM_REUSE_WAIT = 0,  /**< a stream may wait for another's frees to reuse them */
     GPOOL_STREAM_REUSE_EVENTS = 1 /**< only frees whose work is known done cross streams */
@@ -204,7 +204,7 @@ typedef enum gpool_stream_reuse {
 
 /** Values of gpool_config.peer_access: which devices can reach the pool's device memory
  *  (docs/concepts/placement.md, "Peer access"). Has the size and representation of int (the
- *  field was an int before 0.2.1). */
+ *  field was an int before 0.3.0). */
 typedef enum gpool_peer_access {
     GPOOL_PEER_AUTO = 0, /**< the pool's device plus every device cuDeviceCanAccessPeer allows */
     GPOOL_PEER_NONE = 1, /**< the pool's device only */
@@ -257,7 +257,7 @@ typedef struct gpool_config {
      *  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), so that gpool_export_block() can share a
      *  block with another process (GPOOL_CONF key ipc=0|1; docs/ipc.md). 0 (default): not
      *  exportable, gpool_export_block() answers GPOOL_ERR_UNSUPPORTED. Importing needs no
-     *  ipc. Since 0.2.2: a caller built against an older gpool.h gets 0. */
+     *  ipc. Since 0.3.0: a caller built against an older gpool.h gets 0. */
     int ipc;
 } gpool_config;
 

@@ -371,7 +371,7 @@ Test(core, strerror_names_every_status)
     for (int s = 0; s <= GPOOL_ERR_IO; s++)
         cr_assert_not_null(gpool_strerror((gpool_status)s));
     cr_assert_str_eq(gpool_strerror((gpool_status)999), "unknown status");
-    cr_assert_str_eq(gpool_version(), "0.2.1");
+    cr_assert_str_eq(gpool_version(), "0.3.0");
     cr_assert_null(gpool_driver_call_name(GPOOL_DRV_COUNT));
 }
 

@@ -1,7 +1,7 @@
 /* The public header as a reference (issue 24): what include/gpool.h declares and documents
  * holds. The enum-typed configuration fields keep the 0.2 ABI (the size, alignment and
  * offsets an int field had); and the errors the header lists for gpool_record_stream and
- * gpool_free -- corrected in 0.2.1 -- are the ones the calls return, on the simulated driver.
+ * gpool_free -- corrected in 0.3.0 -- are the ones the calls return, on the simulated driver.
  * Stream creation goes through the simulator, so on a real GPU the record_stream tests skip. */
 #include <criterion/criterion.h>
 #include <stdalign.h>
@@ -13,7 +13,7 @@
 #include "util_sim.h"
 #include "util_skip.h"
 
-/* gpool_config as laid out before the enum types: int fields (0.2.2 added reserved1, ipc). */
+/* gpool_config as laid out before the enum types: int fields (0.3.0 added reserved1, ipc). */
 typedef struct config_with_ints {
     size_t struct_size;
     int device;

@@ -25,7 +25,7 @@ from . import _args, _lib
 from ._lib import FLAGS, KIND_NAMES, KINDS, USAGE_NAMES, USAGES
 
 __all__ = ["Pool", "Error", "ArgumentTypeError", "ArgumentValueError", "version", "library_path", "KINDS", "USAGES", "FLAGS"]
-__version__ = "0.2.1"
+__version__ = "0.3.0"
 
 
 class Error(Exception):

@@ -32,7 +32,7 @@ MAGIC = 0x48495047
 
 if any(f[0] == "ipc" for f in _lib.gpool_config._fields_):
     _IpcConfig = _lib.gpool_config
-else:  # a gpool/_lib.py without the 0.2.2 fields
+else:  # a gpool/_lib.py without the 0.3.0 fields
     class _IpcConfig(_lib._Sized):
         """gpool_config with the fields added since 0.2.1 (include/gpool.h)."""
         _fields_ = list(_lib.gpool_config._fields_) + [("reserved1", ctypes.c_int),
@@ -54,7 +54,7 @@ def _l():
         ):
             fn = getattr(lib, name, None)
             if fn is None:
-                raise _error()(6, "this libgpool has no %s (older than 0.2.2)" % name, name)
+                raise _error()(6, "this libgpool has no %s (older than 0.3.0)" % name, name)
             fn.restype = S
             fn.argtypes = args
         _declared = True
