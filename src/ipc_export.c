@@ -375,11 +375,16 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
     gp_ipc *ipc = atomic_load_explicit(&pool->ipc, memory_order_acquire);
     if (!ipc || !ptr) return 0;
     pthread_mutex_lock(&ipc->mu);
-    gp_ipc_export *e = ipc->exports;
-    while (e && (e->block != (uintptr_t)ptr || e->freed))
-        e = e->next;
+    gp_ipc_export *e = ipc->exports, *pending = NULL;
+    for (; e && (e->block != (uintptr_t)ptr || e->freed); e = e->next)
+        if (e->block == (uintptr_t)ptr) pending = e;
     int deferred = 0;
-    if (e && e->opens) {
+    if (!e && pending) {
+        /* freed again while its deferred free waits for importers (the owner's double free):
+         * the block is freed once, at the last close; freeing it now would hand an importer's
+         * memory to a new block and make the deferred free free that block */
+        deferred = 1;
+    } else if (e && e->opens) {
         e->freed = 1;
         e->free_stream = stream;
         deferred = 1;

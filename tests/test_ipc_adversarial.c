@@ -1,0 +1,390 @@
+/* test_ipc_adversarial.c — an outsider's two-process checks of the C API's IPC promises
+ * (include/gpool.h "Sharing blocks with other processes", docs/ipc.md), written from the
+ * contract rather than from the implementation: the owner freeing a block twice while another
+ * process has it open, the same handle opened twice in one process, closes of what is not (or
+ * no longer) open, a handle whose exporting pool is gone, many threads importing at once, a
+ * small block inside a slab, and the resources both processes hold afterwards (descriptors,
+ * threads, bytes in use: back to the baseline).
+ *
+ * The importer is forked before any pool exists (a child forked after CUDA initialised cannot
+ * use the parent's context); commands and answers travel over two pipes. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpool.h"
+#include "util_pool.h"
+#include "util_sim.h"
+#include "util_skip.h"
+
+enum {
+    OP_HOLD = 1, /* import, check, answer; on a byte: check again, answer, close, answer */
+    OP_TWICE,    /* the same handle imported twice, closes in every order: answer 1 */
+    OP_STATUS,   /* import: answer the status (closed at once if it worked) */
+    OP_THREADS,  /* 8 threads, each 10 x import, check, close: answer 1 */
+    OP_BASELINE, /* answer 1 when descriptors and threads are what they were at start */
+};
+
+typedef struct cmd {
+    gpool_ipc_handle h;
+    uint64_t bytes;
+    uint32_t seed, op;
+} cmd;
+
+static int io_full(int fd, void *buf, size_t n, int writing)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = writing ? write(fd, (char *)buf + done, n - done)
+                            : read(fd, (char *)buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+static size_t count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    size_t n = 0;
+    if (!d) return 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+static size_t fds_open(void)
+{
+    return count_dir("/proc/self/fd");
+}
+
+static size_t threads_running(void)
+{
+    return count_dir("/proc/self/task");
+}
+
+/* ---------- the importing process ---------- */
+
+typedef struct thread_job {
+    gpool_t *pool;
+    const cmd *c;
+    int ok;
+} thread_job;
+
+static void *import_loop(void *arg)
+{
+    thread_job *j = arg;
+    j->ok = 1;
+    for (int i = 0; i < 10 && j->ok; i++) {
+        void *p = NULL;
+        if (gpool_import_block(j->pool, &j->c->h, &p) != GPOOL_OK) {
+            fprintf(stderr, "importer thread: %s\n", gpool_last_error());
+            j->ok = 0;
+            break;
+        }
+        j->ok = check_pattern(p, j->c->bytes, j->c->seed);
+        if (gpool_close_imported(j->pool, p) != GPOOL_OK) j->ok = 0;
+    }
+    return NULL;
+}
+
+static int32_t import_twice(gpool_t *pool, const cmd *c)
+{
+    void *a = NULL, *b = NULL;
+    if (gpool_import_block(pool, &c->h, &a) != GPOOL_OK) return 0;
+    if (gpool_import_block(pool, &c->h, &b) != GPOOL_OK) return 0;
+    if (!check_pattern(a, c->bytes, c->seed) || !check_pattern(b, c->bytes, c->seed)) return 0;
+    /* one close leaves the other open import readable */
+    if (gpool_close_imported(pool, a) != GPOOL_OK) return 0;
+    if (!check_pattern(b, c->bytes, c->seed)) return 0;
+    if (gpool_close_imported(pool, b) != GPOOL_OK) return 0;
+    /* a third close, and a close of an address never imported, are refused */
+    if (a != b && gpool_close_imported(pool, a) != GPOOL_ERR_INVALID_POINTER) return 0;
+    if (gpool_close_imported(pool, b) != GPOOL_ERR_INVALID_POINTER) return 0;
+    if (gpool_close_imported(pool, (char *)b + 64) != GPOOL_ERR_INVALID_POINTER) return 0;
+    return 1;
+}
+
+static int importer(int in, int out)
+{
+    size_t fds0 = fds_open(), threads0 = threads_running();
+    gpool_t *pool = test_pool(NULL);
+    if (!pool) return 90;
+    cmd c;
+    while (io_full(in, &c, sizeof c, 0) == 0) {
+        int32_t ans = 0;
+        void *p = NULL;
+        if (c.op == OP_HOLD) {
+            if (gpool_import_block(pool, &c.h, &p) != GPOOL_OK) {
+                fprintf(stderr, "importer: %s\n", gpool_last_error());
+                return 91;
+            }
+            ans = check_pattern(p, c.bytes, c.seed);
+            char go;
+            if (io_full(out, &ans, sizeof ans, 1) || io_full(in, &go, 1, 0)) return 92;
+            ans = check_pattern(p, c.bytes, c.seed);
+            if (io_full(out, &ans, sizeof ans, 1)) return 93;
+            ans = gpool_close_imported(pool, p) == GPOOL_OK;
+        } else if (c.op == OP_TWICE) {
+            ans = import_twice(pool, &c);
+        } else if (c.op == OP_STATUS) {
+            ans = gpool_import_block(pool, &c.h, &p);
+            if (ans == GPOOL_OK) gpool_close_imported(pool, p);
+        } else if (c.op == OP_THREADS) {
+            thread_job jobs[8];
+            pthread_t t[8];
+            for (int i = 0; i < 8; i++) {
+                jobs[i] = (thread_job){.pool = pool, .c = &c};
+                if (pthread_create(&t[i], NULL, import_loop, &jobs[i]) != 0) return 94;
+            }
+            ans = 1;
+            for (int i = 0; i < 8; i++) {
+                pthread_join(t[i], NULL);
+                ans = ans && jobs[i].ok;
+            }
+        } else if (c.op == OP_BASELINE) {
+            if (gpool_destroy(pool) != GPOOL_OK) return 95;
+            pool = NULL;
+            ans = fds_open() == fds0 && threads_running() == threads0;
+            if (!ans)
+                fprintf(stderr, "importer: %zu descriptors (%zu before), %zu threads (%zu)\n",
+                        fds_open(), fds0, threads_running(), threads0);
+        }
+        if (io_full(out, &ans, sizeof ans, 1)) return 96;
+    }
+    if (pool) gpool_destroy(pool);
+    return 0;
+}
+
+/* ---------- the exporting process (the test) ---------- */
+
+typedef struct peer {
+    pid_t pid;
+    int to, from;
+} peer;
+
+static peer start_importer(void)
+{
+    int a[2], b[2];
+    cr_assert(pipe(a) == 0 && pipe(b) == 0);
+    peer c = {.pid = fork()};
+    cr_assert(c.pid >= 0);
+    if (c.pid == 0) {
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != a[0] && fd != b[1]) close(fd);
+        _exit(importer(a[0], b[1]));
+    }
+    close(a[0]);
+    close(b[1]);
+    c.to = a[1];
+    c.from = b[0];
+    return c;
+}
+
+static int32_t ask(peer *c, const cmd *m)
+{
+    int32_t ans = -1000;
+    cr_assert_eq(io_full(c->to, (void *)m, sizeof *m, 1), 0, "the importer is gone");
+    cr_assert_eq(io_full(c->from, &ans, sizeof ans, 0), 0, "the importer died");
+    return ans;
+}
+
+static int32_t answer(peer *c)
+{
+    int32_t ans = -1000;
+    cr_assert_eq(io_full(c->from, &ans, sizeof ans, 0), 0, "the importer died");
+    return ans;
+}
+
+static void finish(peer *c)
+{
+    close(c->to);
+    close(c->from);
+    int status = 0;
+    cr_assert_eq(waitpid(c->pid, &status, 0), c->pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the importer ended with %d",
+              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+static gpool_t *ipc_pool(void)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    gpool_t *pool = NULL;
+    cr_assert_eq(gpool_config_parse(&cfg, "ipc=1"), GPOOL_OK);
+    gpool_status st = gpool_create(&cfg, &pool);
+    if (st == GPOOL_ERR_UNSUPPORTED && strstr(gpool_last_error(), "POSIX file descriptors"))
+        cr_skip_test("the simulator cannot export memory: %s", gpool_last_error());
+    cr_assert_eq(st, GPOOL_OK, "%s", gpool_last_error());
+    return pool;
+}
+
+static size_t in_use(gpool_t *pool)
+{
+    gpool_stats s = GPOOL_STATS_INIT;
+    cr_assert_eq(gpool_get_stats(pool, &s), GPOOL_OK);
+    return s.kind[GPOOL_MEM_DEVICE].in_use_bytes;
+}
+
+static int live(gpool_t *pool, void *p)
+{
+    size_t sz;
+    return gpool_block_size(pool, p, &sz) == GPOOL_OK;
+}
+
+/* Wait up to 5 s for the bytes in use to come back to want (the helper thread's free). */
+static int in_use_reaches(gpool_t *pool, size_t want)
+{
+    for (int i = 0; i < 500 && in_use(pool) != want; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    return in_use(pool) == want;
+}
+
+static void init(void)
+{
+    NEED_SIM();
+    NEED_HOST_VIDMEM();
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* gpool_free's contract: a block freed while imported stays until the last close. A second
+ * free of it by the owner (a double free, refused without IPC) must not free it for real:
+ * else its memory goes to a new block while the importer still reads it, and the deferred
+ * free later frees whatever block took the address. */
+Test(ipc_adversarial, double_free_while_imported_frees_nothing_twice, .init = init)
+{
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    size_t base = in_use(pool);
+    void *p, *q;
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &p), GPOOL_OK);
+    fill_pattern(p, 4 * MiB, 5);
+    cmd m = {.bytes = 4 * MiB, .seed = 5, .op = OP_HOLD};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(ask(&c, &m), 1);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK); /* deferred */
+    gpool_free(pool, p);                         /* the owner's mistake: whatever it answers */
+    cr_assert(live(pool, p), "a second free freed a block another process has open");
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &q), GPOOL_OK);
+    cr_assert_neq(q, p, "a block another process has open was handed out again");
+    fill_pattern(q, 4 * MiB, 77);
+    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
+    cr_assert_eq(answer(&c), 1, "the importer's bytes changed under it");
+    cr_assert_eq(answer(&c), 1, "the importer could not close");
+    /* the last close frees p once: q, which may sit anywhere, stays */
+    size_t qsz = 0;
+    cr_assert_eq(gpool_block_size(pool, q, &qsz), GPOOL_OK, "the deferred free freed q");
+    cr_assert(in_use_reaches(pool, base + qsz), "in use %zu, want %zu", in_use(pool), base + qsz);
+    cr_assert(live(pool, q), "the deferred free freed another block");
+    cr_assert(check_pattern(q, 4 * MiB, 77));
+    cr_assert_eq(gpool_free(pool, q), GPOOL_OK);
+    cr_assert_eq(in_use(pool), base);
+    finish(&c);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* CUDA maps an IPC handle once per context and counts opens; gpool may give two mappings,
+ * but each open must be readable until its own close, and closes past the opens fail. */
+Test(ipc_adversarial, same_handle_opened_twice_closed_in_turn, .init = init)
+{
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 3 * MiB, NULL, &p), GPOOL_OK);
+    fill_pattern((char *)p + 4096, 3 * MiB - 4096, 11);
+    cmd m = {.bytes = 3 * MiB - 4096, .seed = 11, .op = OP_TWICE};
+    /* a pointer in the middle of the block: the importer gets the same offset */
+    cr_assert_eq(gpool_export_block(pool, (char *)p + 4096, &m.h), GPOOL_OK, "%s",
+                 gpool_last_error());
+    cr_assert_eq(m.h.offset, 4096);
+    cr_assert_eq(ask(&c, &m), 1);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert(!live(pool, p), "freed with no import open, the block must go at once");
+    finish(&c);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* A small block (inside a slab of a shared page): the importer reads it, the owner's other
+ * small blocks live on, and after the close and the free the bytes in use are the baseline. */
+Test(ipc_adversarial, small_block_in_a_slab_round_trip, .init = init)
+{
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    size_t base = in_use(pool);
+    void *neighbour, *p;
+    cr_assert_eq(gpool_alloc(pool, 1000, NULL, &neighbour), GPOOL_OK);
+    cr_assert_eq(gpool_alloc(pool, 1000, NULL, &p), GPOOL_OK);
+    fill_pattern(neighbour, 1000, 2);
+    fill_pattern(p, 1000, 3);
+    cmd m = {.bytes = 1000, .seed = 3, .op = OP_HOLD};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(ask(&c, &m), 1);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert(live(pool, p));
+    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert_eq(answer(&c), 1);
+    size_t nsz = 0;
+    cr_assert_eq(gpool_block_size(pool, neighbour, &nsz), GPOOL_OK);
+    cr_assert(in_use_reaches(pool, base + nsz), "in use %zu, want %zu", in_use(pool), base + nsz);
+    cr_assert(check_pattern(neighbour, 1000, 2));
+    cr_assert_eq(gpool_free(pool, neighbour), GPOOL_OK);
+    cr_assert_eq(in_use(pool), base);
+    finish(&c);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* A handle whose exporting pool was destroyed is stale; nothing stays mapped in the importer
+ * (its descriptors and threads are back to the baseline after its pool goes). */
+Test(ipc_adversarial, handle_of_a_destroyed_pool_is_stale, .init = init)
+{
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &p), GPOOL_OK);
+    cmd m = {.bytes = 0, .op = OP_STATUS};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(ask(&c, &m), GPOOL_ERR_INVALID_POINTER);
+    cmd b = {.op = OP_BASELINE};
+    cr_assert_eq(ask(&c, &b), 1, "the importer kept descriptors or threads");
+    finish(&c);
+}
+
+/* Eight importer threads open and close one block 10 times each, at once; afterwards the
+ * exporter's descriptors and threads are its baseline once the pool is destroyed. */
+Test(ipc_adversarial, threads_import_concurrently_and_nothing_leaks, .init = init)
+{
+    peer c = start_importer();
+    /* the simulator's own descriptors (its device memory) come with the first pool */
+    cr_assert_eq(gpool_destroy(ipc_pool()), GPOOL_OK);
+    size_t fds0 = fds_open(), threads0 = threads_running();
+    gpool_t *pool = ipc_pool();
+    size_t base = in_use(pool);
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 6 * MiB + 4321, NULL, &p), GPOOL_OK);
+    fill_pattern(p, 6 * MiB + 4321, 9);
+    cmd m = {.bytes = 6 * MiB + 4321, .seed = 9, .op = OP_THREADS};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(ask(&c, &m), 1, "an importer thread failed");
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert(in_use_reaches(pool, base));
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(fds_open(), fds0, "the exporter kept descriptors");
+    for (int i = 0; i < 100 && threads_running() != threads0; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    cr_assert_eq(threads_running(), threads0, "the helper thread outlived its pool");
+    cmd b = {.op = OP_BASELINE};
+    cr_assert_eq(ask(&c, &b), 1, "the importer kept descriptors or threads");
+    finish(&c);
+}
