@@ -80,6 +80,9 @@ void gp_ipc_imports_drop(gpool_t *pool, gp_ipc *ipc);
  * its parent's pools, and it must not keep their imports open nor their socket bound). */
 void gp_ipc_track(gp_ipc *ipc);
 void gp_ipc_untrack(gp_ipc *ipc);
+/* ipc_export.c: the child's copies of the exported descriptors are closed (mu held): they
+ * would keep the pages' physical memory alive as long as the child runs. */
+void gp_ipc_exports_forget(gp_ipc *ipc);
 /* ipc_import.c: the child's copies of the import connections are closed (mu held). */
 void gp_ipc_imports_forget(gp_ipc *ipc);
 

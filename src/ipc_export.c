@@ -304,10 +304,16 @@ static gpool_status export_new(gpool_t *pool, uintptr_t block, size_t size, gp_i
         CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
                             pool->dc.drv->cuMemExportToShareableHandle(
                                 &fd, pc[i].h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuMemExportToShareableHandle");
-        else
+        } else {
+            /* kept until the block is freed: a program this process execs must not inherit it
+             * (it would hold the physical memory; the driver's descriptor need not be
+             * close-on-exec) */
+            int fl = fcntl(fd, F_GETFD);
+            if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
             e->fds[i] = fd;
+        }
     }
     gp_dc_leave(&pool->dc, pushed);
     free(pc);
@@ -394,6 +400,16 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
     }
     pthread_mutex_unlock(&ipc->mu);
     return deferred;
+}
+
+void gp_ipc_exports_forget(gp_ipc *ipc)
+{
+    for (gp_ipc_export *e = ipc->exports; e; e = e->next)
+        for (size_t i = 0; i < e->npieces; i++)
+            if (e->fds[i] >= 0) {
+                close(e->fds[i]);
+                e->fds[i] = -1;
+            }
 }
 
 void gp_ipc_destroy(gpool_t *pool)

@@ -42,6 +42,7 @@ static void child_after_fork(void)
             close(ipc->conns[i].fd);
         ipc->nconns = 0;
         gp_ipc_imports_forget(ipc);
+        gp_ipc_exports_forget(ipc);
         pthread_mutex_unlock(&ipc->mu);
     }
     pthread_mutex_unlock(&all_lock);

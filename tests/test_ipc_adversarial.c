@@ -10,6 +10,7 @@
  * use the parent's context); commands and answers travel over two pipes. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -228,6 +229,18 @@ static gpool_t *ipc_pool(void)
     return pool;
 }
 
+static gpool_t *ipc_pool_conf(const char *conf)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    gpool_t *pool = NULL;
+    cr_assert_eq(gpool_config_parse(&cfg, conf), GPOOL_OK, "%s", gpool_last_error());
+    gpool_status st = gpool_create(&cfg, &pool);
+    if (st == GPOOL_ERR_UNSUPPORTED && strstr(gpool_last_error(), "POSIX file descriptors"))
+        cr_skip_test("the simulator cannot export memory: %s", gpool_last_error());
+    cr_assert_eq(st, GPOOL_OK, "%s", gpool_last_error());
+    return pool;
+}
+
 static size_t in_use(gpool_t *pool)
 {
     gpool_stats s = GPOOL_STATS_INIT;
@@ -387,4 +400,109 @@ Test(ipc_adversarial, threads_import_concurrently_and_nothing_leaks, .init = ini
     cmd b = {.op = OP_BASELINE};
     cr_assert_eq(ask(&c, &b), 1, "the importer kept descriptors or threads");
     finish(&c);
+}
+
+/* A huge block over several physical handles (pages made one by one, then gathered under a
+ * budget): the importer reads every byte, and the owner's handles, mappings and reservations
+ * are all given back after the close, the free and the pool's destruction. (More than one
+ * message of descriptors, > 200 handles, was not reached: growth makes handles of 32 MiB.) */
+Test(ipc_adversarial, huge_block_over_many_physical_handles, .init = init)
+{
+    peer c = start_importer();
+    const struct sim_api *S = sim_api();
+    struct gpoolsim_live before, during, after;
+    S->get_live(&before);
+    /* 240 pages made one by one, freed, then gathered into one block (the budget leaves no
+     * room for new pages) */
+    gpool_t *pool = ipc_pool_conf("ipc=1,budget_device=480M");
+    enum { PAGES = 240 };
+    static void *pages[PAGES];
+    for (int i = 0; i < PAGES; i++)
+        cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &pages[i]), GPOOL_OK, "%s",
+                     gpool_last_error());
+    for (int i = 0; i < PAGES; i++)
+        cr_assert_eq(gpool_free(pool, pages[i]), GPOOL_OK);
+    size_t n = 478 * MiB + 4097;
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, n, NULL, &p), GPOOL_OK, "%s", gpool_last_error());
+    S->get_live(&during);
+    cr_assert_geq(during.handles - before.handles, 8, "only %zu physical handles",
+                  during.handles - before.handles);
+    fill_pattern(p, n, 31);
+    cmd m = {.bytes = n, .seed = 31, .op = OP_HOLD};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(ask(&c, &m), 1, "the importer read other bytes");
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert(live(pool, p));
+    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert(in_use_reaches(pool, 0), "in use %zu after the last close", in_use(pool));
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    S->get_live(&after);
+    cr_assert_eq(after.handles, before.handles);
+    cr_assert_eq(after.mappings, before.mappings);
+    cr_assert_eq(after.reservations, before.reservations);
+    finish(&c);
+}
+
+/* The simulator's exportable memory is a memfd ("gpoolsim-ipc"): the descriptors of it this
+ * process has open, into fds (at most max); returns how many. */
+static size_t memfds(int *fds, size_t max)
+{
+    DIR *d = opendir("/proc/self/fd");
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], link[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(path, link, sizeof link - 1);
+        if (k <= 0) continue;
+        link[k] = '\0';
+        if (strstr(link, "gpoolsim-ipc") && n < max) fds[n++] = atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* A child forked by the exporter (a data-loader worker, say) must not keep the exported
+ * pages' descriptors: they would hold the physical memory after the owner freed the block,
+ * for as long as the child runs. docs/ipc.md: "a child forked by an exporter does not keep
+ * its socket (the child cannot use its parent's pools anyway)". The exported descriptors are
+ * close-on-exec too (the real driver's need not be). */
+Test(ipc_adversarial, child_of_the_exporter_keeps_no_exported_descriptor, .init = init)
+{
+    gpool_t *pool = ipc_pool();
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &p), GPOOL_OK);
+    int before[64], after[64], fresh[64];
+    size_t nb = memfds(before, 64);
+    gpool_ipc_handle h;
+    cr_assert_eq(gpool_export_block(pool, p, &h), GPOOL_OK, "%s", gpool_last_error());
+    size_t na = memfds(after, 64), nf = 0;
+    for (size_t i = 0; i < na; i++) {
+        int old = 0;
+        for (size_t k = 0; k < nb; k++)
+            old |= after[i] == before[k];
+        if (!old) fresh[nf++] = after[i];
+    }
+    cr_assert_geq(nf, 1, "the export opened no descriptor");
+    for (size_t i = 0; i < nf; i++)
+        cr_assert(fcntl(fresh[i], F_GETFD) & FD_CLOEXEC, "exported descriptor %d survives exec",
+                  fresh[i]);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int open_in_child = 0;
+        for (size_t i = 0; i < nf; i++)
+            open_in_child += fcntl(fresh[i], F_GETFD) != -1;
+        _exit(open_in_child);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status));
+    cr_assert_eq(WEXITSTATUS(status), 0, "the child kept %d exported descriptors",
+                 WEXITSTATUS(status));
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
