@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -504,5 +507,154 @@ Test(ipc_adversarial, child_of_the_exporter_keeps_no_exported_descriptor, .init 
     cr_assert_eq(WEXITSTATUS(status), 0, "the child kept %d exported descriptors",
                  WEXITSTATUS(status));
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+/* gpool_stream_release's contract: a stream may be destroyed once released. A block freed
+ * with gpool_free_async on it while another process has the block open is freed later, at the
+ * last close: that must not need the (destroyed) stream, nor the one the driver may then give
+ * the same handle. */
+Test(ipc_adversarial, deferred_free_outlives_its_released_stream, .init = init)
+{
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
+    CUcontext ctx;
+    CUstream s, s2;
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(mk(&s, 1), CUDA_SUCCESS);
+    size_t base = in_use(pool);
+    void *p;
+    gpool_alloc_params prm = {0};
+    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
+    fill_pattern(p, 4 * MiB, 17);
+    cmd m = {.bytes = 4 * MiB, .seed = 17, .op = OP_HOLD};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(ask(&c, &m), 1);
+    cr_assert_eq(gpool_free_async(pool, p, s), GPOOL_OK); /* deferred: open elsewhere */
+    cr_assert_eq(gpool_stream_release(pool, s), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(destroy(s), CUDA_SUCCESS);
+    cr_assert_eq(mk(&s2, 1), CUDA_SUCCESS); /* may get s's handle value */
+    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert(in_use_reaches(pool, base), "the deferred free did not happen: in use %zu, want %zu",
+              in_use(pool), base);
+    finish(&c);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(destroy(s2), CUDA_SUCCESS);
+    release(0);
+}
+
+/* An exporting process: a block with pattern 23, its handle sent, then (on a byte) the pool
+ * destroyed with the block still open elsewhere, and the process exits. */
+static int exporter_that_exits(int in, int out)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    gpool_t *pool = NULL;
+    if (gpool_config_parse(&cfg, "ipc=1") != GPOOL_OK || gpool_create(&cfg, &pool) != GPOOL_OK)
+        return 80;
+    void *p;
+    gpool_ipc_handle h;
+    if (gpool_alloc(pool, 4 * MiB, NULL, &p) != GPOOL_OK) return 81;
+    fill_pattern(p, 4 * MiB, 23);
+    if (gpool_export_block(pool, p, &h) != GPOOL_OK) return 82;
+    char go;
+    if (io_full(out, &h, sizeof h, 1) || io_full(in, &go, 1, 0)) return 83;
+    if (gpool_free(pool, p) != GPOOL_OK) return 84; /* deferred: open in the test process */
+    if (gpool_destroy(pool) != GPOOL_OK) return 85;
+    return 0;
+}
+
+/* docs/ipc.md: "An importer that maps memory keeps that physical memory alive in the driver
+ * even if the exporting process exits": the bytes stay readable, the close works, and a new
+ * import of the handle is stale. */
+Test(ipc_adversarial, import_outlives_the_exporting_process, .init = init)
+{
+    int a[2], b[2];
+    cr_assert(pipe(a) == 0 && pipe(b) == 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != a[0] && fd != b[1]) close(fd);
+        _exit(exporter_that_exits(a[0], b[1]));
+    }
+    close(a[0]);
+    close(b[1]);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    gpool_ipc_handle h;
+    cr_assert_eq(io_full(b[0], &h, sizeof h, 0), 0, "the exporter died");
+    void *q = NULL, *q2 = NULL;
+    cr_assert_eq(gpool_import_block(pool, &h, &q), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert(check_pattern(q, 4 * MiB, 23));
+    cr_assert_eq(io_full(a[1], "g", 1, 1), 0);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the exporter ended with %d",
+              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    cr_assert(check_pattern(q, 4 * MiB, 23), "the bytes went with the exporting process");
+    cr_assert_eq(gpool_import_block(pool, &h, &q2) == GPOOL_OK && q2 != q, 0,
+                 "a new mapping of a gone process's block");
+    cr_assert_eq(gpool_close_imported(pool, q), GPOOL_OK, "%s", gpool_last_error());
+    if (q2 == q) cr_assert_eq(gpool_close_imported(pool, q), GPOOL_OK);
+    close(a[1]);
+    close(b[0]);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A connection to the exporter's socket (the name docs/ipc.md gives) that never speaks: other
+ * importers must not wait for it. */
+static int silent_connection(const gpool_ipc_handle *h)
+{
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    int n = snprintf(sun.sun_path + 1, sizeof sun.sun_path - 1, "gpool-ipc-%u-%016llx",
+                     (unsigned)h->pid, (unsigned long long)h->token);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sun,
+                         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)),
+                 0, "no exporter socket: %s", strerror(errno));
+    return fd;
+}
+
+/* One silent connection (a stuck or hostile process of the same user) must not hold up the
+ * imports of everyone else. */
+Test(ipc_adversarial, a_silent_connection_does_not_stall_other_importers, .init = init)
+{
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &p), GPOOL_OK);
+    fill_pattern(p, 2 * MiB, 4);
+    cmd m = {.bytes = 2 * MiB, .seed = 4, .op = OP_HOLD};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    int silent = silent_connection(&m.h);
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL); /* the helper takes it first */
+    double t = now_s();
+    cr_assert_eq(ask(&c, &m), 1);
+    double took = now_s() - t;
+    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert_eq(answer(&c), 1);
+    close(silent);
+    cr_assert_lt(took, 0.5, "the import waited %.2f s behind a silent connection", took);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    finish(&c);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
