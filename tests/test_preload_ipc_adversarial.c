@@ -61,3 +61,15 @@ Test(preload_ipc_adversarial, rounds_leave_no_descriptor_behind, .init = init)
     cr_assert_eq(field(&r, "producer_fd_growth"), 0, "%s", r.out);
     cr_assert_eq(field(&r, "consumer_fd_growth"), 0, "%s", r.out);
 }
+
+/* DESIGN.md: pointer queries describe the allocation the program got, its base and size
+ * (NCCL, UCX build on them); on an opened IPC pointer CUDA answers the exported allocation. */
+/* Disabled: the driver answers the importer's mapping (the exported pages' span), and the
+ * drop-in's query (preload_query.c) does not know imports: docs/ipc.md, Known limits. */
+Test(preload_ipc_adversarial, address_range_of_an_opened_pointer_is_the_allocation, .init = init,
+     .disabled = true)
+{
+    run_expect(&r, "ipc_adv_prog", "range", 1, IPC_ENV, 0);
+    cr_assert_eq(field(&r, "range_bits_0"), 7, "%s", r.out);
+    cr_assert_eq(field(&r, "range_bits_1"), 7, "%s", r.out);
+}

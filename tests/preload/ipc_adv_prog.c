@@ -11,8 +11,10 @@
  *   self   the exporting process opens its own handle: an error, nothing mapped
  *   batch  (cudafree=batch, the default) a handle sent after cudaFree, before the batch is
  *          flushed: opens and reads the block's bytes, as docs/ipc.md says
- *   fds    five rounds of allocate, share, open, read, close, free: no round leaves a
- *          descriptor behind in either process */
+ *   fds    six rounds of allocate, share, open, read, close, free: no round leaves a
+ *          descriptor behind in either process
+ *   range  cuMemGetAddressRange on an opened pointer (a slab block, a 3 MiB + 1 block): the
+ *          allocation's base and size, as for cudaMalloc memory */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -32,7 +34,7 @@
 
 #define MIB ((size_t)1 << 20)
 
-enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS };
+enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE };
 
 typedef struct msg {
     cudaIpcMemHandle_t h;
@@ -143,6 +145,20 @@ static int consumer(int in, int out)
             if (ipc_open(&p, m.h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
                 ans = same(p, m.bytes, m.seed);
                 if (ipc_close(p) != cudaSuccess) ans = 0;
+            }
+        } else if (m.op == OP_RANGE) {
+            /* bits: 1 opened, 2 the range's base is the pointer, 4 its size covers the
+             * allocation and no more than its block */
+            if (ipc_open(&p, m.h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+                CUdeviceptr base = 0;
+                size_t size = 0;
+                ans = 1;
+                if (cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)p + 7) ==
+                    CUDA_SUCCESS) {
+                    if (base == (CUdeviceptr)(uintptr_t)p) ans |= 2;
+                    if (size >= m.bytes && size < m.bytes + 2 * MIB) ans |= 4;
+                }
+                ipc_close(p);
             }
         } else if (m.op == OP_FDS) {
             ans = fds_open();
@@ -279,6 +295,24 @@ static int mode_fds(void)
     return 0;
 }
 
+static int mode_range(void)
+{
+    peer c = spawn();
+    CHECK(c.pid > 0);
+    size_t sizes[2] = {1000, 3 * MIB + 1};
+    void *keep[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(cudaMalloc(&keep[i], sizes[i]) == cudaSuccess);
+        msg m = {.bytes = sizes[i], .op = OP_RANGE};
+        CHECK(ipc_get(&m.h, keep[i]) == cudaSuccess);
+        printf("range_bits_%d=%d\n", i, ask(&c, &m));
+    }
+    CHECK(reap(&c) == 0);
+    for (int i = 0; i < 2; i++)
+        CHECK(cudaFree(keep[i]) == cudaSuccess);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -288,6 +322,7 @@ int main(int argc, char **argv)
              : !strcmp(mode, "self")  ? mode_self()
              : !strcmp(mode, "batch") ? mode_batch()
              : !strcmp(mode, "fds")   ? mode_fds()
+             : !strcmp(mode, "range") ? mode_range()
                                       : 2;
     fflush(stdout);
     return rc;
