@@ -32,6 +32,7 @@ Test(preload_ipc_adversarial, same_handle_twice_is_one_counted_mapping, .init = 
     cr_assert_eq(field(&r, "twice_bits"), 63, "%s", r.out);
     cr_assert_eq(field(&r, "twice_same_pointer"), 1, "%s", r.out);
     cr_assert_eq(field(&r, "bad_flags_code"), cudaErrorInvalidValue, "%s", r.out);
+    cr_assert_eq(field(&r, "driver_bits"), 31, "%s", r.out);
     cr_assert_eq(field(&r, "read_after"), 1, "%s", r.out);
 }
 

@@ -7,7 +7,8 @@
  *   twice  a handle asked for a pointer in the middle of a block, opened twice by one
  *          consumer: the reference says the second open returns the existing pointer and
  *          counts a reference; each close drops one, the memory stays until the last; a close
- *          past the opens fails; flags other than cudaIpcMemLazyEnablePeerAccess are refused
+ *          past the opens fails; flags other than cudaIpcMemLazyEnablePeerAccess are refused;
+ *          the same with the driver's cuIpcOpenMemHandle / cuIpcCloseMemHandle
  *   self   the exporting process opens its own handle: an error, nothing mapped
  *   batch  (cudafree=batch, the default) a handle sent after cudaFree, before the batch is
  *          flushed: opens and reads the block's bytes, as docs/ipc.md says
@@ -34,7 +35,7 @@
 
 #define MIB ((size_t)1 << 20)
 
-enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE };
+enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE, OP_DRIVER };
 
 typedef struct msg {
     cudaIpcMemHandle_t h;
@@ -160,6 +161,22 @@ static int consumer(int in, int out)
                 }
                 ipc_close(p);
             }
+        } else if (m.op == OP_DRIVER) {
+            /* the driver's forms: bits 1 bad flags refused, 2 both opens, 4 same pointer, 8 two
+             * closes, 16 a third close fails */
+            CUipcMemHandle dh;
+            CUdeviceptr a = 0, b = 0;
+            memcpy(&dh, &m.h, sizeof dh);
+            if (cuIpcOpenMemHandle(&a, dh, 0x80u) == CUDA_ERROR_INVALID_VALUE) ans |= 1;
+            if (cuIpcOpenMemHandle(&a, dh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS &&
+                cuIpcOpenMemHandle(&b, dh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS) {
+                ans |= 2;
+                if (a == b) ans |= 4;
+                if (cuIpcCloseMemHandle(a) == CUDA_SUCCESS &&
+                    cuIpcCloseMemHandle(b) == CUDA_SUCCESS)
+                    ans |= 8;
+                if (cuIpcCloseMemHandle(b) != CUDA_SUCCESS) ans |= 16;
+            }
         } else if (m.op == OP_FDS) {
             ans = fds_open();
         } else if (m.op == OP_BAD_FLAGS || m.op == OP_STATUS) {
@@ -228,6 +245,8 @@ static int mode_twice(void)
     printf("twice_same_pointer=%d\n", bits > 0 && (bits & 2) ? 1 : 0);
     m.op = OP_BAD_FLAGS;
     printf("bad_flags_code=%d\n", ask(&c, &m));
+    m.op = OP_DRIVER;
+    printf("driver_bits=%d\n", ask(&c, &m));
     m.op = OP_READ; /* still openable and intact after all that */
     printf("read_after=%d\n", ask(&c, &m));
     CHECK(reap(&c) == 0);
