@@ -53,6 +53,15 @@ Test(preload_ipc_adversarial, handle_after_a_batched_cudafree_still_reads, .init
     cr_assert_eq(field(&r, "batch_read"), 1, "%s", r.out);
 }
 
+/* docs/ipc.md: with the default cudafree=batch the freed block's memory is not reused while
+ * another process has it open, even when the batch is flushed by the allocations after it. */
+Test(preload_ipc_adversarial, batched_free_of_an_open_block_is_not_reused, .init = init)
+{
+    run_expect(&r, "ipc_adv_prog", "batch_reuse", 1, IPC_ENV, 0);
+    cr_assert_eq(field(&r, "reused_while_open"), 0, "%s", r.out);
+    cr_assert_eq(field(&r, "importer_intact"), 1, "%s", r.out);
+}
+
 /* Six rounds of share, open, read, close, free: no round leaves a descriptor in either. */
 Test(preload_ipc_adversarial, rounds_leave_no_descriptor_behind, .init = init)
 {

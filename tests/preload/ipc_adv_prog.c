@@ -12,6 +12,8 @@
  *   self   the exporting process opens its own handle: an error, nothing mapped
  *   batch  (cudafree=batch, the default) a handle sent after cudaFree, before the batch is
  *          flushed: opens and reads the block's bytes, as docs/ipc.md says
+ *   batch_reuse (cudafree=batch) a block freed while open elsewhere, then 40 blocks of its
+ *          size allocated and written: none takes its memory
  *   fds    six rounds of allocate, share, open, read, close, free: no round leaves a
  *          descriptor behind in either process
  *   range  cuMemGetAddressRange on an opened pointer (a slab block, a 3 MiB + 1 block): the
@@ -35,7 +37,7 @@
 
 #define MIB ((size_t)1 << 20)
 
-enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE, OP_DRIVER };
+enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE, OP_DRIVER, OP_HOLD };
 
 typedef struct msg {
     cudaIpcMemHandle_t h;
@@ -177,6 +179,13 @@ static int consumer(int in, int out)
                     ans |= 8;
                 if (cuIpcCloseMemHandle(b) != CUDA_SUCCESS) ans |= 16;
             }
+        } else if (m.op == OP_HOLD) { /* open, read, answer; on a byte: read, close */
+            if (ipc_open(&p, m.h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) return 1;
+            ans = same(p, m.bytes, m.seed);
+            char go;
+            if (io(out, &ans, sizeof ans, 1) || io(in, &go, 1, 0)) return 1;
+            ans = same(p, m.bytes, m.seed);
+            if (ipc_close(p) != cudaSuccess) ans = 0;
         } else if (m.op == OP_FDS) {
             ans = fds_open();
         } else if (m.op == OP_BAD_FLAGS || m.op == OP_STATUS) {
@@ -286,6 +295,37 @@ static int mode_batch(void)
     return 0;
 }
 
+/* cudafree=batch: the owner frees a block another process has open, then allocates and writes
+ * 40 blocks of its size (flushing the batch): none takes its memory, the importer's bytes stay */
+static int mode_batch_reuse(void)
+{
+    peer c = spawn();
+    CHECK(c.pid > 0);
+    void *p, *q[40];
+    CHECK(cudaMalloc(&p, 2 * MIB) == cudaSuccess);
+    fill(p, 2 * MIB, 44);
+    msg m = {.bytes = 2 * MIB, .seed = 44, .op = OP_HOLD};
+    CHECK(ipc_get(&m.h, p) == cudaSuccess);
+    int32_t ans = ask(&c, &m);
+    CHECK(ans == 1);
+    CHECK(cudaFree(p) == cudaSuccess);
+    int reused = 0;
+    for (int i = 0; i < 40; i++) {
+        CHECK(cudaMalloc(&q[i], 2 * MIB) == cudaSuccess);
+        reused += q[i] == p;
+        fill(q[i], 2 * MIB, 99);
+        if (i % 2) CHECK(cudaFree(q[i]) == cudaSuccess);
+    }
+    ans = -1;
+    CHECK(io(c.to, "g", 1, 1) == 0 && io(c.from, &ans, sizeof ans, 0) == 0);
+    printf("reused_while_open=%d\n", reused);
+    printf("importer_intact=%d\n", ans);
+    for (int i = 0; i < 40; i += 2)
+        CHECK(cudaFree(q[i]) == cudaSuccess);
+    CHECK(reap(&c) == 0);
+    return 0;
+}
+
 static int mode_fds(void)
 {
     peer c = spawn();
@@ -337,12 +377,13 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
-    int rc = !strcmp(mode, "twice")   ? mode_twice()
-             : !strcmp(mode, "self")  ? mode_self()
-             : !strcmp(mode, "batch") ? mode_batch()
-             : !strcmp(mode, "fds")   ? mode_fds()
-             : !strcmp(mode, "range") ? mode_range()
-                                      : 2;
+    int rc = !strcmp(mode, "twice")         ? mode_twice()
+             : !strcmp(mode, "self")        ? mode_self()
+             : !strcmp(mode, "batch")       ? mode_batch()
+             : !strcmp(mode, "fds")         ? mode_fds()
+             : !strcmp(mode, "range")       ? mode_range()
+             : !strcmp(mode, "batch_reuse") ? mode_batch_reuse()
+                                            : 2;
     fflush(stdout);
     return rc;
 }
