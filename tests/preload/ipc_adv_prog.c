@@ -341,8 +341,11 @@ static int mode_fds(void)
         CHECK(ipc_get(&m.h, p) == cudaSuccess);
         reads += ask(&c, &m) == 1;
         CHECK(cudaFree(p) == cudaSuccess);
-        struct timespec ts = {0, 50 * 1000 * 1000}; /* the helper thread ends the open */
-        nanosleep(&ts, NULL);
+        /* the helper thread ends the open when it sees the close: give it up to 2 s */
+        struct timespec ts = {0, 20 * 1000 * 1000}, first = {0, 200 * 1000 * 1000};
+        nanosleep(round ? &ts : &first, NULL);
+        for (int i = 0; i < 100 && round && fds_open() > prod[0]; i++)
+            nanosleep(&ts, NULL);
         msg f = {.op = OP_FDS};
         cons[round] = ask(&c, &f);
         prod[round] = fds_open();
