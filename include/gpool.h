@@ -914,7 +914,8 @@ typedef struct gpool_ipc_handle {
  * While any process has the block open, freeing it (gpool_free, gpool_free_async, or the
  * drop-in's cudaFree) succeeds but is deferred: its pages are not reused until the last
  * importer closed it or died (its socket closed); then the block is freed on the stream it
- * was freed on (that stream must still exist). A block freed with no importer ends its
+ * was freed on (that stream must still exist). Freeing it again meanwhile does nothing more
+ * (it is freed once). A block freed with no importer ends its
  * export: handles made for it are stale from then on.
  *
  * Cost: the first export of a block takes one lookup under the device arena's lock,
@@ -945,7 +946,9 @@ GPOOL_API gpool_status gpool_export_block(gpool_t *pool, const void *ptr, gpool_
  * device read-write access. The connection stays open until gpool_close_imported(): it is
  * how the exporter knows the block is still used. The importing pool needs no ipc setting.
  * Order: the exporter's writes are visible once the work that made them completed (the
- * processes synchronize between them, as with CUDA IPC).
+ * processes synchronize between them, as with CUDA IPC). A handle this pool already has open
+ * (same export, same offset) maps nothing new: *out gets the same address and the import
+ * counts one more open (as cuIpcOpenMemHandle does); each gpool_close_imported() drops one.
  *
  * Cost: one connection, one message each way (plus one per 200 physical handles), and per
  * physical handle an import, a map; one reservation and one cuMemSetAccess.
@@ -971,6 +974,7 @@ GPOOL_API gpool_status gpool_import_block(gpool_t *pool, const gpool_ipc_handle 
 
 /**
  * Unmap a block gpool_import_block() mapped and tell its exporter (the connection closes).
+ * A block imported n times is unmapped by the n-th close; the earlier ones only count down.
  * Synchronizes the pool's context first (cuCtxSynchronize), so that no queued work of this
  * process still reads the memory when it is unmapped. The address must not be used after.
  *

@@ -90,3 +90,11 @@ $(IPC_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
 	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
 $(BUILD)/tests/test_preload_ipc: | $(IPC_PROGS)
+# ipc_adv_prog (tests/test_preload_ipc_adversarial.c): an outsider's IPC checks, linked as
+# ipc_prog is.
+IPC_ADV_PROGS := $(PRELOAD_TDIR)/ipc_adv_prog
+PRELOAD_HELPERS += $(IPC_ADV_PROGS)
+$(IPC_ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
+	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
+$(BUILD)/tests/test_preload_ipc_adversarial: | $(IPC_ADV_PROGS)

@@ -151,7 +151,10 @@ GPP_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
     static void *real;
     gpool_ipc_handle h;
     if (!gpp_in_forked_child() && gpool_handle(&handle, &h)) {
-        if (!devPtr) return cudaErrorInvalidValue;
+        /* flags "must be specified as cudaIpcMemLazyEnablePeerAccess" (cuda_runtime_api.h,
+         * cudaIpcOpenMemHandle); 0 is taken as well, as programs pass it */
+        if (!devPtr || (flags & ~(unsigned)cudaIpcMemLazyEnablePeerAccess))
+            return cudaErrorInvalidValue;
         return runtime_code(open_handle(&h, devPtr));
     }
     rt_open_fn f;
@@ -202,7 +205,9 @@ CUresult gpp_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, un
     static void *real;
     gpool_ipc_handle h;
     if (!gpp_in_forked_child() && gpool_handle(&handle, &h)) {
-        if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
+        /* Flags "must be specified as CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS" (cuda.h) */
+        if (!pdptr || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+            return CUDA_ERROR_INVALID_VALUE;
         void *p = NULL;
         gpool_status st = open_handle(&h, &p);
         if (st == GPOOL_OK) *pdptr = (CUdeviceptr)(uintptr_t)p;

@@ -17,6 +17,8 @@
 #define GP_IPC_MAX_PIECES 4096
 
 enum { GP_IPC_OP_OPEN = 1 };
+/* Connections accepted and not yet asking: more are refused (closed) until some ask. */
+#define GP_IPC_MAX_PENDING 64
 
 /* importer -> exporter, the first and only message of a connection */
 typedef struct gp_ipc_request {
@@ -61,6 +63,10 @@ typedef struct gp_ipc {
     pthread_t thread;
     gp_ipc_conn *conns;
     size_t nconns, cap_conns;
+    /* accepted connections whose request has not come yet: served when readable, so that a
+     * silent one holds up nobody */
+    int pending[GP_IPC_MAX_PENDING];
+    size_t npending;
     struct gp_ipc *all_next; /* every state, for the fork handler (ipc_fork.c) */
 } gp_ipc;
 
@@ -80,6 +86,9 @@ void gp_ipc_imports_drop(gpool_t *pool, gp_ipc *ipc);
  * its parent's pools, and it must not keep their imports open nor their socket bound). */
 void gp_ipc_track(gp_ipc *ipc);
 void gp_ipc_untrack(gp_ipc *ipc);
+/* ipc_export.c: the child's copies of the exported descriptors are closed (mu held): they
+ * would keep the pages' physical memory alive as long as the child runs. */
+void gp_ipc_exports_forget(gp_ipc *ipc);
 /* ipc_import.c: the child's copies of the import connections are closed (mu held). */
 void gp_ipc_imports_forget(gp_ipc *ipc);
 

@@ -175,7 +175,7 @@ static void *helper_main(void *arg)
     size_t cap = 0;
     for (;;) {
         pthread_mutex_lock(&ipc->mu);
-        size_t n = ipc->nconns + 2;
+        size_t n = ipc->nconns + ipc->npending + 2;
         if (n > cap) {
             struct pollfd *np = realloc(pf, n * sizeof *np);
             if (np) {
@@ -184,18 +184,38 @@ static void *helper_main(void *arg)
             }
         }
         if (n > cap) n = cap; /* out of memory: watch fewer connections this round */
+        if (!pf) {
+            pthread_mutex_unlock(&ipc->mu);
+            break;
+        }
         pf[0] = (struct pollfd){.fd = ipc->wake[0], .events = POLLIN};
         pf[1] = (struct pollfd){.fd = ipc->listen_fd, .events = POLLIN};
-        for (size_t i = 2; i < n; i++)
+        /* [2, nc): open imports; [nc, n): connections not yet asking */
+        size_t nc = 2 + ipc->nconns < n ? 2 + ipc->nconns : n;
+        for (size_t i = 2; i < nc; i++)
             pf[i] = (struct pollfd){.fd = ipc->conns[i - 2].fd, .events = POLLIN};
+        for (size_t i = nc; i < n; i++)
+            pf[i] = (struct pollfd){.fd = ipc->pending[i - nc], .events = POLLIN};
         pthread_mutex_unlock(&ipc->mu);
         if (poll(pf, n, -1) < 0) {
             if (errno == EINTR) continue;
             break;
         }
         if (pf[0].revents) break; /* gp_ipc_destroy */
+        /* a connection's request came (or it hung up): answer it now */
+        for (size_t i = nc; i < n; i++) {
+            if (!pf[i].revents) continue;
+            pthread_mutex_lock(&ipc->mu);
+            for (size_t k = 0; k < ipc->npending; k++)
+                if (ipc->pending[k] == pf[i].fd) {
+                    ipc->pending[k] = ipc->pending[--ipc->npending];
+                    break;
+                }
+            pthread_mutex_unlock(&ipc->mu);
+            serve_open(ipc, pf[i].fd);
+        }
         /* an importer's connection readable or hung up: it closed (it sends nothing more) */
-        for (size_t i = n; i-- > 2;) {
+        for (size_t i = nc; i-- > 2;) {
             if (!pf[i].revents) continue;
             uintptr_t block = 0;
             gpool_stream_t stream = NULL;
@@ -210,7 +230,13 @@ static void *helper_main(void *arg)
         }
         if (pf[1].revents & POLLIN) {
             int fd = accept4(ipc->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0) serve_open(ipc, fd);
+            if (fd >= 0) {
+                pthread_mutex_lock(&ipc->mu);
+                int kept = ipc->npending < GP_IPC_MAX_PENDING;
+                if (kept) ipc->pending[ipc->npending++] = fd;
+                pthread_mutex_unlock(&ipc->mu);
+                if (!kept) close(fd); /* too many silent ones: this importer gets GPOOL_ERR_IO */
+            }
         }
     }
     free(pf);
@@ -304,10 +330,16 @@ static gpool_status export_new(gpool_t *pool, uintptr_t block, size_t size, gp_i
         CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
                             pool->dc.drv->cuMemExportToShareableHandle(
                                 &fd, pc[i].h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
             st = gp_cu_fail(r, "cuMemExportToShareableHandle");
-        else
+        } else {
+            /* kept until the block is freed: a program this process execs must not inherit it
+             * (it would hold the physical memory; the driver's descriptor need not be
+             * close-on-exec) */
+            int fl = fcntl(fd, F_GETFD);
+            if (fl >= 0) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
             e->fds[i] = fd;
+        }
     }
     gp_dc_leave(&pool->dc, pushed);
     free(pc);
@@ -375,11 +407,16 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
     gp_ipc *ipc = atomic_load_explicit(&pool->ipc, memory_order_acquire);
     if (!ipc || !ptr) return 0;
     pthread_mutex_lock(&ipc->mu);
-    gp_ipc_export *e = ipc->exports;
-    while (e && (e->block != (uintptr_t)ptr || e->freed))
-        e = e->next;
+    gp_ipc_export *e = ipc->exports, *pending = NULL;
+    for (; e && (e->block != (uintptr_t)ptr || e->freed); e = e->next)
+        if (e->block == (uintptr_t)ptr) pending = e;
     int deferred = 0;
-    if (e && e->opens) {
+    if (!e && pending) {
+        /* freed again while its deferred free waits for importers (the owner's double free):
+         * the block is freed once, at the last close; freeing it now would hand an importer's
+         * memory to a new block and make the deferred free free that block */
+        deferred = 1;
+    } else if (e && e->opens) {
         e->freed = 1;
         e->free_stream = stream;
         deferred = 1;
@@ -389,6 +426,16 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
     }
     pthread_mutex_unlock(&ipc->mu);
     return deferred;
+}
+
+void gp_ipc_exports_forget(gp_ipc *ipc)
+{
+    for (gp_ipc_export *e = ipc->exports; e; e = e->next)
+        for (size_t i = 0; i < e->npieces; i++)
+            if (e->fds[i] >= 0) {
+                close(e->fds[i]);
+                e->fds[i] = -1;
+            }
 }
 
 void gp_ipc_destroy(gpool_t *pool)
@@ -406,6 +453,8 @@ void gp_ipc_destroy(gpool_t *pool)
     }
     for (size_t i = 0; i < ipc->nconns; i++)
         close(ipc->conns[i].fd);
+    for (size_t i = 0; i < ipc->npending; i++)
+        close(ipc->pending[i]);
     free(ipc->conns);
     /* importers that still have a block mapped keep its physical memory alive (the driver
      * frees it after the last mapping and handle go); the owner's blocks go with the pool */

@@ -41,7 +41,11 @@ static void child_after_fork(void)
         for (size_t i = 0; i < ipc->nconns; i++)
             close(ipc->conns[i].fd);
         ipc->nconns = 0;
+        for (size_t i = 0; i < ipc->npending; i++)
+            close(ipc->pending[i]);
+        ipc->npending = 0;
         gp_ipc_imports_forget(ipc);
+        gp_ipc_exports_forget(ipc);
         pthread_mutex_unlock(&ipc->mu);
     }
     pthread_mutex_unlock(&all_lock);

@@ -20,6 +20,11 @@ struct gp_ipc_import {
     size_t npieces, nmapped;
     uint64_t *off, *size;
     int conn; /* open while the import is */
+    /* what the handle named: the same export opened again maps nothing new (refs counts the
+     * opens, as cuIpcOpenMemHandle's reference count does) */
+    uint32_t pid;
+    uint64_t token, export_id, offset;
+    size_t refs;
 };
 
 static void import_free(gp_ipc_import *im)
@@ -203,6 +208,17 @@ static gpool_status import_block(gpool_t *pool, const gpool_ipc_handle *h, void 
     if (st != GPOOL_OK) return st;
     gp_ipc *ipc = gp_ipc_get(pool);
     if (!ipc) return GPOOL_ERR_OUT_OF_MEMORY;
+    /* already open in this pool: the same address, one more reference */
+    pthread_mutex_lock(&ipc->mu);
+    for (gp_ipc_import *o = ipc->imports; o; o = o->next)
+        if (o->pid == h->pid && o->token == h->token && o->export_id == h->export_id &&
+            o->offset == h->offset) {
+            o->refs++;
+            *out = (void *)o->ptr;
+            pthread_mutex_unlock(&ipc->mu);
+            return GPOOL_OK;
+        }
+    pthread_mutex_unlock(&ipc->mu);
     gp_ipc_reply rep;
     int conn = -1;
     if ((st = ask_exporter(h, &rep, &conn)) != GPOOL_OK) return st;
@@ -233,7 +249,25 @@ static gpool_status import_block(gpool_t *pool, const gpool_ipc_handle *h, void 
     }
     gp_dc_leave(&pool->dc, pushed);
     im->ptr = im->base + rep.block_off + h->offset;
+    im->pid = h->pid;
+    im->token = h->token;
+    im->export_id = h->export_id;
+    im->offset = h->offset;
+    im->refs = 1;
     pthread_mutex_lock(&ipc->mu);
+    for (gp_ipc_import *o = ipc->imports; o; o = o->next)
+        if (o->pid == im->pid && o->token == im->token && o->export_id == im->export_id &&
+            o->offset == im->offset) {
+            /* another thread opened it meanwhile: keep that mapping, drop this one */
+            o->refs++;
+            *out = (void *)o->ptr;
+            pthread_mutex_unlock(&ipc->mu);
+            gp_dc_enter(&pool->dc, &pushed);
+            import_unmap(pool, im);
+            gp_dc_leave(&pool->dc, pushed);
+            import_free(im);
+            return GPOOL_OK;
+        }
     im->next = ipc->imports;
     ipc->imports = im;
     pthread_mutex_unlock(&ipc->mu);
@@ -256,6 +290,10 @@ static gpool_status close_imported(gpool_t *pool, void *ptr)
         for (gp_ipc_import **p = &ipc->imports; *p; p = &(*p)->next)
             if ((*p)->ptr == (uintptr_t)ptr) {
                 im = *p;
+                if (--im->refs) { /* opened again: the mapping stays for the other opens */
+                    pthread_mutex_unlock(&ipc->mu);
+                    return GPOOL_OK;
+                }
                 *p = im->next;
                 break;
             }
@@ -272,6 +310,7 @@ static gpool_status close_imported(gpool_t *pool, void *ptr)
     gp_dc_leave(&pool->dc, pushed);
     if (st != GPOOL_OK) {
         pthread_mutex_lock(&ipc->mu);
+        im->refs = 1;
         im->next = ipc->imports;
         ipc->imports = im;
         pthread_mutex_unlock(&ipc->mu);

@@ -106,10 +106,18 @@ def export(pool, ptr):
 
 
 def import_(pool, handle):
-    """Pool.import_(handle): map a block another process exported; returns its address (int)."""
-    if not isinstance(handle, (bytes, bytearray)) or len(handle) != HANDLE_SIZE:
+    """Pool.import_(handle): map a block another process exported; returns its address (int).
+    handle: Pool.export's 64 bytes, as any bytes-like object (bytes, bytearray, a memoryview
+    of shared memory). Importing a handle this pool has open returns the same address and
+    counts one more open: close_imported once per import_."""
+    try:
+        raw = bytes(memoryview(handle).cast("B"))
+    except (TypeError, ValueError):
+        raw = None
+    if raw is None or len(raw) != HANDLE_SIZE:
         raise _error()(1, "an IPC handle is %d bytes (Pool.export's answer)" % HANDLE_SIZE,
                        "gpool_import_block")
+    handle = raw
     lib = _l()
     out = ctypes.c_void_p()
     _check(lib.gpool_import_block(pool._h(), bytes(handle), ctypes.byref(out)),
