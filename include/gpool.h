@@ -914,9 +914,9 @@ typedef struct gpool_ipc_handle {
  * While any process has the block open, freeing it (gpool_free, gpool_free_async, or the
  * drop-in's cudaFree) succeeds but is deferred: its pages are not reused until the last
  * importer closed it or died (its socket closed); then the block is freed on the stream it
- * was freed on (that stream must still exist). Freeing it again meanwhile does nothing more
- * (it is freed once). A block freed with no importer ends its
- * export: handles made for it are stale from then on.
+ * was freed on (that stream must still exist). Freeing it again meanwhile answers
+ * GPOOL_ERR_INVALID_POINTER and changes nothing (it is freed once). A block freed with no
+ * importer ends its export: handles made for it are stale from then on.
  *
  * Cost: the first export of a block takes one lookup under the device arena's lock,
  * O(physical handles of the pool), and one driver call per physical handle it spans; later

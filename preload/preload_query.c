@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ipc.h"
 #include "kind.h"
 #include "preload.h"
 
@@ -61,6 +62,19 @@ static int block_at(CUdeviceptr dptr, struct block_view *v)
         gpool_t *pool = gpp_pool_peek(dev);
         gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
         int live = pool ? pool_lookup(pool, (const void *)p, &d) : -1;
+        uintptr_t ibase;
+        size_t isize;
+        if (live < 0 && pool && gp_ipc_imported_range(pool, p, &ibase, &isize)) {
+            /* a block opened with cudaIpcOpenMemHandle: the exporter's allocation, as CUDA
+             * answers for IPC memory (not the span of pages mapped to reach it) */
+            memset(v, 0, sizeof *v);
+            v->base = ibase;
+            v->size = isize;
+            v->key = ibase;
+            v->device_mem = 1;
+            v->dev = dev;
+            return 1;
+        }
         if (live < 0) continue;
         if (!live) { /* freed memory: what the driver answers for an address no one holds */
             memset(v, 0, sizeof *v);

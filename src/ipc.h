@@ -73,14 +73,19 @@ typedef struct gp_ipc {
 /* The pool's IPC state, made on first use; NULL with the error set (out of memory). */
 gp_ipc *gp_ipc_get(gpool_t *pool);
 /* Before a free of ptr (a block start) on stream: 1 when an importer has the block open, so
- * the free is deferred until the last one closes (the caller returns GPOOL_OK), else 0 (the
- * block's export, if any, ends). */
+ * the free is deferred until the last one closes (the caller returns GPOOL_OK);
+ * GP_IPC_FREED_AGAIN when the block's free is deferred already (a double free: nothing
+ * changes); else 0 (the block's export, if any, ends). */
+#define GP_IPC_FREED_AGAIN 2
 int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream);
 /* At gpool_destroy, before the kinds go: stop the helper thread, really free the blocks whose
  * frees were deferred, unmap every import. */
 void gp_ipc_destroy(gpool_t *pool);
 /* ipc_import.c: unmap every import of the pool (mu held). */
 void gp_ipc_imports_drop(gpool_t *pool, gp_ipc *ipc);
+/* 1 when p lies in a block this pool imported (*base, *size: that block's start and size, as
+ * the exporter's allocation), else 0. Takes the IPC lock; for pointer queries. */
+int gp_ipc_imported_range(gpool_t *pool, uintptr_t p, uintptr_t *base, size_t *size);
 
 /* ipc_fork.c: in a forked child every socket of every state is closed (the child cannot use
  * its parent's pools, and it must not keep their imports open nor their socket bound). */

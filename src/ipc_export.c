@@ -415,7 +415,7 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
         /* freed again while its deferred free waits for importers (the owner's double free):
          * the block is freed once, at the last close; freeing it now would hand an importer's
          * memory to a new block and make the deferred free free that block */
-        deferred = 1;
+        deferred = GP_IPC_FREED_AGAIN;
     } else if (e && e->opens) {
         e->freed = 1;
         e->free_stream = stream;

@@ -25,6 +25,8 @@ struct gp_ipc_import {
     uint32_t pid;
     uint64_t token, export_id, offset;
     size_t refs;
+    uintptr_t block;   /* the exported block's start here */
+    size_t block_size; /* and its size (the handle's block_size) */
 };
 
 static void import_free(gp_ipc_import *im)
@@ -249,6 +251,9 @@ static gpool_status import_block(gpool_t *pool, const gpool_ipc_handle *h, void 
     }
     gp_dc_leave(&pool->dc, pushed);
     im->ptr = im->base + rep.block_off + h->offset;
+    im->block = im->base + rep.block_off;
+    im->block_size =
+        h->block_size < im->span - rep.block_off ? h->block_size : im->span - rep.block_off;
     im->pid = h->pid;
     im->token = h->token;
     im->export_id = h->export_id;
@@ -318,6 +323,22 @@ static gpool_status close_imported(gpool_t *pool, void *ptr)
     }
     import_free(im); /* closes the connection: the exporter may free the block now */
     return GPOOL_OK;
+}
+
+int gp_ipc_imported_range(gpool_t *pool, uintptr_t p, uintptr_t *base, size_t *size)
+{
+    gp_ipc *ipc = pool ? atomic_load_explicit(&pool->ipc, memory_order_acquire) : NULL;
+    if (!ipc) return 0;
+    int found = 0;
+    pthread_mutex_lock(&ipc->mu);
+    for (gp_ipc_import *im = ipc->imports; im && !found; im = im->next)
+        if (p - im->block < im->block_size) {
+            *base = im->block;
+            *size = im->block_size;
+            found = 1;
+        }
+    pthread_mutex_unlock(&ipc->mu);
+    return found;
 }
 
 gpool_status gpool_close_imported(gpool_t *pool, void *ptr)

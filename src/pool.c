@@ -314,12 +314,28 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, c
     return st;
 }
 
+/* A block another process has open: freed when the last importer closes it (ipc.h). 1 when
+ * the free is the IPC state's (*st: its status), else 0. */
+static int ipc_free(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call,
+                    gpool_status *st)
+{
+    if (!pool || !atomic_load_explicit(&pool->ipc, memory_order_relaxed)) return 0;
+    int d = gp_ipc_owner_free(pool, ptr, stream);
+    if (!d) return 0;
+    *st = d != GP_IPC_FREED_AGAIN
+              ? GPOOL_OK
+              : gp_named(gp_fail(GPOOL_ERR_INVALID_POINTER,
+                                 "%p is freed already (its free waits for another process to "
+                                 "close it)",
+                                 ptr),
+                         call);
+    return 1;
+}
+
 gpool_status gpool_free(gpool_t *pool, void *ptr)
 {
-    /* a block another process has open: freed when the last importer closes it (ipc.h) */
-    if (pool && atomic_load_explicit(&pool->ipc, memory_order_relaxed) &&
-        gp_ipc_owner_free(pool, ptr, pool->cfg.default_stream))
-        return GPOOL_OK;
+    gpool_status st;
+    if (ipc_free(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free", &st)) return st;
     /* the hot path: the pointer resolved once; a small block back into this thread's cache */
     if (__builtin_expect(pool && ptr && !pool->trace &&
                              !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
@@ -339,9 +355,8 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
 
 gpool_status gpool_free_async(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
-    if (pool && atomic_load_explicit(&pool->ipc, memory_order_relaxed) &&
-        gp_ipc_owner_free(pool, ptr, stream))
-        return GPOOL_OK;
+    gpool_status st;
+    if (ipc_free(pool, ptr, stream, "gpool_free_async", &st)) return st;
     return free_impl(pool, ptr, stream, "gpool_free_async", NULL);
 }
 

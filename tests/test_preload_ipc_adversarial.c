@@ -74,10 +74,9 @@ Test(preload_ipc_adversarial, rounds_leave_no_descriptor_behind, .init = init)
 
 /* DESIGN.md: pointer queries describe the allocation the program got, its base and size
  * (NCCL, UCX build on them); on an opened IPC pointer CUDA answers the exported allocation. */
-/* Disabled: the driver answers the importer's mapping (the exported pages' span), and the
- * drop-in's query (preload_query.c) does not know imports: docs/ipc.md, Known limits. */
-Test(preload_ipc_adversarial, address_range_of_an_opened_pointer_is_the_allocation, .init = init,
-     .disabled = true)
+/* The range of an opened pointer is the exporter's allocation, not the span of pages mapped to
+ * reach it (preload_query.c asks the pool's imports). */
+Test(preload_ipc_adversarial, address_range_of_an_opened_pointer_is_the_allocation, .init = init)
 {
     run_expect(&r, "ipc_adv_prog", "range", 1, IPC_ENV, 0);
     cr_assert_eq(field(&r, "range_bits_0"), 7, "%s", r.out);

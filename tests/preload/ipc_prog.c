@@ -123,9 +123,9 @@ static int consumer(int in, int out)
         int32_t ok = same(p, m.bytes, m.seed);
         if (m.op == 1 || m.op == 2) {
             wr(out, &ok, sizeof ok);
-            if (m.op == 2) _exit(0);
             char go;
             CHECK(rd(in, &go, 1) == 0);
+            if (m.op == 2) _exit(0); /* dies with the block open, once the owner freed it */
             ok = ok && same(p, m.bytes, m.seed);
         }
         if (!ok) rc = 1;
@@ -270,8 +270,9 @@ static int mode_crash(void)
     int32_t ok = 0;
     CHECK(rd(c.from, &ok, sizeof ok) == 0 && ok);
     CHECK(cudaFree(p) == cudaSuccess);
-    CHECK(live_block(p, n)); /* deferred: the consumer has it open */
-    CHECK(reap(&c) == 0);    /* it exited without closing */
+    CHECK(live_block(p, n));      /* deferred: the consumer has it open */
+    CHECK(wr(c.to, "g", 1) == 0); /* now the consumer dies */
+    CHECK(reap(&c) == 0);         /* it exited without closing */
     printf("freed_after_crash=%d\n", wait_gone(p, n));
     return 0;
 }
