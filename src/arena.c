@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/sysinfo.h>
 
+#include "bad_pointer.h"
 #include "check.h"
 #include "error.h"
 
@@ -624,6 +625,27 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
     return st;
 }
 
+/* A free of ptr that is no large block's start: say whether it is inside one (interior),
+ * in the arena's memory (already freed) or not the arena's at all. Lock held; walks the
+ * region (an error path). */
+static gpool_status bad_range_pointer(gp_arena *a, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    if (!gp_arena_contains(a, p)) return gp_bad_pointer(ptr, GP_PTR_FOREIGN, a->kind, 0);
+    for (size_t i = 0; i < a->heap.nregions; i++) {
+        gp_region *g = &a->heap.regions[i];
+        if (p - g->base >= g->size) continue;
+        GP_HEAP_FOREACH(&a->heap, i, x)
+        {
+            if (p - x->addr >= x->size) continue;
+            if (!x->is_free && !x->aux)
+                return gp_bad_pointer(ptr, GP_PTR_INTERIOR, a->kind, x->addr);
+            break;
+        }
+    }
+    return gp_bad_pointer(ptr, GP_PTR_FREED, a->kind, 0);
+}
+
 gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
 {
     uintptr_t p = (uintptr_t)ptr;
@@ -632,10 +654,7 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) return gp_arena_slab_free_locked(a, s, ptr, tag, seq);
     gp_range *r = gp_ptrmap_del(&a->blocks, p);
-    if (!r)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block of this pool (%s)", ptr,
-                       gp_arena_contains(a, p) ? "inside the pool: already freed or interior"
-                                               : "never allocated here");
+    if (!r) return bad_range_pointer(a, ptr);
     gp_arena_use_bytes(a, -(int64_t)r->size);
     gp_arena_count_free(a, r->requested);
     gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), seq);
@@ -691,7 +710,7 @@ static gpool_status block_locked(gp_arena *a, const void *ptr, uintptr_t *base, 
     gpool_status st = GPOOL_OK;
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
-        st = gp_arena_slab_block_locked(s, ptr, base, size, requested, tag, usage);
+        st = gp_arena_slab_block_locked(s, a->kind, ptr, base, size, requested, tag, usage);
     } else {
         gp_range *r = gp_ptrmap_get(&a->blocks, p); /* a block's start: no walk */
         for (size_t i = 0; i < a->heap.nregions && !r; i++) {
@@ -706,7 +725,7 @@ static gpool_status block_locked(gp_arena *a, const void *ptr, uintptr_t *base, 
             }
         }
         if (!r || r->is_free || r->aux) {
-            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
+            st = gp_bad_pointer(ptr, GP_PTR_FREED, a->kind, 0);
         } else {
             *base = r->addr;
             *size = r->size;

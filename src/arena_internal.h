@@ -112,7 +112,10 @@ gpool_status gp_arena_slab_free_locked(gp_arena *a, gp_slab *s, void *ptr, uintp
 void gp_arena_pending_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
 /* Destroy every spare empty slab (their ranges go back to the heap). */
 void gp_arena_slabs_drop_spare_locked(gp_arena *a);
-gpool_status gp_arena_slab_block_locked(gp_slab *s, const void *ptr, uintptr_t *base, size_t *size,
-                                        size_t *requested, uintptr_t *tag, uint32_t *usage);
+/* Not a live slot's start: the report (an interior pointer of a live slot, or freed). */
+gpool_status gp_arena_slab_bad(gp_arena *a, gp_slab *s, const void *ptr);
+gpool_status gp_arena_slab_block_locked(gp_slab *s, gpool_mem_kind kind, const void *ptr,
+                                        uintptr_t *base, size_t *size, size_t *requested,
+                                        uintptr_t *tag, uint32_t *usage);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_pointer.h"
 #include "check.h"
 #include "error.h"
 
@@ -181,6 +182,15 @@ static gpool_status pending_add(gp_arena *a, uintptr_t ptr, uintptr_t tag, uint6
 }
 /* ---------- for arena.c: the slab halves of its calls ---------- */
 
+gpool_status gp_arena_slab_bad(gp_arena *a, gp_slab *s, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    uint32_t i = (uint32_t)((p - s->base) / s->slot_size);
+    if (i < s->nslots && gp_slot_state(s, i) == GP_SLOT_LIVE)
+        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, a->kind, s->base + (uintptr_t)i * s->slot_size);
+    return gp_bad_pointer(ptr, GP_PTR_FREED, a->kind, 0);
+}
+
 gpool_status gp_arena_slab_alloc_locked(gp_arena *a, size_t size, uintptr_t tag, void **out)
 {
     unsigned cls = gp_size_class(size);
@@ -201,9 +211,7 @@ gpool_status gp_arena_slab_free_locked(gp_arena *a, gp_slab *s, void *ptr, uintp
 {
     uintptr_t p = (uintptr_t)ptr;
     long i = gp_slot_index(s, p);
-    if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block (%s)", ptr,
-                       i < 0 ? "not the start of a block" : "already freed");
+    if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE) return gp_arena_slab_bad(a, s, ptr);
     uint32_t req = gp_slot_req(s, (uint32_t)i);
     if (s->tag != tag) {
         /* Freed on another stream than its slab serves: park it until that stream's
@@ -248,13 +256,14 @@ void gp_arena_slabs_drop_spare_locked(gp_arena *a)
             }
 }
 
-gpool_status gp_arena_slab_block_locked(gp_slab *s, const void *ptr, uintptr_t *base, size_t *size,
-                                        size_t *requested, uintptr_t *tag, uint32_t *usage)
+gpool_status gp_arena_slab_block_locked(gp_slab *s, gpool_mem_kind kind, const void *ptr,
+                                        uintptr_t *base, size_t *size, size_t *requested,
+                                        uintptr_t *tag, uint32_t *usage)
 {
     uintptr_t p = (uintptr_t)ptr;
     uint32_t i = (uint32_t)((p - s->base) / s->slot_size);
     if (i >= s->nslots || gp_slot_state(s, i) != GP_SLOT_LIVE)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_FREED, kind, 0);
     *base = s->base + (uintptr_t)i * s->slot_size;
     *size = s->slot_size;
     *requested = gp_slot_req(s, i);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_pointer.h"
 #include "error.h"
 #include "kind.h"
 #include "ladder.h"
@@ -556,23 +557,15 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
     pthread_mutex_unlock(&s->lock);
     if (b) {
         *owned = 1;
-        return gp_fail(GPOOL_ERR_INVALID_POINTER,
-                       "%p is inside the %s block at 0x%" PRIxPTR
-                       " but not its start: free the address gpool_alloc returned",
-                       ptr, gp_kind_name(b->kind), key);
+        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, b->kind, key);
     }
     if (inside) {
         *owned = 1;
-        return gp_fail(GPOOL_ERR_INVALID_POINTER,
-                       "%p is in this pool's host memory but not a live block: already freed", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_FREED, GP_MEM_HOST_ANY, 0);
     }
     if (gp_hostmem_page_locked(&s->env, ptr)) { /* someone else's pinned memory */
         *owned = 1;
-        return gp_fail(GPOOL_ERR_INVALID_POINTER,
-                       "%p is page-locked host memory this pool did not allocate (another pool's "
-                       "block, or cuMemHostAlloc/cuMemHostRegister memory): free it where it "
-                       "came from",
-                       ptr);
+        return gp_bad_pointer(ptr, GP_PTR_FOREIGN_LOCKED, GPOOL_MEM_AUTO, 0);
     }
     *owned = 0;
     return GPOOL_OK;
@@ -737,7 +730,7 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     if (!ref->owned || st != GPOOL_OK) return st;
     ref->requested = d.requested_size;
     if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, d.kind, (uintptr_t)d.host_ptr);
     return gp_stream_defer_host_free(pool, ptr, tag, &d);
 }
 
