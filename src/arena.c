@@ -625,6 +625,37 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
     return st;
 }
 
+int gp_arena_alloc_cached(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
+                          void **out)
+{
+    GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
+    if (a->poll || a->sync || a->small_max) return 0; /* the warm path is for plain arenas */
+    size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    int no_nodes = 0, served = 0;
+    pthread_mutex_lock(&a->lock);
+    gp_arena_note_stream(a, tag);
+    gp_range *r = take(a, rounded, align, tag, 0, &no_nodes);
+    if (r && needs_backing(a, r)) {
+        give_back(a, r, tag); /* fresh pages ahead: the caller's full path backs them */
+        r = NULL;
+    }
+    if (r && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
+        give_back(a, r, tag);
+        r = NULL;
+    }
+    if (r) {
+        r->requested = size;
+        r->usage = usage;
+        gp_arena_use_bytes(a, (int64_t)r->size);
+        gp_arena_count_alloc(a, size);
+        *out = (void *)r->addr;
+        served = 1;
+    }
+    GP_CHECK_ARENA(a, "alloc_cached");
+    pthread_mutex_unlock(&a->lock);
+    return served;
+}
+
 /* A free of ptr that is no large block's start: say whether it is inside one (interior),
  * in the arena's memory (already freed) or not the arena's at all. Lock held; walks the
  * region (an error path). */

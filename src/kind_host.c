@@ -273,21 +273,25 @@ static void note_peaks(host_kind *k)
     if (res > k->in_use && res - k->in_use > k->peak_cached) k->peak_cached = res - k->in_use;
 }
 
-/* Lock held, the budget charged (est) and a small-arena reference taken: a warm small block
- * (from an extent already registered: no driver call) and its record in this one hold of the
- * lock, the small arena's lock nested inside (the order inside_locked takes them in too). 1:
- * served, *out set, the lock released; 0: nothing changed, the lock still held (the caller's
- * path, which may register an extent outside the lock, serves it). Its key is its host
- * address (pinned, or mapped where the device address is the host one). */
-static int small_warm_locked(gp_sysmem *s, host_kind *k, gpool_t *pool,
-                             const gpool_alloc_params *params, const gp_placement *pl, void **out)
+/* Lock held, the budget charged (est) and the source chosen (a small-arena reference taken,
+ * or the page arena la): a warm block (from a registered extent or from cached backed pages:
+ * no driver call) and its record in this one hold of the lock, the small or page arena's lock
+ * nested inside (the order inside_locked takes them in too). 1: served, *out set, the lock
+ * released; 0: nothing changed, the lock still held (the caller's path, which may call the
+ * driver outside the lock, serves it). Its key is its host address (pinned, or mapped where
+ * the device address is the host one). */
+static int warm_locked(gp_sysmem *s, host_kind *k, gp_arena *la, gpool_t *pool,
+                       const gpool_alloc_params *params, const gp_placement *pl, void **out)
 {
     size_t size = pl->size, est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     host_block *b = malloc(sizeof *b);
     void *p = NULL;
-    size_t got = 0;
+    size_t got = est;
     if (!b) return 0;
-    if (!gp_small_alloc_warm(k->small, size, pl->align, &p, &got)) {
+    int served =
+        la ? gp_arena_alloc_cached(la, size, pl->align, 0, params ? (uint32_t)params->usage : 0, &p)
+           : gp_small_alloc_warm(k->small, size, pl->align, &p, &got);
+    if (!served) {
         free(b);
         return 0;
     }
@@ -295,16 +299,19 @@ static int small_warm_locked(gp_sysmem *s, host_kind *k, gpool_t *pool,
         .host = (uintptr_t)p,
         .requested = size,
         .size = got,
-        .page = 4 * KiB,
+        .page = la ? pl->page : 4 * KiB,
         .stream = params && params->stream ? params->stream : pool->cfg.default_stream,
         .kind = pl->kind,
         .usage = params ? params->usage : GPOOL_USAGE_DEFAULT,
-        .src = SRC_SMALL,
+        .src = (uint8_t)(la ? SRC_LARGE : SRC_SMALL),
         .pg = (uint8_t)(pl->page >= HOST_HUGE_PAGE ? PG_2M : PG_4K),
         .fell_back = (uint8_t)(pl->kind != pl->first),
     };
     if (gp_ptrmap_put(&s->blocks, (uintptr_t)p, b) != 0) {
-        gp_small_free(k->small, p);
+        if (la)
+            gp_arena_free(la, p, 0, 0);
+        else
+            gp_small_free(k->small, p);
         free(b);
         return 0;
     }
@@ -314,7 +321,7 @@ static int small_warm_locked(gp_sysmem *s, host_kind *k, gpool_t *pool,
     k->live++;
     note_peaks(k);
     pthread_mutex_unlock(&s->lock);
-    if (pl->flags & GPOOL_ALLOC_ZERO) memset(p, 0, got);
+    if (pl->flags & GPOOL_ALLOC_ZERO) memset(p, 0, la ? size : got);
     *out = p;
     return 1;
 }
@@ -373,8 +380,9 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     }
     int charged = st == GPOOL_OK;
     if (charged) k->in_use += est; /* charge the budget now; settled below */
-    if (charged && src == SRC_SMALL && (kind != GPOOL_MEM_HOST_MAPPED || s->reg_same_ptr) &&
-        small_warm_locked(s, k, pool, params, pl, out))
+    if (charged && (src == SRC_SMALL || src == SRC_LARGE) &&
+        (kind != GPOOL_MEM_HOST_MAPPED || s->reg_same_ptr) &&
+        warm_locked(s, k, src == SRC_LARGE ? la : NULL, pool, params, pl, out))
         return GPOOL_OK; /* unlocked there */
     pthread_mutex_unlock(&s->lock);
 

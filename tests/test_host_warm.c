@@ -1,6 +1,6 @@
-/* The warm small host alloc (issue 24): a pinned or mapped block below the small-block limit
- * served from an extent already registered takes the host lock once (kind_host.c
- * small_warm_locked). It keeps every promise of the cold path: zeroing, the budget, the
+/* The warm host alloc (issue 24): a pinned or mapped block served from a registered small-block
+ * extent or from a page arena's cached backed pages takes the host lock once (kind_host.c
+ * warm_locked). It keeps every promise of the cold path: zeroing, the budget, the
  * counters, and a freed block's reuse only once its stream is done. */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -24,20 +24,23 @@ Test(host_warm, zeroed_blocks_are_zero_when_reused)
     gpool_t *pool = test_pool(NULL);
     cr_assert_not_null(pool);
     const gpool_mem_kind kinds[] = {GPOOL_MEM_HOST_PINNED, GPOOL_MEM_HOST_MAPPED};
-    for (size_t k = 0; k < 2; k++) {
-        gpool_alloc_params plain = params_of(kinds[k], 0), zero = params_of(kinds[k], 0);
+    const size_t sizes[] = {512, 300 * KiB}; /* the small arena, a page arena */
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = sizes[k / 2];
+        gpool_alloc_params plain = params_of(kinds[k % 2], 0), zero = params_of(kinds[k % 2], 0);
         zero.flags = GPOOL_ALLOC_ZERO;
         for (int i = 0; i < 300; i++) {
             unsigned char *p = NULL;
-            cr_assert_eq(gpool_alloc(pool, 512, &plain, (void **)&p), GPOOL_OK, "%s",
+            cr_assert_eq(gpool_alloc(pool, n, &plain, (void **)&p), GPOOL_OK, "%s",
                          gpool_last_error());
-            memset(p, 0xff, 512);
+            memset(p, 0xff, n);
             cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
-            cr_assert_eq(gpool_alloc(pool, 512, &zero, (void **)&p), GPOOL_OK, "%s",
+            cr_assert_eq(gpool_alloc(pool, n, &zero, (void **)&p), GPOOL_OK, "%s",
                          gpool_last_error());
-            for (size_t b = 0; b < 512; b++)
-                cr_assert_eq(p[b], 0, "kind %d, round %d, byte %zu", (int)kinds[k], i, b);
-            memset(p, 0xff, 512);
+            for (size_t b = 0; b < n; b++)
+                cr_assert_eq(p[b], 0, "kind %d, %zu B, round %d, byte %zu", (int)kinds[k % 2], n, i,
+                             b);
+            memset(p, 0xff, n);
             cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
         }
     }
