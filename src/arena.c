@@ -1,8 +1,9 @@
-/* The arena (arena.h): one memory kind's blocks over its backend. Large blocks are best-fit
- * ranges of the address-space heap (heap.c), small ones slots of slabs; the arena backs exactly
- * the pages that hold allocated bytes, keeps free ranges and slots pending on a stream until
- * the stream rule (reuse.c) makes them clean, and gives one attempt per request: the retry
- * ladder (ladder.c) makes room and tries again. The JSON memory map is arena_dump.c's. */
+/* The arena (arena.h): one memory kind's ranges over its backend. Large blocks are best-fit
+ * ranges of the address-space heap (heap.c); small ones are slots of slabs (arena_slab.c), whose
+ * one-page ranges come from here too. The arena backs exactly the pages that hold allocated bytes,
+ * keeps free ranges and slots pending on a stream until the stream rule (reuse.c) makes them clean,
+ * and gives one attempt per request: the retry ladder (ladder.c) makes room and tries again. The
+ * JSON memory map is arena_dump.c's. */
 #include "arena_internal.h"
 
 #include <inttypes.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/sysinfo.h>
 
+#include "bad_pointer.h"
 #include "check.h"
 #include "error.h"
 
@@ -63,19 +65,6 @@ int gp_arena_contains(gp_arena *a, uintptr_t ptr)
     return 0;
 }
 
-static void granules_set(gp_arena *a, uintptr_t base, size_t bytes, gp_slab *s)
-{
-    size_t n = atomic_load_explicit(&a->map.nregs, memory_order_relaxed);
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t off = base - a->map.regs[i].base;
-        if (off >= a->map.regs[i].size) continue;
-        for (size_t g = 0; g < bytes >> GP_GRANULE_SHIFT; g++)
-            atomic_store_explicit(&a->map.regs[i].granule[(off >> GP_GRANULE_SHIFT) + g], s,
-                                  memory_order_release);
-        return;
-    }
-}
-
 /* ---------- physical backing ---------- */
 
 /* Back every unbacked page under r, in chunks of chunk bytes (the placement's). */
@@ -108,53 +97,6 @@ static void note_held(gp_arena *a)
 {
     size_t h = held_bytes(a);
     if (h > a->c.peak_held) a->c.peak_held = h;
-}
-
-/* ---------- streams ---------- */
-
-static gp_arena_stream *stream_get(gp_arena *a, uintptr_t tag, uint16_t *idx)
-{
-    for (size_t i = 0; i < a->nstreams; i++)
-        if (a->streams[i].tag == tag) {
-            if (idx) *idx = (uint16_t)i;
-            return &a->streams[i];
-        }
-    if (a->nstreams == UINT16_MAX) return NULL;
-    if (a->nstreams == a->cap_streams) {
-        size_t cap = a->cap_streams ? a->cap_streams * 2 : 4;
-        gp_arena_stream *ns = realloc(a->streams, cap * sizeof *ns);
-        if (!ns) return NULL;
-        a->streams = ns;
-        a->cap_streams = cap;
-    }
-    gp_arena_stream *s = &a->streams[a->nstreams];
-    memset(s, 0, sizeof *s);
-    s->tag = tag;
-    if (idx) *idx = (uint16_t)a->nstreams;
-    a->nstreams++;
-    return s;
-}
-
-/* ---------- single-stream mode ---------- */
-
-static void note_stream(gp_arena *a, uintptr_t tag)
-{
-    if (a->streams_seen == 0) {
-        a->streams_seen = 1;
-        a->only_tag = tag;
-    } else if (a->streams_seen == 1 && tag != a->only_tag) {
-        /* Clean ranges freed so far may still be in use by the first stream's queued work:
-         * they become pending on that stream (any event recorded on it from now on covers
-         * them), and from now on every free is tagged by its stream. */
-        gp_heap_retag_clean(&a->heap, a->only_tag, 0);
-        a->streams_seen = 2;
-    }
-}
-
-/* The tag a range freed on stream tag gets. */
-static uintptr_t free_tag(gp_arena *a, uintptr_t tag)
-{
-    return a->streams_seen < 2 && tag == a->only_tag ? GP_TAG_CLEAN : tag;
 }
 
 /* ---------- placement with the pressure path ---------- */
@@ -209,7 +151,7 @@ static gp_range *take(gp_arena *a, size_t size, size_t align, uintptr_t tag, uns
  * back pending at tag's current position (never earlier than the free it came from). */
 static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
 {
-    gp_heap_give(&a->heap, r, free_tag(a, tag), a->seq_of ? a->seq_of(a->owner, tag) : 0);
+    gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), a->seq_of ? a->seq_of(a->owner, tag) : 0);
 }
 
 /* Where the best place for the request lies on ranges other streams' frees may still be used
@@ -281,8 +223,6 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     return GPOOL_OK;
 }
 
-static void slab_destroy(gp_arena *a, gp_slab *s);
-
 static gpool_status make_room_impl(gp_arena *a, size_t *freed);
 
 /* Make physical memory available: wait for pending work, drop spare slabs, unback every
@@ -310,12 +250,7 @@ static gpool_status make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
 static gpool_status make_room_impl(gp_arena *a, size_t *freed)
 {
     int synced = 1; /* make_room synchronized (or there is nothing to synchronize) */
-    for (size_t i = 0; i < a->nstreams; i++)
-        for (unsigned c = 0; c < GP_NCLASS; c++)
-            if (a->streams[i].empty[c]) {
-                slab_destroy(a, a->streams[i].empty[c]);
-                a->streams[i].empty[c] = NULL;
-            }
+    gp_arena_slabs_drop_spare_locked(a);
     /* After a synchronize, with the lock held since, what came back meanwhile (spare slabs,
      * slots that were pending) is idle too. */
     if (synced && a->sync) gp_arena_clean_all_locked(a);
@@ -437,8 +372,8 @@ static gpool_status oom_report(gp_arena *a, size_t size, const char *giveback_wh
 }
 
 /* One attempt: the ladder (ladder.c) makes room and tries again, not the arena. */
-static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
-                          size_t chunk, gp_range **out)
+gpool_status gp_arena_place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
+                            size_t chunk, gp_range **out)
 {
     /* under pressure (the ladder made room before this attempt): the place that needs the
      * fewest fresh pages (heap.c gp_heap_take) */
@@ -448,31 +383,7 @@ static gpool_status place(gp_arena *a, size_t size, size_t align, uintptr_t tag,
     return st;
 }
 
-/* ---------- accounting ----------
- * in_use counts large blocks and every slab slot that is not free (live, parked in a thread
- * cache, or pending), so it is right whichever path allocates or frees a slot; requested
- * counts large blocks only (small ones are summed from their slabs on demand). */
-
-static void use_bytes(gp_arena *a, int64_t d)
-{
-    a->c.in_use += (uint64_t)d;
-    if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
-}
-
-static void count_alloc(gp_arena *a, size_t requested)
-{
-    a->c.requested += requested;
-    a->c.allocs++;
-    if (a->c.requested > a->c.peak_requested) a->c.peak_requested = a->c.requested;
-}
-
-static void count_free(gp_arena *a, size_t requested)
-{
-    a->c.requested -= requested;
-    a->c.frees++;
-}
-
-/* ---------- slabs ---------- */
+/* ---------- cleaning ---------- */
 
 void gp_arena_clean_all_locked(gp_arena *a)
 {
@@ -617,125 +528,6 @@ void gp_arena_note_queued_use(gp_arena *a)
     pthread_mutex_unlock(&a->lock);
 }
 
-static void partial_push(gp_arena_stream *ss, gp_slab *s)
-{
-    s->prev = NULL;
-    s->next = ss->partial[s->cls];
-    if (s->next) s->next->prev = s;
-    ss->partial[s->cls] = s;
-}
-
-static void partial_del(gp_arena_stream *ss, gp_slab *s)
-{
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        ss->partial[s->cls] = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->prev = s->next = NULL;
-}
-
-static gpool_status slab_new(gp_arena *a, unsigned cls, uintptr_t tag, uint16_t sidx, gp_slab **out)
-{
-    gp_slab *s = malloc(sizeof *s);
-    if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a slab");
-    size_t bytes = gp_slab_bytes(cls);
-    gp_range *r = NULL;
-    gpool_status st = place(a, bytes, GP_GRANULE, tag, GP_ARENA_SLAB, a->page, &r); /* one page */
-    if (st != GPOOL_OK) {
-        free(s);
-        return st;
-    }
-    memset(s, 0, offsetof(gp_slab, state));
-    s->base = r->addr;
-    s->slot_size = (uint32_t)gp_class_size(cls);
-    s->nslots = (uint16_t)(bytes / s->slot_size);
-    if (s->nslots > GP_SLAB_MAX_SLOTS) s->nslots = GP_SLAB_MAX_SLOTS;
-    s->nfree = s->nslots;
-    s->recip = (((uint64_t)1 << 40) + s->slot_size - 1) / s->slot_size;
-    s->cls = (uint8_t)cls;
-    s->tag = tag;
-    s->stream = sidx;
-    s->range = r;
-    r->aux = s;
-    for (uint16_t i = 0; i < GP_SLAB_MAX_SLOTS; i++) {
-        gp_slot_set(s, i, GP_SLOT_FREE);
-        gp_slot_set_req(s, i, 0);
-    }
-    for (uint16_t i = 0; i < s->nslots; i++)
-        s->free_stack[i] = (uint16_t)(s->nslots - 1 - i);
-    granules_set(a, s->base, bytes, s);
-    *out = s;
-    return GPOOL_OK;
-}
-
-static void slab_destroy(gp_arena *a, gp_slab *s)
-{
-    granules_set(a, s->base, s->range->size, NULL);
-    /* Its slots may still be used by work queued on the slab's stream before their frees:
-     * the range is pending on that stream at the position a free gets now. */
-    uint64_t seq = a->seq_of ? a->seq_of(a->owner, s->tag) : 0;
-    gp_heap_give(&a->heap, s->range, free_tag(a, s->tag), seq);
-    free(s);
-}
-
-/* A slab of class cls on stream tag with a free slot. With an owner (a thread cache), prefer
- * a slab that owner already uses or nobody does, so threads do not share cache lines. */
-static gpool_status slab_with_room(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner,
-                                   gp_slab **out)
-{
-    uint16_t sidx = 0;
-    gp_arena_stream *ss = stream_get(a, tag, &sidx);
-    if (!ss) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for stream state");
-    gp_slab *s = ss->partial[cls];
-    if (owner && s) {
-        int k = 0;
-        while (s && s->owner && s->owner != owner && k++ < 8)
-            s = s->next;
-        if (s && s->owner && s->owner != owner) s = NULL;
-        if (!s && !ss->empty[cls] && k < 8) s = ss->partial[cls]; /* short list: share */
-    }
-    if (!s && (s = ss->empty[cls])) {
-        ss->empty[cls] = NULL;
-        partial_push(ss, s);
-    }
-    if (!s) {
-        gpool_status st = slab_new(a, cls, tag, sidx, &s);
-        if (st != GPOOL_OK) return st;
-        ss = &a->streams[sidx]; /* place() may not move streams, but be safe */
-        partial_push(ss, s);
-    }
-    if (owner) s->owner = owner;
-    *out = s;
-    return GPOOL_OK;
-}
-
-static uintptr_t slot_pop(gp_arena *a, gp_slab *s, uint8_t state)
-{
-    uint16_t i = s->free_stack[--s->nfree];
-    gp_slot_set(s, i, state);
-    use_bytes(a, s->slot_size);
-    if (s->nfree == 0) partial_del(&a->streams[s->stream], s);
-    return s->base + (uintptr_t)i * s->slot_size;
-}
-
-/* Return slot i of s to its free list; the slab may go away. */
-static void slot_push(gp_arena *a, gp_slab *s, uint16_t i)
-{
-    gp_arena_stream *ss = &a->streams[s->stream];
-    gp_slot_set(s, i, GP_SLOT_FREE);
-    use_bytes(a, -(int64_t)s->slot_size);
-    s->free_stack[s->nfree++] = i;
-    if (s->nfree == 1) partial_push(ss, s);
-    if (s->nfree < s->nslots) return;
-    partial_del(ss, s);
-    s->owner = NULL;
-    if (!ss->empty[s->cls])
-        ss->empty[s->cls] = s;
-    else
-        slab_destroy(a, s);
-}
-
 /* ---------- public ---------- */
 
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
@@ -805,35 +597,26 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
     gpool_status st;
     GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
     pthread_mutex_lock(&a->lock);
-    note_stream(a, tag);
+    gp_arena_note_stream(a, tag);
     /* Slabs serve the arena's slab stream (the pool's default stream); small blocks of other
      * streams are heap ranges, whose per-stream tags need no per-stream slabs. */
     if (size <= a->small_max && align <= GP_MIN_ALIGN && tag == a->slab_tag) {
-        unsigned cls = gp_size_class(size);
-        gp_slab *s = NULL;
-        st = slab_with_room(a, cls, tag, NULL, &s);
-        if (st == GPOOL_OK) {
-            uintptr_t p = slot_pop(a, s, GP_SLOT_LIVE);
-            gp_slot_set_req(s, (uint32_t)gp_slot_index(s, p), (uint32_t)size);
-            a->c.small_requested += size;
-            count_alloc(a, 0);
-            *out = (void *)p;
-        }
+        st = gp_arena_slab_alloc_locked(a, size, tag, out);
     } else {
         size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
         gp_range *r = NULL;
         if (size <= a->small_max && align <= GP_MIN_ALIGN && a->streams_seen >= 2)
             flags |= GP_ARENA_SMALL_RANGE;
-        st = place(a, rounded, align, tag, flags, chunk, &r);
+        st = gp_arena_place(a, rounded, align, tag, flags, chunk, &r);
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
-            gp_heap_give(&a->heap, r, free_tag(a, tag), 0);
+            gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), 0);
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
         }
         if (st == GPOOL_OK) {
             r->requested = size;
             r->usage = usage;
-            use_bytes(a, (int64_t)r->size);
-            count_alloc(a, size);
+            gp_arena_use_bytes(a, (int64_t)r->size);
+            gp_arena_count_alloc(a, size);
             *out = (void *)r->addr;
         }
     }
@@ -842,54 +625,70 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
     return st;
 }
 
-static gpool_status pending_add(gp_arena *a, uintptr_t ptr, uintptr_t tag, uint64_t seq)
+int gp_arena_alloc_cached(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
+                          void **out)
 {
-    if (a->npending == a->cap_pending) {
-        size_t cap = a->cap_pending ? a->cap_pending * 2 : 64;
-        gp_pending_slot *np = realloc(a->pending, cap * sizeof *np);
-        if (!np) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a pending free");
-        a->pending = np;
-        a->cap_pending = cap;
+    GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
+    if (a->poll || a->sync || a->small_max) return 0; /* the warm path is for plain arenas */
+    size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    int no_nodes = 0, served = 0;
+    pthread_mutex_lock(&a->lock);
+    gp_arena_note_stream(a, tag);
+    gp_range *r = take(a, rounded, align, tag, 0, &no_nodes);
+    if (r && needs_backing(a, r)) {
+        give_back(a, r, tag); /* fresh pages ahead: the caller's full path backs them */
+        r = NULL;
     }
-    a->pending[a->npending++] = (gp_pending_slot){ptr, tag, seq};
-    return GPOOL_OK;
+    if (r && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
+        give_back(a, r, tag);
+        r = NULL;
+    }
+    if (r) {
+        r->requested = size;
+        r->usage = usage;
+        gp_arena_use_bytes(a, (int64_t)r->size);
+        gp_arena_count_alloc(a, size);
+        *out = (void *)r->addr;
+        served = 1;
+    }
+    GP_CHECK_ARENA(a, "alloc_cached");
+    pthread_mutex_unlock(&a->lock);
+    return served;
+}
+
+/* A free of ptr that is no large block's start: say whether it is inside one (interior),
+ * in the arena's memory (already freed) or not the arena's at all. Lock held; walks the
+ * region (an error path). */
+static gpool_status bad_range_pointer(gp_arena *a, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    if (!gp_arena_contains(a, p)) return gp_bad_pointer(ptr, GP_PTR_FOREIGN, a->kind, 0);
+    for (size_t i = 0; i < a->heap.nregions; i++) {
+        gp_region *g = &a->heap.regions[i];
+        if (p - g->base >= g->size) continue;
+        GP_HEAP_FOREACH(&a->heap, i, x)
+        {
+            if (p - x->addr >= x->size) continue;
+            if (!x->is_free && !x->aux)
+                return gp_bad_pointer(ptr, GP_PTR_INTERIOR, a->kind, x->addr);
+            break;
+        }
+    }
+    return gp_bad_pointer(ptr, GP_PTR_FREED, a->kind, 0);
 }
 
 gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
 {
     uintptr_t p = (uintptr_t)ptr;
-    note_stream(a, tag);
+    gp_arena_note_stream(a, tag);
     a->frees_since_sync++;
     gp_slab *s = gp_arena_slab_of(a, p);
-    if (s) {
-        long i = gp_slot_index(s, p);
-        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_LIVE)
-            return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block (%s)", ptr,
-                           i < 0 ? "not the start of a block" : "already freed");
-        uint32_t req = gp_slot_req(s, (uint32_t)i);
-        if (s->tag != tag) {
-            /* Freed on another stream than its slab serves: park it until that stream's
-             * work is done, so the slab's stream cannot reuse it early. */
-            gpool_status st = pending_add(a, p, tag, seq);
-            if (st != GPOOL_OK) return st;
-            gp_slot_set(s, (uint32_t)i, GP_SLOT_PENDING);
-            a->c.pending_slots++;
-            a->c.pending_bytes += s->slot_size;
-        } else {
-            slot_push(a, s, (uint16_t)i);
-        }
-        a->c.small_requested -= req;
-        count_free(a, 0);
-        return GPOOL_OK;
-    }
+    if (s) return gp_arena_slab_free_locked(a, s, ptr, tag, seq);
     gp_range *r = gp_ptrmap_del(&a->blocks, p);
-    if (!r)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not a live block of this pool (%s)", ptr,
-                       gp_arena_contains(a, p) ? "inside the pool: already freed or interior"
-                                               : "never allocated here");
-    use_bytes(a, -(int64_t)r->size);
-    count_free(a, r->requested);
-    gp_heap_give(&a->heap, r, free_tag(a, tag), seq);
+    if (!r) return bad_range_pointer(a, ptr);
+    gp_arena_use_bytes(a, -(int64_t)r->size);
+    gp_arena_count_free(a, r->requested);
+    gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), seq);
     return GPOOL_OK;
 }
 
@@ -905,71 +704,7 @@ gpool_status gp_arena_free(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq)
 void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto)
 {
     gp_heap_clean(&a->heap, tag, upto);
-    size_t k = 0;
-    for (size_t i = 0; i < a->npending; i++) {
-        gp_pending_slot ps = a->pending[i];
-        if (ps.tag == tag && ps.seq <= upto) {
-            gp_slab *s = gp_arena_slab_of(a, ps.ptr);
-            a->c.pending_slots--;
-            a->c.pending_bytes -= s->slot_size;
-            slot_push(a, s, (uint16_t)gp_slot_index(s, ps.ptr));
-        } else {
-            a->pending[k++] = ps;
-        }
-    }
-    a->npending = k;
-}
-
-size_t gp_arena_slots_take(gp_arena *a, unsigned cls, uintptr_t tag, const void *owner, void **out,
-                           size_t n, gpool_status *st)
-{
-    size_t got = 0;
-    *st = GPOOL_OK;
-    pthread_mutex_lock(&a->lock);
-    note_stream(a, tag);
-    while (got < n) {
-        gp_slab *s = NULL;
-        *st = slab_with_room(a, cls, tag, owner, &s);
-        if (*st != GPOOL_OK) break;
-        while (got < n && s->nfree)
-            out[got++] = (void *)slot_pop(a, s, GP_SLOT_CACHED);
-    }
-    if (got) *st = GPOOL_OK;
-    GP_CHECK_ARENA(a, "slots_take");
-    pthread_mutex_unlock(&a->lock);
-    return got;
-}
-
-void gp_arena_slots_give(gp_arena *a, void *const *ptrs, size_t n, const void *owner)
-{
-    pthread_mutex_lock(&a->lock);
-    for (size_t k = 0; k < n; k++) {
-        uintptr_t p = (uintptr_t)ptrs[k];
-        gp_slab *s = gp_arena_slab_of(a, p);
-        long i = s ? gp_slot_index(s, p) : -1;
-        if (i < 0 || gp_slot_state(s, (uint32_t)i) != GP_SLOT_CACHED) continue; /* cannot happen */
-        if (owner && s->owner == owner) s->owner = NULL;
-        a->frees_since_sync++;
-        slot_push(a, s, (uint16_t)i);
-    }
-    GP_CHECK_ARENA(a, "slots_give");
-    pthread_mutex_unlock(&a->lock);
-}
-
-uint64_t gp_arena_small_requested(gp_arena *a)
-{
-    uint64_t sum = 0;
-    pthread_mutex_lock(&a->lock);
-    for (size_t r = 0; r < a->heap.nregions; r++)
-        GP_HEAP_FOREACH(&a->heap, r, x)
-        {
-            gp_slab *s = x->is_free ? NULL : x->aux;
-            if (!s) continue;
-            for (uint32_t i = 0; i < s->nslots; i++)
-                if (gp_slot_state(s, i) == GP_SLOT_LIVE) sum += gp_slot_req(s, i);
-        }
-    pthread_mutex_unlock(&a->lock);
-    return sum;
+    gp_arena_pending_clean_locked(a, tag, upto);
 }
 
 gpool_status gp_arena_trim(gp_arena *a, size_t keep)
@@ -1006,16 +741,7 @@ static gpool_status block_locked(gp_arena *a, const void *ptr, uintptr_t *base, 
     gpool_status st = GPOOL_OK;
     gp_slab *s = gp_arena_slab_of(a, p);
     if (s) {
-        uint32_t i = (uint32_t)((p - s->base) / s->slot_size);
-        if (i >= s->nslots || gp_slot_state(s, i) != GP_SLOT_LIVE) {
-            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
-        } else {
-            *base = s->base + (uintptr_t)i * s->slot_size;
-            *size = s->slot_size;
-            *requested = gp_slot_req(s, i);
-            *tag = s->tag;
-            *usage = 0;
-        }
+        st = gp_arena_slab_block_locked(s, a->kind, ptr, base, size, requested, tag, usage);
     } else {
         gp_range *r = gp_ptrmap_get(&a->blocks, p); /* a block's start: no walk */
         for (size_t i = 0; i < a->heap.nregions && !r; i++) {
@@ -1030,7 +756,7 @@ static gpool_status block_locked(gp_arena *a, const void *ptr, uintptr_t *base, 
             }
         }
         if (!r || r->is_free || r->aux) {
-            st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is not inside a live block", ptr);
+            st = gp_bad_pointer(ptr, GP_PTR_FREED, a->kind, 0);
         } else {
             *base = r->addr;
             *size = r->size;
@@ -1098,11 +824,11 @@ void gp_arena_take_locked(gp_arena *a, void *ptr, gp_block_ref *ref)
 void gp_arena_free_taken_locked(gp_arena *a, gp_block_ref *ref, uintptr_t tag, uint64_t seq)
 {
     gp_range *r = ref->range;
-    note_stream(a, tag);
+    gp_arena_note_stream(a, tag);
     a->frees_since_sync++;
-    use_bytes(a, -(int64_t)r->size);
-    count_free(a, r->requested);
-    gp_heap_give(&a->heap, r, free_tag(a, tag), seq);
+    gp_arena_use_bytes(a, -(int64_t)r->size);
+    gp_arena_count_free(a, r->requested);
+    gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), seq);
     ref->range = NULL;
     GP_CHECK_ARENA(a, "free");
 }

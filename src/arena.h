@@ -186,6 +186,13 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out);
 
+/* A large block from cached memory only, for an arena without slabs or stream hooks (the host
+ * kind's page arenas): 1 and *out when a free range on backed pages fits (no driver call, no
+ * hook), else 0 with nothing changed and no error set. Takes the arena's lock, so a caller may
+ * hold its own lock around it (nothing here waits on the driver). */
+int gp_arena_alloc_cached(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
+                          void **out);
+
 /* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook) and the chunk
  * size the placement chose for a large block (pl->page; gp_arena_alloc: one page). Slabs are
  * backed page by page. */

@@ -1,5 +1,5 @@
-/* The arena's fields: arena.c's own, and the debug checker's (arena_check.c, test_check.c).
- * Every other file goes through the functions of arena.h. */
+/* The arena's fields: arena.c's and arena_slab.c's, and the debug checker's (arena_check.c,
+ * test_check.c). Every other file goes through the functions of arena.h. */
 #ifndef GPOOL_ARENA_INTERNAL_H
 #define GPOOL_ARENA_INTERNAL_H
 
@@ -55,5 +55,67 @@ struct gp_arena {
     gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */
     uint64_t check_ops, check_cost; /* GPOOL_DEBUG: sampling of gp_arena_check_or_abort */
 };
+
+/* ---------- shared by arena.c (ranges) and arena_slab.c (slabs); lock held ---------- */
+
+/* One attempt to place and back a range (arena.c): the ladder makes room, not the arena. */
+gpool_status gp_arena_place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,
+                            size_t chunk, gp_range **out);
+
+/* Single-stream mode: the first request on a second stream turns the clean ranges freed so
+ * far pending on the first stream (their queued work may still use them), and from then on
+ * every free is tagged by its stream. */
+static inline void gp_arena_note_stream(gp_arena *a, uintptr_t tag)
+{
+    if (a->streams_seen == 0) {
+        a->streams_seen = 1;
+        a->only_tag = tag;
+    } else if (a->streams_seen == 1 && tag != a->only_tag) {
+        gp_heap_retag_clean(&a->heap, a->only_tag, 0);
+        a->streams_seen = 2;
+    }
+}
+
+/* The tag a range freed on stream tag gets. */
+static inline uintptr_t gp_arena_free_tag(gp_arena *a, uintptr_t tag)
+{
+    return a->streams_seen < 2 && tag == a->only_tag ? GP_TAG_CLEAN : tag;
+}
+
+/* Accounting: in_use counts large blocks and every slab slot that is not free (live, parked
+ * in a thread cache, or pending), so it is right whichever path allocates or frees a slot;
+ * requested counts large blocks only (small ones are summed from their slabs on demand). */
+static inline void gp_arena_use_bytes(gp_arena *a, int64_t d)
+{
+    a->c.in_use += (uint64_t)d;
+    if (a->c.in_use > a->c.peak_in_use) a->c.peak_in_use = a->c.in_use;
+}
+
+static inline void gp_arena_count_alloc(gp_arena *a, size_t requested)
+{
+    a->c.requested += requested;
+    a->c.allocs++;
+    if (a->c.requested > a->c.peak_requested) a->c.peak_requested = a->c.requested;
+}
+
+static inline void gp_arena_count_free(gp_arena *a, size_t requested)
+{
+    a->c.requested -= requested;
+    a->c.frees++;
+}
+
+/* The slab halves of arena.c's calls (arena_slab.c). */
+gpool_status gp_arena_slab_alloc_locked(gp_arena *a, size_t size, uintptr_t tag, void **out);
+gpool_status gp_arena_slab_free_locked(gp_arena *a, gp_slab *s, void *ptr, uintptr_t tag,
+                                       uint64_t seq);
+/* Slots pending on stream tag up to position upto go back to their slabs. */
+void gp_arena_pending_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
+/* Destroy every spare empty slab (their ranges go back to the heap). */
+void gp_arena_slabs_drop_spare_locked(gp_arena *a);
+/* Not a live slot's start: the report (an interior pointer of a live slot, or freed). */
+gpool_status gp_arena_slab_bad(gp_arena *a, gp_slab *s, const void *ptr);
+gpool_status gp_arena_slab_block_locked(gp_slab *s, gpool_mem_kind kind, const void *ptr,
+                                        uintptr_t *base, size_t *size, size_t *requested,
+                                        uintptr_t *tag, uint32_t *usage);
 
 #endif

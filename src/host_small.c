@@ -249,25 +249,12 @@ gpool_status gp_small_create(const gp_host_env *env, gpool_mem_kind kind, _Atomi
     return GPOOL_OK;
 }
 
-gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, void **out,
-                            size_t *usable)
+/* Lock held: a free block of class c from a partial slab or an unused one, or NULL. */
+static void *take_locked(gp_small *s, unsigned c, size_t *got)
 {
-    *out = NULL;
-    if (size > GP_SMALL_MAX || align > GP_SMALL_MAX_ALIGN || (align & (align - 1)))
-        return gp_fail(GPOOL_ERR_INVALID_ARG,
-                       "small host block of %zu bytes aligned to %zu: beyond the slabs' reach",
-                       size, align);
-    unsigned c = class_of(size, align ? align : 1);
-    pthread_mutex_lock(&s->lock);
     small_slab *sl = s->partial[c];
     if (!sl) {
-        if (!s->unused) {
-            gpool_status st = extent_add(s);
-            if (st != GPOOL_OK) {
-                pthread_mutex_unlock(&s->lock);
-                return st;
-            }
-        }
+        if (!s->unused) return NULL;
         sl = s->unused;
         s->unused = sl->next;
         sl->cls = (int)c;
@@ -285,7 +272,43 @@ gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, vo
         p = (void *)(sl->base + (size_t)sl->bumped++ * sl->size);
     }
     if (--sl->nfree == 0) partial_drop(s, sl);
-    size_t got = sl->size;
+    *got = sl->size;
+    return p;
+}
+
+int gp_small_alloc_warm(gp_small *s, size_t size, size_t align, void **out, size_t *usable)
+{
+    if (size > GP_SMALL_MAX || align > GP_SMALL_MAX_ALIGN || (align & (align - 1))) return 0;
+    unsigned c = class_of(size, align ? align : 1);
+    size_t got = 0;
+    pthread_mutex_lock(&s->lock);
+    void *p = take_locked(s, c, &got);
+    pthread_mutex_unlock(&s->lock);
+    if (!p) return 0;
+    *out = p;
+    *usable = got;
+    return 1;
+}
+
+gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, void **out,
+                            size_t *usable)
+{
+    *out = NULL;
+    if (size > GP_SMALL_MAX || align > GP_SMALL_MAX_ALIGN || (align & (align - 1)))
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "small host block of %zu bytes aligned to %zu: beyond the slabs' reach",
+                       size, align);
+    unsigned c = class_of(size, align ? align : 1);
+    pthread_mutex_lock(&s->lock);
+    if (!s->partial[c] && !s->unused) {
+        gpool_status st = extent_add(s);
+        if (st != GPOOL_OK) {
+            pthread_mutex_unlock(&s->lock);
+            return st;
+        }
+    }
+    size_t got = 0;
+    void *p = take_locked(s, c, &got);
     pthread_mutex_unlock(&s->lock);
     if (zero) memset(p, 0, got);
     *out = p;

@@ -32,6 +32,11 @@ gpool_status gp_small_create(const gp_host_env *env, gpool_mem_kind kind, _Atomi
  * driver's registration of a new extent, GPOOL_ERR_OUT_OF_MEMORY when mmap fails. */
 gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, void **out,
                             size_t *usable);
+/* As gp_small_alloc without zeroing, but only from an extent already registered: 1 and the
+ * block, or 0 (nothing set, no error) when serving it would register a new extent or the
+ * request is beyond the slabs' reach. No driver call; one lock. For a caller that holds its
+ * own lock around it (the host kind's warm path): nothing here waits on the driver. */
+int gp_small_alloc_warm(gp_small *s, size_t size, size_t align, void **out, size_t *usable);
 /* Give back a block from gp_small_alloc (p NULL or not from s: nothing happens). */
 void gp_small_free(gp_small *s, void *p);
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_pointer.h"
 #include "error.h"
 #include "kind.h"
 #include "ladder.h"
@@ -272,6 +273,59 @@ static void note_peaks(host_kind *k)
     if (res > k->in_use && res - k->in_use > k->peak_cached) k->peak_cached = res - k->in_use;
 }
 
+/* Lock held, the budget charged (est) and the source chosen (a small-arena reference taken,
+ * or the page arena la): a warm block (from a registered extent or from cached backed pages:
+ * no driver call) and its record in this one hold of the lock, the small or page arena's lock
+ * nested inside (the order inside_locked takes them in too). 1: served, *out set, the lock
+ * released; 0: nothing changed, the lock still held (the caller's path, which may call the
+ * driver outside the lock, serves it). Its key is its host address (pinned, or mapped where
+ * the device address is the host one). */
+static int warm_locked(gp_sysmem *s, host_kind *k, gp_arena *la, gpool_t *pool,
+                       const gpool_alloc_params *params, const gp_placement *pl, void **out)
+{
+    size_t size = pl->size, est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
+    host_block *b = malloc(sizeof *b);
+    void *p = NULL;
+    size_t got = est;
+    if (!b) return 0;
+    int served =
+        la ? gp_arena_alloc_cached(la, size, pl->align, 0, params ? (uint32_t)params->usage : 0, &p)
+           : gp_small_alloc_warm(k->small, size, pl->align, &p, &got);
+    if (!served) {
+        free(b);
+        return 0;
+    }
+    *b = (host_block){
+        .host = (uintptr_t)p,
+        .requested = size,
+        .size = got,
+        .page = la ? pl->page : 4 * KiB,
+        .stream = params && params->stream ? params->stream : pool->cfg.default_stream,
+        .kind = pl->kind,
+        .usage = params ? params->usage : GPOOL_USAGE_DEFAULT,
+        .src = (uint8_t)(la ? SRC_LARGE : SRC_SMALL),
+        .pg = (uint8_t)(pl->page >= HOST_HUGE_PAGE ? PG_2M : PG_4K),
+        .fell_back = (uint8_t)(pl->kind != pl->first),
+    };
+    if (gp_ptrmap_put(&s->blocks, (uintptr_t)p, b) != 0) {
+        if (la)
+            gp_arena_free(la, p, 0, 0);
+        else
+            gp_small_free(k->small, p);
+        free(b);
+        return 0;
+    }
+    k->in_use += got - est;
+    k->requested += size;
+    k->allocs++;
+    k->live++;
+    note_peaks(k);
+    pthread_mutex_unlock(&s->lock);
+    if (pl->flags & GPOOL_ALLOC_ZERO) memset(p, 0, la ? size : got);
+    *out = p;
+    return 1;
+}
+
 /* Allocate in one kind, once. *over_budget = 1 when the kind's budget refused the request;
  * *oom_arena: the page arena that ran out of memory, if that was why it failed. */
 static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *pl,
@@ -326,6 +380,10 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
     }
     int charged = st == GPOOL_OK;
     if (charged) k->in_use += est; /* charge the budget now; settled below */
+    if (charged && (src == SRC_SMALL || src == SRC_LARGE) &&
+        (kind != GPOOL_MEM_HOST_MAPPED || s->reg_same_ptr) &&
+        warm_locked(s, k, src == SRC_LARGE ? la : NULL, pool, params, pl, out))
+        return GPOOL_OK; /* unlocked there */
     pthread_mutex_unlock(&s->lock);
 
     uintptr_t host = 0, key = 0;
@@ -556,23 +614,15 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
     pthread_mutex_unlock(&s->lock);
     if (b) {
         *owned = 1;
-        return gp_fail(GPOOL_ERR_INVALID_POINTER,
-                       "%p is inside the %s block at 0x%" PRIxPTR
-                       " but not its start: free the address gpool_alloc returned",
-                       ptr, gp_kind_name(b->kind), key);
+        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, b->kind, key);
     }
     if (inside) {
         *owned = 1;
-        return gp_fail(GPOOL_ERR_INVALID_POINTER,
-                       "%p is in this pool's host memory but not a live block: already freed", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_FREED, GP_MEM_HOST_ANY, 0);
     }
     if (gp_hostmem_page_locked(&s->env, ptr)) { /* someone else's pinned memory */
         *owned = 1;
-        return gp_fail(GPOOL_ERR_INVALID_POINTER,
-                       "%p is page-locked host memory this pool did not allocate (another pool's "
-                       "block, or cuMemHostAlloc/cuMemHostRegister memory): free it where it "
-                       "came from",
-                       ptr);
+        return gp_bad_pointer(ptr, GP_PTR_FOREIGN_LOCKED, GPOOL_MEM_AUTO, 0);
     }
     *owned = 0;
     return GPOOL_OK;
@@ -737,7 +787,7 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     if (!ref->owned || st != GPOOL_OK) return st;
     ref->requested = d.requested_size;
     if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a host block, not its start", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, d.kind, (uintptr_t)d.host_ptr);
     return gp_stream_defer_host_free(pool, ptr, tag, &d);
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_pointer.h"
 #include "error.h"
 #include "fork.h"
 #include "ipc.h"
@@ -302,7 +303,7 @@ static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream,
         if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
         return st;
     }
-    return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+    return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);
 }
 
 static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call,
@@ -368,7 +369,7 @@ static gpool_status record_stream(gpool_t *pool, void *ptr, gpool_stream_t strea
     gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
     if (st != GPOOL_OK) return st;
     if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p is inside a block, not its start", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, info.kind, (uintptr_t)info.device_ptr);
     return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
 }
 
@@ -567,7 +568,7 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
         gpool_status st = gp_kinds[i]->block_info(pool, ptr, out, &owned);
         if (owned) return st;
     }
-    return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was not allocated by this pool", ptr);
+    return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);
 }
 
 gpool_status gpool_mem_get_info(gpool_t *pool, size_t *free_bytes, size_t *total_bytes)

@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_pointer.h"
 #include "error.h"
 #include "stream_internal.h"
 #include "kind_host.h"
@@ -120,7 +121,7 @@ gpool_status gp_stream_record(gpool_t *pool, void *ptr, uintptr_t alloc_tag, uin
         }
     }
     if (rc && rc->deferred) {
-        st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p was already freed", ptr);
+        st = gp_bad_pointer(ptr, GP_PTR_PENDING, GPOOL_MEM_AUTO, 0);
     } else if (rc) {
         size_t i = 0;
         while (i < rc->n && rc->tags[i] != tag)
@@ -152,7 +153,7 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block
     }
     if (rc->deferred) {
         gp_ss_unlock(ss);
-        *st = gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
+        *st = gp_bad_pointer(ptr, GP_PTR_PENDING, GPOOL_MEM_AUTO, 0);
         return 1;
     }
     if (ss->ndef == ss->cap_def) {
@@ -531,7 +532,7 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (rc && rc->deferred) {
         gp_ss_unlock(ss);
-        return gp_fail(GPOOL_ERR_INVALID_POINTER, "%p: double free (its free is pending)", ptr);
+        return gp_bad_pointer(ptr, GP_PTR_PENDING, GPOOL_MEM_AUTO, 0);
     }
     if (!rc) {
         rc = calloc(1, sizeof *rc);
