@@ -34,73 +34,9 @@
 
 #include "../../sim/gpool_sim.h"
 #include "prog_check.h"
-
-#define MIB ((size_t)1 << 20)
+#include "prog_ipc.h"
 
 enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE, OP_DRIVER, OP_HOLD };
-
-typedef struct msg {
-    cudaIpcMemHandle_t h;
-    uint64_t bytes;
-    uint32_t seed, op;
-} msg;
-
-/* the stand-in cudart has no IPC entry points: the interposer's, by name */
-static void *fn(const char *name)
-{
-    void *f = dlsym(RTLD_DEFAULT, name);
-    if (!f) {
-        printf("failed: no %s\n", name);
-        exit(1);
-    }
-    return f;
-}
-static cudaError_t ipc_get(cudaIpcMemHandle_t *h, void *p)
-{
-    cudaError_t (*f)(cudaIpcMemHandle_t *, void *);
-    *(void **)&f = fn("cudaIpcGetMemHandle");
-    return f(h, p);
-}
-static cudaError_t ipc_open(void **p, cudaIpcMemHandle_t h, unsigned flags)
-{
-    cudaError_t (*f)(void **, cudaIpcMemHandle_t, unsigned);
-    *(void **)&f = fn("cudaIpcOpenMemHandle");
-    return f(p, h, flags);
-}
-static cudaError_t ipc_close(void *p)
-{
-    cudaError_t (*f)(void *);
-    *(void **)&f = fn("cudaIpcCloseMemHandle");
-    return f(p);
-}
-
-static void fill(void *p, size_t n, uint32_t seed)
-{
-    unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        b[i] = (unsigned char)((i * 40503u) >> 7 ^ seed);
-}
-
-static int same(const void *p, size_t n, uint32_t seed)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != (unsigned char)((i * 40503u) >> 7 ^ seed)) return 0;
-    return 1;
-}
-
-static int io(int fd, void *buf, size_t n, int writing)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = writing ? write(fd, (char *)buf + done, n - done)
-                            : read(fd, (char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        done += (size_t)r;
-    }
-    return 0;
-}
 
 static int32_t fds_open(void)
 {

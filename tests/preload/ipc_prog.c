@@ -29,78 +29,19 @@
 
 #include "../../sim/gpool_sim.h"
 #include "prog_check.h"
+#include "prog_ipc.h"
 
-#define MIB   ((size_t)1 << 20)
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
-/* one message producer -> consumer */
-typedef struct msg {
-    cudaIpcMemHandle_t h;
-    uint64_t bytes;
-    uint32_t seed, op; /* op 0: read, close, answer; 1: read, answer, wait, read, close, answer;
-                          2: read, answer, die; 3: open, answer the code (closes on success) */
-} msg;
-
-/* The stand-in cudart has no IPC functions: the interposer's are found by name (as a program
- * linked with the real libcudart would reach them ahead of it). */
-static void *fn(const char *name)
-{
-    void *f = dlsym(RTLD_DEFAULT, name);
-    if (!f) {
-        printf("failed: no %s\n", name);
-        exit(1);
-    }
-    return f;
-}
-static cudaError_t ipc_get(cudaIpcMemHandle_t *h, void *p)
-{
-    cudaError_t (*f)(cudaIpcMemHandle_t *, void *);
-    *(void **)&f = fn("cudaIpcGetMemHandle");
-    return f(h, p);
-}
-static cudaError_t ipc_open(void **p, cudaIpcMemHandle_t h, unsigned flags)
-{
-    cudaError_t (*f)(void **, cudaIpcMemHandle_t, unsigned);
-    *(void **)&f = fn("cudaIpcOpenMemHandle");
-    return f(p, h, flags);
-}
-static cudaError_t ipc_close(void *p)
-{
-    cudaError_t (*f)(void *);
-    *(void **)&f = fn("cudaIpcCloseMemHandle");
-    return f(p);
-}
-
-static void fill(void *p, size_t n, uint32_t seed)
-{
-    unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        b[i] = (unsigned char)((i * 2654435761u) >> 13 ^ seed);
-}
-
-static int same(const void *p, size_t n, uint32_t seed)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != (unsigned char)((i * 2654435761u) >> 13 ^ seed)) return 0;
-    return 1;
-}
-
+/* msg.op: 0 read, close, answer; 1 read, answer, wait, read, close, answer; 2 read, answer,
+ * wait, die; 3 open, answer the code (closes on success) */
 static int rd(int fd, void *buf, size_t n)
 {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = read(fd, (char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        done += (size_t)r;
-    }
-    return 0;
+    return io(fd, buf, n, 0);
 }
-
 static int wr(int fd, const void *buf, size_t n)
 {
-    return write(fd, buf, n) == (ssize_t)n ? 0 : -1;
+    return io(fd, (void *)buf, n, 1);
 }
 
 /* ---------- consumer ---------- */
