@@ -4,7 +4,8 @@
  * cuIpcOpenMemHandle, cuIpcCloseMemHandle), CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE
  * and the cross-process referee (sim/sim_ipc.c cites the cuda.h doc comments).
  *
- * The second process is this binary run again (fork + exec of /proc/self/exe) with
+ * The second process is this binary run again (fork + exec of the path /proc/self/exe names:
+ * under valgrind the link itself is the tool's binary, readlink answers ours) with
  * GPOOLSIM_IPC_PEER naming its part: a constructor runs that part before Criterion starts and
  * exits with 0 or the line of the failed check. It talks to the test over two pipes (lines
  * "R" ready, "G" go, or a value). */
@@ -376,6 +377,10 @@ struct peer {
 static void peer_start(struct peer *pr, const char *cmd, const char *strict)
 {
     int a[2], b[2];
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert(n > 0 && n < (ssize_t)sizeof self - 1);
+    self[n] = '\0';
     cr_assert_eq(pipe(a), 0);
     cr_assert_eq(pipe(b), 0);
     fflush(NULL);
@@ -391,7 +396,7 @@ static void peer_start(struct peer *pr, const char *cmd, const char *strict)
         snprintf(v, sizeof v, "%d", b[1]);
         setenv("GPOOLSIM_IPC_OUT", v, 1);
         if (strict) setenv("GPOOL_SIM_STRICT", strict, 1);
-        execl("/proc/self/exe", "test_sim_ipc-peer", (char *)NULL);
+        execl(self, "test_sim_ipc-peer", (char *)NULL);
         _exit(127);
     }
     close(a[0]);
