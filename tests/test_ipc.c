@@ -166,6 +166,22 @@ static int wait_freed(gpool_t *pool, void *p)
     return wait_freed_ms(pool, p, 5000);
 }
 
+/* A block of `bytes` filled from `seed`, exported and sent to importer c with `op`; the
+ * importer's first answer must be 1. The block. */
+static void *send_block(child *c, gpool_t *pool, size_t bytes, uint32_t seed, int op)
+{
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, bytes, NULL, &p), GPOOL_OK);
+    fill_pattern(p, bytes, seed);
+    msg m = {.check_bytes = bytes, .seed = seed, .op = op};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(write_full(c->to, &m, sizeof m), 0);
+    int32_t ok = 0;
+    cr_assert_eq(read_full(c->from, &ok, sizeof ok), 0);
+    cr_assert(ok);
+    return p;
+}
+
 static void init(void)
 {
     NEED_SIM();
@@ -281,15 +297,9 @@ Test(ipc, owner_free_while_imported_defers_reuse_until_close, .init = init)
 {
     child c = spawn(importer);
     gpool_t *pool = exporter_pool();
-    void *p, *q;
-    cr_assert_eq(gpool_alloc(pool, 4 * MiB, NULL, &p), GPOOL_OK);
-    fill_pattern(p, 4 * MiB, 42);
-    msg m = {.check_bytes = 4 * MiB, .seed = 42, .op = 1};
-    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
-    cr_assert_eq(write_full(c.to, &m, sizeof m), 0);
+    void *q;
+    void *p = send_block(&c, pool, 4 * MiB, 42, 1);
     int32_t ok = 0;
-    cr_assert_eq(read_full(c.from, &ok, sizeof ok), 0);
-    cr_assert(ok);
     /* the owner frees while the importer has it open: deferred */
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     cr_assert(block_live(pool, p), "the block was freed while another process has it open");
@@ -313,15 +323,7 @@ Test(ipc, importer_that_dies_leaks_nothing_in_the_owner, .init = init)
 {
     child c = spawn(importer);
     gpool_t *pool = exporter_pool();
-    void *p;
-    cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &p), GPOOL_OK);
-    fill_pattern(p, 2 * MiB, 5);
-    msg m = {.check_bytes = 2 * MiB, .seed = 5, .op = 2};
-    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK);
-    cr_assert_eq(write_full(c.to, &m, sizeof m), 0);
-    int32_t ok = 0;
-    cr_assert_eq(read_full(c.from, &ok, sizeof ok), 0);
-    cr_assert(ok);
+    void *p = send_block(&c, pool, 2 * MiB, 5, 2);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     {
         int crc = child_wait(&c);
@@ -413,15 +415,8 @@ Test(ipc, a_child_forked_by_the_importer_does_not_hold_the_block, .init = init)
 {
     child c = spawn(importer);
     gpool_t *pool = exporter_pool();
-    void *p;
-    cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &p), GPOOL_OK);
-    fill_pattern(p, 2 * MiB, 17);
-    msg m = {.check_bytes = 2 * MiB, .seed = 17, .op = 4};
-    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK);
-    cr_assert_eq(write_full(c.to, &m, sizeof m), 0);
+    void *p = send_block(&c, pool, 2 * MiB, 17, 4);
     int32_t ok = 0;
-    cr_assert_eq(read_full(c.from, &ok, sizeof ok), 0);
-    cr_assert(ok);
     cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
     cr_assert(block_live(pool, p));
     cr_assert_eq(write_full(c.to, "g", 1), 0);

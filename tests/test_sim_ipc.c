@@ -442,32 +442,67 @@ static void assert_clean(void)
     cr_assert_eq(S->bytes_in_use(0), 0);
 }
 
+/* A shareable handle of VSZ bytes mapped read-write at *va, filled with 'A', exported as *fd. */
+static void vmm_exported(CUmemGenericAllocationHandle *h, CUdeviceptr *va, int *fd)
+{
+    CUmemAllocationProp p = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    cr_assert_eq(D.cuMemCreate(h, VSZ, &p, 0), CUDA_SUCCESS);
+    *va = map_rw(*h, VSZ);
+    cr_assert_neq(*va, 0);
+    memset((void *)*va, 'A', VSZ);
+    *fd = -1;
+    cr_assert_eq(
+        D.cuMemExportToShareableHandle(fd, *h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        CUDA_SUCCESS);
+    cr_assert_geq(*fd, 0);
+}
+
+/* Start the peer on "vmm FD KEEP" (FD is closed here once the peer has it) and wait for its "R". */
+static void peer_vmm_ready(struct peer *pr, int fd, int keep)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "vmm %d %d", fd, keep);
+    peer_start(pr, cmd, NULL);
+    close(fd);
+    peer_expect(pr, "R");
+}
+
+/* Legacy IPC of LSZ bytes of cuMemAlloc memory filled with 'A': its handle as hex in hex. */
+static CUdeviceptr legacy_exported(char hex[2 * CU_IPC_HANDLE_SIZE + 1])
+{
+    CUdeviceptr p;
+    cr_assert_eq(D.cuMemAlloc(&p, LSZ), CUDA_SUCCESS);
+    memset((void *)p, 'A', LSZ);
+    CUipcMemHandle ih;
+    cr_assert_eq(D.cuIpcGetMemHandle(&ih, p), CUDA_SUCCESS);
+    hex_encode(&ih, sizeof ih, hex);
+    return p;
+}
+
+/* Start the peer on "legacy HEX KEEP" and wait for its "R". */
+static void peer_legacy_ready(struct peer *pr, const char *hex, int keep)
+{
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "legacy %s %d", hex, keep);
+    peer_start(pr, cmd, NULL);
+    peer_expect(pr, "R");
+}
+
 TestSuite(sim_ipc, .init = setup, .timeout = 60);
 
 /* A shareable handle, written here, read and rewritten by the importer, read back here: the
  * same physical bytes in two processes (cuMemImportFromShareableHandle + cuMemMap). */
 Test(sim_ipc, vmm_content_both_ways)
 {
-    CUmemAllocationProp p = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CUmemGenericAllocationHandle h;
-    cr_assert_eq(D.cuMemCreate(&h, VSZ, &p, 0), CUDA_SUCCESS);
+    CUdeviceptr va;
+    int fd;
+    vmm_exported(&h, &va, &fd);
     CUmemAllocationProp got;
     cr_assert_eq(D.cuMemGetAllocationPropertiesFromHandle(&got, h), CUDA_SUCCESS);
     cr_assert_eq(got.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    CUdeviceptr va = map_rw(h, VSZ);
-    cr_assert_neq(va, 0);
-    memset((void *)va, 'A', VSZ);
-    int fd = -1;
-    cr_assert_eq(
-        D.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-        CUDA_SUCCESS);
-    cr_assert_geq(fd, 0);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "vmm %d 0", fd);
     struct peer pr;
-    peer_start(&pr, cmd, NULL);
-    close(fd);
-    peer_expect(&pr, "R");
+    peer_vmm_ready(&pr, fd, 0);
     cr_assert(all_bytes((void *)va, VSZ, 'B'), "the importer's writes are seen here");
     /* cuMemRetainAllocationHandle keeps working on a shareable mapping */
     CUmemGenericAllocationHandle r;
@@ -564,22 +599,12 @@ Test(sim_ipc, vmm_import_of_closed_or_forged_descriptors_fails)
  * counts the free (gpoolsim_ipc_freed_while_open). */
 Test(sim_ipc, vmm_owner_releases_while_imported)
 {
-    CUmemAllocationProp p = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CUmemGenericAllocationHandle h;
-    cr_assert_eq(D.cuMemCreate(&h, VSZ, &p, 0), CUDA_SUCCESS);
-    CUdeviceptr va = map_rw(h, VSZ);
-    cr_assert_neq(va, 0);
-    memset((void *)va, 'A', VSZ);
-    int fd = -1;
-    cr_assert_eq(
-        D.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-        CUDA_SUCCESS);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "vmm %d 0", fd);
+    CUdeviceptr va;
+    int fd;
+    vmm_exported(&h, &va, &fd);
     struct peer pr;
-    peer_start(&pr, cmd, NULL);
-    close(fd);
-    peer_expect(&pr, "R");
+    peer_vmm_ready(&pr, fd, 0);
     cr_assert_eq(D.cuMemRelease(h), CUDA_SUCCESS);
     cr_assert_eq(D.freed_while_open(), 0, "still mapped here: nothing freed yet");
     unmap(va, VSZ);
@@ -593,22 +618,12 @@ Test(sim_ipc, vmm_owner_releases_while_imported)
  * whose free is then not reported (the kernel dropped the importer's lock). */
 Test(sim_ipc, vmm_importer_exits_without_closing)
 {
-    CUmemAllocationProp p = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CUmemGenericAllocationHandle h;
-    cr_assert_eq(D.cuMemCreate(&h, VSZ, &p, 0), CUDA_SUCCESS);
-    CUdeviceptr va = map_rw(h, VSZ);
-    cr_assert_neq(va, 0);
-    memset((void *)va, 'A', VSZ);
-    int fd = -1;
-    cr_assert_eq(
-        D.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-        CUDA_SUCCESS);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "vmm %d 1", fd);
+    CUdeviceptr va;
+    int fd;
+    vmm_exported(&h, &va, &fd);
     struct peer pr;
-    peer_start(&pr, cmd, NULL);
-    close(fd);
-    peer_expect(&pr, "R");
+    peer_vmm_ready(&pr, fd, 1);
     cr_assert_eq(line_send(pr.to, "G"), 0);
     peer_ok(&pr);
     cr_assert(all_bytes((void *)va, VSZ, 'B'));
@@ -622,20 +637,15 @@ Test(sim_ipc, vmm_importer_exits_without_closing)
  * it), opened, read, rewritten and closed by the other process, read back here. */
 Test(sim_ipc, legacy_open_read_close)
 {
-    CUdeviceptr p;
-    cr_assert_eq(D.cuMemAlloc(&p, LSZ), CUDA_SUCCESS);
-    memset((void *)p, 'A', LSZ);
-    CUipcMemHandle ih, again;
-    cr_assert_eq(D.cuIpcGetMemHandle(&ih, p), CUDA_SUCCESS);
+    char hex[2 * CU_IPC_HANDLE_SIZE + 1], again_hex[sizeof hex];
+    CUdeviceptr p = legacy_exported(hex);
+    CUipcMemHandle again;
     cr_assert_eq(D.cuIpcGetMemHandle(&again, p), CUDA_SUCCESS);
-    cr_assert_eq(memcmp(&ih, &again, sizeof ih), 0, "the same handle each time");
+    hex_encode(&again, sizeof again, again_hex);
+    cr_assert_str_eq(hex, again_hex, "the same handle each time");
     cr_assert(all_bytes((void *)p, LSZ, 'A'), "the bytes moved with the allocation");
-    char hex[2 * CU_IPC_HANDLE_SIZE + 1], cmd[200];
-    hex_encode(&ih, sizeof ih, hex);
-    snprintf(cmd, sizeof cmd, "legacy %s 0", hex);
     struct peer pr;
-    peer_start(&pr, cmd, NULL);
-    peer_expect(&pr, "R");
+    peer_legacy_ready(&pr, hex, 0);
     unsigned char *host = malloc(LSZ);
     cr_assert_not_null(host);
     cr_assert_eq(D.cuMemcpyDtoH(host, p, LSZ), CUDA_SUCCESS);
@@ -652,17 +662,10 @@ Test(sim_ipc, legacy_open_read_close)
 /* The importer exits with the handle open: the owner's free afterwards is clean. */
 Test(sim_ipc, legacy_importer_exits_without_closing)
 {
-    CUdeviceptr p;
-    cr_assert_eq(D.cuMemAlloc(&p, LSZ), CUDA_SUCCESS);
-    memset((void *)p, 'A', LSZ);
-    CUipcMemHandle ih;
-    cr_assert_eq(D.cuIpcGetMemHandle(&ih, p), CUDA_SUCCESS);
-    char hex[2 * CU_IPC_HANDLE_SIZE + 1], cmd[200];
-    hex_encode(&ih, sizeof ih, hex);
-    snprintf(cmd, sizeof cmd, "legacy %s 1", hex);
+    char hex[2 * CU_IPC_HANDLE_SIZE + 1];
+    CUdeviceptr p = legacy_exported(hex);
     struct peer pr;
-    peer_start(&pr, cmd, NULL);
-    peer_expect(&pr, "R");
+    peer_legacy_ready(&pr, hex, 1);
     cr_assert_eq(line_send(pr.to, "G"), 0);
     peer_ok(&pr);
     cr_assert_eq(D.cuMemFree(p), CUDA_SUCCESS);

@@ -133,30 +133,6 @@ static int consumer(int in, int out)
     return 0;
 }
 
-typedef struct peer {
-    pid_t pid;
-    int to, from;
-} peer;
-
-static peer spawn(void)
-{
-    int a[2], b[2];
-    peer c = {-1, -1, -1};
-    if (pipe(a) || pipe(b)) return c;
-    fflush(stdout);
-    c.pid = fork();
-    if (c.pid == 0) {
-        for (int fd = 3; fd < 1024; fd++)
-            if (fd != a[0] && fd != b[1]) close(fd);
-        _exit(consumer(a[0], b[1]));
-    }
-    close(a[0]);
-    close(b[1]);
-    c.to = a[1];
-    c.from = b[0];
-    return c;
-}
-
 static int32_t ask(peer *c, msg *m)
 {
     int32_t ans = -1;
@@ -164,20 +140,11 @@ static int32_t ask(peer *c, msg *m)
     return ans;
 }
 
-static int reap(peer *c)
-{
-    int st = 0;
-    close(c->to);
-    close(c->from);
-    waitpid(c->pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* ---------- modes ---------- */
 
 static int mode_twice(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     void *p;
     CHECK(cudaMalloc(&p, 3 * MIB) == cudaSuccess);
@@ -218,7 +185,7 @@ static int mode_self(void)
 
 static int mode_batch(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     void *p;
     CHECK(cudaMalloc(&p, 2 * MIB) == cudaSuccess);
@@ -235,7 +202,7 @@ static int mode_batch(void)
  * 40 blocks of its size (flushing the batch): none takes its memory, the importer's bytes stay */
 static int mode_batch_reuse(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     void *p, *q[40];
     CHECK(cudaMalloc(&p, 2 * MIB) == cudaSuccess);
@@ -264,7 +231,7 @@ static int mode_batch_reuse(void)
 
 static int mode_fds(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     int32_t prod[6] = {0}, cons[6] = {0};
     int reads = 0;
@@ -295,7 +262,7 @@ static int mode_fds(void)
 
 static int mode_range(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     size_t sizes[2] = {1000, 3 * MIB + 1};
     void *keep[2];

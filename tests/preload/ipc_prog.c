@@ -81,40 +81,6 @@ static int consumer(int in, int out)
     return rc;
 }
 
-typedef struct peer {
-    pid_t pid;
-    int to, from;
-} peer;
-
-static peer spawn(void)
-{
-    int a[2], b[2];
-    peer c = {-1, -1, -1};
-    if (pipe(a) || pipe(b)) return c;
-    fflush(stdout);
-    c.pid = fork();
-    if (c.pid == 0) {
-        /* only its own pipe ends: an earlier consumer's (inherited) would keep it open */
-        for (int fd = 3; fd < 1024; fd++)
-            if (fd != a[0] && fd != b[1]) close(fd);
-        _exit(consumer(a[0], b[1]));
-    }
-    close(a[0]);
-    close(b[1]);
-    c.to = a[1];
-    c.from = b[0];
-    return c;
-}
-
-static int reap(peer *c)
-{
-    int st = 0;
-    close(c->to);
-    close(c->from);
-    waitpid(c->pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* the drop-in answers the requested size for a live block (preload_query.c) */
 static int live_block(void *p, size_t requested)
 {
@@ -137,7 +103,7 @@ static int wait_gone(void *p, size_t requested)
 
 static int mode_basic(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     size_t sizes[] = {1000, 3 * MIB, 9 * MIB + 12345};
     for (int i = 0; i < 3; i++) {
@@ -174,7 +140,7 @@ static int mode_basic(void)
 
 static int mode_free_open(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     size_t n = 3 * MIB + 12345;
     void *p, *q;
@@ -199,7 +165,7 @@ static int mode_free_open(void)
 
 static int mode_crash(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     size_t n = 3 * MIB + 12345;
     void *p;
@@ -223,7 +189,7 @@ static int mode_many(void)
     enum { NC = 3, NB = 8 };
     peer c[NC];
     for (int k = 0; k < NC; k++) {
-        c[k] = spawn();
+        c[k] = spawn_consumer(consumer);
         CHECK(c[k].pid > 0);
     }
     void *p[NB];
@@ -255,7 +221,7 @@ static int mode_many(void)
 
 static int mode_errors(void)
 {
-    peer c = spawn();
+    peer c = spawn_consumer(consumer);
     CHECK(c.pid > 0);
     void *p;
     CHECK(cudaMalloc(&p, 2 * MIB) == cudaSuccess);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
@@ -80,6 +81,43 @@ static inline int io(int fd, void *buf, size_t n, int writing)
         done += (size_t)r;
     }
     return 0;
+}
+
+/* a consumer process and the two pipe ends that talk to it */
+typedef struct peer {
+    pid_t pid;
+    int to, from;
+} peer;
+
+/* fork a consumer running run(in, out) with only its own pipe ends open (an earlier consumer's,
+ * inherited, would keep that one's pipe open); pid -1 when the pipes could not be made */
+static inline peer spawn_consumer(int (*run)(int in, int out))
+{
+    int a[2], b[2];
+    peer c = {-1, -1, -1};
+    if (pipe(a) || pipe(b)) return c;
+    fflush(stdout);
+    c.pid = fork();
+    if (c.pid == 0) {
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != a[0] && fd != b[1]) close(fd);
+        _exit(run(a[0], b[1]));
+    }
+    close(a[0]);
+    close(b[1]);
+    c.to = a[1];
+    c.from = b[0];
+    return c;
+}
+
+/* close the pipes and wait: the exit status, 128+N for signal N */
+static inline int reap(peer *c)
+{
+    int st = 0;
+    close(c->to);
+    close(c->from);
+    waitpid(c->pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 #endif
