@@ -846,7 +846,8 @@ GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
  * lock.
  *
  * @param pool        the pool.
- * @param peer_access a gpool_peer_access value (an int in the 0.2 ABI).
+ * @param peer_access a gpool_peer_access value (passed as an int: 0.2 callers that pass an
+ *                    int are served alike).
  * @retval GPOOL_OK
  * @retval GPOOL_ERR_INVALID_ARG pool is NULL or peer_access is not a gpool_peer_access.
  * @retval GPOOL_ERR_UNSUPPORTED GPOOL_PEER_ALL and a device cannot reach the pool's device.
@@ -854,7 +855,7 @@ GPOOL_API gpool_status gpool_dump_json(gpool_t *pool, FILE *f);
  * @retval GPOOL_ERR_DRIVER a driver call failed; the previous access was put back.
  * @return a gpool_status as listed.
  */
-GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access);
+GPOOL_API gpool_status gpool_set_peer_access(gpool_t *pool, gpool_peer_access peer_access);
 
 /**
  * The size of the live device block that starts at ptr (gpool_get_block_desc()'s size field).

@@ -6,12 +6,13 @@
 #include "pool.h"
 #include "vidmem.h"
 
-gpool_status gpool_set_peer_access(gpool_t *pool, int peer_access)
+gpool_status gpool_set_peer_access(gpool_t *pool, gpool_peer_access peer_access)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_set_peer_access: pool is NULL");
-    if (peer_access < GPOOL_PEER_AUTO || peer_access > GPOOL_PEER_ALL)
+    int v = (int)peer_access; /* a caller may pass any int: the ABI is an int's */
+    if (v < (int)GPOOL_PEER_AUTO || v > (int)GPOOL_PEER_ALL)
         return gp_fail(GPOOL_ERR_INVALID_ARG,
-                       "gpool_set_peer_access: %d is not a gpool_peer_access", peer_access);
+                       "gpool_set_peer_access: %d is not a gpool_peer_access", v);
     gp_arena *a = pool->device;
     if (!a) return gp_fail(GPOOL_ERR_UNSUPPORTED, "the pool has no device memory");
     /* the arena lock keeps mappings from coming and going meanwhile */

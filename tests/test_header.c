@@ -40,6 +40,9 @@ Test(header, config_enum_fields_have_their_enum_types)
     cr_expect(IS_TYPE(cfg.peer_access, gpool_peer_access), "peer_access is a gpool_peer_access");
     cr_expect(IS_TYPE(cfg.stream_reuse, gpool_stream_reuse),
               "stream_reuse is a gpool_stream_reuse");
+    /* gpool_set_peer_access takes the enum too (issue 24: it took an int) */
+    gpool_status (*set)(gpool_t *, gpool_peer_access) = gpool_set_peer_access;
+    cr_expect_not_null(set);
 }
 
 Test(header, config_enum_fields_keep_the_int_abi)

@@ -282,7 +282,7 @@ Test(peer, set_peer_access_applies_to_existing_mappings, .init = setup)
     cr_assert_eq(set_peer_capable(1, 0, 0), 0);
     cr_assert_eq(gpool_set_peer_access(pool, GPOOL_PEER_ALL), GPOOL_ERR_UNSUPPORTED);
     cr_assert_eq(device_access(1, big, 6 * MiB, 1), CUDA_SUCCESS);
-    cr_assert_eq(gpool_set_peer_access(pool, 9), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_set_peer_access(pool, (gpool_peer_access)9), GPOOL_ERR_INVALID_ARG);
     cr_assert_eq(gpool_set_peer_access(NULL, GPOOL_PEER_NONE), GPOOL_ERR_INVALID_ARG);
 
     cr_assert_eq(gpool_free(pool, big), GPOOL_OK);
