@@ -115,9 +115,11 @@ int gp_ipc_recv(int sock, void *buf, size_t len, int *fds, size_t maxfds, size_t
                            .msg_iovlen = 1,
                            .msg_control = ctl.buf,
                            .msg_controllen = sizeof ctl.buf};
+        memset(&ctl, 0, sizeof ctl);
         ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR) continue;
-        if (n > 0 || m.msg_controllen) take_fds(&m, fds, maxfds, nfds, &overflow);
+        /* a failed recvmsg leaves msg_controllen as set here: nothing in ctl is new */
+        if (n >= 0) take_fds(&m, fds, maxfds, nfds, &overflow);
         if (n <= 0 || (m.msg_flags & MSG_CTRUNC)) {
             if (n == 0) errno = 0;
             if (m.msg_flags & MSG_CTRUNC) errno = EMSGSIZE;
