@@ -21,7 +21,17 @@
 #include "error.h"
 #include "ipc.h"
 #include "pool.h"
+#include "stream.h"
 #include "vidmem.h"
+
+/* Where the owner's deferred free stands in stream order: an event recorded on the free's
+ * stream by the owner's thread (that stream may be this thread's per-thread stream, or be
+ * destroyed, its handle given to a new stream, before the last importer closes), else the
+ * stream itself (the legacy stream; a capturing stream, or one whose record failed). */
+typedef struct gp_ipc_free_mark {
+    CUevent ev;
+    gpool_stream_t stream;
+} gp_ipc_free_mark;
 
 struct gp_ipc_export {
     gp_ipc_export *next;
@@ -35,8 +45,43 @@ struct gp_ipc_export {
     int *fds;             /* per handle, exported */
     size_t opens;         /* connections that have it open */
     int freed;            /* the owner freed it while open: free when opens reaches 0 */
-    gpool_stream_t free_stream;
+    gp_ipc_free_mark free;
 };
+
+/* Lock (ipc->mu) held, in the freeing thread: the mark of a free on stream now. */
+static gp_ipc_free_mark free_mark(gpool_t *pool, gpool_stream_t stream)
+{
+    gp_ipc_free_mark m = {.ev = NULL, .stream = stream};
+    uintptr_t tag = gp_stream_tag(stream);
+    if (!stream || stream == CU_STREAM_LEGACY || gp_stream_capturing(pool, tag)) return m;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    CUevent ev = NULL;
+    if (GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+               pool->dc.drv->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS) {
+        if (GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                   pool->dc.drv->cuEventRecord(ev, (CUstream)stream)) == CUDA_SUCCESS)
+            m = (gp_ipc_free_mark){.ev = ev, .stream = NULL};
+        else
+            GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(ev));
+    }
+    gp_dc_leave(&pool->dc, pushed);
+    return m;
+}
+
+/* No lock held: the deferred free of block, once the work before the owner's free is done
+ * (the event's wait; the block is then idle and goes back on the legacy stream). */
+static void free_deferred(gpool_t *pool, uintptr_t block, gp_ipc_free_mark m)
+{
+    if (m.ev) {
+        int pushed;
+        gp_dc_enter(&pool->dc, &pushed);
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventSynchronize(m.ev));
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventDestroy(m.ev));
+        gp_dc_leave(&pool->dc, pushed);
+    }
+    gpool_free_async(pool, (void *)block, m.stream);
+}
 
 static void export_drop(gp_ipc_export *e)
 {
@@ -79,7 +124,7 @@ gp_ipc *gp_ipc_get(gpool_t *pool)
 /* ---------- the helper thread ---------- */
 
 /* A connection ended (mu held): the export loses an open; the block to free now, or 0. */
-static uintptr_t conn_end(gp_ipc *ipc, size_t i, gpool_stream_t *stream)
+static uintptr_t conn_end(gp_ipc *ipc, size_t i, gp_ipc_free_mark *mark)
 {
     gp_ipc_conn c = ipc->conns[i];
     ipc->conns[i] = ipc->conns[--ipc->nconns];
@@ -87,7 +132,7 @@ static uintptr_t conn_end(gp_ipc *ipc, size_t i, gpool_stream_t *stream)
     gp_ipc_export *e = c.exp;
     if (--e->opens || !e->freed) return 0;
     uintptr_t block = e->block;
-    *stream = e->free_stream;
+    *mark = e->free;
     export_unlink(ipc, e);
     export_drop(e);
     return block;
@@ -218,15 +263,15 @@ static void *helper_main(void *arg)
         for (size_t i = nc; i-- > 2;) {
             if (!pf[i].revents) continue;
             uintptr_t block = 0;
-            gpool_stream_t stream = NULL;
+            gp_ipc_free_mark mark = {0};
             pthread_mutex_lock(&ipc->mu);
             for (size_t k = 0; k < ipc->nconns; k++)
                 if (ipc->conns[k].fd == pf[i].fd) {
-                    block = conn_end(ipc, k, &stream);
+                    block = conn_end(ipc, k, &mark);
                     break;
                 }
             pthread_mutex_unlock(&ipc->mu);
-            if (block) gpool_free_async(pool, (void *)block, stream); /* the deferred free */
+            if (block) free_deferred(pool, block, mark);
         }
         if (pf[1].revents & POLLIN) {
             int fd = accept4(ipc->listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -375,13 +420,23 @@ static gpool_status export_block(gpool_t *pool, const void *ptr, gpool_ipc_handl
     if (st != GPOOL_OK) return st;
     if (!e) {
         /* the caller owns the block: nobody frees it while this runs */
-        if ((st = export_new(pool, block, d.size, &e)) != GPOOL_OK) return st;
+        gp_ipc_export *made = NULL;
+        if ((st = export_new(pool, block, d.size, &made)) != GPOOL_OK) return st;
         pthread_mutex_lock(&ipc->mu);
-        e->id = ipc->next_export_id++;
-        e->secret = gp_ipc_random();
-        e->next = ipc->exports;
-        ipc->exports = e;
+        /* another thread may have exported the block meanwhile: one export a block */
+        e = ipc->exports;
+        while (e && (e->block != block || e->freed))
+            e = e->next;
+        if (!e) {
+            e = made;
+            made = NULL;
+            e->id = ipc->next_export_id++;
+            e->secret = gp_ipc_random();
+            e->next = ipc->exports;
+            ipc->exports = e;
+        }
         pthread_mutex_unlock(&ipc->mu);
+        if (made) export_drop(made);
     }
     memset(out, 0, sizeof *out);
     out->magic = GPOOL_IPC_MAGIC;
@@ -418,7 +473,7 @@ int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
         deferred = GP_IPC_FREED_AGAIN;
     } else if (e && e->opens) {
         e->freed = 1;
-        e->free_stream = stream;
+        e->free = free_mark(pool, stream);
         deferred = 1;
     } else if (e) {
         export_unlink(ipc, e);
@@ -462,9 +517,9 @@ void gp_ipc_destroy(gpool_t *pool)
         gp_ipc_export *e = ipc->exports;
         ipc->exports = e->next;
         uintptr_t block = e->freed ? e->block : 0;
-        gpool_stream_t stream = e->free_stream;
+        gp_ipc_free_mark mark = e->free;
         export_drop(e);
-        if (block) gpool_free_async(pool, (void *)block, stream);
+        if (block) free_deferred(pool, block, mark);
     }
     pthread_mutex_lock(&ipc->mu);
     gp_ipc_imports_drop(pool, ipc);

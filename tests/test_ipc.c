@@ -9,6 +9,7 @@
  * cannot use the parent's context), and passes handles over pipes. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,56 @@ static void init(void)
 }
 
 /* ---------- no second process needed ---------- */
+
+/* Threads exporting one block at the same moment (two cudaIpcGetMemHandle calls of a
+ * program's threads): CUDA gives one handle per allocation, and gpool one export a block --
+ * two would leave one behind when the block is freed, pinning its pages. */
+enum { EXPORTERS = 6 };
+typedef struct export_race {
+    gpool_t *pool;
+    void *p;
+    pthread_barrier_t *go;
+    gpool_ipc_handle h;
+    gpool_status st;
+} export_race;
+
+static void *export_at_once(void *arg)
+{
+    export_race *r = arg;
+    pthread_barrier_wait(r->go);
+    r->st = gpool_export_block(r->pool, r->p, &r->h);
+    return NULL;
+}
+
+Test(ipc, threads_exporting_one_block_get_one_handle, .init = init)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    cfg.ipc = 1;
+    gpool_t *pool = NULL;
+    cr_assert_eq(gpool_create(&cfg, &pool), GPOOL_OK, "%s", gpool_last_error());
+    for (int round = 0; round < 20; round++) {
+        void *p;
+        cr_assert_eq(gpool_alloc(pool, 6 * MiB, NULL, &p), GPOOL_OK);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, EXPORTERS);
+        export_race r[EXPORTERS];
+        pthread_t t[EXPORTERS];
+        for (int i = 0; i < EXPORTERS; i++) {
+            r[i] = (export_race){.pool = pool, .p = p, .go = &go};
+            cr_assert_eq(pthread_create(&t[i], NULL, export_at_once, &r[i]), 0);
+        }
+        for (int i = 0; i < EXPORTERS; i++)
+            pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&go);
+        for (int i = 0; i < EXPORTERS; i++) {
+            cr_assert_eq(r[i].st, GPOOL_OK);
+            cr_assert_eq(memcmp(&r[i].h, &r[0].h, sizeof r[0].h), 0,
+                         "round %d: thread %d got another export of the same block", round, i);
+        }
+        cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    }
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
 
 Test(ipc, config_key_ipc)
 {

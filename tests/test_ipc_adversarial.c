@@ -559,6 +559,65 @@ Test(ipc_adversarial, deferred_free_outlives_its_released_stream, .init = init)
     release(0);
 }
 
+/* gpool_free_async's contract: the block may still be used by work queued on the stream it
+ * was freed on, and a stream may be destroyed with work queued (cuStreamDestroy's doc: the
+ * work completes). A block freed on a stream while another process has it open is freed later,
+ * by the pool's helper thread, after the stream was released and destroyed and its handle
+ * given to a new stream (GPOOL_SIM_REUSE_STREAM_HANDLES=1, as real drivers do): that free must
+ * still wait for the old stream's work, so the new stream may not take the memory while the
+ * kernel queued before the destroy still writes it. */
+Test(ipc_adversarial, deferred_free_waits_for_a_destroyed_streams_work, .init = init)
+{
+    setenv("GPOOL_SIM_REUSE_STREAM_HANDLES", "1", 1);
+    const struct sim_api *sim = sim_api();
+    cr_assert_not_null(sim);
+    peer c = start_importer();
+    gpool_t *pool = ipc_pool();
+    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
+    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
+    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
+    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
+    CUcontext ctx;
+    CUstream s, s2;
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set(ctx), CUDA_SUCCESS);
+    cr_assert_eq(mk(&s, 1), CUDA_SUCCESS);
+    size_t base = in_use(pool);
+    void *p, *q;
+    gpool_alloc_params prm = {0};
+    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
+    fill_pattern(p, 4 * MiB, 29);
+    cmd m = {.bytes = 4 * MiB, .seed = 29, .op = OP_HOLD};
+    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(ask(&c, &m), 1);
+    /* a kernel on s writes the block and is still running */
+    cr_assert_eq(sim->stream_hold(s), 0);
+    cr_assert_eq(sim->touch(s, (CUdeviceptr)p, 4 * MiB, 1), CUDA_SUCCESS);
+    cr_assert_eq(gpool_free_async(pool, p, s), GPOOL_OK); /* deferred: open elsewhere */
+    cr_assert_eq(gpool_stream_release(pool, s), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(destroy(s), CUDA_SUCCESS);
+    cr_assert_eq(mk(&s2, 1), CUDA_SUCCESS);
+    cr_assert_eq(s2, s, "the simulator gives the destroyed stream's handle again");
+    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
+    cr_assert_eq(answer(&c), 1);
+    cr_assert_eq(answer(&c), 1); /* closed: the deferred free runs on the helper thread */
+    cr_assert(in_use_reaches(pool, base), "the deferred free did not happen: in use %zu, want %zu",
+              in_use(pool), base);
+    unsigned long v0 = sim->violations();
+    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, &prm, s2, &q), GPOOL_OK, "%s",
+                 gpool_last_error());
+    cr_assert_eq(sim->touch(s2, (CUdeviceptr)q, 4 * MiB, 1), CUDA_SUCCESS);
+    cr_assert_eq(sim->violations(), v0,
+                 "the deferred free let a new stream reuse memory the old one's kernel writes");
+    cr_assert_eq(gpool_free_async(pool, q, s2), GPOOL_OK);
+    cr_assert_eq(gpool_stream_release(pool, s2), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(destroy(s2), CUDA_SUCCESS);
+    finish(&c);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    release(0);
+}
+
 /* An exporting process: a block with pattern 23, its handle sent, then (on a byte) the pool
  * destroyed with the block still open elsewhere, and the process exits. */
 static int exporter_that_exits(int in, int out)
