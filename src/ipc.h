@@ -6,6 +6,7 @@
 #define GPOOL_IPC_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,7 @@ typedef struct gp_ipc {
     uint64_t token;     /* names the socket */
     uint64_t next_export_id;
     gp_ipc_export *exports;
+    _Atomic size_t nexports; /* on the list (written under mu): frees skip mu while 0 */
     gp_ipc_import *imports;
     /* the helper thread (started by the first export) */
     int listen_fd, wake[2], running;

@@ -98,6 +98,7 @@ static void export_unlink(gp_ipc *ipc, gp_ipc_export *e)
     for (gp_ipc_export **p = &ipc->exports; *p; p = &(*p)->next)
         if (*p == e) {
             *p = e->next;
+            atomic_fetch_sub_explicit(&ipc->nexports, 1, memory_order_relaxed);
             return;
         }
 }
@@ -169,8 +170,15 @@ static void serve_open(gp_ipc *ipc, int fd)
     gp_ipc_export *e = ipc->exports;
     while (e && e->id != rq.export_id)
         e = e->next;
-    if (!e || e->secret != rq.secret || e->freed ||
-        (ipc->nconns == ipc->cap_conns && ipc->cap_conns > 65536)) {
+    if (e && e->secret == rq.secret && !e->freed && ipc->nconns == ipc->cap_conns &&
+        ipc->cap_conns > 65536) {
+        pthread_mutex_unlock(&ipc->mu);
+        reply_error(fd, GPOOL_ERR_OUT_OF_MEMORY,
+                    "too many open imports of this pool's blocks (65536): close some first");
+        close(fd);
+        return;
+    }
+    if (!e || e->secret != rq.secret || e->freed) {
         pthread_mutex_unlock(&ipc->mu);
         reply_error(fd, GPOOL_ERR_INVALID_POINTER,
                     !e || e->secret != rq.secret
@@ -434,6 +442,7 @@ static gpool_status export_block(gpool_t *pool, const void *ptr, gpool_ipc_handl
             e->secret = gp_ipc_random();
             e->next = ipc->exports;
             ipc->exports = e;
+            atomic_fetch_add_explicit(&ipc->nexports, 1, memory_order_relaxed);
         }
         pthread_mutex_unlock(&ipc->mu);
         if (made) export_drop(made);
@@ -460,7 +469,9 @@ gpool_status gpool_export_block(gpool_t *pool, const void *ptr, gpool_ipc_handle
 int gp_ipc_owner_free(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     gp_ipc *ipc = atomic_load_explicit(&pool->ipc, memory_order_acquire);
-    if (!ipc || !ptr) return 0;
+    /* a pool that only imports (or exported nothing yet) frees without the lock: a block is
+     * exported before its owner frees it, by the freeing thread or one it synchronized with */
+    if (!ipc || !ptr || !atomic_load_explicit(&ipc->nexports, memory_order_relaxed)) return 0;
     pthread_mutex_lock(&ipc->mu);
     gp_ipc_export *e = ipc->exports, *pending = NULL;
     for (; e && (e->block != (uintptr_t)ptr || e->freed); e = e->next)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fork.h"
 #include "ipc.h"
 #include "pool.h"
 
@@ -206,6 +207,7 @@ static gpool_status import_in_ctx(gpool_t *pool, gp_ipc_import *im, const gp_ipc
 static gpool_status import_block(gpool_t *pool, const gpool_ipc_handle *h, void **out)
 {
     if (!pool || !h || !out) return gp_fail(GPOOL_ERR_INVALID_ARG, "a NULL argument");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_import_block");
     gpool_status st = check_handle(pool, h);
     if (st != GPOOL_OK) return st;
     gp_ipc *ipc = gp_ipc_get(pool);
@@ -288,6 +290,7 @@ gpool_status gpool_import_block(gpool_t *pool, const gpool_ipc_handle *handle, v
 static gpool_status close_imported(gpool_t *pool, void *ptr)
 {
     if (!pool || !ptr) return gp_fail(GPOOL_ERR_INVALID_ARG, "a NULL argument");
+    if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_close_imported");
     gp_ipc *ipc = atomic_load(&pool->ipc);
     gp_ipc_import *im = NULL;
     if (ipc) {

@@ -320,7 +320,9 @@ static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, c
 static int ipc_free(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call,
                     gpool_status *st)
 {
-    if (!pool || !atomic_load_explicit(&pool->ipc, memory_order_relaxed)) return 0;
+    if (!pool || !atomic_load_explicit(&pool->ipc, memory_order_relaxed) ||
+        gp_fork_parents_pool(pool->id))
+        return 0; /* the free itself refuses a parent's pool */
     int d = gp_ipc_owner_free(pool, ptr, stream);
     if (!d) return 0;
     *st = d != GP_IPC_FREED_AGAIN

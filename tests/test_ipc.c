@@ -242,6 +242,39 @@ Test(ipc, threads_exporting_one_block_get_one_handle, .init = init)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
 
+/* A child forked from the owner of an ipc pool (gpool.h: in a forked child every call on a
+ * parent's pool answers GPOOL_ERR_DRIVER, since CUDA state does not survive fork): the IPC
+ * calls too, and the child's free of an exported block is refused rather than "deferred". */
+Test(ipc, a_forked_child_gets_the_fork_error_from_ipc_calls, .init = init)
+{
+    gpool_config cfg = GPOOL_CONFIG_INIT;
+    cfg.ipc = 1;
+    gpool_t *pool = NULL;
+    cr_assert_eq(gpool_create(&cfg, &pool), GPOOL_OK, "%s", gpool_last_error());
+    void *p;
+    cr_assert_eq(gpool_alloc(pool, 2 * MiB, NULL, &p), GPOOL_OK);
+    gpool_ipc_handle h;
+    cr_assert_eq(gpool_export_block(pool, p, &h), GPOOL_OK, "%s", gpool_last_error());
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        void *q = NULL;
+        int bad = 0;
+        if (gpool_import_block(pool, &h, &q) != GPOOL_ERR_DRIVER) bad |= 1;
+        if (gpool_close_imported(pool, p) != GPOOL_ERR_DRIVER) bad |= 2;
+        if (gpool_export_block(pool, p, &h) != GPOOL_ERR_DRIVER) bad |= 4;
+        if (gpool_free(pool, p) != GPOOL_ERR_DRIVER) bad |= 8;
+        _exit(bad);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's calls that did not refuse: %d",
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    cr_assert_eq(gpool_free(pool, p), GPOOL_OK);
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+}
+
 Test(ipc, config_key_ipc)
 {
     gpool_config cfg = GPOOL_CONFIG_INIT;
