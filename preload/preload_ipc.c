@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ipc.h"
 #include "preload.h"
 
 #define GPP_EXPORT __attribute__((visibility("default")))
@@ -78,7 +79,16 @@ static gpool_status close_handle(void *p)
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         gpool_t *pool = gpp_pool_peek(dev);
         if (!pool) continue;
+        uintptr_t base = 0;
+        size_t size = 0;
+        int was = gp_ipc_imported_range(pool, (uintptr_t)p, &base, &size);
         gpool_status st = gpool_close_imported(pool, p);
+        /* the last close unmaps it: its BUFFER_ID dies with it (preload_bufid.c), so an import
+         * that lands at the same address later gets a new one */
+        uintptr_t b2;
+        size_t s2;
+        if (st == GPOOL_OK && was && !gp_ipc_imported_range(pool, (uintptr_t)p, &b2, &s2))
+            gpp_buffer_id_drop(base);
         if (st != GPOOL_ERR_INVALID_POINTER) return st;
     }
     return GPOOL_ERR_INVALID_POINTER;

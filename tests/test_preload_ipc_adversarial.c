@@ -82,3 +82,14 @@ Test(preload_ipc_adversarial, address_range_of_an_opened_pointer_is_the_allocati
     cr_assert_eq(field(&r, "range_bits_0"), 7, "%s", r.out);
     cr_assert_eq(field(&r, "range_bits_1"), 7, "%s", r.out);
 }
+
+/* CU_POINTER_ATTRIBUTE_BUFFER_ID (cuda.h: "A process-wide unique id ... for an allocated memory
+ * region") on opened IPC blocks: each open has one, and opens in turn get new ones. The
+ * simulator's reservations rarely land where a closed one was (it over-reserves to align), so
+ * the stale-id case -- a close that kept its id for the next import at that address -- is
+ * exercised only where that happens (bufid_same_address counts it). */
+Test(preload_ipc_adversarial, buffer_ids_of_opened_blocks_are_new_each_open, .init = init)
+{
+    run_expect(&r, "ipc_adv_prog", "bufid", 1, IPC_ENV, 0);
+    cr_assert_eq(field(&r, "bufid_bits"), 7, "%s", r.out);
+}

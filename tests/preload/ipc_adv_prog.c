@@ -36,7 +36,17 @@
 #include "prog_check.h"
 #include "prog_ipc.h"
 
-enum { OP_TWICE = 1, OP_READ, OP_FDS, OP_BAD_FLAGS, OP_STATUS, OP_RANGE, OP_DRIVER, OP_HOLD };
+enum {
+    OP_TWICE = 1,
+    OP_READ,
+    OP_FDS,
+    OP_BAD_FLAGS,
+    OP_STATUS,
+    OP_RANGE,
+    OP_DRIVER,
+    OP_HOLD,
+    OP_BUFID
+};
 
 static int32_t fds_open(void)
 {
@@ -98,6 +108,24 @@ static int consumer(int in, int out)
                     if (size >= m.bytes && size < m.bytes + 2 * MIB) ans |= 4;
                 }
                 ipc_close(p);
+            }
+        } else if (m.op == OP_BUFID) {
+            /* bits: 1 opened and its BUFFER_ID read, 2 the id differs from the last open's, 4
+             * the address is the last open's (what makes bit 2 a check of a stale id) */
+            static CUdeviceptr last_p;
+            static unsigned long long last_id;
+            if (ipc_open(&p, m.h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+                unsigned long long id = 0;
+                CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+                if (cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dp) ==
+                    CUDA_SUCCESS) {
+                    ans = 1;
+                    if (!last_p || id != last_id) ans |= 2;
+                    if (dp == last_p) ans |= 4;
+                    last_p = dp;
+                    last_id = id;
+                }
+                if (ipc_close(p) != cudaSuccess) ans = 0;
             }
         } else if (m.op == OP_DRIVER) {
             /* the driver's forms: bits 1 bad flags refused, 2 both opens, 4 same pointer, 8 two
@@ -278,6 +306,33 @@ static int mode_range(void)
     return 0;
 }
 
+/* Two blocks opened and closed in turn: each open's BUFFER_ID is new (CUDA: an id is never
+ * given to another allocation in the process's life), also where an open lands at the
+ * address of the one closed before it. */
+static int mode_bufid(void)
+{
+    peer c = spawn_consumer(consumer);
+    CHECK(c.pid > 0);
+    void *b[2];
+    msg m[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(cudaMalloc(&b[i], 2 * MIB) == cudaSuccess);
+        m[i] = (msg){.bytes = 2 * MIB, .op = OP_BUFID};
+        CHECK(ipc_get(&m[i].h, b[i]) == cudaSuccess);
+    }
+    int all = 7, reused = 0; /* bit 4 of all: set here, as it cannot be asked for */
+    for (int round = 0; round < 6; round++) {
+        int bits = ask(&c, &m[round % 2]);
+        if (!(bits & 1) || !(bits & 2)) all = bits;
+        if (bits & 4) reused++;
+    }
+    printf("bufid_bits=%d\nbufid_same_address=%d\n", all, reused);
+    CHECK(reap(&c) == 0);
+    for (int i = 0; i < 2; i++)
+        CHECK(cudaFree(b[i]) == cudaSuccess);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -289,6 +344,7 @@ int main(int argc, char **argv)
              : !strcmp(mode, "fds")         ? mode_fds()
              : !strcmp(mode, "range")       ? mode_range()
              : !strcmp(mode, "batch_reuse") ? mode_batch_reuse()
+             : !strcmp(mode, "bufid")       ? mode_bufid()
                                             : 2;
     fflush(stdout);
     return rc;
