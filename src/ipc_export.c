@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -224,23 +225,23 @@ static void *helper_main(void *arg)
 {
     gpool_t *pool = arg;
     gp_ipc *ipc = atomic_load(&pool->ipc);
-    struct pollfd *pf = NULL;
+    struct pollfd *grown = NULL, few[2];
     size_t cap = 0;
     for (;;) {
         pthread_mutex_lock(&ipc->mu);
         size_t n = ipc->nconns + ipc->npending + 2;
         if (n > cap) {
-            struct pollfd *np = realloc(pf, n * sizeof *np);
+            struct pollfd *np = realloc(grown, n * sizeof *np);
             if (np) {
-                pf = np;
+                grown = np;
                 cap = n;
             }
         }
-        if (n > cap) n = cap; /* out of memory: watch fewer connections this round */
-        if (!pf) {
-            pthread_mutex_unlock(&ipc->mu);
-            break;
-        }
+        /* out of memory: watch fewer connections this round (at least the wake pipe and the
+         * listening socket: the helper never stops serving while the pool lives) */
+        struct pollfd *pf = grown ? grown : few;
+        size_t have = grown ? cap : 2;
+        if (n > have) n = have;
         pf[0] = (struct pollfd){.fd = ipc->wake[0], .events = POLLIN};
         pf[1] = (struct pollfd){.fd = ipc->listen_fd, .events = POLLIN};
         /* [2, nc): open imports; [nc, n): connections not yet asking */
@@ -251,8 +252,11 @@ static void *helper_main(void *arg)
             pf[i] = (struct pollfd){.fd = ipc->pending[i - nc], .events = POLLIN};
         pthread_mutex_unlock(&ipc->mu);
         if (poll(pf, n, -1) < 0) {
-            if (errno == EINTR) continue;
-            break;
+            if (errno != EINTR) { /* ENOMEM: try again shortly */
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            continue;
         }
         if (pf[0].revents) break; /* gp_ipc_destroy */
         /* a connection's request came (or it hung up): answer it now */
@@ -292,7 +296,7 @@ static void *helper_main(void *arg)
             }
         }
     }
-    free(pf);
+    free(grown);
     return NULL;
 }
 
