@@ -42,6 +42,9 @@ typedef struct gp_vidmem {
      * mapping; cuMemMap: offset must be zero), so the limit bounds what growth can pin
      * (include/gpool.h, "When it must succeed"). */
     size_t grow_pages, grow_budget;
+    /* headroom(): the driver's free bytes at the last query, and the pool's pages then */
+    size_t room_free, room_held;
+    int room_known;
     int pressed;   /* memory was wanted back (unback_unused): no more growth */
     int no_growth; /* gp_vidmem_set_growth(ctx, 0) */
     uint64_t remaps;
@@ -438,6 +441,28 @@ static size_t grow_pages_for(gp_vidmem *v, gp_region *g, size_t first, size_t n)
     return k;
 }
 
+/* Multi-page handles (chunks, growth) go back to the driver only whole, so a later block that
+ * reuses part of one pins all of it (x32 traces: 100+ pages above the physical limit). They
+ * pay only while the driver has room to spare: after the run of n pages, still twice what the
+ * pool holds free (docs/history/placement-experiments.md). The driver is asked again only when
+ * the last answer, less what the pool mapped since, no longer shows the room; a failed query
+ * keeps the handles. */
+static int headroom(gp_vidmem *v, size_t n)
+{
+    size_t run = n * v->gran, held = v->held_pages * v->gran;
+    if (v->room_known) {
+        size_t since = held > v->room_held ? held - v->room_held : 0;
+        if (v->room_free >= run + since && (v->room_free - run - since) / 2 >= held) return 1;
+    }
+    size_t fr = 0, total = 0;
+    if (GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuMemGetInfo(&fr, &total)) != CUDA_SUCCESS)
+        return 1;
+    v->room_free = fr;
+    v->room_held = held;
+    v->room_known = 1;
+    return fr >= run && (fr - run) / 2 >= held;
+}
+
 static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, size_t n, size_t chunk)
 {
     if (v->nlimbo && limbo_retry(v, g, first, n))
@@ -445,6 +470,7 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
                                          "without access; they cannot be mapped again yet");
     size_t chunk_pages = chunk > v->gran ? chunk / v->gran : 1; /* as the placement chose */
     size_t grow = grow_pages_for(v, g, first, n), orig_n = n;
+    if ((chunk_pages > 1 || grow > 1) && !headroom(v, n)) chunk_pages = grow = 1;
     if (grow < 2)
         grow = 0;
     else if (grow > n)

@@ -15,7 +15,9 @@ extern const gp_backend_ops gp_vidmem_ops;
  * unbacked pages after it, as long as such handles hold at most 1/GP_VIDMEM_GROW_SHARE of
  * the device's pages. A handle goes back only whole, so growth can pin up to that many
  * pages; on a device smaller than GP_VIDMEM_GROW_MIN_DEVICE there is no growth (a small
- * device is where pinned pages would cost the most). */
+ * device is where pinned pages would cost the most). Growth handles and the placement's
+ * chunks are both made only while the driver has headroom: after the run, twice what the
+ * pool holds still free; else single pages. */
 #define GP_VIDMEM_GROW_SHARE      4
 #define GP_VIDMEM_GROW_MIN        4
 #define GP_VIDMEM_GROW_MAX        32
