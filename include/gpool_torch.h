@@ -22,8 +22,10 @@
  * freed block may still be used by work queued on any stream (Tensor.record_stream(u): DDP/NCCL,
  * prefetchers, pin_memory + non_blocking copies). The hooks therefore keep freed blocks in a
  * per-device batch, as the drop-in does with cudaFree: once it holds `cudafree_batch` bytes
- * (GPOOL_CONF; default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes
- * them safe for every stream and they go back to the pool. An allocation that finds no memory
+ * (GPOOL_CONF; default 1/64 of the device's memory, at least 64 MiB) the next allocation on a
+ * stream that is not capturing makes one cuCtxSynchronize, which makes them safe for every
+ * stream, and they go back to the pool. A free never synchronizes (it may run inside another
+ * stream's graph capture, which a synchronize would invalidate). An allocation that finds no memory
  * flushes the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while
  * the calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
  * capturing stream that finds no memory takes back that stream's own batched frees without a
@@ -56,8 +58,8 @@ GPOOL_API void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream
 
 /** Free a block from gpool_torch_alloc(): it joins the device's free batch (above) and is
  *  handed out again only after the batch's device synchronize. NULL and unknown pointers are
- *  ignored (gpool_last_error() says so). Thread-safe. Cost: a lock and a size lookup; one
- *  cuCtxSynchronize when the batch is full.
+ *  ignored (gpool_last_error() says so). Thread-safe. Cost: a lock and a size lookup; no
+ *  driver call (a full batch is flushed by the next allocation).
  *  @param ptr    the block's address.
  *  @param size   the size it was allocated with (counted in the batch's requested_bytes).
  *  @param device the device it was allocated on.

@@ -92,6 +92,9 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     gpool_t *pool = torch_pool(device);
     void *p = NULL;
     if (!pool || !size) return NULL;
+    /* a full batch flushes here, not in the free (which may run inside another stream's capture);
+     * not on a capturing stream (gp_torch_batch_flush refuses to synchronize there) */
+    if (gp_torch_batch_due(device)) gp_torch_batch_flush(device, pool, stream);
     if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
         return torch_noted(device, pool, p, stream);
     /* no memory: the blocks waiting in the free batch first */

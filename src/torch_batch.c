@@ -18,6 +18,7 @@
 #include "torch_batch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ typedef struct batch {
     size_t head, n, cap;
     size_t bytes, requested, limit;
     unsigned long long seq, flushes, frees;
+    atomic_int full; /* bytes >= limit: the next allocation flushes (gp_torch_batch_due) */
 } batch;
 
 static batch batches[GP_TORCH_MAX_DEVICES];
@@ -100,6 +102,7 @@ size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream)
     }
     if (b->head == b->n) b->head = b->n = 0;
     if (done) b->flushes++;
+    atomic_store_explicit(&b->full, b->bytes >= b->limit, memory_order_relaxed);
     pthread_mutex_unlock(&batch_lock);
     return done;
 }
@@ -108,8 +111,9 @@ size_t gp_torch_batch_release_stream(int device, gpool_t *pool, gpool_stream_t s
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool) return 0;
     batch *b = &batches[device];
-    size_t done = 0, keep = b->head;
+    size_t done = 0;
     pthread_mutex_lock(&batch_lock);
+    size_t keep = b->head;
     for (size_t i = b->head; i < b->n; i++) {
         entry *x = &b->e[i];
         if (x->s != stream) {
@@ -123,6 +127,7 @@ size_t gp_torch_batch_release_stream(int device, gpool_t *pool, gpool_stream_t s
     }
     b->n = keep;
     if (b->head == b->n) b->head = b->n = 0;
+    atomic_store_explicit(&b->full, b->bytes >= b->limit, memory_order_relaxed);
     pthread_mutex_unlock(&batch_lock);
     return done;
 }
@@ -157,10 +162,18 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
     b->bytes += size;
     b->requested += requested;
     b->frees++;
-    int full = b->bytes >= b->limit;
+    /* no synchronize here: a free runs wherever the program drops a tensor, also while another
+     * stream captures a graph, and a cuCtxSynchronize then invalidates that capture; the next
+     * allocation on a stream that is not capturing flushes (gp_torch_batch_due) */
+    if (b->bytes >= b->limit) atomic_store_explicit(&b->full, 1, memory_order_relaxed);
     pthread_mutex_unlock(&batch_lock);
-    if (full) gp_torch_batch_flush(device, pool, stream);
     return GPOOL_OK;
+}
+
+int gp_torch_batch_due(int device)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
+    return atomic_load_explicit(&batches[device].full, memory_order_relaxed);
 }
 
 void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out)
