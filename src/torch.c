@@ -117,13 +117,20 @@ void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
     gpool_t *pool = device >= 0 && device < TORCH_MAX_DEVICES
                         ? atomic_load_explicit(&torch_pools[device], memory_order_acquire)
                         : NULL;
-    if (pool && torch_free_in(device, pool, ptr, size, stream) == GPOOL_OK) return;
+    size_t real;
+    if (pool && gpool_block_size(pool, ptr, &real) == GPOOL_OK) {
+        (void)torch_free_in(device, pool, ptr, size, stream); /* a double free: says so */
+        return;
+    }
     /* not where PyTorch said: look in the other devices' pools */
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *other = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
-        if (other && other != pool && torch_free_in(d, other, ptr, size, stream) == GPOOL_OK)
+        if (other && other != pool && gpool_block_size(other, ptr, &real) == GPOOL_OK) {
+            (void)torch_free_in(d, other, ptr, size, stream);
             return;
+        }
     }
+    if (pool) (void)gpool_block_size(pool, ptr, &real); /* the message names PyTorch's device */
 }
 
 void gpool_torch_empty_cache(void)

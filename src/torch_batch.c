@@ -19,6 +19,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,67 @@ typedef struct batch {
     size_t bytes, requested, limit;
     unsigned long long seq, flushes, frees;
     atomic_int full; /* bytes >= limit: the next allocation flushes (gp_torch_batch_due) */
+    void **set;      /* the queued addresses (open addressing; NULL empty, GONE removed), so a
+                        second free of a queued block is told apart from a first one */
+    size_t set_cap, set_used, set_live;
 } batch;
+
+#define GONE ((void *)1)
+
+static size_t slot(size_t cap, const void *p)
+{
+    uintptr_t h = (uintptr_t)p >> 6;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h >> 7) & (cap - 1);
+}
+
+static size_t set_find(const batch *b, const void *p)
+{
+    if (!b->set_cap) return SIZE_MAX;
+    for (size_t j = slot(b->set_cap, p), k = 0; b->set[j] && k < b->set_cap;
+         j = (j + 1) & (b->set_cap - 1), k++)
+        if (b->set[j] == p) return j;
+    return SIZE_MAX;
+}
+
+/* 0, or -1 without host memory (then the block is queued unlisted: no double-free check) */
+static int set_add(batch *b, void *p)
+{
+    if ((b->set_used + 1) * 2 > b->set_cap) { /* regrow for the live entries, dropping GONE */
+        size_t cap = 256;
+        while (cap < 4 * (b->set_live + 1))
+            cap *= 2;
+        void **n = calloc(cap, sizeof *n);
+        if (!n) return -1;
+        for (size_t i = 0; i < b->set_cap; i++)
+            if (b->set[i] && b->set[i] != GONE) {
+                size_t j = slot(cap, b->set[i]);
+                while (n[j])
+                    j = (j + 1) & (cap - 1);
+                n[j] = b->set[i];
+            }
+        free(b->set);
+        b->set = n;
+        b->set_cap = cap;
+        b->set_used = b->set_live;
+    }
+    size_t j = slot(b->set_cap, p);
+    while (b->set[j] && b->set[j] != GONE)
+        j = (j + 1) & (b->set_cap - 1);
+    if (!b->set[j]) b->set_used++;
+    b->set[j] = p;
+    b->set_live++;
+    return 0;
+}
+
+static void set_remove(batch *b, const void *p)
+{
+    size_t j = set_find(b, p);
+    if (j == SIZE_MAX) return;
+    b->set[j] = GONE;
+    b->set_live--;
+}
 
 static batch batches[GP_TORCH_MAX_DEVICES];
 static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -95,6 +156,7 @@ size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream)
     pthread_mutex_lock(&batch_lock);
     while (b->head < b->n && b->e[b->head].seq < mark) {
         entry *x = &b->e[b->head++];
+        set_remove(b, x->p);
         if (gpool_free_async(pool, x->p, x->s) != GPOOL_OK) gp_clear_error();
         b->bytes -= x->size;
         b->requested -= x->requested;
@@ -120,6 +182,7 @@ size_t gp_torch_batch_release_stream(int device, gpool_t *pool, gpool_stream_t s
             b->e[keep++] = *x;
             continue;
         }
+        set_remove(b, x->p);
         if (gpool_free_async(pool, x->p, x->s) != GPOOL_OK) gp_clear_error();
         b->bytes -= x->size;
         b->requested -= x->requested;
@@ -142,6 +205,11 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
     if (st != GPOOL_OK) return st;
     batch *b = &batches[device];
     pthread_mutex_lock(&batch_lock);
+    if (set_find(b, ptr) != SIZE_MAX) {
+        pthread_mutex_unlock(&batch_lock);
+        return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                       "gpool_torch_free: %p was freed already (it waits in the free batch)", ptr);
+    }
     if (b->n == b->cap && b->head) { /* slide the queue to the front */
         memmove(b->e, b->e + b->head, (b->n - b->head) * sizeof *b->e);
         b->n -= b->head;
@@ -159,6 +227,7 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
         b->cap = cap;
     }
     b->e[b->n++] = (entry){ptr, stream, size, requested, b->seq++};
+    (void)set_add(b, ptr); /* no room to list it: only the double-free check is lost */
     b->bytes += size;
     b->requested += requested;
     b->frees++;
