@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,17 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     return gp_torch_batch_free(device, pool, ptr, size, stream);
 }
 
+/* One try of the allocation; on failure its message is kept in why (the flush and release steps
+ * between tries clear the messages of their own recovered failures). */
+static int torch_try(gpool_t *pool, size_t size, gpool_stream_t stream, void **p, char *why,
+                     size_t n, gpool_status *st)
+{
+    *st = gpool_alloc_async(pool, size, NULL, stream, p);
+    if (*st == GPOOL_OK) return 1;
+    snprintf(why, n, "%s", gpool_last_error());
+    return 0;
+}
+
 void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
 {
     gpool_t *pool = torch_pool(device);
@@ -95,19 +107,22 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     /* a full batch flushes here, not in the free (which may run inside another stream's capture);
      * not on a capturing stream (gp_torch_batch_flush refuses to synchronize there) */
     if (gp_torch_batch_due(device)) gp_torch_batch_flush(device, pool, stream);
-    if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+    char why[512];
+    gpool_status st;
+    if (torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, stream);
     /* no memory: the blocks waiting in the free batch first */
     if (gp_torch_batch_flush(device, pool, stream) &&
-        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, stream);
     /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
      * unsynchronized, as before the batch (stream order covers them; record_stream'd
      * blocks of that stream are the gap, see include/gpool_torch.h) */
     if (gp_stream_capturing(pool, gp_stream_tag(stream)) &&
         gp_torch_batch_release_stream(device, pool, stream) &&
-        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
+        torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, stream);
+    gp_fail(st, "%s", why); /* the last try's reason, whatever the steps between cleared */
     return NULL;
 }
 

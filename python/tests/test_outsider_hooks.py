@@ -182,3 +182,42 @@ def test_double_free_of_a_batched_block_is_reported_and_not_queued_twice():
         z = alloc(3 * MB); touch(None, z, 3 * MB); free(z, 3 * MB)
     ''')
     assert "freed already" in out, out
+
+
+def test_oom_during_capture_says_why():
+    """An allocation on a capturing stream that gpool cannot serve returns NULL (PyTorch: CUDA
+    out of memory) and gpool_last_error() must say why. With blocks of another stream waiting
+    in the free batch, the flush the hook tries first fails (no synchronize during a capture)
+    and its recovery cleared the message: PyTorch's OOM report got an empty reason."""
+    out = run('''
+        s = stream(); cs = stream()
+        a = alloc(4 * MB, s); touch(s, a, 4 * MB); free(a, 4 * MB, s)   # waits in the batch
+        begin_capture(cs, GLOBAL)
+        p = g.gpool_torch_alloc(64 * MB, 0, cs)
+        msg = g.gpool_last_error().decode()
+        r, graph = end_capture(cs)
+        assert p is None and r == 0, (p, r)
+        print("msg", msg)
+    ''')
+    assert "capturing" in out, out
+
+
+def test_alloc_in_a_forked_child_says_why():
+    """fork after enable(): the child's driver answers CUDA_ERROR_NOT_INITIALIZED (as a real one
+    does). Its allocation must fail cleanly with the reason, not an empty message (the batch
+    flush's failed synchronize cleared it), and the parent must go on."""
+    out = run('''
+        s = stream()
+        x = alloc(MB, s); touch(s, x, MB); free(x, MB, s)     # a block in the batch
+        pid = os.fork()
+        if pid == 0:
+            p = g.gpool_torch_alloc(MB, 0, None)
+            msg = g.gpool_last_error().decode()
+            g.gpool_torch_free(x, MB, 0, s)
+            g.gpool_torch_empty_cache()
+            os._exit(0 if p is None and "fork" in msg else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", status)
+        y = alloc(MB, s); touch(s, y, MB); free(y, MB, s)
+    ''', env={"GPOOL_SIM_FORK": "driver"})
+    assert "child 0" in out, out
