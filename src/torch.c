@@ -66,6 +66,8 @@ static gpool_t *torch_pool(int device)
 /* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
 static void *torch_noted(int device, gpool_t *pool, void *p, gpool_stream_t stream)
 {
+    /* the block's free reaches the pool only at a batch flush, when its stream may be gone */
+    gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
     if (gp_torch_graph_note(device, p) == 0) return p;
     gpool_free_async(pool, p, stream);

@@ -221,3 +221,38 @@ def test_alloc_in_a_forked_child_says_why():
         y = alloc(MB, s); touch(s, y, MB); free(y, MB, s)
     ''', env={"GPOOL_SIM_FORK": "driver"})
     assert "child 0" in out, out
+
+
+# -- pattern 5: CuPy streams ----------------------------------------------------------------
+
+@pytest.mark.parametrize("order", ["free_then_destroy", "destroy_then_free"])
+def test_blocks_of_a_destroyed_stream_come_back(order):
+    """``with cupy.cuda.Stream():`` arrays often outlive their stream: CuPy destroys the stream
+    when its object is collected, before or after the array is dropped (gpool.cupy frees the
+    block on the stream it was allocated on). The hooks' free batch hands the block to the pool
+    only at its flush, when the stream is gone; the pool then asked the dead handle for its
+    context, classed it "another context, completion unknown", and every later
+    empty_cache()/trim failed ("cuStreamSynchronize (a stream of another context)"): the memory
+    stayed reserved for good and the block was never reused."""
+    out = run('''
+        sys.path.insert(0, os.environ["GPOOL_PYDIR"])
+        import gpool.torch as gt
+        cu.gpoolsim_destroyed_stream_calls.restype = ctypes.c_ulong
+        d = stream()
+        z = alloc(8 * MB, d); touch(d, z, 8 * MB)
+        if ORDER == "free_then_destroy":
+            free(z, 8 * MB, d); cu.cuStreamDestroy_v2(d)
+        else:
+            cu.cuStreamDestroy_v2(d); free(z, 8 * MB, d)
+        g.gpool_torch_empty_cache()
+        w = alloc(8 * MB); touch(None, w, 8 * MB)
+        print("reused", w == z)
+        free(w, 8 * MB)
+        g.gpool_torch_empty_cache()
+        print("reserved", gt.memory_reserved(0), "dead-handle calls",
+              cu.gpoolsim_destroyed_stream_calls())
+    '''.replace("ORDER", repr(order)), env={"GPOOL_PYDIR": os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))})
+    assert "reused True" in out and "reserved 0 " in out, out
+    if order == "free_then_destroy":  # the free hook itself may ask a handle it is given
+        assert "dead-handle calls 0" in out, out
