@@ -85,7 +85,7 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     int capturing = gp_stream_capturing(pool, gp_stream_tag(stream));
     if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
         gp_torch_graph_forget(device, ptr);
-    else if (gp_torch_graph_hold(device, ptr, real, capturing))
+    else if (gp_torch_graph_hold(device, ptr, real, stream, capturing))
         return GPOOL_OK;
     return gp_torch_batch_free(device, pool, ptr, size, stream);
 }
