@@ -144,8 +144,10 @@ def stats(device=None):
     """The counters of the pool behind PyTorch's allocator, as gpool.Pool.stats() returns
     them: for ``device`` (default: the current one when torch is imported, else 0); an
     empty pool's zeros when nothing was allocated there yet. Blocks PyTorch freed that wait in
-    the hooks' free batch are not counted live or in use ("device" and "total"); they are
-    under "free_batch" (batch_stats())."""
+    the hooks' free batch, or are held as graph memory, are not counted live or in use
+    ("device" and "total"); they are under "free_batch" (batch_stats(): blocks / bytes and
+    graph_blocks / graph_bytes). Held graph blocks stay in requested_bytes (gpool keeps their
+    rounded sizes only)."""
     if device is None:
         device = _current_device()
     p = pool(device)
@@ -156,10 +158,10 @@ def stats(device=None):
     b = batch_stats(device)
     for key in ("device", "total"):
         k = out[key]
-        k["live_blocks"] = max(0, k["live_blocks"] - b["blocks"])
-        k["in_use_bytes"] = max(0, k["in_use_bytes"] - b["bytes"])
+        k["live_blocks"] = max(0, k["live_blocks"] - b["blocks"] - b["graph_blocks"])
+        k["in_use_bytes"] = max(0, k["in_use_bytes"] - b["bytes"] - b["graph_bytes"])
         k["requested_bytes"] = max(0, k["requested_bytes"] - b["requested_bytes"])
-        k["frees"] += b["blocks"]
+        k["frees"] += b["blocks"] + b["graph_blocks"]
     out["free_batch"] = b
     return out
 

@@ -256,3 +256,53 @@ def test_blocks_of_a_destroyed_stream_come_back(order):
     assert "reused True" in out and "reserved 0 " in out, out
     if order == "free_then_destroy":  # the free hook itself may ask a handle it is given
         assert "dead-handle calls 0" in out, out
+
+
+# -- pattern 4: statistics and snapshots with graph memory ---------------------------------
+
+GRAPH_STATS = '''
+    sys.path.insert(0, os.environ["GPOOL_PYDIR"])
+    import gpool.torch as gt
+    s = stream()
+    g.gpool_torch_begin_allocate_to_pool(0, MP(1, 0), None)   # capture_begin (torch 2.3+)
+    w1 = alloc(8 * MB, s); w2 = alloc(8 * MB, s)               # warm-up on the capture stream
+    free(w1, 8 * MB, s); free(w2, 8 * MB, s)
+    begin_capture(s, GLOBAL)
+    tmp = alloc(8 * MB, s); out = alloc(8 * MB, s)
+    free(tmp, 8 * MB, s)                                        # freed inside the capture
+    r, graph = end_capture(s)
+    assert r == 0, r
+    def state():
+        m = gt.memory_stats(0); sn = gt.snapshot(0)
+        active = sum(b["size"] for x in sn["segments"] for b in x["blocks"]
+                     if b["state"] == "active_allocated")
+        return m["allocated_bytes.all.current"], m["allocation.all.current"], active
+'''
+PYDIR_ENV = {"GPOOL_PYDIR": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+
+
+def test_memory_stats_do_not_count_freed_graph_blocks_as_allocated():
+    """Graph blocks PyTorch freed (an intermediate freed inside the capture, the graph's output
+    freed after it) are held by the hooks, but they are not PyTorch's live tensors: the
+    snapshot shows them active_pending_free, and memory_stats() must agree (allocated ==
+    the active blocks' bytes). It counted them allocated: 16 MiB and 2 allocations with no
+    tensor alive."""
+    out = run(GRAPH_STATS + '''
+    print("capture", state())
+    free(out, 8 * MB, s)
+    print("freed", state())
+    ''', env=PYDIR_ENV)
+    assert "capture (8388608, 1, 8388608)" in out and "freed (0, 0, 0)" in out, out
+
+
+def test_snapshot_after_graph_release_shows_no_live_blocks():
+    """Once the last graph pool is released (CUDAGraph.reset: release_pool) the held graph
+    blocks go back to the pool. They were freed on the pool's default stream instead of their
+    own, which defers such a free behind an event: the snapshot then drew both blocks
+    active_allocated (16 MiB) while memory_stats() said 0 allocated."""
+    out = run(GRAPH_STATS + '''
+    free(out, 8 * MB, s)
+    g.gpool_torch_release_pool(0, MP(1, 0))
+    print("released", state(), bstats().graph_blocks)
+    ''', env=PYDIR_ENV)
+    assert "released (0, 0, 0) 0" in out, out
