@@ -97,6 +97,23 @@ typedef struct gpool_torch_batch_stats {
     size_t graph_bytes;         /**< their bytes */
 } gpool_torch_batch_stats;
 
+/** Peaks of what PyTorch held through the hooks on a device (blocks handed out by
+ *  gpool_torch_alloc() and not yet given to gpool_torch_free(); the free batch and held graph
+ *  memory do not count), since the device's first allocation or gpool_torch_reset_peaks():
+ *  torch.cuda.max_memory_allocated()'s meaning (gpool.torch.memory_stats() uses them).
+ *  @param device the CUDA device ordinal.
+ *  @param[out] allocated the peak in the pool's rounded block sizes.
+ *  @param[out] requested the peak in the sizes PyTorch asked for.
+ *  @retval GPOOL_OK
+ *  @retval GPOOL_ERR_INVALID_ARG an out pointer is NULL.
+ *  @retval GPOOL_ERR_NO_DEVICE the ordinal is out of range.
+ *  @return a gpool_status as listed. Thread-safe. Cost: two atomic loads. */
+GPOOL_API gpool_status gpool_torch_get_peaks(int device, size_t *allocated, size_t *requested);
+
+/** Restart a device's peaks (gpool_torch_get_peaks()) from what PyTorch holds now
+ *  (torch.cuda.reset_peak_memory_stats()). An ordinal out of range is ignored. Thread-safe. */
+GPOOL_API void gpool_torch_reset_peaks(int device);
+
 /** Give the memory of CUDA graphs back to the pools: blocks allocated by a capturing stream
  *  (torch.cuda.graph) or freed inside a capture are held out of all reuse once freed, since
  *  the graph replays on those addresses (PyTorch's own allocator keeps a private pool per

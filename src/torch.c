@@ -63,13 +63,49 @@ static gpool_t *torch_pool(int device)
     return pool;
 }
 
-/* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
-static void *torch_noted(int device, gpool_t *pool, void *p, gpool_stream_t stream)
+/* What PyTorch holds through the hooks per device (blocks handed out and not freed through the
+ * free hook: the batch and held graph memory are not counted), with peaks since the pool was
+ * made or gpool_torch_reset_peaks: torch.cuda.max_memory_allocated()'s meaning. */
+typedef struct held_bytes {
+    _Atomic size_t live, peak, req, req_peak;
+} held_bytes;
+static held_bytes torch_held[TORCH_MAX_DEVICES];
+
+static void raise_peak(_Atomic size_t *peak, size_t v)
 {
+    size_t old = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > old && !atomic_compare_exchange_weak_explicit(peak, &old, v, memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+    }
+}
+
+static void held_add(int device, size_t real, size_t requested)
+{
+    held_bytes *h = &torch_held[device];
+    raise_peak(&h->peak, atomic_fetch_add_explicit(&h->live, real, memory_order_relaxed) + real);
+    raise_peak(&h->req_peak,
+               atomic_fetch_add_explicit(&h->req, requested, memory_order_relaxed) + requested);
+}
+
+static void held_sub(_Atomic size_t *v, size_t n)
+{
+    size_t old = atomic_load_explicit(v, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
+static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
+{
+    size_t real;
+    if (gpool_block_size(pool, p, &real) == GPOOL_OK) held_add(device, real, size);
     /* the block's free reaches the pool only at a batch flush, when its stream may be gone */
     gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
     if (gp_torch_graph_note(device, p) == 0) return p;
+    held_sub(&torch_held[device].live, real);
+    held_sub(&torch_held[device].req, size);
     gpool_free_async(pool, p, stream);
     gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "gpool_torch_alloc: no host memory to record a graph block");
     return NULL;
@@ -83,11 +119,17 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     gpool_status st = gpool_block_size(pool, ptr, &real);
     if (st != GPOOL_OK) return st;
     int capturing = gp_stream_capturing(pool, gp_stream_tag(stream));
+    int held = 0;
     if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
         gp_torch_graph_forget(device, ptr);
-    else if (gp_torch_graph_hold(device, ptr, real, stream, capturing))
-        return GPOOL_OK;
-    return gp_torch_batch_free(device, pool, ptr, size, stream);
+    else
+        held = gp_torch_graph_hold(device, ptr, real, stream, capturing);
+    st = held ? GPOOL_OK : gp_torch_batch_free(device, pool, ptr, size, stream);
+    if (st == GPOOL_OK) {
+        held_sub(&torch_held[device].live, real);
+        held_sub(&torch_held[device].req, size);
+    }
+    return st;
 }
 
 /* One try of the allocation; on failure its message is kept in why (the flush and release steps
@@ -112,18 +154,18 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     char why[512];
     gpool_status st;
     if (torch_try(pool, size, stream, &p, why, sizeof why, &st))
-        return torch_noted(device, pool, p, stream);
+        return torch_noted(device, pool, p, size, stream);
     /* no memory: the blocks waiting in the free batch first */
     if (gp_torch_batch_flush(device, pool, stream) &&
         torch_try(pool, size, stream, &p, why, sizeof why, &st))
-        return torch_noted(device, pool, p, stream);
+        return torch_noted(device, pool, p, size, stream);
     /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
      * unsynchronized, as before the batch (stream order covers them; record_stream'd
      * blocks of that stream are the gap, see include/gpool_torch.h) */
     if (gp_stream_capturing(pool, gp_stream_tag(stream)) &&
         gp_torch_batch_release_stream(device, pool, stream) &&
         torch_try(pool, size, stream, &p, why, sizeof why, &st))
-        return torch_noted(device, pool, p, stream);
+        return torch_noted(device, pool, p, size, stream);
     gp_fail(st, "%s", why); /* the last try's reason, whatever the steps between cleared */
     return NULL;
 }
@@ -158,6 +200,29 @@ void gpool_torch_empty_cache(void)
         gp_torch_batch_flush(d, pool, NULL);
         gpool_trim(pool, 0);
     }
+}
+
+gpool_status gpool_torch_get_peaks(int device, size_t *allocated, size_t *requested)
+{
+    if (!allocated || !requested)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_torch_get_peaks: %s is NULL",
+                       allocated ? "requested" : "allocated");
+    if (device < 0 || device >= TORCH_MAX_DEVICES)
+        return gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch_get_peaks: device %d out of range",
+                       device);
+    *allocated = atomic_load_explicit(&torch_held[device].peak, memory_order_relaxed);
+    *requested = atomic_load_explicit(&torch_held[device].req_peak, memory_order_relaxed);
+    return GPOOL_OK;
+}
+
+void gpool_torch_reset_peaks(int device)
+{
+    if (device < 0 || device >= TORCH_MAX_DEVICES) return;
+    held_bytes *h = &torch_held[device];
+    atomic_store_explicit(&h->peak, atomic_load_explicit(&h->live, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&h->req_peak, atomic_load_explicit(&h->req, memory_order_relaxed),
+                          memory_order_relaxed);
 }
 
 gpool_t *gpool_torch_pool(int device)

@@ -315,8 +315,6 @@ def test_snapshot_after_graph_release_shows_no_live_blocks():
     assert "released (0, 0, 0) 0" in out, out
 
 
-@pytest.mark.xfail(strict=True, reason="unfixed: the peaks are gpool's own, which count blocks "
-                   "waiting in the free batch (see the campaign report)")
 def test_max_memory_allocated_is_the_peak_of_memory_allocated():
     """torch.cuda.max_memory_allocated() is the peak of memory_allocated() (PyTorch lowers
     allocated_bytes when a tensor is freed, even with stream uses pending). memory_allocated()
@@ -329,5 +327,12 @@ def test_max_memory_allocated_is_the_peak_of_memory_allocated():
         a = alloc(64 * MB, s); touch(s, a, 64 * MB); free(a, 64 * MB, s)
         b = alloc(64 * MB, s); touch(s, b, 64 * MB)
         print("allocated", gt.memory_allocated(0) >> 20, gt.max_memory_allocated(0) >> 20)
+        m = gt.memory_stats(0)
+        print("requested peak", m["requested_bytes.all.peak"] >> 20)
+        free(b, 64 * MB, s)
+        gt.reset_peak_memory_stats(0)            # exact after a reset too
+        c = alloc(MB, s); touch(s, c, MB)
+        print("after reset", gt.max_memory_allocated(0) >> 20)
     ''', env=PYDIR_ENV)
-    assert "allocated 64 64" in out, out
+    assert "allocated 64 64" in out and "requested peak 64" in out, out
+    assert "after reset 1" in out, out
