@@ -95,6 +95,51 @@ static void held_sub(_Atomic size_t *v, size_t n)
     }
 }
 
+/* Streams the alloc hook saw capturing, per device, while they capture: a free on another
+ * stream meanwhile is a free inside the capture too (PyTorch passes a block's own stream, and a
+ * tensor made before torch.cuda.graph and dropped inside it has a stream that does not
+ * capture). Forgotten once they no longer capture. */
+#define TORCH_CAPTURES 8
+static struct {
+    uintptr_t tag[TORCH_CAPTURES];
+    int n;
+} captures[TORCH_MAX_DEVICES];
+static atomic_int ncaptures; /* all devices: 0 skips the lock */
+static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_seen(int device, uintptr_t tag)
+{
+    pthread_mutex_lock(&captures_lock);
+    int known = 0;
+    for (int i = 0; i < captures[device].n && !known; i++)
+        known = captures[device].tag[i] == tag;
+    if (!known && captures[device].n < TORCH_CAPTURES) {
+        captures[device].tag[captures[device].n++] = tag;
+        atomic_fetch_add(&ncaptures, 1);
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+int gp_torch_capture_elsewhere(int device, gpool_t *pool)
+{
+    if (device < 0 || device >= TORCH_MAX_DEVICES ||
+        !atomic_load_explicit(&ncaptures, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&captures_lock);
+    int any = 0;
+    for (int i = 0; i < captures[device].n;) {
+        if (gp_stream_capturing(pool, captures[device].tag[i])) {
+            any = 1;
+            i++;
+        } else { /* its capture ended */
+            captures[device].tag[i] = captures[device].tag[--captures[device].n];
+            atomic_fetch_sub(&ncaptures, 1);
+        }
+    }
+    pthread_mutex_unlock(&captures_lock);
+    return any;
+}
+
 /* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
 static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
 {
@@ -103,6 +148,7 @@ static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_
     /* the block's free reaches the pool only at a batch flush, when its stream may be gone */
     gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
+    capture_seen(device, gp_stream_tag(stream));
     if (gp_torch_graph_note(device, p) == 0) return p;
     held_sub(&torch_held[device].live, real);
     held_sub(&torch_held[device].req, size);
@@ -118,7 +164,8 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     size_t real;
     gpool_status st = gpool_block_size(pool, ptr, &real);
     if (st != GPOOL_OK) return st;
-    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream));
+    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream)) ||
+                    gp_torch_capture_elsewhere(device, pool);
     int held = 0;
     if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
         gp_torch_graph_forget(device, ptr);

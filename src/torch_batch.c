@@ -128,9 +128,13 @@ void gp_torch_batch_init(int device, gpool_t *pool, size_t limit)
 }
 
 /* Wait for all work on the pool's device; 0 on success. */
-static int device_sync(gpool_t *pool, gpool_stream_t stream)
+static int device_sync(int device, gpool_t *pool, gpool_stream_t stream)
 {
-    if (gp_stream_capturing(pool, gp_stream_tag(stream))) return -1;
+    /* not during the caller's capture, nor another one the hooks know of (a synchronize would
+     * invalidate it) */
+    if (gp_stream_capturing(pool, gp_stream_tag(stream)) ||
+        gp_torch_capture_elsewhere(device, pool))
+        return -1;
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
@@ -147,7 +151,7 @@ size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream)
     int empty = b->head == b->n;
     pthread_mutex_unlock(&batch_lock);
     if (empty) return 0;
-    if (device_sync(pool, stream) != 0) { /* capturing, or a failed synchronize: later */
+    if (device_sync(device, pool, stream) != 0) { /* capturing, or a failed synchronize: later */
         gp_clear_error();
         return 0;
     }
@@ -220,7 +224,7 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
         entry *m = realloc(b->e, cap * sizeof *m);
         if (!m) { /* no room to queue it: wait for the device here instead */
             pthread_mutex_unlock(&batch_lock);
-            if (device_sync(pool, stream) == 0) return gpool_free_async(pool, ptr, stream);
+            if (device_sync(device, pool, stream) == 0) return gpool_free_async(pool, ptr, stream);
             return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "gpool_torch_free: no memory to queue %p", ptr);
         }
         b->e = m;

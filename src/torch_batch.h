@@ -42,4 +42,9 @@ void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out);
 /* Up to cap of the device's queued block addresses into ptrs; returns how many are queued. */
 size_t gp_torch_batch_list(int device, void **ptrs, size_t cap);
 
+/* 1 while a stream the alloc hook saw capturing on the device still captures (torch.c): then
+ * a free on any stream is a free inside that capture, and no device synchronize may be made.
+ * Cost: nothing while no such stream is known; else a lock and one cuStreamIsCapturing each. */
+int gp_torch_capture_elsewhere(int device, gpool_t *pool);
+
 #endif

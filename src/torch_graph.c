@@ -127,6 +127,12 @@ size_t gp_torch_graph_release(int device, gpool_t *pool)
     size_t n = g->nheld;
     pthread_mutex_unlock(&graph_lock);
     if (!n) return 0;
+    if (gp_torch_capture_elsewhere(device, pool)) { /* a synchronize would invalidate it */
+        gp_fail(GPOOL_ERR_DRIVER,
+                "gpool_torch_release_graph_memory: a graph capture is running on device %d",
+                device);
+        return 0;
+    }
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());

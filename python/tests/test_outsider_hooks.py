@@ -140,28 +140,33 @@ def test_capture_after_side_stream_warmup_as_torch_docs_show(reset_hook):
     '''.replace("RESET", repr(reset_hook)))
 
 
-@pytest.mark.xfail(strict=True, reason="unfixed: the free hook cannot tell that another stream "
-                   "captures (see the campaign report)")
 def test_eager_tensor_freed_inside_capture_is_held_while_the_graph_lives():
     """docs/python.md: "blocks freed inside [a capture] are held out of all reuse once freed,
     since the graph replays on their addresses". A tensor allocated before the capture on the
     default stream, used by the captured work and dropped inside the capture reaches the free
     hook with the default stream (its own), which is not capturing: it went to the batch and
-    eager work got its address while the graph (pool begun, not released) may still replay."""
+    eager work got its address while the graph (pool begun, not released) may still replay.
+    Also, releasing graph memory during the capture must not synchronize (it would invalidate
+    the capture)."""
     run('''
         s = stream()
-        g.gpool_torch_begin_allocate_to_pool(0, MP(1, 0), None)   # capture_begin
+        w = alloc(4 * MB, s); touch(s, w, 4 * MB); free(w, 4 * MB, s)   # warm-up on s
         x = alloc(4 * MB); touch(None, x, 4 * MB)
         wait(s, None)
+        g.gpool_torch_begin_allocate_to_pool(0, MP(1, 0), None)   # capture_begin
         begin_capture(s, GLOBAL)
+        y = alloc(4 * MB, s); touch(s, y, 4 * MB)   # the capture's first allocation
         touch(s, x, 4 * MB)                # the graph uses x at every replay
         free(x, 4 * MB, None)              # del x inside the capture
+        assert g.gpool_torch_release_graph_memory() != 0   # refused: no synchronize now
         r, graph = end_capture(s)
         assert r == 0, r
+        assert bstats().graph_blocks == 1
         g.gpool_torch_empty_cache()
         eager = [alloc(4 * MB) for _ in range(4)]
         assert x not in eager, "eager block got the graph's memory"
-        assert bstats().graph_blocks == 1
+        g.gpool_torch_release_pool(0, MP(1, 0))    # the graph is reset: x comes back
+        assert bstats().graph_blocks == 0
     ''')
 
 
