@@ -22,8 +22,10 @@
  * freed block may still be used by work queued on any stream (Tensor.record_stream(u): DDP/NCCL,
  * prefetchers, pin_memory + non_blocking copies). The hooks therefore keep freed blocks in a
  * per-device batch, as the drop-in does with cudaFree: once it holds `cudafree_batch` bytes
- * (GPOOL_CONF; default 1/64 of the device's memory, at least 64 MiB) one cuCtxSynchronize makes
- * them safe for every stream and they go back to the pool. An allocation that finds no memory
+ * (GPOOL_CONF; default 1/64 of the device's memory, at least 64 MiB) the next allocation on a
+ * stream that is not capturing makes one cuCtxSynchronize, which makes them safe for every
+ * stream, and they go back to the pool. A free never synchronizes (it may run inside another
+ * stream's graph capture, which a synchronize would invalidate). An allocation that finds no memory
  * flushes the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while
  * the calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
  * capturing stream that finds no memory takes back that stream's own batched frees without a
@@ -56,8 +58,9 @@ GPOOL_API void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream
 
 /** Free a block from gpool_torch_alloc(): it joins the device's free batch (above) and is
  *  handed out again only after the batch's device synchronize. NULL and unknown pointers are
- *  ignored (gpool_last_error() says so). Thread-safe. Cost: a lock and a size lookup; one
- *  cuCtxSynchronize when the batch is full.
+ *  ignored (gpool_last_error() says so), and so is a second free of a block still waiting in
+ *  the batch ("freed already"). Thread-safe. Cost: a lock and a size lookup; no
+ *  driver call (a full batch is flushed by the next allocation).
  *  @param ptr    the block's address.
  *  @param size   the size it was allocated with (counted in the batch's requested_bytes).
  *  @param device the device it was allocated on.
@@ -93,6 +96,23 @@ typedef struct gpool_torch_batch_stats {
                                      gpool_torch_release_graph_memory() */
     size_t graph_bytes;         /**< their bytes */
 } gpool_torch_batch_stats;
+
+/** Peaks of what PyTorch held through the hooks on a device (blocks handed out by
+ *  gpool_torch_alloc() and not yet given to gpool_torch_free(); the free batch and held graph
+ *  memory do not count), since the device's first allocation or gpool_torch_reset_peaks():
+ *  torch.cuda.max_memory_allocated()'s meaning (gpool.torch.memory_stats() uses them).
+ *  @param device the CUDA device ordinal.
+ *  @param[out] allocated the peak in the pool's rounded block sizes.
+ *  @param[out] requested the peak in the sizes PyTorch asked for.
+ *  @retval GPOOL_OK
+ *  @retval GPOOL_ERR_INVALID_ARG an out pointer is NULL.
+ *  @retval GPOOL_ERR_NO_DEVICE the ordinal is out of range.
+ *  @return a gpool_status as listed. Thread-safe. Cost: two atomic loads. */
+GPOOL_API gpool_status gpool_torch_get_peaks(int device, size_t *allocated, size_t *requested);
+
+/** Restart a device's peaks (gpool_torch_get_peaks()) from what PyTorch holds now
+ *  (torch.cuda.reset_peak_memory_stats()). An ordinal out of range is ignored. Thread-safe. */
+GPOOL_API void gpool_torch_reset_peaks(int device);
 
 /** Give the memory of CUDA graphs back to the pools: blocks allocated by a capturing stream
  *  (torch.cuda.graph) or freed inside a capture are held out of all reuse once freed, since

@@ -313,6 +313,18 @@ uint64_t gp_stream_free_seq(gpool_t *pool, uintptr_t tag)
     return seq;
 }
 
+void gp_stream_learn_ctx(gpool_t *pool, uintptr_t tag)
+{
+    if (tag == 0 || tag == (uintptr_t)CU_STREAM_LEGACY || tag == (uintptr_t)CU_STREAM_PER_THREAD ||
+        tag_is_ptds(tag) || !pool->dc.drv->cuStreamGetCtx)
+        return;
+    gp_streams *ss = pool->streams;
+    gp_ss_lock(ss);
+    stream_rec *r = gp_ss_rec(ss, tag);
+    if (r && !r->ctx_known) gp_ss_other_ctx(pool, tag);
+    gp_ss_unlock(ss);
+}
+
 uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag)
 {
     gpool_t *pool = owner;

@@ -77,6 +77,13 @@ gpool_status gp_stream_sync(void *owner, gp_arena *a);
 gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a);
 uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
 
+/* Learn stream tag's context now, while the caller knows it is alive (an allocation on it):
+ * a stream destroyed before its blocks' frees reach the pool (the PyTorch hooks' free batch)
+ * is then known to be the pool context's, whose synchronize covers its work, instead of
+ * "context unknown", which no synchronize covers. Cost: a lock and a lookup; one
+ * cuStreamGetCtx per stream. */
+void gp_stream_learn_ctx(gpool_t *pool, uintptr_t tag);
+
 /* 1 when stream tag is capturing a CUDA graph (cuStreamIsCapturing; 0 without that entry). */
 int gp_stream_capturing(gpool_t *pool, uintptr_t tag);
 /* gp_drive_fn: GPOOL_ERR_UNSUPPORTED (message naming capture) for a capturing stream. */

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,11 +63,95 @@ static gpool_t *torch_pool(int device)
     return pool;
 }
 
-/* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
-static void *torch_noted(int device, gpool_t *pool, void *p, gpool_stream_t stream)
+/* What PyTorch holds through the hooks per device (blocks handed out and not freed through the
+ * free hook: the batch and held graph memory are not counted), with peaks since the pool was
+ * made or gpool_torch_reset_peaks: torch.cuda.max_memory_allocated()'s meaning. */
+typedef struct held_bytes {
+    _Atomic size_t live, peak, req, req_peak;
+} held_bytes;
+static held_bytes torch_held[TORCH_MAX_DEVICES];
+
+static void raise_peak(_Atomic size_t *peak, size_t v)
 {
+    size_t old = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > old && !atomic_compare_exchange_weak_explicit(peak, &old, v, memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+    }
+}
+
+static void held_add(int device, size_t real, size_t requested)
+{
+    held_bytes *h = &torch_held[device];
+    raise_peak(&h->peak, atomic_fetch_add_explicit(&h->live, real, memory_order_relaxed) + real);
+    raise_peak(&h->req_peak,
+               atomic_fetch_add_explicit(&h->req, requested, memory_order_relaxed) + requested);
+}
+
+static void held_sub(_Atomic size_t *v, size_t n)
+{
+    size_t old = atomic_load_explicit(v, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* Streams the alloc hook saw capturing, per device, while they capture: a free on another
+ * stream meanwhile is a free inside the capture too (PyTorch passes a block's own stream, and a
+ * tensor made before torch.cuda.graph and dropped inside it has a stream that does not
+ * capture). Forgotten once they no longer capture. */
+#define TORCH_CAPTURES 8
+static struct {
+    uintptr_t tag[TORCH_CAPTURES];
+    int n;
+} captures[TORCH_MAX_DEVICES];
+static atomic_int ncaptures; /* all devices: 0 skips the lock */
+static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_seen(int device, uintptr_t tag)
+{
+    pthread_mutex_lock(&captures_lock);
+    int known = 0;
+    for (int i = 0; i < captures[device].n && !known; i++)
+        known = captures[device].tag[i] == tag;
+    if (!known && captures[device].n < TORCH_CAPTURES) {
+        captures[device].tag[captures[device].n++] = tag;
+        atomic_fetch_add(&ncaptures, 1);
+    }
+    pthread_mutex_unlock(&captures_lock);
+}
+
+int gp_torch_capture_elsewhere(int device, gpool_t *pool)
+{
+    if (device < 0 || device >= TORCH_MAX_DEVICES ||
+        !atomic_load_explicit(&ncaptures, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&captures_lock);
+    int any = 0;
+    for (int i = 0; i < captures[device].n;) {
+        if (gp_stream_capturing(pool, captures[device].tag[i])) {
+            any = 1;
+            i++;
+        } else { /* its capture ended */
+            captures[device].tag[i] = captures[device].tag[--captures[device].n];
+            atomic_fetch_sub(&ncaptures, 1);
+        }
+    }
+    pthread_mutex_unlock(&captures_lock);
+    return any;
+}
+
+/* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
+static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
+{
+    size_t real;
+    if (gpool_block_size(pool, p, &real) == GPOOL_OK) held_add(device, real, size);
+    /* the block's free reaches the pool only at a batch flush, when its stream may be gone */
+    gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
+    capture_seen(device, gp_stream_tag(stream));
     if (gp_torch_graph_note(device, p) == 0) return p;
+    held_sub(&torch_held[device].live, real);
+    held_sub(&torch_held[device].req, size);
     gpool_free_async(pool, p, stream);
     gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "gpool_torch_alloc: no host memory to record a graph block");
     return NULL;
@@ -79,12 +164,30 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     size_t real;
     gpool_status st = gpool_block_size(pool, ptr, &real);
     if (st != GPOOL_OK) return st;
-    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream));
+    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream)) ||
+                    gp_torch_capture_elsewhere(device, pool);
+    int held = 0;
     if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
         gp_torch_graph_forget(device, ptr);
-    else if (gp_torch_graph_hold(device, ptr, real, capturing))
-        return GPOOL_OK;
-    return gp_torch_batch_free(device, pool, ptr, size, stream);
+    else
+        held = gp_torch_graph_hold(device, ptr, real, stream, capturing);
+    st = held ? GPOOL_OK : gp_torch_batch_free(device, pool, ptr, size, stream);
+    if (st == GPOOL_OK) {
+        held_sub(&torch_held[device].live, real);
+        held_sub(&torch_held[device].req, size);
+    }
+    return st;
+}
+
+/* One try of the allocation; on failure its message is kept in why (the flush and release steps
+ * between tries clear the messages of their own recovered failures). */
+static int torch_try(gpool_t *pool, size_t size, gpool_stream_t stream, void **p, char *why,
+                     size_t n, gpool_status *st)
+{
+    *st = gpool_alloc_async(pool, size, NULL, stream, p);
+    if (*st == GPOOL_OK) return 1;
+    snprintf(why, n, "%s", gpool_last_error());
+    return 0;
 }
 
 void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
@@ -92,19 +195,25 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     gpool_t *pool = torch_pool(device);
     void *p = NULL;
     if (!pool || !size) return NULL;
-    if (gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
-        return torch_noted(device, pool, p, stream);
+    /* a full batch flushes here, not in the free (which may run inside another stream's capture);
+     * not on a capturing stream (gp_torch_batch_flush refuses to synchronize there) */
+    if (gp_torch_batch_due(device)) gp_torch_batch_flush(device, pool, stream);
+    char why[512];
+    gpool_status st;
+    if (torch_try(pool, size, stream, &p, why, sizeof why, &st))
+        return torch_noted(device, pool, p, size, stream);
     /* no memory: the blocks waiting in the free batch first */
     if (gp_torch_batch_flush(device, pool, stream) &&
-        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
-        return torch_noted(device, pool, p, stream);
+        torch_try(pool, size, stream, &p, why, sizeof why, &st))
+        return torch_noted(device, pool, p, size, stream);
     /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
      * unsynchronized, as before the batch (stream order covers them; record_stream'd
      * blocks of that stream are the gap, see include/gpool_torch.h) */
     if (gp_stream_capturing(pool, gp_stream_tag(stream)) &&
         gp_torch_batch_release_stream(device, pool, stream) &&
-        gpool_alloc_async(pool, size, NULL, stream, &p) == GPOOL_OK)
-        return torch_noted(device, pool, p, stream);
+        torch_try(pool, size, stream, &p, why, sizeof why, &st))
+        return torch_noted(device, pool, p, size, stream);
+    gp_fail(st, "%s", why); /* the last try's reason, whatever the steps between cleared */
     return NULL;
 }
 
@@ -114,13 +223,20 @@ void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
     gpool_t *pool = device >= 0 && device < TORCH_MAX_DEVICES
                         ? atomic_load_explicit(&torch_pools[device], memory_order_acquire)
                         : NULL;
-    if (pool && torch_free_in(device, pool, ptr, size, stream) == GPOOL_OK) return;
+    size_t real;
+    if (pool && gpool_block_size(pool, ptr, &real) == GPOOL_OK) {
+        (void)torch_free_in(device, pool, ptr, size, stream); /* a double free: says so */
+        return;
+    }
     /* not where PyTorch said: look in the other devices' pools */
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *other = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
-        if (other && other != pool && torch_free_in(d, other, ptr, size, stream) == GPOOL_OK)
+        if (other && other != pool && gpool_block_size(other, ptr, &real) == GPOOL_OK) {
+            (void)torch_free_in(d, other, ptr, size, stream);
             return;
+        }
     }
+    if (pool) (void)gpool_block_size(pool, ptr, &real); /* the message names PyTorch's device */
 }
 
 void gpool_torch_empty_cache(void)
@@ -131,6 +247,29 @@ void gpool_torch_empty_cache(void)
         gp_torch_batch_flush(d, pool, NULL);
         gpool_trim(pool, 0);
     }
+}
+
+gpool_status gpool_torch_get_peaks(int device, size_t *allocated, size_t *requested)
+{
+    if (!allocated || !requested)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_torch_get_peaks: %s is NULL",
+                       allocated ? "requested" : "allocated");
+    if (device < 0 || device >= TORCH_MAX_DEVICES)
+        return gp_fail(GPOOL_ERR_NO_DEVICE, "gpool_torch_get_peaks: device %d out of range",
+                       device);
+    *allocated = atomic_load_explicit(&torch_held[device].peak, memory_order_relaxed);
+    *requested = atomic_load_explicit(&torch_held[device].req_peak, memory_order_relaxed);
+    return GPOOL_OK;
+}
+
+void gpool_torch_reset_peaks(int device)
+{
+    if (device < 0 || device >= TORCH_MAX_DEVICES) return;
+    held_bytes *h = &torch_held[device];
+    atomic_store_explicit(&h->peak, atomic_load_explicit(&h->live, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&h->req_peak, atomic_load_explicit(&h->req, memory_order_relaxed),
+                          memory_order_relaxed);
 }
 
 gpool_t *gpool_torch_pool(int device)

@@ -15,11 +15,15 @@
 void gp_torch_batch_init(int device, gpool_t *pool, size_t limit);
 
 /* Queue ptr (requested: the size PyTorch passes; a live block of pool, device `device`, freed on
- * stream) for the device's next flush; flushes when the batch holds its limit.
+ * stream) for the device's next flush; marks the batch due once it holds its limit.
  * GPOOL_ERR_INVALID_POINTER (nothing queued) when ptr is not a live block of the pool. Thread-safe.
  */
 gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t requested,
                                  gpool_stream_t stream);
+
+/* 1 when the device's batch holds its limit: the caller (an allocation) should flush it.
+ * Frees never synchronize themselves. Cost: one relaxed atomic load. */
+int gp_torch_batch_due(int device);
 
 /* Flush the device's batch now: one cuCtxSynchronize, then every block back to the pool
  * (gpool_free_async on its stream). Not while `stream` (the caller's) is capturing a graph:
@@ -37,5 +41,10 @@ void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out);
 
 /* Up to cap of the device's queued block addresses into ptrs; returns how many are queued. */
 size_t gp_torch_batch_list(int device, void **ptrs, size_t cap);
+
+/* 1 while a stream the alloc hook saw capturing on the device still captures (torch.c): then
+ * a free on any stream is a free inside that capture, and no device synchronize may be made.
+ * Cost: nothing while no such stream is known; else a lock and one cuStreamIsCapturing each. */
+int gp_torch_capture_elsewhere(int device, gpool_t *pool);
 
 #endif

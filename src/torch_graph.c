@@ -27,7 +27,8 @@ typedef struct graph_mem {
     struct held {
         void *p;
         size_t size;
-    } * held; /* freed graph blocks waiting for the release */
+        gpool_stream_t s; /* the stream PyTorch freed it on (its allocation stream) */
+    } * held;             /* freed graph blocks waiting for the release */
     size_t nheld, capheld, held_bytes;
 } graph_mem;
 
@@ -92,7 +93,7 @@ int gp_torch_graph_note(int device, void *ptr)
     return r;
 }
 
-int gp_torch_graph_hold(int device, void *ptr, size_t size, int capturing)
+int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
     graph_mem *g = &graphs[device];
@@ -112,7 +113,7 @@ int gp_torch_graph_hold(int device, void *ptr, size_t size, int capturing)
         g->held = n;
         g->capheld = cap;
     }
-    g->held[g->nheld++] = (struct held){ptr, size};
+    g->held[g->nheld++] = (struct held){ptr, size, stream};
     g->held_bytes += size;
     pthread_mutex_unlock(&graph_lock);
     return 1;
@@ -126,6 +127,12 @@ size_t gp_torch_graph_release(int device, gpool_t *pool)
     size_t n = g->nheld;
     pthread_mutex_unlock(&graph_lock);
     if (!n) return 0;
+    if (gp_torch_capture_elsewhere(device, pool)) { /* a synchronize would invalidate it */
+        gp_fail(GPOOL_ERR_DRIVER,
+                "gpool_torch_release_graph_memory: a graph capture is running on device %d",
+                device);
+        return 0;
+    }
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
@@ -137,7 +144,10 @@ size_t gp_torch_graph_release(int device, gpool_t *pool)
     pthread_mutex_lock(&graph_lock);
     /* the first n were held before the synchronize; later ones stay */
     for (size_t i = 0; i < n; i++) {
-        if (gpool_free(pool, g->held[i].p) != GPOOL_OK) gp_clear_error();
+        /* on its own stream: a free on another one (gpool_free: the pool's default stream)
+         * is deferred behind an event on the allocation stream, and snapshots showed the
+         * block allocated until that event was polled; the synchronize covered its work */
+        if (gpool_free_async(pool, g->held[i].p, g->held[i].s) != GPOOL_OK) gp_clear_error();
         g->held_bytes -= g->held[i].size;
     }
     memmove(g->held, g->held + n, (g->nheld - n) * sizeof *g->held);

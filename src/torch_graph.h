@@ -11,9 +11,10 @@
  * -1 when it could not be recorded (no host memory; the caller frees it and fails). */
 int gp_torch_graph_note(int device, void *ptr);
 
-/* Is ptr graph memory (gp_torch_graph_note), or is `capturing` set (freed inside a capture)?
+/* Is ptr (freed by PyTorch on stream) graph memory (gp_torch_graph_note), or is `capturing` set
+ * (freed inside a capture)?
  * Then it is held (1 returned) until gp_torch_graph_release; else 0 and nothing changes. */
-int gp_torch_graph_hold(int device, void *ptr, size_t size, int capturing);
+int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing);
 
 /* Give the held memory of a device back to the pool after a device synchronize: the graphs
  * that used it must be gone. Returns the number of blocks, or 0 when the synchronize failed. */

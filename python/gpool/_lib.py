@@ -209,6 +209,9 @@ _SIGNATURES = {
     "gpool_torch_begin_allocate_stream_to_pool": (None, [ctypes.c_int, _P, gpool_torch_mempool_id]),
     "gpool_torch_release_pool": (None, [ctypes.c_int, gpool_torch_mempool_id]),
     "gpool_torch_live_pools": (ctypes.c_size_t, []),
+    "gpool_torch_get_peaks": (_S, [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
+                                   ctypes.POINTER(ctypes.c_size_t)]),
+    "gpool_torch_reset_peaks": (None, [ctypes.c_int]),
     "gpool_torch_get_freed": (
         _S,
         [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],

@@ -144,8 +144,10 @@ def stats(device=None):
     """The counters of the pool behind PyTorch's allocator, as gpool.Pool.stats() returns
     them: for ``device`` (default: the current one when torch is imported, else 0); an
     empty pool's zeros when nothing was allocated there yet. Blocks PyTorch freed that wait in
-    the hooks' free batch are not counted live or in use ("device" and "total"); they are
-    under "free_batch" (batch_stats())."""
+    the hooks' free batch, or are held as graph memory, are not counted live or in use
+    ("device" and "total"); they are under "free_batch" (batch_stats(): blocks / bytes and
+    graph_blocks / graph_bytes). Held graph blocks stay in requested_bytes (gpool keeps their
+    rounded sizes only)."""
     if device is None:
         device = _current_device()
     p = pool(device)
@@ -156,10 +158,10 @@ def stats(device=None):
     b = batch_stats(device)
     for key in ("device", "total"):
         k = out[key]
-        k["live_blocks"] = max(0, k["live_blocks"] - b["blocks"])
-        k["in_use_bytes"] = max(0, k["in_use_bytes"] - b["bytes"])
+        k["live_blocks"] = max(0, k["live_blocks"] - b["blocks"] - b["graph_blocks"])
+        k["in_use_bytes"] = max(0, k["in_use_bytes"] - b["bytes"] - b["graph_bytes"])
         k["requested_bytes"] = max(0, k["requested_bytes"] - b["requested_bytes"])
-        k["frees"] += b["blocks"]
+        k["frees"] += b["blocks"] + b["graph_blocks"]
     out["free_batch"] = b
     return out
 
@@ -176,9 +178,12 @@ def memory_stats(device=None):
     ``inactive_split_bytes.all.current``, ``requested_bytes.all.*``, ``allocation.all.*``,
     ``active.all.*``, ``segment.all.current``, ``num_alloc_retries``, ``num_ooms``,
     ``num_sync_all_streams`` (the free batch's synchronizes), ``num_device_alloc`` /
-    ``num_device_free`` (cuMemCreate / cuMemRelease calls). Peaks are gpool's own since the
-    pool was made; after reset_peak_memory_stats() they are the highest values memory_stats()
-    calls have seen since (gpool's peak counters cannot be reset), a lower bound."""
+    ``num_device_free`` (cuMemCreate / cuMemRelease calls). The allocated, active and
+    requested peaks are those of what PyTorch held through the hooks (gpool_torch_get_peaks:
+    the free batch and held graph memory left out, as in the current values), since the pool
+    was made or reset_peak_memory_stats(). The reserved peak is gpool's own; after
+    reset_peak_memory_stats() it is the highest value memory_stats() calls have seen since
+    (gpool's peak counters cannot be reset), a lower bound."""
     if device is None:
         device = _current_device()
     s = stats(device)
@@ -193,6 +198,9 @@ def memory_stats(device=None):
         base["reserved"] = max(base["reserved"], cur_res)
         base["requested"] = max(base["requested"], d["requested_bytes"])
         peak_alloc, peak_res, peak_req = base["allocated"], base["reserved"], base["requested"]
+    hook = _hook_peaks(device)
+    if hook is not None:  # exact: counted at each allocation and free of the hooks
+        peak_alloc, peak_req = max(hook[0], cur_alloc), max(hook[1], d["requested_bytes"])
     out = {}
 
     def put(name, current, peak, allocated=None, freed=None):
@@ -217,6 +225,18 @@ def memory_stats(device=None):
     out["num_device_free"] = s["driver_calls"].get("cuMemRelease", 0)
     out["max_split_size"] = -1
     return out
+
+
+def _hook_peaks(device):
+    """(allocated, requested) peaks of what PyTorch held (gpool_torch_get_peaks), or None with
+    an older libgpool.so."""
+    lib = _lib.load()
+    if not hasattr(lib, "gpool_torch_get_peaks"):
+        return None
+    a, r = ctypes.c_size_t(), ctypes.c_size_t()
+    _check(lib.gpool_torch_get_peaks(_args.device(device, "gpool_torch_get_peaks"),
+                                     ctypes.byref(a), ctypes.byref(r)), "gpool_torch_get_peaks")
+    return a.value, r.value
 
 
 def memory_allocated(device=None):
@@ -247,6 +267,9 @@ def reset_peak_memory_stats(device=None):
     d = stats(device)["device"]
     _peak_base[device] = {"allocated": d["in_use_bytes"], "reserved": d["reserved_bytes"],
                           "requested": d["requested_bytes"]}
+    lib = _lib.load()
+    if hasattr(lib, "gpool_torch_reset_peaks"):
+        lib.gpool_torch_reset_peaks(_args.device(device, "gpool_torch_reset_peaks"))
 
 
 def snapshot(device=None):
