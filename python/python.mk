@@ -10,7 +10,7 @@ PY_TEST_ENV := GPOOL_TEST_BUILD=$(abspath $(BUILD)) GPOOL_LIBRARY=$(abspath $(BU
                GPOOL_LIBCUDA=$(abspath $(SIMLIB))
 
 .PHONY: test-python install-python
-test-python: lib $(SIMLIB) $(BUILD)/gpool-bench
+test-python: lib $(SIMLIB) $(BUILD)/gpool-bench $(BUILD)/tests/preload/libcudart.so.13
 	@echo "== python/tests (pytest, simulated driver)"
 	@$(PYTHON) -c 'import pytest' 2>/dev/null || { echo "test-python: $(PYTHON) has no pytest; run: apt-get install python3-pytest (as root, make installs it: scripts/deps.sh)" >&2; exit 1; }
 	cd python && $(PY_TEST_ENV) $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests
