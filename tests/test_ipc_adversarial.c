@@ -518,54 +518,13 @@ Test(ipc_adversarial, child_of_the_exporter_keeps_no_exported_descriptor, .init 
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
 
-/* gpool_stream_release's contract: a stream may be destroyed once released. A block freed
- * with gpool_free_async on it while another process has the block open is freed later, at the
- * last close: that must not need the (destroyed) stream, nor the one the driver may then give
- * the same handle. */
-Test(ipc_adversarial, deferred_free_outlives_its_released_stream, .init = init)
-{
-    peer c = start_importer();
-    gpool_t *pool = ipc_pool();
-    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
-    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
-    CUresult (*mk)(CUstream *, unsigned) = sim_driver_proc("cuStreamCreate");
-    CUresult (*destroy)(CUstream) = sim_driver_proc("cuStreamDestroy");
-    CUresult (*release)(CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRelease");
-    CUcontext ctx;
-    CUstream s, s2;
-    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
-    cr_assert_eq(set(ctx), CUDA_SUCCESS);
-    cr_assert_eq(mk(&s, 1), CUDA_SUCCESS);
-    size_t base = in_use(pool);
-    void *p;
-    gpool_alloc_params prm = {0};
-    cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
-    fill_pattern(p, 4 * MiB, 17);
-    cmd m = {.bytes = 4 * MiB, .seed = 17, .op = OP_HOLD};
-    cr_assert_eq(gpool_export_block(pool, p, &m.h), GPOOL_OK, "%s", gpool_last_error());
-    cr_assert_eq(ask(&c, &m), 1);
-    cr_assert_eq(gpool_free_async(pool, p, s), GPOOL_OK); /* deferred: open elsewhere */
-    cr_assert_eq(gpool_stream_release(pool, s), GPOOL_OK, "%s", gpool_last_error());
-    cr_assert_eq(destroy(s), CUDA_SUCCESS);
-    cr_assert_eq(mk(&s2, 1), CUDA_SUCCESS); /* may get s's handle value */
-    cr_assert_eq(io_full(c.to, "g", 1, 1), 0);
-    cr_assert_eq(answer(&c), 1);
-    cr_assert_eq(answer(&c), 1);
-    cr_assert(in_use_reaches(pool, base), "the deferred free did not happen: in use %zu, want %zu",
-              in_use(pool), base);
-    finish(&c);
-    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
-    cr_assert_eq(destroy(s2), CUDA_SUCCESS);
-    release(0);
-}
-
-/* gpool_free_async's contract: the block may still be used by work queued on the stream it
- * was freed on, and a stream may be destroyed with work queued (cuStreamDestroy's doc: the
- * work completes). A block freed on a stream while another process has it open is freed later,
- * by the pool's helper thread, after the stream was released and destroyed and its handle
- * given to a new stream (GPOOL_SIM_REUSE_STREAM_HANDLES=1, as real drivers do): that free must
- * still wait for the old stream's work, so the new stream may not take the memory while the
- * kernel queued before the destroy still writes it. */
+/* gpool_free_async's and gpool_stream_release's contracts: the block may still be used by work
+ * queued on the stream it was freed on, and a stream may be destroyed once released, with work
+ * queued (cuStreamDestroy's doc: the work completes). A block freed on a stream while another
+ * process has it open is freed later, by the pool's helper thread, after the stream was released
+ * and destroyed and its handle given to a new stream (GPOOL_SIM_REUSE_STREAM_HANDLES=1, as real
+ * drivers do): that free must still wait for the old stream's work, so the new stream may not take
+ * the memory while the kernel queued before the destroy still writes it. */
 Test(ipc_adversarial, deferred_free_waits_for_a_destroyed_streams_work, .init = init)
 {
     setenv("GPOOL_SIM_REUSE_STREAM_HANDLES", "1", 1);
