@@ -111,7 +111,8 @@ typedef struct gpool_torch_batch_stats {
 GPOOL_API gpool_status gpool_torch_get_peaks(int device, size_t *allocated, size_t *requested);
 
 /** Restart a device's peaks (gpool_torch_get_peaks()) from what PyTorch holds now
- *  (torch.cuda.reset_peak_memory_stats()). An ordinal out of range is ignored. Thread-safe. */
+ *  (torch.cuda.reset_peak_memory_stats()). Thread-safe. Cost: two atomic stores.
+ *  @param device the CUDA device ordinal; one out of range is ignored. */
 GPOOL_API void gpool_torch_reset_peaks(int device);
 
 /** Give the memory of CUDA graphs back to the pools: blocks allocated by a capturing stream
