@@ -169,6 +169,11 @@ enum {
     GPOOL_ALLOC_NO_STREAM_WAIT = 1u << 3, /**< never make the allocating stream wait for another
                                                stream's work (as cudaMalloc's blocks); with
                                                STREAM_WAIT: GPOOL_ERR_INVALID_ARG */
+    GPOOL_ALLOC_IN_CAPTURE = 1u << 4,     /**< on a stream capturing a CUDA graph, device memory
+                                               may be mapped fresh (else only memory already free
+                                               for the stream serves it); the caller keeps the
+                                               block from eager reuse while a graph may replay:
+                                               docs/concepts/streams.md, "Graph capture" */
 };
 
 /** Per-request parameters for gpool_alloc() and gpool_alloc_async(). Zero-initialised (or a

@@ -27,8 +27,9 @@
  * stream, and they go back to the pool. A free never synchronizes (it may run inside another
  * stream's graph capture, which a synchronize would invalidate). An allocation that finds no memory
  * flushes the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while
- * the calling stream captures a CUDA graph (synchronizing is prohibited then); an allocation on a
- * capturing stream that finds no memory takes back that stream's own batched frees without a
+ * the calling stream captures a CUDA graph (synchronizing is prohibited then): an allocation on a
+ * capturing stream maps fresh pages where it needs them (GPOOL_ALLOC_IN_CAPTURE, gpool.h), and
+ * one that still finds no memory takes back that stream's own batched frees without a
  * synchronize instead (as before the batch: stream order covers them, but not a block of that
  * stream that was record_stream'd elsewhere -- the one case left unproven). Cost: one device
  * synchronize per batch (measured on the simulator: 62 per 1,000 frees of 4 MiB with a 64 MiB

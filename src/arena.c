@@ -189,9 +189,9 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     if (a->may_drive && (polls || !r || needs_backing(a, r))) {
         /* driver calls ahead: the owner may forbid them for this stream (graph capture) */
         gpool_status st = a->may_drive(a->owner, tag);
-        if (st != GPOOL_OK && r && !needs_backing(a, r)) {
-            gp_clear_error(); /* the poll was optional: serve what is free for the stream */
-            polls = 0;
+        if (st != GPOOL_OK && ((r && !needs_backing(a, r)) || (flags & GP_ARENA_CAPTURE_MAP))) {
+            gp_clear_error(); /* the poll was optional: serve what is free for the stream, or */
+            polls = 0;        /* map fresh pages where the caller allows it */
         } else if (st != GPOOL_OK) {
             if (r) give_back(a, r, tag);
             return st;

@@ -52,6 +52,10 @@
 /* Internal request flag: memory is short and the ladder made room before this attempt; the
  * range goes where the fewest fresh pages are needed (heap.c, fewest_pages). */
 #define GP_ARENA_FEWEST_PAGES (1u << 24)
+/* Flag to gp_arena_alloc_ex: the request's stream captures a graph and the caller allows fresh
+ * pages for it (GPOOL_ALLOC_IN_CAPTURE; the thread's capture mode is relaxed meanwhile): the
+ * owner's refusal (may_drive) then stops the polls of other streams, not the mapping. */
+#define GP_ARENA_CAPTURE_MAP (1u << 23)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
 

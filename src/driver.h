@@ -56,6 +56,7 @@
     X(cuStreamWaitEvent, v3020, 1)                                                                 \
     X(cuStreamQuery, v2000, 1)                                                                     \
     X(cuStreamIsCapturing, v10000, 0)                                                              \
+    X(cuThreadExchangeStreamCaptureMode, v10010, 0)                                                \
     X(cuStreamGetCtx, v9020, 0)                                                                    \
     X(cuEventCreate, v2000, 1)                                                                     \
     X(cuEventRecord, v2000, 1)                                                                     \

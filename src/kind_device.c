@@ -99,6 +99,7 @@ typedef struct device_request {
     int refused;   /* the last attempt was refused by the policy (budget or device size) */
     int pressed;   /* an attempt ran out of the arena's memory (counts one oom retry) */
     int room_made; /* make room ran: later attempts place where the fewest fresh pages are needed */
+    int capture;   /* the stream captures and the caller allows fresh pages (IN_CAPTURE) */
     char *why;     /* why make room could not give memory back ("" when it could), WHY_CAP bytes
                       (a buffer of the caller's, not zeroed on every request) */
 } device_request;
@@ -124,7 +125,9 @@ static gpool_status device_attempt(void *ctx, void **out)
     q->refused = st != GPOOL_OK;
     if (st != GPOOL_OK) return st;
     st = gp_arena_alloc_ex(q->a, pl->size, pl->align, q->tag, q->usage,
-                           pl->flags | (q->room_made ? GP_ARENA_FEWEST_PAGES : 0), pl->page, out);
+                           pl->flags | (q->room_made ? GP_ARENA_FEWEST_PAGES : 0) |
+                               (q->capture ? GP_ARENA_CAPTURE_MAP : 0),
+                           pl->page, out);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) q->pressed = 1;
     return st;
 }
@@ -190,6 +193,34 @@ static const gp_ladder device_ladder = {
     .report = device_report,
 };
 
+/* A request on a capturing stream that may map fresh pages (GPOOL_ALLOC_IN_CAPTURE): one
+ * attempt, with the thread in relaxed capture mode around it, so that the mapping calls cannot
+ * invalidate a global-mode capture (cuThreadExchangeStreamCaptureMode's doc: a relaxed thread
+ * "is not prohibited from potentially unsafe API calls"; its push-pop use). No rung runs: they
+ * wait for streams, which no capture allows. */
+static gpool_status capture_alloc(device_request *q, void **out)
+{
+    const gp_driver *drv = q->pool->dc.drv;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    int swapped = drv->cuThreadExchangeStreamCaptureMode &&
+                  GP_DRV(q->pool->dc.cnt, GPOOL_DRV_STREAM,
+                         drv->cuThreadExchangeStreamCaptureMode(&mode)) == CUDA_SUCCESS;
+    q->capture = swapped; /* without relaxed mode, only memory free for the stream */
+    gpool_status st = device_attempt(q, out);
+    if (swapped)
+        GP_DRV(q->pool->dc.cnt, GPOOL_DRV_STREAM, drv->cuThreadExchangeStreamCaptureMode(&mode));
+    if (st == GPOOL_ERR_OUT_OF_MEMORY) {
+        st = device_report(q, st);
+        char why[512];
+        snprintf(why, sizeof why, "%s", gpool_last_error());
+        gp_fail(st,
+                "%s; the stream is capturing a CUDA graph, so gpool could not wait for other "
+                "streams' frees or give cached pages back for it",
+                why);
+    }
+    return st;
+}
+
 static gpool_status device_alloc(gpool_t *pool, const gp_placement *pl,
                                  const gpool_alloc_params *params, gpool_stream_t stream,
                                  int *refused, void **out)
@@ -218,8 +249,12 @@ static gpool_status device_alloc(gpool_t *pool, const gp_placement *pl,
                 : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1),
     };
     gp_stream_process(pool); /* frees whose streams are done are reusable, and not counted */
-    int retried;
-    gpool_status st = gp_ladder_climb(&device_ladder, &q, out, &retried);
+    int retried = 0;
+    gpool_status st;
+    if ((flags & GPOOL_ALLOC_IN_CAPTURE) && gp_stream_capturing(pool, tag))
+        st = capture_alloc(&q, out);
+    else
+        st = gp_ladder_climb(&device_ladder, &q, out, &retried);
     *refused = q.refused && pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (q.pressed) atomic_fetch_add(&pool->dev_oom_retries, 1);
     if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);

@@ -17,7 +17,7 @@
 #define MAX_REQUEST ((size_t)1 << 47) /* 128 TiB: beyond any device */
 #define KNOWN_FLAGS                                                                                \
     (GPOOL_ALLOC_ZERO | GPOOL_ALLOC_ALLOW_FALLBACK | GPOOL_ALLOC_STREAM_WAIT |                     \
-     GPOOL_ALLOC_NO_STREAM_WAIT)
+     GPOOL_ALLOC_NO_STREAM_WAIT | GPOOL_ALLOC_IN_CAPTURE)
 
 static _Atomic uint64_t next_pool_id = 1;
 

@@ -184,7 +184,12 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
 static int torch_try(gpool_t *pool, size_t size, gpool_stream_t stream, void **p, char *why,
                      size_t n, gpool_status *st)
 {
-    *st = gpool_alloc_async(pool, size, NULL, stream, p);
+    /* on a capturing stream fresh pages may be mapped: the block is the graph's, held out of
+     * eager reuse while a graph may replay (torch_noted, torch_graph.c), as PyTorch's own
+     * allocator gives a capture a private pool it may grow */
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.flags = GPOOL_ALLOC_IN_CAPTURE;
+    *st = gpool_alloc_async(pool, size, &prm, stream, p);
     if (*st == GPOOL_OK) return 1;
     snprintf(why, n, "%s", gpool_last_error());
     return 0;

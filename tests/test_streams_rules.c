@@ -386,6 +386,51 @@ Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_
     sim->stream_release(B);
 }
 
+/* GPOOL_ALLOC_IN_CAPTURE: an allocation on a capturing stream may map fresh pages. The pool
+ * makes its mapping calls with the thread in relaxed capture mode
+ * (cuThreadExchangeStreamCaptureMode: a relaxed thread "is not prohibited from potentially
+ * unsafe API calls", push-pop), never waits for a stream, and the capture survives; without
+ * memory left it fails out of memory, saying the stream captures. */
+Test(stream_rules, in_capture_flag_maps_fresh_pages_and_the_capture_survives)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !is) cr_skip_test("the simulator has no graph capture");
+    void *other = alloc_on(MiB, B, 0);
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, other, B), GPOOL_OK); /* pending on B */
+    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    sim->reset_counts();
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.flags = GPOOL_ALLOC_IN_CAPTURE;
+    void *q = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 64 * MiB, &prm, A, &q), GPOOL_OK, "%s",
+                 gpool_last_error());
+    cr_assert_gt(sim->call_count("cuMemMap"), 0, "fresh pages were mapped");
+    cr_assert_eq(sim->call_count("cuThreadExchangeStreamCaptureMode"), 2, "relaxed, then back");
+    static const char *const prohibited[] = {
+        "cuMemAlloc",    "cuMemHostAlloc",     "cuMemHostRegister",
+        "cuEventQuery",  "cuEventSynchronize", "cuCtxSynchronize",
+        "cuStreamQuery", "cuMemsetD8",         "cuStreamSynchronize",
+    };
+    for (size_t i = 0; i < sizeof prohibited / sizeof *prohibited; i++)
+        cr_assert_eq(sim->call_count(prohibited[i]), 0, "%s during capture", prohibited[i]);
+    /* more than the device has: out of memory, naming the capture */
+    void *r = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, (size_t)1 << 44, &prm, A, &r), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_null(r);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
+    CUgraph g = NULL;
+    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    if (graph_destroy && g) graph_destroy(g);
+    sim->stream_release(B);
+    cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
+}
+
 /* ---------- contexts ---------- */
 
 /* A stream of another context: cuEventRecord needs the event and the stream in one context
