@@ -45,7 +45,8 @@ USAGES = {
 }
 USAGE_NAMES = {v: k for k, v in USAGES.items()}
 #: GPOOL_ALLOC_* flags
-FLAGS = {"zero": 1 << 0, "allow_fallback": 1 << 1, "stream_wait": 1 << 2, "no_stream_wait": 1 << 3}
+FLAGS = {"zero": 1 << 0, "allow_fallback": 1 << 1, "stream_wait": 1 << 2, "no_stream_wait": 1 << 3,
+         "in_capture": 1 << 4}
 
 
 class _Sized(ctypes.Structure):
