@@ -339,6 +339,25 @@ Test(stream_rules, per_thread_default_stream_pool_keeps_threads_apart)
 
 /* ---------- graph capture ---------- */
 
+/* The simulator's capture calls; the test skips where it has none. */
+typedef struct capture_calls {
+    CUresult (*begin)(CUstream, CUstreamCaptureMode);
+    CUresult (*end)(CUstream, CUgraph *);
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*graph_destroy)(CUgraph);
+} capture_calls;
+
+static capture_calls need_capture(void)
+{
+    capture_calls c = {sim_driver_proc("cuStreamBeginCapture"),
+                       sim_driver_proc("cuStreamEndCapture"),
+                       sim_driver_proc("cuStreamIsCapturing"), sim_driver_proc("cuGraphDestroy")};
+    if (!c.begin || !c.end || !c.is)
+        cr_skip_test("the simulator has no graph capture (cuStreamBeginCapture, "
+                     "cuStreamEndCapture, cuStreamIsCapturing)");
+    return c;
+}
+
 /* While a stream captures a graph in global mode, querying or synchronizing captured work,
  * stream/context synchronize and legacy allocation calls are prohibited and invalidate the
  * capture (cuStreamBeginCapture's doc comment; CUDA Programming Guide, "Prohibited and
@@ -346,19 +365,13 @@ Test(stream_rules, per_thread_default_stream_pool_keeps_threads_apart)
  * free for it, else refused with GPOOL_ERR_UNSUPPORTED naming capture; the capture survives. */
 Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_survives)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end || !is)
-        cr_skip_test("the simulator has no graph capture yet (cuStreamBeginCapture, "
-                     "cuStreamEndCapture, cuStreamIsCapturing)");
+    const capture_calls C = need_capture();
     void *p = alloc_on(4 * MiB, A, 0);
     void *other = alloc_on(MiB, B, 0);                    /* a second stream in play */
     cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK); /* free for A */
     sim->stream_hold(B);
     cr_assert_eq(gpool_free_async(pool, other, B), GPOOL_OK); /* pending on B */
-    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(C.begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     sim->reset_counts();
     void *q = NULL;
     cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, NULL, A, &q), GPOOL_OK, "%s", gpool_last_error());
@@ -378,11 +391,11 @@ Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_
         cr_assert_eq(sim->call_count(prohibited[i]), 0, "%s during capture", prohibited[i]);
     cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(C.is(A, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
     CUgraph g = NULL;
-    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
-    if (graph_destroy && g) graph_destroy(g);
+    cr_assert_eq(C.end(A, &g), CUDA_SUCCESS);
+    if (C.graph_destroy && g) C.graph_destroy(g);
     sim->stream_release(B);
 }
 
@@ -393,15 +406,11 @@ Test(stream_rules, capturing_stream_gets_free_memory_or_unsupported_and_capture_
  * memory left it fails out of memory, saying the stream captures. */
 Test(stream_rules, in_capture_flag_maps_fresh_pages_and_the_capture_survives)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end || !is) cr_skip_test("the simulator has no graph capture");
+    const capture_calls C = need_capture();
     void *other = alloc_on(MiB, B, 0);
     sim->stream_hold(B);
     cr_assert_eq(gpool_free_async(pool, other, B), GPOOL_OK); /* pending on B */
-    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(C.begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     sim->reset_counts();
     gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
     prm.flags = GPOOL_ALLOC_IN_CAPTURE;
@@ -422,11 +431,11 @@ Test(stream_rules, in_capture_flag_maps_fresh_pages_and_the_capture_survives)
     cr_assert_eq(gpool_alloc_async(pool, (size_t)1 << 44, &prm, A, &r), GPOOL_ERR_OUT_OF_MEMORY);
     cr_assert_null(r);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(C.is(A, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
     CUgraph g = NULL;
-    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
-    if (graph_destroy && g) graph_destroy(g);
+    cr_assert_eq(C.end(A, &g), CUDA_SUCCESS);
+    if (C.graph_destroy && g) C.graph_destroy(g);
     sim->stream_release(B);
     cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
 }
@@ -513,27 +522,23 @@ Test(stream_ctx, streams_of_another_context_are_queried_and_synchronized_never_a
  * that stream had nothing queued. */
 Test(stream_rules, block_recorded_on_a_capturing_stream_waits_for_a_synchronize)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end || !is) cr_skip_test("the simulator has no graph capture yet");
+    const capture_calls C = need_capture();
     const size_t sz = 4 * MiB;
     void *p = alloc_on(sz, B, 0);
     void *other = alloc_on(MiB, A, 0); /* two streams in play */
     cr_assert_eq(gpool_record_stream(pool, p, A), GPOOL_OK);
-    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(C.begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     cr_assert_eq(gpool_free_async(pool, p, B), GPOOL_OK);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is(A, &cs), CUDA_SUCCESS);
+    cr_assert_eq(C.is(A, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the free invalidated the capture");
     CUgraph g = NULL;
-    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
+    cr_assert_eq(C.end(A, &g), CUDA_SUCCESS);
     void *q = alloc_on(sz, B, 0);
     cr_assert(!overlaps(p, sz, q, sz), "the block was reused while the graph may still use it");
     cr_assert_eq(gpool_free_async(pool, q, B), GPOOL_OK);
     cr_assert_eq(gpool_free_async(pool, other, A), GPOOL_OK);
-    if (graph_destroy && g) graph_destroy(g);
+    if (C.graph_destroy && g) C.graph_destroy(g);
 }
 
 /* A request on a capturing stream that fits memory already free for it is served even when
@@ -542,10 +547,7 @@ Test(stream_rules, block_recorded_on_a_capturing_stream_waits_for_a_synchronize)
  * failing the request. (Before: GPOOL_ERR_UNSUPPORTED whenever the split poll came due.) */
 Test(stream_rules, capturing_stream_skips_the_optional_split_poll)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end) cr_skip_test("the simulator has no graph capture yet");
+    const capture_calls C = need_capture();
     void *x = alloc_on(MiB, B, 0);
     sim->stream_hold(B);
     cr_assert_eq(gpool_free_async(pool, x, B), GPOOL_OK); /* pending on B from now on */
@@ -554,7 +556,7 @@ Test(stream_rules, capturing_stream_skips_the_optional_split_poll)
     void *keep[4];
     for (int i = 0; i < 4; i++) /* split fits of A's free range, until the split poll is due */
         keep[i] = alloc_on(MiB, A, 0);
-    cr_assert_eq(begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(C.begin(A, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     sim->reset_counts();
     void *q = NULL;
     cr_assert_eq(gpool_alloc_async(pool, 4 * MiB, NULL, A, &q), GPOOL_OK, "%s", gpool_last_error());
@@ -564,8 +566,8 @@ Test(stream_rules, capturing_stream_skips_the_optional_split_poll)
     cr_assert_eq(sim->call_count("cuEventRecord"), 0, "no event recorded on a capture");
     cr_assert_eq(gpool_free_async(pool, q, A), GPOOL_OK);
     CUgraph g = NULL;
-    cr_assert_eq(end(A, &g), CUDA_SUCCESS);
-    if (graph_destroy && g) graph_destroy(g);
+    cr_assert_eq(C.end(A, &g), CUDA_SUCCESS);
+    if (C.graph_destroy && g) C.graph_destroy(g);
     for (int i = 0; i < 4; i++)
         cr_assert_eq(gpool_free_async(pool, keep[i], A), GPOOL_OK);
 }
