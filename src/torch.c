@@ -157,13 +157,12 @@ static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_
     return NULL;
 }
 
-/* ptr, a live block of pool: graph memory is held for the release, the rest batched */
-static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t size,
+/* ptr, a live block of pool of real bytes (the caller's lookup): graph memory is held for the
+ * release, the rest batched */
+static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t size, size_t real,
                                   gpool_stream_t stream)
 {
-    size_t real;
-    gpool_status st = gpool_block_size(pool, ptr, &real);
-    if (st != GPOOL_OK) return st;
+    gpool_status st;
     int capturing = gp_stream_capturing(pool, gp_stream_tag(stream)) ||
                     gp_torch_capture_elsewhere(device, pool);
     int held = 0;
@@ -230,14 +229,14 @@ void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream)
                         : NULL;
     size_t real;
     if (pool && gpool_block_size(pool, ptr, &real) == GPOOL_OK) {
-        (void)torch_free_in(device, pool, ptr, size, stream); /* a double free: says so */
+        (void)torch_free_in(device, pool, ptr, size, real, stream); /* a double free: says so */
         return;
     }
     /* not where PyTorch said: look in the other devices' pools */
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *other = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
         if (other && other != pool && gpool_block_size(other, ptr, &real) == GPOOL_OK) {
-            (void)torch_free_in(d, other, ptr, size, stream);
+            (void)torch_free_in(d, other, ptr, size, real, stream);
             return;
         }
     }
