@@ -5,9 +5,11 @@ BUILD     ?= build
 OPT       ?= -O2
 SAN       ?=
 WARN      := -Wall -Wextra -Werror -Wshadow
-CPPFLAGS  := -Iinclude -Isrc -isystem $(CUDA_HOME)/include -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
+# src/ is grouped by layer (src/README.md); every folder is on the include path
+SRC_DIRS  := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.[ch]))))
+CPPFLAGS  := -Iinclude $(addprefix -I,$(SRC_DIRS)) -isystem $(CUDA_HOME)/include -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
 # `make GPOOL_DEBUG=1 ...` (or `make test-debug`): the library checks its invariants at every
-# operation boundary and asserts its preconditions, aborting with a message (src/check.h).
+# operation boundary and asserts its preconditions, aborting with a message (src/placement/check.h).
 ifneq ($(GPOOL_DEBUG),)
 CPPFLAGS  += -DGPOOL_DEBUG=1
 endif
@@ -19,7 +21,7 @@ LIBS      := -ldl -lm -ljemalloc -lhwloc
 # the library calls none of it (without --as-needed, clang's link would still name it NEEDED).
 SO_LIBS   := $(filter-out -ljemalloc -lm,$(LIBS))
 
-LIB_SRC   := $(sort $(wildcard src/*.c))
+LIB_SRC   := $(sort $(wildcard src/*/*.c))
 SIM_SRC   := $(sort $(wildcard sim/*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_MAIN := bench/main.c
@@ -69,7 +71,7 @@ $(BUILD)/libgpool.a: $(LIB_OBJ)
 # -Bsymbolic-functions: like the real libcuda, the simulator's own references to its entry
 # points (cuGetProcAddress's table) stay its own when LD_PRELOAD defines the same names.
 # The simulator shares one file with the library: the size parser (GPOOL_SIM_MEMORY).
-$(SIMLIB): $(SIM_OBJ) $(BUILD)/obj/src/size_parse.o
+$(SIMLIB): $(SIM_OBJ) $(BUILD)/obj/src/api/size_parse.o
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions -o $@ $^ $(LDFLAGS) -ldl -lrt
 	@ln -sf libcuda.so.1 $(@D)/libcuda.so
@@ -123,7 +125,7 @@ test: all $(TEST_BIN) $(STRESS_BIN)
 	exit $$fail
 
 # The suite once more on a debug build (build/debug, -DGPOOL_DEBUG=1): invariant checks at
-# every arena operation (src/check.h).
+# every arena operation (src/placement/check.h).
 test-debug:
 	$(MAKE) test BUILD=build/debug GPOOL_DEBUG=1
 
@@ -143,7 +145,7 @@ test-valgrind:
 	  TEST_RUNNER="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*/record_client,*/sh,*/bash,*/dash,*/env,*/python*,*/pyenv*,/usr/bin/*,/bin/*"
 
 format:
-	clang-format -i include/*.h src/*.c src/*.h sim/*.c sim/*.h tests/*.c tests/*.h bench/*.c bench/*.h \
+	clang-format -i include/*.h src/*/*.c src/*/*.h sim/*.c sim/*.h tests/*.c tests/*.h bench/*.c bench/*.h \
 	  preload/*.c preload/*.h tests/preload/*.c fuzz/*.c gpu/*.c gpu/*.h examples/*.c examples/*.h tools/*/*.c 2>/dev/null || true
 
 # make format-check: fails when a C file is not as clang-format (the repo's .clang-format)

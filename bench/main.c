@@ -81,7 +81,7 @@ static void usage(FILE *f)
            "--version; 'gpool-bench COMMAND --help' shows a command's options\n");
 }
 
-/* Sizes and counts alike go through gpool's one size parser (src/size_parse.h): a count may
+/* Sizes and counts alike go through gpool's one size parser (src/api/size_parse.h): a count may
  * say 1M too. */
 static int parse_count(const char *opt, const char *s, uint64_t *out)
 {

@@ -17,7 +17,7 @@ FUZZ_FLAGS   ?=
 FUZZ_TARGETS := fuzz_ops fuzz_trace fuzz_conf
 FUZZ_LIBS    := $(LIBS)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE -Iinclude -Isrc -Ibench -Itests \
+FUZZ_CFLAGS  := -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE -Iinclude $(addprefix -I,$(SRC_DIRS)) -Ibench -Itests \
                 -isystem $(CUDA_HOME)/include
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 FUZZ_SIM     := $(abspath $(FUZZ_BUILD)/sim/libcuda.so.1)

@@ -1,5 +1,5 @@
 /* fuzz_conf.c — libFuzzer target: gpool_config_parse (the GPOOL_CONF syntax) and the size
- * parser under it (src/size_parse.c). It must never crash; it answers GPOOL_OK with sane
+ * parser under it (src/api/size_parse.c). It must never crash; it answers GPOOL_OK with sane
  * values, or GPOOL_ERR_CONFIG with a message, leaving the config untouched. A size it accepts
  * prints back as digits that parse to the same value. */
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* cudrv.h — a small driver loader for the gpu-check tools (gpu/), separate from gpool's own
- * driver table (src/driver.h): it adds the module and launch entry points the data-path check
- * needs (cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel) and treats every entry point
+ * driver table (src/backends/driver.h): it adds the module and launch entry points the data-path
+ * check needs (cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel) and treats every entry point
  * as optional, so the tools also run on the simulated driver and skip what it lacks. */
 #ifndef GPOOL_GPU_CUDRV_H
 #define GPOOL_GPU_CUDRV_H

@@ -183,7 +183,7 @@ static void batch_unlock(gpp_batch *b)
  * event record per device every GPP_FENCE_BLOCKS blocks or GPP_FENCE_BYTES bytes of a device,
  * whichever comes first (memory held back: that much per thread).
  *
- * 32 blocks: half of gpool's thread cache of a small class (64 slots, src/tcache.h, for the
+ * 32 blocks: half of gpool's thread cache of a small class (64 slots, src/kinds/tcache.h, for the
  * classes up to 4 KiB with the default tcache_bytes), which refills and spills half its slots
  * at a time. A program that frees each block it allocates then takes at most 32 blocks out
  * of the cache before the flush puts them back, so the cache settles where neither its refill

@@ -1,13 +1,13 @@
 /* preload_hwloc.c — hwloc, loaded by the interposer only when gpool first uses it. gpool asks
- * hwloc for the NUMA node nearest a GPU when it places pinned host memory (src/host_numa.c);
- * most processes started under LD_PRELOAD (shells, compilers, nvidia-smi) never get there, and
- * linking hwloc would make each of them load libhwloc, libudev and libm at start-up (about 1 ms
- * of CPU per process, gpool-bench startup). So libgpool_preload.so does not link hwloc: the
- * functions gpool calls are defined here, and the first call dlopens libhwloc.so.15 (hwloc 2.x;
- * RTLD_LOCAL, found as the dynamic loader would find a NEEDED entry) and resolves them all.
- * Where hwloc is absent, hwloc_topology_init fails and gpool places host memory without it, as
- * src/host_numa.c already does when hwloc has no data (the others then are never reached;
- * they answer failure all the same). libgpool.so keeps linking hwloc. */
+ * hwloc for the NUMA node nearest a GPU when it places pinned host memory
+ * (src/backends/host_numa.c); most processes started under LD_PRELOAD (shells, compilers,
+ * nvidia-smi) never get there, and linking hwloc would make each of them load libhwloc, libudev and
+ * libm at start-up (about 1 ms of CPU per process, gpool-bench startup). So libgpool_preload.so
+ * does not link hwloc: the functions gpool calls are defined here, and the first call dlopens
+ * libhwloc.so.15 (hwloc 2.x; RTLD_LOCAL, found as the dynamic loader would find a NEEDED entry) and
+ * resolves them all. Where hwloc is absent, hwloc_topology_init fails and gpool places host memory
+ * without it, as src/backends/host_numa.c already does when hwloc has no data (the others then are
+ * never reached; they answer failure all the same). libgpool.so keeps linking hwloc. */
 #include <dlfcn.h>
 #include <hwloc.h>
 #include <pthread.h>

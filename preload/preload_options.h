@@ -1,6 +1,6 @@
 /* preload_options.h — the LD_PRELOAD interposer's own GPOOL_CONF keys, declared as a table for
- * the common reader (src/options.h). preload.c applies them (gpool's keys go to its pools);
- * the PyTorch hooks (src/torch.c) read the same GPOOL_CONF with this table and a NULL target,
+ * the common reader (src/api/options.h). preload.c applies them (gpool's keys go to its pools);
+ * the PyTorch hooks (src/torch/torch.c) read the same GPOOL_CONF with this table and a NULL target,
  * so these keys are checked and ignored there. README's interposer table lists them. */
 #ifndef GPOOL_PRELOAD_OPTIONS_H
 #define GPOOL_PRELOAD_OPTIONS_H

@@ -41,8 +41,8 @@ struct block_view {
 
 /* Whether a kind of pool holds p in its memory (*d: the live block there, if any): 1 with a
  * live block, 0 when p is in the kind's memory but in no live block (a freed block, cached
- * memory), -1 when no kind of the pool holds p. The kinds' own lookup (src/kind.h): the public
- * gpool_get_block_desc answers INVALID_POINTER for both of the last two. */
+ * memory), -1 when no kind of the pool holds p. The kinds' own lookup (src/kinds/kind.h): the
+ * public gpool_get_block_desc answers INVALID_POINTER for both of the last two. */
 static int pool_lookup(gpool_t *pool, const void *p, gpool_block_desc *d)
 {
     for (int i = 0; i < GP_KIND_COUNT; i++) {

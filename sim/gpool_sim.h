@@ -9,7 +9,7 @@
  *   GPOOL_SIM_DEVICES=N      number of devices (default 1, at most GPOOL_SIM_MAX_DEVICES;
  *                            0 makes cuInit return CUDA_ERROR_NO_DEVICE)
  *   GPOOL_SIM_MEMORY=SIZE    capacity of each device, spelled as GPOOL_CONF's sizes (gpool's
- *                            parser, src/size_parse.c: 64M, 64MiB, 64MB; binary) (default 8G)
+ *                            parser, src/api/size_parse.c: 64M, 64MiB, 64MB; binary) (default 8G)
  *   GPOOL_SIM_FAIL=e:N,...   the Nth call (from process start) of entry point e fails once
  *   GPOOL_SIM_STATS=FILE     write a JSON summary to FILE when the library is unloaded
  *                            (process exit or last dlclose); "violations" is the count of

@@ -152,7 +152,7 @@ static int sim_entry_index(const char *name, size_t len)
     return -1;
 }
 
-/* gpool's one size parser (src/size_parse.c, linked in): GPOOL_SIM_MEMORY is spelled as
+/* gpool's one size parser (src/api/size_parse.c, linked in): GPOOL_SIM_MEMORY is spelled as
  * GPOOL_CONF's sizes are. */
 static int sim_parse_size(const char *s, size_t *out)
 {

@@ -1,7 +1,7 @@
 /* Invalid-pointer reports (issue 24): a free of a pointer gpool does not own, of an interior
  * pointer or of a block already freed is refused with GPOOL_ERR_INVALID_POINTER and a message
  * that says which of the three it is, in the same words for every kind and size (one function
- * forms them: src/bad_pointer.c). */
+ * forms them: src/api/bad_pointer.c). */
 #include <criterion/criterion.h>
 #include <string.h>
 

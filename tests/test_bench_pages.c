@@ -102,8 +102,9 @@ Test(bench_pages, scale_multiplies_every_request_size)
     cr_assert_eq(bench("fit " ABOVE " --strategy gpool --scale 1025"), 2);
 }
 
-/* Issue 27: under pressure a request goes where it needs the fewest fresh pages (src/heap.c,
- * the arena's retry): transformer-train fits 4 pages above its physical limit (was 5). */
+/* Issue 27: under pressure a request goes where it needs the fewest fresh pages
+ * (src/placement/heap.c, the arena's retry): transformer-train fits 4 pages above its physical
+ * limit (was 5). */
 Test(bench_pages, pressure_placement_saves_a_page, .timeout = 120)
 {
     cr_assert_eq(bench("fit bench/traces/transformer-train.csv --strategy gpool --json"), 0, "%s",

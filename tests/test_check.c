@@ -1,8 +1,8 @@
-/* The debug build's invariant checkers (src/check.h) can fail: each test corrupts one thing in
- * a heap or a live pool's device arena, sees the checker report it by name, and repairs it.
- * The checkers are compiled into every build, so these run in `make test` and `make
- * test-debug` alike (they call the checkers directly, which count violations, instead of
- * the GP_CHECK_* macros, which abort). */
+/* The debug build's invariant checkers (src/placement/check.h) can fail: each test corrupts one
+ * thing in a heap or a live pool's device arena, sees the checker report it by name, and repairs
+ * it. The checkers are compiled into every build, so these run in `make test` and `make test-debug`
+ * alike (they call the checkers directly, which count violations, instead of the GP_CHECK_* macros,
+ * which abort). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* test_ipc_wire.c — the IPC socket's message layer (src/ipc_wire.c) on a socketpair: a
+/* test_ipc_wire.c — the IPC socket's message layer (src/ipc/ipc_wire.c) on a socketpair: a
  * receive that fails must not take descriptors it was never given. recvmsg(2) that fails
  * leaves msg_controllen as the caller set it, so control data of an earlier receive (the same
  * stack buffer) would be parsed again and its descriptors, the caller's by then, closed. */

@@ -507,7 +507,7 @@ Test(torch, alloc_free_reuse_and_empty_cache)
     gpool_torch_free(a, 3 << 20, 0, NULL);
     void *b = gpool_torch_alloc(3 << 20, 0, NULL);
     /* the hooks hear of no record_stream: a freed block waits for the batch's synchronize
-     * (src/torch_batch.c, tests/test_torch_hooks.c), so b is another block */
+     * (src/torch/torch_batch.c, tests/test_torch_hooks.c), so b is another block */
     cr_assert_neq(b, a, "a block freed through the hook is not reused before a synchronize");
     gpool_torch_free(b, 3 << 20, 0, NULL);
     cr_assert_null(gpool_torch_alloc(0, 0, NULL));

@@ -1,5 +1,5 @@
-/* Small host blocks (below 64 KiB) from gpool's own slab allocator (src/host_small.c), through
- * the public API on the simulated driver: every size and alignment gets a block of its own,
+/* Small host blocks (below 64 KiB) from gpool's own slab allocator (src/placement/host_small.c),
+ * through the public API on the simulated driver: every size and alignment gets a block of its own,
  * aligned as asked, inside a registered extent, that no other live block overlaps; mapped
  * blocks' device addresses are their extent's plus the offset even when the driver's device
  * address differs from the host one; a slab emptied by frees serves another size class

@@ -28,7 +28,7 @@ typedef struct model {
     size_t capacity;  /* device bytes */
     size_t page;      /* device granularity P */
     size_t chunk_max; /* largest chunk (pages) a device block of this run was backed with */
-    size_t grow_max;  /* pages growth may pin, per pool (gpool.h: G; src/vidmem.h) */
+    size_t grow_max;  /* pages growth may pin, per pool (gpool.h: G; src/backends/vidmem.h) */
     int shared;       /* 1: pools of the device share pressure (gpool.h): no pool's cache
                          counts against another */
     int npools;

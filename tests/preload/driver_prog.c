@@ -203,8 +203,8 @@ static int devices(void)
     CHECK(in_use(1) > 0 && in_use(0) == used0);
     used1 = in_use(1);
     CHECK(push(c0) == CUDA_SUCCESS);
-    /* 16 MiB: more than the pages a's cold-start growth handle left free (src/vidmem.h), so
-     * device 0 must map more */
+    /* 16 MiB: more than the pages a's cold-start growth handle left free (src/backends/vidmem.h),
+     * so device 0 must map more */
     CHECK(al(&c, 16 << 20) == CUDA_SUCCESS);
     CHECK(in_use(0) > used0 && in_use(1) == used1);
     CHECK(pop(&popped) == CUDA_SUCCESS && popped == c0);

@@ -36,7 +36,7 @@ size_t gp_vidmem_granularity(void *ctx);
 /* gpool_config.ipc: pages created from now on are exportable as POSIX file descriptors
  * (requestedHandleTypes). GPOOL_ERR_UNSUPPORTED when the device or driver cannot. */
 gpool_status gp_vidmem_set_ipc(void *ctx);
-/* One physical handle and where it is mapped (src/ipc_export.c). */
+/* One physical handle and where it is mapped (src/ipc/ipc_export.c). */
 typedef struct gp_vidmem_piece {
     CUmemGenericAllocationHandle h;
     uintptr_t addr;
