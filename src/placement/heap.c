@@ -1,3 +1,8 @@
+/* The address-space heap (heap.h): free ranges in a treap by (size, address) for best fit
+ * (lowest address among equal fits), split on allocation and coalesced on free; each free range
+ * carries its streams' marks; a per-page byte count tells the arena which pages hold data.
+ * Sections: range nodes, the treap, the free index and the dirty list, marks, pages, the public
+ * calls. */
 #include "heap.h"
 
 #include "check.h"
