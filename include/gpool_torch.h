@@ -165,17 +165,34 @@ GPOOL_API void gpool_torch_begin_allocate_to_pool(int device, gpool_torch_mempoo
 
 /** The same for torch 2.1 and 2.2 (set_begin_allocate_stream_to_pool: device, stream, pool).
  *  @param device the CUDA device ordinal.
- *  @param stream the capturing stream (not used).
+ *  @param stream the capturing stream: blocks it allocates while it captures belong to `id`.
  *  @param id     the pool. Thread-safe. */
 GPOOL_API void gpool_torch_begin_allocate_stream_to_pool(int device, gpool_stream_t stream,
                                                          gpool_torch_mempool_id id);
 
+/** PyTorch's end-allocate-to-pool hook of torch 2.3 and later (set_end_allocate_to_pool_fn):
+ *  the capture (or torch.cuda.use_mem_pool block) that began allocating to pool `id` on
+ *  `device` stops. Closes the window gpool_torch_begin_allocate_to_pool() opened, so that the
+ *  next capture's blocks are told apart from this one's and each pool's graph memory goes back
+ *  at its own release. An id with no open window is ignored. Thread-safe. Cost: one lock.
+ *  @param device the CUDA device ordinal.
+ *  @param id     the pool. */
+GPOOL_API void gpool_torch_end_allocate_to_pool(int device, gpool_torch_mempool_id id);
+
+/** The same for torch 2.1 and 2.2 (set_end_allocate_stream_to_pool_fn: device, stream): closes
+ *  the latest window begun on `stream`. Thread-safe. Cost: one lock.
+ *  @param device the CUDA device ordinal.
+ *  @param stream the capturing stream given to gpool_torch_begin_allocate_stream_to_pool(). */
+GPOOL_API void gpool_torch_end_allocate_stream_to_pool(int device, gpool_stream_t stream);
+
 /** PyTorch's release-pool hook (set_release_pool; CUDAGraph::reset, i.e. a graph destroyed or
  *  reset, and the end of torch.cuda.use_mem_pool): pool `id` on `device` may no longer be
- *  used. Once no pool begun through the two hooks above is live any more, no graph can replay
- *  on the graph memory the hooks hold, and it goes back to the pools as
- *  gpool_torch_release_graph_memory() gives it (one cuCtxSynchronize per device holding some;
- *  should that fail, e.g. during another capture, the memory stays held for the next release).
+ *  used. When its last begin is released, no graph can replay on the graph memory captured
+ *  into it (the begin and end hooks above tell which), and that memory goes back to the pool
+ *  as gpool_torch_release_graph_memory() gives it (one cuCtxSynchronize per device holding
+ *  some; should that fail, e.g. during another capture, it stays held for the next release).
+ *  Memory of captures no window named (two windows open and no stream to tell them apart)
+ *  goes back once no pool is live at all.
  *  A release of an id never begun is ignored. Thread-safe.
  *  @param device the CUDA device ordinal.
  *  @param id     the pool. */

@@ -326,6 +326,102 @@ Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
     cr_assert_eq(sim->violations(), 0);
 }
 
+/* One capture into a graph pool, as CUDAGraph::capture_begin/capture_end drive the hooks of
+ * torch 2.3+ (begin, capture, end-allocate, end capture): an intermediate freed inside it and its
+ * output freed after it. Returns the graph; *tmp and *out the two blocks. */
+static CUgraph capture_into(CUstream s, gpool_torch_mempool_id id, size_t n, void **tmp, void **out)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    gpool_torch_begin_allocate_to_pool(0, id, NULL);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    *tmp = gpool_torch_alloc(n, 0, s);
+    *out = gpool_torch_alloc(n, 0, s);
+    cr_assert(*tmp && *out, "%s", gpool_last_error());
+    gpool_torch_free(*tmp, n, 0, s);
+    gpool_torch_end_allocate_to_pool(0, id);
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    gpool_torch_free(*out, n, 0, s);
+    return g;
+}
+
+/* Two graphs in two pools (vLLM's batch sizes, recaptures after a reset): resetting one gives
+ * its memory back while the other lives, and only its memory; the live graph's stays held. */
+Test(torch_hooks, each_pool_gives_its_graph_memory_back_at_its_own_release)
+{
+    if (!sim_driver_proc("cuStreamBeginCapture")) cr_skip_test("no graph capture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    CUstream s = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id pa = {1, 0}, pb = {2, 0};
+    void *w = gpool_torch_alloc(n, 0, s); /* warm-up */
+    cr_assert_not_null(w);
+    gpool_torch_free(w, n, 0, s);
+    void *a_tmp, *a_out, *b_tmp, *b_out;
+    CUgraph ga = capture_into(s, pa, n, &a_tmp, &a_out);
+    CUgraph gb = capture_into(s, pb, n, &b_tmp, &b_out);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 4);
+    if (graph_destroy && ga) graph_destroy(ga);
+    gpool_torch_release_pool(0, pa); /* graph A is reset; B may still replay */
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 2, "A's 2 blocks should be back, B's 2 held: %zu held",
+                 b.graph_blocks);
+    void *held[4];
+    size_t count = 0;
+    cr_assert_eq(gpool_torch_get_freed(0, held, 4, &count), GPOOL_OK);
+    for (size_t i = 0; i < count && i < 4; i++)
+        cr_assert(held[i] != a_tmp && held[i] != a_out, "A's block %p still held", held[i]);
+    /* eager work never gets B's memory while B lives */
+    for (int i = 0; i < 4; i++) {
+        void *e = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(e);
+        cr_assert(!overlaps(e, n, b_tmp, n) && !overlaps(e, n, b_out, n),
+                  "eager block %d got graph B's memory", i);
+        gpool_torch_free(e, n, 0, s);
+    }
+    if (graph_destroy && gb) graph_destroy(gb);
+    gpool_torch_release_pool(0, pb);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0);
+    cr_assert_eq(gpool_torch_live_pools(), 0);
+    cr_assert_eq(sim->violations(), 0);
+}
+
+/* torch 2.1/2.2 pass the capturing stream to begin and end: a capture's blocks belong to the
+ * window begun on its stream even while a use_mem_pool window is open on another. */
+Test(torch_hooks, the_stream_tells_a_captures_pool_apart_from_another_open_window)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("no graph capture");
+    CUstream s = stream(), other = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id graph = {3, 0}, user = {0, 9};
+    gpool_torch_begin_allocate_stream_to_pool(0, other, user); /* stays open */
+    gpool_torch_begin_allocate_stream_to_pool(0, s, graph);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *x = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(x, "%s", gpool_last_error());
+    gpool_torch_free(x, n, 0, s);
+    CUgraph g = NULL;
+    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    gpool_torch_end_allocate_stream_to_pool(0, s);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 1);
+    if (graph_destroy && g) graph_destroy(g);
+    gpool_torch_release_pool(0, graph);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0, "the graph's pool was released, the user pool lives on");
+    gpool_torch_end_allocate_stream_to_pool(0, other);
+    gpool_torch_release_pool(0, user);
+    cr_assert_eq(gpool_torch_live_pools(), 0);
+}
+
 /* Tensor.record_stream through torch's record-stream hook: the block's free also waits for the
  * side stream; an unknown pointer is refused with a message, not a crash. */
 Test(torch_hooks, record_stream_hook_orders_the_free_after_the_side_stream)

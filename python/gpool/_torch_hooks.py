@@ -10,11 +10,15 @@ set changed between versions, so each is looked up by name and used only where p
   set_reset_fn (torch.cuda.empty_cache) gpool_torch_empty_cache               2.1 and later
   set_begin_allocate_stream_to_pool   gpool_torch_begin_allocate_stream_to_pool  2.1, 2.2
   set_begin_allocate_to_pool          gpool_torch_begin_allocate_to_pool      2.3 and later
+  set_end_allocate_stream_to_pool_fn  gpool_torch_end_allocate_stream_to_pool 2.1, 2.2
+  set_end_allocate_to_pool_fn         gpool_torch_end_allocate_to_pool        2.3 and later
   set_release_pool                    gpool_torch_release_pool                2.1 and later
 
-set_release_pool is installed only together with one of the begin setters (the release frees
-graph memory once every begun pool is released, so it must see every begin). The end setters
-are not needed: the alloc hook asks the driver whether its stream captures.
+set_release_pool is installed only together with one of the begin setters (a pool's graph
+memory goes back at its release, so the release must see every begin), and each end setter only
+with its own begin. Whether a stream captures the alloc hook asks the driver; the begin and end
+hooks tell which pool a capture allocates to, so that each pool's memory goes back at its own
+release. The versions are read from torch/csrc/cuda/Module.cpp and CUDAPluggableAllocator.h.
 """
 
 import ctypes
@@ -25,8 +29,13 @@ SETTERS = (
     ("set_reset_fn", "gpool_torch_empty_cache"),
     ("set_begin_allocate_to_pool", "gpool_torch_begin_allocate_to_pool"),
     ("set_begin_allocate_stream_to_pool", "gpool_torch_begin_allocate_stream_to_pool"),
+    ("set_end_allocate_to_pool_fn", "gpool_torch_end_allocate_to_pool"),
+    ("set_end_allocate_stream_to_pool_fn", "gpool_torch_end_allocate_stream_to_pool"),
     ("set_release_pool", "gpool_torch_release_pool"),
 )
+#: each end setter and the begin setter it closes
+END_OF = {"set_end_allocate_to_pool_fn": "set_begin_allocate_to_pool",
+          "set_end_allocate_stream_to_pool_fn": "set_begin_allocate_stream_to_pool"}
 BEGIN_SETTERS = ("set_begin_allocate_to_pool", "set_begin_allocate_stream_to_pool")
 
 
@@ -44,6 +53,8 @@ def install(raw, lib):
         if name not in have or not hasattr(lib, symbol):
             continue
         if name == "set_release_pool" and not any(b in installed for b in BEGIN_SETTERS):
+            continue
+        if name in END_OF and END_OF[name] not in installed:
             continue
         # only one begin hook: the 2.3+ form where both exist
         if name == "set_begin_allocate_stream_to_pool" and "set_begin_allocate_to_pool" in installed:

@@ -46,7 +46,7 @@ def test_torch_2_1_setters():
     raw = FakeRaw(V2_1)
     got = _torch_hooks.install(raw, _lib.load())
     assert got == ["set_record_stream_fn", "set_reset_fn", "set_begin_allocate_stream_to_pool",
-                   "set_release_pool"]
+                   "set_end_allocate_stream_to_pool_fn", "set_release_pool"]
     assert raw.got["set_begin_allocate_stream_to_pool"] == address(
         "gpool_torch_begin_allocate_stream_to_pool")
     assert raw.got["set_reset_fn"] == address("gpool_torch_empty_cache")
@@ -56,11 +56,11 @@ def test_torch_2_3_setters():
     raw = FakeRaw(V2_3)
     got = _torch_hooks.install(raw, _lib.load())
     assert got == ["set_record_stream_fn", "set_reset_fn", "set_begin_allocate_to_pool",
-                   "set_release_pool"]
+                   "set_end_allocate_to_pool_fn", "set_release_pool"]
     for name, symbol in _torch_hooks.SETTERS:
         if name in got:
             assert raw.got[name] == address(symbol), name
-    assert "set_end_allocate_to_pool_fn" not in raw.got
+    assert "set_end_allocate_stream_to_pool_fn" not in raw.got
 
 
 def test_release_without_begin_is_not_installed():
@@ -140,7 +140,8 @@ def run_fake(main, setters=V2_3, mempool=False):
 def test_enable_installs_what_this_torch_has():
     out = run_fake("gpool.torch.enable(); print('OK', gpool.torch.hooks(), calls)")
     assert out.startswith("OK ['set_record_stream_fn', 'set_reset_fn', "
-                          "'set_begin_allocate_to_pool', 'set_release_pool']"), out
+                          "'set_begin_allocate_to_pool', 'set_end_allocate_to_pool_fn', "
+                          "'set_release_pool']"), out
 
 
 def test_enable_on_torch_2_0_installs_none():

@@ -149,7 +149,9 @@ static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_
     gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
     capture_seen(device, gp_stream_tag(stream));
-    if (gp_torch_graph_note(device, p) == 0) return p;
+    if (gp_torch_graph_note(device, p, gp_torch_pool_of_capture(device, gp_stream_tag(stream))) ==
+        0)
+        return p;
     held_sub(&torch_held[device].live, real);
     held_sub(&torch_held[device].req, size);
     gpool_free_async(pool, p, stream);
@@ -165,11 +167,9 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     gpool_status st;
     int capturing = gp_stream_capturing(pool, gp_stream_tag(stream)) ||
                     gp_torch_capture_elsewhere(device, pool);
-    int held = 0;
-    if (!capturing && gp_torch_pools_idle()) /* every graph is gone: nothing may replay on it */
-        gp_torch_graph_forget(device, ptr);
-    else
-        held = gp_torch_graph_hold(device, ptr, real, stream, capturing);
+    int held = gp_torch_graph_hold(
+        device, ptr, real, stream, capturing,
+        capturing ? gp_torch_pool_of_capture(device, gp_stream_tag(stream)) : 0);
     st = held ? GPOOL_OK : gp_torch_batch_free(device, pool, ptr, size, stream);
     if (st == GPOOL_OK) {
         held_sub(&torch_held[device].live, real);
@@ -293,18 +293,26 @@ gpool_status gpool_torch_get_batch_stats(int device, gpool_torch_batch_stats *ou
     return GPOOL_OK;
 }
 
-gpool_status gpool_torch_release_graph_memory(void)
+/* every device's held graph memory back: all of it, or that of pools no longer live */
+static gpool_status release_graph_memory(int all)
 {
     gpool_status first = GPOOL_OK;
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
-        if (!pool) continue;
-        size_t blocks, bytes;
-        gp_torch_graph_held(d, &blocks, &bytes);
-        if (blocks && !gp_torch_graph_release(d, pool) && first == GPOOL_OK)
+        if (pool && gp_torch_graph_release(d, pool, all) != 0 && first == GPOOL_OK)
             first = GPOOL_ERR_DRIVER;
     }
     return first;
+}
+
+gpool_status gpool_torch_release_graph_memory(void)
+{
+    return release_graph_memory(1);
+}
+
+gpool_status gp_torch_release_dead_graph_memory(void)
+{
+    return release_graph_memory(0);
 }
 
 void gpool_torch_record_stream(void *ptr, gpool_stream_t stream)

@@ -7,8 +7,9 @@
  * out of the pool's eager reuse and out of the free batch, until
  * gpool_torch_release_graph_memory() (one device synchronize, then back to the pool), which
  * the program calls once its graphs are destroyed, or that PyTorch's release-pool hook makes
- * when the last live pool goes (torch 2.1+, torch_pools.c) -- the private pool per capture
- * that PyTorch's own allocator keeps. */
+ * when the pool it was captured into is released (torch 2.1+, torch_pools.c) -- the private
+ * pool per capture that PyTorch's own allocator keeps. Every block carries that pool's serial
+ * (0: unknown, freed only when no pool is live). */
 #include "torch_graph.h"
 
 #include <pthread.h>
@@ -20,15 +21,22 @@
 #include "error.h"
 #include "pool.h"
 #include "torch_batch.h"
+#include "torch_pools.h"
+
+typedef struct noted {
+    void *p;      /* NULL: empty, GONE: removed */
+    uint32_t tag; /* the pool it was captured into (torch_pools.c serial; 0: unknown) */
+} noted;
 
 typedef struct graph_mem {
-    void **set; /* open addressing: graph blocks still live (NULL: empty, GONE: removed) */
+    noted *set; /* open addressing: graph blocks still live */
     size_t cap, used;
     struct held {
         void *p;
         size_t size;
         gpool_stream_t s; /* the stream PyTorch freed it on (its allocation stream) */
-    } * held;             /* freed graph blocks waiting for the release */
+        uint32_t tag;
+    } * held; /* freed graph blocks waiting for the release */
     size_t nheld, capheld, held_bytes;
 } graph_mem;
 
@@ -45,20 +53,20 @@ static size_t slot(const graph_mem *g, const void *p)
     return (size_t)(h & (g->cap - 1));
 }
 
-static int set_add(graph_mem *g, void *p)
+static int set_add(graph_mem *g, void *p, uint32_t tag)
 {
     if ((g->used + 1) * 2 > g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 256;
-        void **n = calloc(cap, sizeof *n);
+        noted *n = calloc(cap, sizeof *n);
         if (!n) return -1;
         graph_mem old = *g;
         g->set = n;
         g->cap = cap;
         g->used = 0;
         for (size_t i = 0; i < old.cap; i++)
-            if (old.set[i] && old.set[i] != GONE) {
-                size_t j = slot(g, old.set[i]);
-                while (g->set[j])
+            if (old.set[i].p && old.set[i].p != GONE) {
+                size_t j = slot(g, old.set[i].p);
+                while (g->set[j].p)
                     j = (j + 1) & (cap - 1);
                 g->set[j] = old.set[i];
                 g->used++;
@@ -66,39 +74,47 @@ static int set_add(graph_mem *g, void *p)
         free(old.set);
     }
     size_t j = slot(g, p);
-    while (g->set[j] && g->set[j] != GONE)
+    while (g->set[j].p && g->set[j].p != GONE)
         j = (j + 1) & (g->cap - 1);
-    g->set[j] = p;
+    g->set[j] = (noted){p, tag};
     g->used++;
     return 0;
 }
 
-static int set_remove(graph_mem *g, void *p)
+/* 1 and *tag when p was noted (it is removed), else 0 */
+static int set_remove(graph_mem *g, void *p, uint32_t *tag)
 {
     if (!g->cap) return 0;
-    for (size_t j = slot(g, p), k = 0; g->set[j] && k < g->cap; j = (j + 1) & (g->cap - 1), k++)
-        if (g->set[j] == p) {
-            g->set[j] = GONE; /* a tombstone keeps the probe chains; counted until a regrow */
+    for (size_t j = slot(g, p), k = 0; g->set[j].p && k < g->cap; j = (j + 1) & (g->cap - 1), k++)
+        if (g->set[j].p == p) {
+            *tag = g->set[j].tag;
+            g->set[j].p = GONE; /* a tombstone keeps the probe chains; counted until a regrow */
             return 1;
         }
     return 0;
 }
 
-int gp_torch_graph_note(int device, void *ptr)
+int gp_torch_graph_note(int device, void *ptr, uint32_t tag)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return -1;
     pthread_mutex_lock(&graph_lock);
-    int r = set_add(&graphs[device], ptr);
+    int r = set_add(&graphs[device], ptr, tag);
     pthread_mutex_unlock(&graph_lock);
     return r;
 }
 
-int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing)
+int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing,
+                        uint32_t capture_tag)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
     graph_mem *g = &graphs[device];
     pthread_mutex_lock(&graph_lock);
-    int mine = set_remove(g, ptr);
+    uint32_t tag = 0;
+    int mine = set_remove(g, ptr, &tag);
+    if (capturing) /* the capture running now uses it too: its pool decides */
+        tag = capture_tag;
+    else if (mine && !gp_torch_pool_live(tag)) /* its graphs are gone: nothing replays on it */
+        mine = 0;
     if (!mine && !capturing) {
         pthread_mutex_unlock(&graph_lock);
         return 0;
@@ -113,25 +129,38 @@ int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t strea
         g->held = n;
         g->capheld = cap;
     }
-    g->held[g->nheld++] = (struct held){ptr, size, stream};
+    g->held[g->nheld++] = (struct held){ptr, size, stream, tag};
     g->held_bytes += size;
     pthread_mutex_unlock(&graph_lock);
     return 1;
 }
 
-size_t gp_torch_graph_release(int device, gpool_t *pool)
+/* Is held block h to go back now: all of them, or its pool is no longer live? */
+static int releasable(const struct held *h, int all)
+{
+    return all || !gp_torch_pool_live(h->tag);
+}
+
+int gp_torch_graph_release(int device, gpool_t *pool, int all)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool) return 0;
     graph_mem *g = &graphs[device];
     pthread_mutex_lock(&graph_lock);
-    size_t n = g->nheld;
+    size_t n = g->nheld, due = 0;
+    for (size_t i = 0; i < n; i++)
+        due += releasable(&g->held[i], all);
+    if (!all) /* blocks still live whose pool is gone are ordinary memory once freed */
+        for (size_t j = 0; j < g->cap; j++)
+            if (g->set[j].p && g->set[j].p != GONE && g->set[j].tag &&
+                !gp_torch_pool_live(g->set[j].tag))
+                g->set[j].p = GONE;
     pthread_mutex_unlock(&graph_lock);
-    if (!n) return 0;
+    if (!due) return 0;
     if (gp_torch_capture_elsewhere(device, pool)) { /* a synchronize would invalidate it */
         gp_fail(GPOOL_ERR_DRIVER,
                 "gpool_torch_release_graph_memory: a graph capture is running on device %d",
                 device);
-        return 0;
+        return -1;
     }
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
@@ -139,21 +168,28 @@ size_t gp_torch_graph_release(int device, gpool_t *pool)
     gp_dc_leave(&pool->dc, pushed);
     if (r != CUDA_SUCCESS) { /* e.g. a capture is running: keep them */
         gp_cu_fail(r, "gpool_torch_release_graph_memory: cuCtxSynchronize");
-        return 0;
+        return -1;
     }
     pthread_mutex_lock(&graph_lock);
-    /* the first n were held before the synchronize; later ones stay */
-    for (size_t i = 0; i < n; i++) {
-        /* on its own stream: a free on another one (gpool_free: the pool's default stream)
-         * is deferred behind an event on the allocation stream, and snapshots showed the
-         * block allocated until that event was polled; the synchronize covered its work */
-        if (gpool_free_async(pool, g->held[i].p, g->held[i].s) != GPOOL_OK) gp_clear_error();
-        g->held_bytes -= g->held[i].size;
+    /* of the first n, held before the synchronize, those due go back (a pool once gone stays
+     * gone, so each is still due; only serial 0 may be live again, and then it stays); later
+     * ones stay */
+    size_t kept = 0;
+    for (size_t i = 0; i < g->nheld; i++) {
+        struct held h = g->held[i];
+        if (i < n && releasable(&h, all)) {
+            /* on its own stream: a free on another one (gpool_free: the pool's default stream)
+             * is deferred behind an event on the allocation stream, and snapshots showed the
+             * block allocated until that event was polled; the synchronize covered its work */
+            if (gpool_free_async(pool, h.p, h.s) != GPOOL_OK) gp_clear_error();
+            g->held_bytes -= h.size;
+        } else {
+            g->held[kept++] = h;
+        }
     }
-    memmove(g->held, g->held + n, (g->nheld - n) * sizeof *g->held);
-    g->nheld -= n;
+    g->nheld = kept;
     pthread_mutex_unlock(&graph_lock);
-    return n;
+    return 0;
 }
 
 void gp_torch_graph_held(int device, size_t *blocks, size_t *bytes)
@@ -176,12 +212,4 @@ size_t gp_torch_graph_list(int device, void **ptrs, size_t cap)
     size_t n = g->nheld;
     pthread_mutex_unlock(&graph_lock);
     return n;
-}
-
-void gp_torch_graph_forget(int device, void *ptr)
-{
-    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return;
-    pthread_mutex_lock(&graph_lock);
-    set_remove(&graphs[device], ptr);
-    pthread_mutex_unlock(&graph_lock);
 }

@@ -4,29 +4,30 @@
 #define GPOOL_TORCH_GRAPH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpool.h"
 
-/* ptr was allocated on device `device` by a capturing stream: it belongs to the graph. 0, or
- * -1 when it could not be recorded (no host memory; the caller frees it and fails). */
-int gp_torch_graph_note(int device, void *ptr);
+/* ptr was allocated on device `device` by a capturing stream: it belongs to the graph of pool
+ * `tag` (torch_pools.h serial; 0: unknown). 0, or -1 when it could not be recorded (no host
+ * memory; the caller frees it and fails). */
+int gp_torch_graph_note(int device, void *ptr, uint32_t tag);
 
-/* Is ptr (freed by PyTorch on stream) graph memory (gp_torch_graph_note), or is `capturing` set
- * (freed inside a capture)?
- * Then it is held (1 returned) until gp_torch_graph_release; else 0 and nothing changes. */
-int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing);
+/* Is ptr (freed by PyTorch on stream) graph memory (gp_torch_graph_note) whose pool is live, or
+ * is `capturing` set (freed inside a capture of pool capture_tag)? Then it is held (1 returned)
+ * until gp_torch_graph_release; else 0, and ptr is no graph memory any more. */
+int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing,
+                        uint32_t capture_tag);
 
-/* Give the held memory of a device back to the pool after a device synchronize: the graphs
- * that used it must be gone. Returns the number of blocks, or 0 when the synchronize failed. */
-size_t gp_torch_graph_release(int device, gpool_t *pool);
+/* Give held memory of a device back to the pool after a device synchronize: all of it, or (all
+ * 0) that of pools no longer live (then live blocks of those pools stop being graph memory).
+ * 0, or -1 when the synchronize failed or would invalidate a capture (kept for the next try). */
+int gp_torch_graph_release(int device, gpool_t *pool, int all);
 
 /* Blocks and bytes held on a device. */
 void gp_torch_graph_held(int device, size_t *blocks, size_t *bytes);
 
 /* Up to cap of the device's held graph block addresses into ptrs; returns how many are held. */
 size_t gp_torch_graph_list(int device, void **ptrs, size_t cap);
-
-/* ptr is no graph memory any more (its graphs are gone): drop it from the live set. */
-void gp_torch_graph_forget(int device, void *ptr);
 
 #endif

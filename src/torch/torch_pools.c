@@ -7,8 +7,16 @@
  * gpool holds graph memory (torch_graph.c) for as long as any graph may replay: here each
  * begun pool is counted until it is released, and when none is live any more no graph is left
  * to replay, so the held memory goes back (gpool_torch_release_graph_memory). Graphs sharing a
- * pool (graph_pool_handle) each begin and release it once, so the count is per id. */
+ * pool (graph_pool_handle) each begin and release it once, so the count is per id.
+ *
+ * Pool by pool: each live pool has a serial, and the end-allocate hooks (torch 2.1+) close the
+ * window its begin opened. A capture's blocks (allocated on the capturing stream, or freed
+ * while it captures) are tagged with the pool whose window the capture is in: the open window
+ * begun on that stream (torch 2.1/2.2 pass it), else the device's only open window. With two
+ * windows open and no stream to tell them apart the tag is 0, which only the last release
+ * frees. When a pool's last reference goes, the blocks tagged with it go back. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "error.h"
@@ -19,12 +27,16 @@ typedef struct live_pool {
     int device;
     gpool_torch_mempool_id id;
     size_t refs;
+    uint32_t serial;  /* this pool's tag on graph blocks (torch_graph.c); never 0 */
+    uint32_t open;    /* begins not yet ended: windows in which captures allocate to it */
+    uintptr_t stream; /* the stream of its latest begin, when torch passed one (2.1, 2.2) */
 } live_pool;
 
 static live_pool *live;
 static size_t nlive, caplive;
-static int begun;     /* a pool was begun and counted: the hooks are in use */
-static int uncounted; /* a begin could not be counted: no automatic release any more */
+static int begun;        /* a pool was begun and counted: the hooks are in use */
+static int uncounted;    /* a begin could not be counted: no automatic release any more */
+static uint32_t serials; /* the last serial given */
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static live_pool *find(int device, gpool_torch_mempool_id id)
@@ -36,7 +48,7 @@ static live_pool *find(int device, gpool_torch_mempool_id id)
     return NULL;
 }
 
-static void begin_pool(int device, gpool_torch_mempool_id id)
+static void begin_pool(int device, gpool_torch_mempool_id id, uintptr_t stream)
 {
     pthread_mutex_lock(&pools_lock);
     live_pool *p = find(device, id);
@@ -50,12 +62,15 @@ static void begin_pool(int device, gpool_torch_mempool_id id)
     }
     if (!p && nlive < caplive) {
         p = &live[nlive++];
-        *p = (live_pool){device, id, 0};
+        if (++serials == 0) serials = 1;
+        *p = (live_pool){device, id, 0, serials, 0, 0};
     }
     /* no host memory to count it: the held memory then waits for an explicit release
      * (gpool_torch_release_graph_memory), as without the hooks */
     if (p) {
         p->refs++;
+        p->open++;
+        p->stream = stream;
         begun = 1;
     } else {
         uncounted = 1;
@@ -66,14 +81,33 @@ static void begin_pool(int device, gpool_torch_mempool_id id)
 void gpool_torch_begin_allocate_to_pool(int device, gpool_torch_mempool_id id, void *filter)
 {
     (void)filter;
-    begin_pool(device, id);
+    begin_pool(device, id, 0);
 }
 
 void gpool_torch_begin_allocate_stream_to_pool(int device, gpool_stream_t stream,
                                                gpool_torch_mempool_id id)
 {
-    (void)stream;
-    begin_pool(device, id);
+    begin_pool(device, id, (uintptr_t)stream);
+}
+
+void gpool_torch_end_allocate_to_pool(int device, gpool_torch_mempool_id id)
+{
+    pthread_mutex_lock(&pools_lock);
+    live_pool *p = find(device, id);
+    if (p && p->open) p->open--;
+    pthread_mutex_unlock(&pools_lock);
+}
+
+void gpool_torch_end_allocate_stream_to_pool(int device, gpool_stream_t stream)
+{
+    pthread_mutex_lock(&pools_lock);
+    live_pool *last = NULL; /* the latest window begun on the stream: a stream captures once */
+    for (size_t i = 0; i < nlive; i++)
+        if (live[i].device == device && live[i].open && live[i].stream == (uintptr_t)stream &&
+            (!last || live[i].serial > last->serial))
+            last = &live[i];
+    if (last) last->open--;
+    pthread_mutex_unlock(&pools_lock);
 }
 
 void gpool_torch_release_pool(int device, gpool_torch_mempool_id id)
@@ -84,11 +118,12 @@ void gpool_torch_release_pool(int device, gpool_torch_mempool_id id)
         pthread_mutex_unlock(&pools_lock);
         return;
     }
-    if (--p->refs == 0) *p = live[--nlive];
-    int none = nlive == 0 && !uncounted;
+    int gone = --p->refs == 0;
+    if (gone) *p = live[--nlive];
     pthread_mutex_unlock(&pools_lock);
-    /* a failure (a capture running elsewhere) leaves the memory held for the next release */
-    if (none && gpool_torch_release_graph_memory() != GPOOL_OK) gp_clear_error();
+    /* the blocks of pools no longer live go back (all of them once none is); a failure (a
+     * capture running elsewhere) leaves them held for the next release */
+    if (gone && gp_torch_release_dead_graph_memory() != GPOOL_OK) gp_clear_error();
 }
 
 size_t gpool_torch_live_pools(void)
@@ -101,10 +136,31 @@ size_t gpool_torch_live_pools(void)
     return n;
 }
 
-int gp_torch_pools_idle(void)
+uint32_t gp_torch_pool_of_capture(int device, uintptr_t stream)
 {
     pthread_mutex_lock(&pools_lock);
-    int idle = begun && !uncounted && nlive == 0;
+    const live_pool *on_stream = NULL, *only = NULL;
+    size_t nopen = 0;
+    for (size_t i = 0; i < nlive; i++) {
+        const live_pool *p = &live[i];
+        if (p->device != device || !p->open) continue;
+        nopen++;
+        only = p;
+        if (stream && p->stream == stream && (!on_stream || p->serial > on_stream->serial))
+            on_stream = p;
+    }
+    uint32_t serial = on_stream ? on_stream->serial : nopen == 1 ? only->serial : 0;
     pthread_mutex_unlock(&pools_lock);
-    return idle;
+    return serial;
+}
+
+int gp_torch_pool_live(uint32_t serial)
+{
+    pthread_mutex_lock(&pools_lock);
+    int live_now = 0;
+    if (!serial) live_now = !(begun && !uncounted && nlive == 0);
+    for (size_t i = 0; serial && i < nlive && !live_now; i++)
+        live_now = live[i].serial == serial;
+    pthread_mutex_unlock(&pools_lock);
+    return live_now;
 }
