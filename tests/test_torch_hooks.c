@@ -390,6 +390,40 @@ Test(torch_hooks, each_pool_gives_its_graph_memory_back_at_its_own_release)
     cr_assert_eq(sim->violations(), 0);
 }
 
+/* Graph A's output, freed inside graph B's capture, is used by both graphs: releasing B alone
+ * must not give it back while A may still replay on it. */
+Test(torch_hooks, a_block_two_graphs_use_waits_for_both_releases)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    if (!begin || !end) cr_skip_test("no graph capture");
+    CUstream s = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id pa = {4, 0}, pb = {5, 0};
+    CUgraph ga = NULL, gb = NULL;
+    gpool_torch_begin_allocate_to_pool(0, pa, NULL);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *a_out = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(a_out, "%s", gpool_last_error());
+    gpool_torch_end_allocate_to_pool(0, pa);
+    cr_assert_eq(end(s, &ga), CUDA_SUCCESS);
+    gpool_torch_begin_allocate_to_pool(0, pb, NULL);
+    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    gpool_torch_free(a_out, n, 0, s); /* B's kernels read it, then it is dropped */
+    gpool_torch_end_allocate_to_pool(0, pb);
+    cr_assert_eq(end(s, &gb), CUDA_SUCCESS);
+    gpool_torch_release_pool(0, pb);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 1, "graph A may still replay on its output");
+    gpool_torch_release_pool(0, pa);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0);
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (graph_destroy && ga) graph_destroy(ga);
+    if (graph_destroy && gb) graph_destroy(gb);
+}
+
 /* torch 2.1/2.2 pass the capturing stream to begin and end: a capture's blocks belong to the
  * window begun on its stream even while a use_mem_pool window is open on another. */
 Test(torch_hooks, the_stream_tells_a_captures_pool_apart_from_another_open_window)

@@ -111,8 +111,9 @@ int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t strea
     pthread_mutex_lock(&graph_lock);
     uint32_t tag = 0;
     int mine = set_remove(g, ptr, &tag);
-    if (capturing) /* the capture running now uses it too: its pool decides */
-        tag = capture_tag;
+    if (capturing) /* the capture running now uses it too: with another graph's block, both
+                    * may replay on it, so only the last release frees it (tag 0) */
+        tag = !mine || tag == capture_tag ? capture_tag : 0;
     else if (mine && !gp_torch_pool_live(tag)) /* its graphs are gone: nothing replays on it */
         mine = 0;
     if (!mine && !capturing) {
