@@ -86,8 +86,8 @@ def enabled():
 def hooks():
     """The pluggable-allocator setters of this torch that enable() gave gpool's functions
     (gpool/_torch_hooks.py): "set_record_stream_fn" (Tensor.record_stream reaches gpool),
-    "set_reset_fn" (torch.cuda.empty_cache() empties gpool's cache), a begin setter and
-    "set_release_pool" (graph memory goes back by itself when the last graph is reset). Empty
+    "set_reset_fn" (torch.cuda.empty_cache() empties gpool's cache), a begin and an end setter
+    and "set_release_pool" (a graph's memory goes back by itself when its pool is released). Empty
     before enable() or on a torch without them (2.0)."""
     return list(_installed)
 
@@ -328,7 +328,7 @@ def release_graph_memory():
     allocated while a stream captured (torch.cuda.graph) or freed inside a capture are held out
     of all reuse, since the graph replays on them; call this once those graphs are destroyed.
     Where enable() installed torch's release-pool setter (torch 2.1+, hooks()) this happens by
-    itself when the last graph is reset or destroyed. Raises gpool.Error when a synchronize
+    itself when each graph's pool is released (a graph reset or destroyed). Raises gpool.Error when a synchronize
     failed (e.g. during a capture)."""
     _check(_lib.load().gpool_torch_release_graph_memory(), "gpool_torch_release_graph_memory")
 
