@@ -94,7 +94,9 @@ typedef struct gpool_torch_batch_stats {
     unsigned long long frees;   /**< frees through the hook so far */
     unsigned long long flushes; /**< flushes (one cuCtxSynchronize each) so far */
     size_t graph_blocks;        /**< graph blocks freed and held for
-                                     gpool_torch_release_graph_memory() */
+                                     gpool_torch_release_graph_memory(), with frees of an
+                                     open pool window that a capture may yet claim
+                                     (docs/python.md) */
     size_t graph_bytes;         /**< their bytes */
 } gpool_torch_batch_stats;
 
@@ -174,7 +176,8 @@ GPOOL_API void gpool_torch_begin_allocate_stream_to_pool(int device, gpool_strea
  *  the capture (or torch.cuda.use_mem_pool block) that began allocating to pool `id` on
  *  `device` stops. Closes the window gpool_torch_begin_allocate_to_pool() opened, so that the
  *  next capture's blocks are told apart from this one's and each pool's graph memory goes back
- *  at its own release. An id with no open window is ignored. Thread-safe. Cost: one lock.
+ *  at its own release. Frees of the window that no capture claimed (docs/python.md) go to the
+ *  free batch. An id with no open window is ignored. Thread-safe. Cost: one lock.
  *  @param device the CUDA device ordinal.
  *  @param id     the pool. */
 GPOOL_API void gpool_torch_end_allocate_to_pool(int device, gpool_torch_mempool_id id);

@@ -456,6 +456,88 @@ Test(torch_hooks, the_stream_tells_a_captures_pool_apart_from_another_open_windo
     cr_assert_eq(gpool_torch_live_pools(), 0);
 }
 
+/* A tensor made before torch.cuda.graph and dropped inside the capture before the capture's
+ * first allocation (the graph's kernels read it at every replay): graph memory all the same. The
+ * capture runs on its own stream, which the hooks have never seen. stream_form: torch 2.1/2.2's
+ * hooks, which name the capturing stream; else 2.3+'s, which do not. */
+static void dropped_before_first_allocation(int stream_form)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("no graph capture");
+    CUstream s = stream(), c = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id id = {6, 0};
+    void *x = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(x, "%s", gpool_last_error());
+    cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+    order_after(c, s); /* the capture stream waits for x's producer */
+    if (stream_form)
+        gpool_torch_begin_allocate_stream_to_pool(0, c, id);
+    else
+        gpool_torch_begin_allocate_to_pool(0, id, NULL);
+    cr_assert_eq(begin(c, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    gpool_torch_free(x, n, 0, s); /* the captured kernels read x; then it is dropped */
+    void *y = gpool_torch_alloc(n, 0, c);
+    cr_assert_not_null(y, "%s", gpool_last_error());
+    gpool_torch_free(y, n, 0, c);
+    CUgraph g = NULL;
+    cr_assert_eq(end(c, &g), CUDA_SUCCESS);
+    if (stream_form)
+        gpool_torch_end_allocate_stream_to_pool(0, c);
+    else
+        gpool_torch_end_allocate_to_pool(0, id);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 2, "x and y are the graph's: %zu held", b.graph_blocks);
+    gpool_torch_empty_cache();
+    for (int i = 0; i < 4; i++) { /* eager work never gets x while the graph may replay */
+        void *e = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(e);
+        cr_assert(!overlaps(e, n, x, n), "eager block %d got the graph's input x", i);
+        gpool_torch_free(e, n, 0, s);
+    }
+    if (graph_destroy && g) graph_destroy(g);
+    gpool_torch_release_pool(0, id);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0);
+    cr_assert_eq(sim->violations(), 0);
+}
+
+Test(torch_hooks, a_tensor_dropped_before_the_captures_first_allocation_is_held)
+{
+    dropped_before_first_allocation(0);
+}
+
+Test(torch_hooks, so_it_is_with_the_hooks_that_name_the_stream)
+{
+    dropped_before_first_allocation(1);
+}
+
+/* A torch.cuda.use_mem_pool block is a window with no capture: what it frees goes back to the
+ * pool as any free does, at the latest when the window ends. */
+Test(torch_hooks, frees_in_a_window_without_a_capture_are_not_kept)
+{
+    CUstream s = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id user = {0, 12};
+    gpool_torch_begin_allocate_to_pool(0, user, NULL);
+    void *x = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(x, "%s", gpool_last_error());
+    gpool_torch_free(x, n, 0, s);
+    gpool_torch_end_allocate_to_pool(0, user);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0, "no capture ran: nothing is graph memory");
+    cr_assert_eq(b.blocks, 1, "x waits in the free batch as any free");
+    gpool_torch_release_pool(0, user);
+    gpool_torch_empty_cache();
+    void *again = gpool_torch_alloc(n, 0, s);
+    cr_assert_eq(again, x, "x should be reusable after the flush");
+    gpool_torch_free(again, n, 0, s);
+}
+
 /* Tensor.record_stream through torch's record-stream hook: the block's free also waits for the
  * side stream; an unknown pointer is refused with a message, not a crash. */
 Test(torch_hooks, record_stream_hook_orders_the_free_after_the_side_stream)

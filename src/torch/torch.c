@@ -149,9 +149,9 @@ static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_
     gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
     capture_seen(device, gp_stream_tag(stream));
-    if (gp_torch_graph_note(device, p, gp_torch_pool_of_capture(device, gp_stream_tag(stream))) ==
-        0)
-        return p;
+    uint32_t tag = gp_torch_pool_of_capture(device, gp_stream_tag(stream));
+    gp_torch_graph_adopt(device, tag); /* the window's earlier frees were inside this capture */
+    if (gp_torch_graph_note(device, p, tag) == 0) return p;
     held_sub(&torch_held[device].live, real);
     held_sub(&torch_held[device].req, size);
     gpool_free_async(pool, p, stream);
@@ -165,11 +165,26 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
                                   gpool_stream_t stream)
 {
     gpool_status st;
-    int capturing = gp_stream_capturing(pool, gp_stream_tag(stream)) ||
-                    gp_torch_capture_elsewhere(device, pool);
-    int held = gp_torch_graph_hold(
-        device, ptr, real, stream, capturing,
-        capturing ? gp_torch_pool_of_capture(device, gp_stream_tag(stream)) : 0);
+    uintptr_t on = gp_stream_tag(stream); /* the capturing stream, once one is known */
+    int capturing = gp_stream_capturing(pool, on) || gp_torch_capture_elsewhere(device, pool);
+    /* a pool window open, no capture seen yet: a window begun on a stream says whether it
+     * captures; one begun without (torch 2.3+) may be a capture that has not allocated yet */
+    uintptr_t ws[TORCH_CAPTURES];
+    size_t nws = 0, blind = capturing ? 0 : gp_torch_windows(device, ws, TORCH_CAPTURES, &nws);
+    for (size_t i = 0; i < nws && !capturing; i++)
+        if (gp_stream_capturing(pool, ws[i])) {
+            capture_seen(device, ws[i]);
+            capturing = 1;
+            on = ws[i];
+        }
+    uint32_t tag = capturing ? gp_torch_pool_of_capture(device, on) : 0;
+    if (capturing) gp_torch_graph_adopt(device, tag);
+    int held = gp_torch_graph_hold(device, ptr, real, stream, capturing, tag);
+    if (!held && blind) {
+        gpool_torch_batch_stats b;
+        gp_torch_batch_stats(device, &b);
+        held = gp_torch_graph_suspect(device, ptr, real, size, stream, b.limit);
+    }
     st = held ? GPOOL_OK : gp_torch_batch_free(device, pool, ptr, size, stream);
     if (st == GPOOL_OK) {
         held_sub(&torch_held[device].live, real);
@@ -206,7 +221,11 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     gpool_status st;
     if (torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, size, stream);
-    /* no memory: the blocks waiting in the free batch first */
+    /* no memory: the blocks waiting in the free batch first (with the frees of an open window
+     * that no capture has claimed: this stream does not capture, and none was seen) */
+    if (!gp_stream_capturing(pool, gp_stream_tag(stream)) &&
+        !gp_torch_capture_elsewhere(device, pool))
+        (void)gp_torch_graph_unsuspect(device, pool);
     if (gp_torch_batch_flush(device, pool, stream) &&
         torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, size, stream);
@@ -248,9 +267,17 @@ void gpool_torch_empty_cache(void)
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
         if (!pool) continue;
+        if (!gp_torch_capture_elsewhere(d, pool)) (void)gp_torch_graph_unsuspect(d, pool);
         gp_torch_batch_flush(d, pool, NULL);
         gpool_trim(pool, 0);
     }
+}
+
+void gp_torch_window_closed(int device)
+{
+    gpool_t *pool = gpool_torch_pool(device);
+    if (pool && !gp_torch_capture_elsewhere(device, pool))
+        (void)gp_torch_graph_unsuspect(device, pool);
 }
 
 gpool_status gpool_torch_get_peaks(int device, size_t *allocated, size_t *requested)

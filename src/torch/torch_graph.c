@@ -36,8 +36,10 @@ typedef struct graph_mem {
         size_t size;
         gpool_stream_t s; /* the stream PyTorch freed it on (its allocation stream) */
         uint32_t tag;
-    } * held; /* freed graph blocks waiting for the release */
-    size_t nheld, capheld, held_bytes;
+        int suspect;      /* freed in an open pool window before a capture showed itself */
+        size_t requested; /* a suspect's size as PyTorch passed it (for the free batch) */
+    } * held;             /* freed graph blocks waiting for the release, and the suspects */
+    size_t nheld, capheld, held_bytes, suspect_bytes;
 } graph_mem;
 
 #define GONE ((void *)1)
@@ -94,6 +96,21 @@ static int set_remove(graph_mem *g, void *p, uint32_t *tag)
     return 0;
 }
 
+/* Append h to g's held blocks (lock held): 0, or -1 when out of host memory. */
+static int held_add(graph_mem *g, struct held h)
+{
+    if (g->nheld == g->capheld) {
+        size_t cap = g->capheld ? 2 * g->capheld : 64;
+        struct held *n = realloc(g->held, cap * sizeof *n);
+        if (!n) return -1;
+        g->held = n;
+        g->capheld = cap;
+    }
+    g->held[g->nheld++] = h;
+    g->held_bytes += h.size;
+    return 0;
+}
+
 int gp_torch_graph_note(int device, void *ptr, uint32_t tag)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return -1;
@@ -120,26 +137,70 @@ int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t strea
         pthread_mutex_unlock(&graph_lock);
         return 0;
     }
-    if (g->nheld == g->capheld) {
-        size_t cap = g->capheld ? 2 * g->capheld : 64;
-        struct held *n = realloc(g->held, cap * sizeof *n);
-        if (!n) { /* cannot hold it: leak it rather than let a replay overwrite live data */
-            pthread_mutex_unlock(&graph_lock);
-            return 1;
-        }
-        g->held = n;
-        g->capheld = cap;
-    }
-    g->held[g->nheld++] = (struct held){ptr, size, stream, tag};
-    g->held_bytes += size;
+    /* cannot hold it: leak it rather than let a replay overwrite live data */
+    (void)held_add(g, (struct held){ptr, size, stream, tag, 0, 0});
     pthread_mutex_unlock(&graph_lock);
     return 1;
 }
 
-/* Is held block h to go back now: all of them, or its pool is no longer live? */
+int gp_torch_graph_suspect(int device, void *ptr, size_t size, size_t requested,
+                           gpool_stream_t stream, size_t limit)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
+    graph_mem *g = &graphs[device];
+    pthread_mutex_lock(&graph_lock);
+    int ok = g->suspect_bytes + size <= limit;
+    for (size_t i = 0; i < g->nheld && ok; i++)
+        ok = g->held[i].p != ptr; /* a second free of a held block: the batch will say so */
+    ok = ok && held_add(g, (struct held){ptr, size, stream, 0, 1, requested}) == 0;
+    if (ok) g->suspect_bytes += size;
+    pthread_mutex_unlock(&graph_lock);
+    return ok;
+}
+
+void gp_torch_graph_adopt(int device, uint32_t tag)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return;
+    graph_mem *g = &graphs[device];
+    pthread_mutex_lock(&graph_lock);
+    for (size_t i = 0; i < g->nheld && g->suspect_bytes; i++)
+        if (g->held[i].suspect) {
+            g->held[i].suspect = 0;
+            g->held[i].tag = tag;
+            g->suspect_bytes -= g->held[i].size;
+        }
+    pthread_mutex_unlock(&graph_lock);
+}
+
+size_t gp_torch_graph_unsuspect(int device, gpool_t *pool)
+{
+    if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool) return 0;
+    graph_mem *g = &graphs[device];
+    size_t given = 0;
+    for (;;) { /* one at a time: the batch takes its own lock */
+        pthread_mutex_lock(&graph_lock);
+        size_t i = 0;
+        while (i < g->nheld && !g->held[i].suspect)
+            i++;
+        if (i == g->nheld) {
+            pthread_mutex_unlock(&graph_lock);
+            return given;
+        }
+        struct held h = g->held[i];
+        g->held[i] = g->held[--g->nheld];
+        g->held_bytes -= h.size;
+        g->suspect_bytes -= h.size;
+        pthread_mutex_unlock(&graph_lock);
+        if (gp_torch_batch_free(device, pool, h.p, h.requested, h.s) != GPOOL_OK) gp_clear_error();
+        given++;
+    }
+}
+
+/* Is held block h to go back now: all of them, or its pool is no longer live? Suspects go
+ * back through the free batch (gp_torch_graph_unsuspect), or with all. */
 static int releasable(const struct held *h, int all)
 {
-    return all || !gp_torch_pool_live(h->tag);
+    return all || (!h->suspect && !gp_torch_pool_live(h->tag));
 }
 
 int gp_torch_graph_release(int device, gpool_t *pool, int all)
@@ -184,6 +245,7 @@ int gp_torch_graph_release(int device, gpool_t *pool, int all)
              * block allocated until that event was polled; the synchronize covered its work */
             if (gpool_free_async(pool, h.p, h.s) != GPOOL_OK) gp_clear_error();
             g->held_bytes -= h.size;
+            if (h.suspect) g->suspect_bytes -= h.size;
         } else {
             g->held[kept++] = h;
         }

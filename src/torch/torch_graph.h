@@ -19,6 +19,21 @@ int gp_torch_graph_note(int device, void *ptr, uint32_t tag);
 int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing,
                         uint32_t capture_tag);
 
+/* ptr (a live block of `size` bytes, `requested` as PyTorch passed it, freed on stream) is no
+ * graph memory and no capture is known, but a pool window is open on the device: a capture may
+ * have begun that has not allocated yet, whose kernels read ptr. Held as a suspect (1) until a
+ * capture shows itself (gp_torch_graph_adopt) or the window ends (gp_torch_graph_unsuspect); 0
+ * (not held) when the device's suspects would exceed limit bytes, ptr is held already, or no
+ * host memory is left. */
+int gp_torch_graph_suspect(int device, void *ptr, size_t size, size_t requested,
+                           gpool_stream_t stream, size_t limit);
+
+/* A capture of pool tag (0: unknown) allocated on the device: its suspects are its memory. */
+void gp_torch_graph_adopt(int device, uint32_t tag);
+
+/* The device's suspects go to the free batch, as frees with no capture; returns how many. */
+size_t gp_torch_graph_unsuspect(int device, gpool_t *pool);
+
 /* Give held memory of a device back to the pool after a device synchronize: all of it, or (all
  * 0) that of pools no longer live (then live blocks of those pools stop being graph memory).
  * 0, or -1 when the synchronize failed or would invalidate a capture (kept for the next try). */

@@ -16,6 +16,7 @@
  * windows open and no stream to tell them apart the tag is 0, which only the last release
  * frees. When a pool's last reference goes, the blocks tagged with it go back. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -37,6 +38,8 @@ static size_t nlive, caplive;
 static int begun;        /* a pool was begun and counted: the hooks are in use */
 static int uncounted;    /* a begin could not be counted: no automatic release any more */
 static uint32_t serials; /* the last serial given */
+static atomic_size_t
+    windows_open; /* open windows on every device: 0 spares the free hook the lock */
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static live_pool *find(int device, gpool_torch_mempool_id id)
@@ -70,6 +73,7 @@ static void begin_pool(int device, gpool_torch_mempool_id id, uintptr_t stream)
     if (p) {
         p->refs++;
         p->open++;
+        atomic_fetch_add(&windows_open, 1);
         p->stream = stream;
         begun = 1;
     } else {
@@ -94,8 +98,12 @@ void gpool_torch_end_allocate_to_pool(int device, gpool_torch_mempool_id id)
 {
     pthread_mutex_lock(&pools_lock);
     live_pool *p = find(device, id);
-    if (p && p->open) p->open--;
+    if (p && p->open) {
+        p->open--;
+        atomic_fetch_sub(&windows_open, 1);
+    }
     pthread_mutex_unlock(&pools_lock);
+    gp_torch_window_closed(device);
 }
 
 void gpool_torch_end_allocate_stream_to_pool(int device, gpool_stream_t stream)
@@ -106,8 +114,12 @@ void gpool_torch_end_allocate_stream_to_pool(int device, gpool_stream_t stream)
         if (live[i].device == device && live[i].open && live[i].stream == (uintptr_t)stream &&
             (!last || live[i].serial > last->serial))
             last = &live[i];
-    if (last) last->open--;
+    if (last) {
+        last->open--;
+        atomic_fetch_sub(&windows_open, 1);
+    }
     pthread_mutex_unlock(&pools_lock);
+    gp_torch_window_closed(device);
 }
 
 void gpool_torch_release_pool(int device, gpool_torch_mempool_id id)
@@ -119,8 +131,12 @@ void gpool_torch_release_pool(int device, gpool_torch_mempool_id id)
         return;
     }
     int gone = --p->refs == 0;
-    if (gone) *p = live[--nlive];
+    if (gone) {
+        atomic_fetch_sub(&windows_open, p->open); /* windows never ended end with their pool */
+        *p = live[--nlive];
+    }
     pthread_mutex_unlock(&pools_lock);
+    if (gone) gp_torch_window_closed(device);
     /* the blocks of pools no longer live go back (all of them once none is); a failure (a
      * capture running elsewhere) leaves them held for the next release */
     if (gone && gp_torch_release_dead_graph_memory() != GPOOL_OK) gp_clear_error();
@@ -163,4 +179,22 @@ int gp_torch_pool_live(uint32_t serial)
         live_now = live[i].serial == serial;
     pthread_mutex_unlock(&pools_lock);
     return live_now;
+}
+
+size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams)
+{
+    *nstreams = 0;
+    if (!atomic_load_explicit(&windows_open, memory_order_relaxed)) return 0;
+    size_t blind = 0;
+    pthread_mutex_lock(&pools_lock);
+    for (size_t i = 0; i < nlive; i++) {
+        const live_pool *p = &live[i];
+        if (p->device != device || !p->open) continue;
+        if (!p->stream)
+            blind++;
+        else if (*nstreams < max)
+            streams[(*nstreams)++] = p->stream;
+    }
+    pthread_mutex_unlock(&pools_lock);
+    return blind;
 }

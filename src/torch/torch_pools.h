@@ -14,6 +14,16 @@ uint32_t gp_torch_pool_of_capture(int device, uintptr_t stream);
  * named): 1 unless the pool hooks are in use and no pool is live at all. */
 int gp_torch_pool_live(uint32_t serial);
 
+/* The device's open windows (begun, not ended): up to max streams of those begun with one
+ * (torch 2.1/2.2) into streams[] (*nstreams of them); returns how many were begun without one
+ * (2.3+: a capture or a use_mem_pool block, which the hooks cannot tell apart until a capturing
+ * stream allocates). Cost: one relaxed load while no window is open anywhere. */
+size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams);
+
+/* A window on the device ended (an end hook, or its pool's last release): the frees held as
+ * suspects go to the free batch (torch.c). */
+void gp_torch_window_closed(int device);
+
 /* Give back the held graph memory of pools no longer live, on every device (torch.c). */
 gpool_status gp_torch_release_dead_graph_memory(void);
 
