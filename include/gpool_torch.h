@@ -27,7 +27,10 @@
  * stream, and they go back to the pool. A free never synchronizes (it may run inside another
  * stream's graph capture, which a synchronize would invalidate). An allocation that finds no memory
  * flushes the batch and retries first; gpool_torch_empty_cache() flushes it. No flush happens while
- * the calling stream captures a CUDA graph (synchronizing is prohibited then): an allocation on a
+ * a CUDA graph capture may run on any device (synchronizing would invalidate it): one the hooks
+ * saw allocate, a pool window begun on a stream that captures, or, except when memory is short,
+ * a pool window begun without a stream (torch 2.3+: a capture that has not allocated yet, or a
+ * use_mem_pool block). On the calling stream's own capture an allocation on a
  * capturing stream maps fresh pages where it needs them (GPOOL_ALLOC_IN_CAPTURE, gpool.h), and
  * one that still finds no memory takes back that stream's own batched frees without a
  * synchronize instead (as before the batch: stream order covers them, but not a block of that
@@ -68,9 +71,11 @@ GPOOL_API void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream
  *  @param stream the stream PyTorch passes (the one the block was allocated on). */
 GPOOL_API void gpool_torch_free(void *ptr, size_t size, int device, gpool_stream_t stream);
 
-/** Flush every device's free batch (one cuCtxSynchronize per device holding one), then give
+/** Flush every device's free batch (one cuCtxSynchronize per device holding one), give back
+ *  the graph memory of released pools whose release a running capture put off, then give
  *  every device pool's cached physical memory back to the driver (after the pending frees'
- *  stream work completed), as torch.cuda.empty_cache() does for the native allocator.
+ *  stream work completed), as torch.cuda.empty_cache() does for the native allocator. None of
+ *  it while a capture may run (above): what is due then waits for the next call.
  *  Call it from Python through ctypes: ctypes.CDLL(path).gpool_torch_empty_cache() (what
  *  torch.cuda.empty_cache() does with a pluggable allocator depends on the PyTorch version). */
 GPOOL_API void gpool_torch_empty_cache(void);
@@ -193,9 +198,12 @@ GPOOL_API void gpool_torch_end_allocate_stream_to_pool(int device, gpool_stream_
  *  used. When its last begin is released, no graph can replay on the graph memory captured
  *  into it (the begin and end hooks above tell which), and that memory goes back to the pool
  *  as gpool_torch_release_graph_memory() gives it (one cuCtxSynchronize per device holding
- *  some; should that fail, e.g. during another capture, it stays held for the next release).
- *  Memory of captures no window named (two windows open and no stream to tell them apart)
- *  goes back once no pool is live at all.
+ *  some). While a capture may run (a pool window still open, or a capture the hooks saw) that
+ *  synchronize would invalidate it: the memory then stays held until the next release or
+ *  gpool_torch_empty_cache(). Memory a capture shares with others (captured while two windows
+ *  were open and no stream told them apart, an eager block freed while several captures ran)
+ *  goes back once no pool is live at all; memory of a capture that began no window waits for
+ *  gpool_torch_release_graph_memory().
  *  A release of an id never begun is ignored. Thread-safe.
  *  @param device the CUDA device ordinal.
  *  @param id     the pool. */

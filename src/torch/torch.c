@@ -14,6 +14,7 @@
 #include "options.h"
 #include "stream.h"
 #include "torch_batch.h"
+#include "torch_captures.h"
 #include "torch_graph.h"
 #include "torch_pools.h"
 
@@ -95,51 +96,6 @@ static void held_sub(_Atomic size_t *v, size_t n)
     }
 }
 
-/* Streams the alloc hook saw capturing, per device, while they capture: a free on another
- * stream meanwhile is a free inside the capture too (PyTorch passes a block's own stream, and a
- * tensor made before torch.cuda.graph and dropped inside it has a stream that does not
- * capture). Forgotten once they no longer capture. */
-#define TORCH_CAPTURES 8
-static struct {
-    uintptr_t tag[TORCH_CAPTURES];
-    int n;
-} captures[TORCH_MAX_DEVICES];
-static atomic_int ncaptures; /* all devices: 0 skips the lock */
-static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void capture_seen(int device, uintptr_t tag)
-{
-    pthread_mutex_lock(&captures_lock);
-    int known = 0;
-    for (int i = 0; i < captures[device].n && !known; i++)
-        known = captures[device].tag[i] == tag;
-    if (!known && captures[device].n < TORCH_CAPTURES) {
-        captures[device].tag[captures[device].n++] = tag;
-        atomic_fetch_add(&ncaptures, 1);
-    }
-    pthread_mutex_unlock(&captures_lock);
-}
-
-int gp_torch_capture_elsewhere(int device, gpool_t *pool)
-{
-    if (device < 0 || device >= TORCH_MAX_DEVICES ||
-        !atomic_load_explicit(&ncaptures, memory_order_relaxed))
-        return 0;
-    pthread_mutex_lock(&captures_lock);
-    int any = 0;
-    for (int i = 0; i < captures[device].n;) {
-        if (gp_stream_capturing(pool, captures[device].tag[i])) {
-            any = 1;
-            i++;
-        } else { /* its capture ended */
-            captures[device].tag[i] = captures[device].tag[--captures[device].n];
-            atomic_fetch_sub(&ncaptures, 1);
-        }
-    }
-    pthread_mutex_unlock(&captures_lock);
-    return any;
-}
-
 /* p, allocated on stream: a capturing stream's block belongs to the graph (torch_graph.c) */
 static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_stream_t stream)
 {
@@ -148,7 +104,7 @@ static void *torch_noted(int device, gpool_t *pool, void *p, size_t size, gpool_
     /* the block's free reaches the pool only at a batch flush, when its stream may be gone */
     gp_stream_learn_ctx(pool, gp_stream_tag(stream));
     if (!gp_stream_capturing(pool, gp_stream_tag(stream))) return p;
-    capture_seen(device, gp_stream_tag(stream));
+    gp_torch_capture_seen(device, gp_stream_tag(stream));
     uint32_t tag = gp_torch_pool_of_capture(device, gp_stream_tag(stream));
     gp_torch_graph_adopt(device, tag); /* the window's earlier frees were inside this capture */
     if (gp_torch_graph_note(device, p, tag) == 0) return p;
@@ -165,21 +121,27 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
                                   gpool_stream_t stream)
 {
     gpool_status st;
-    uintptr_t on = gp_stream_tag(stream); /* the capturing stream, once one is known */
-    int capturing = gp_stream_capturing(pool, on) || gp_torch_capture_elsewhere(device, pool);
-    /* a pool window open, no capture seen yet: a window begun on a stream says whether it
-     * captures; one begun without (torch 2.3+) may be a capture that has not allocated yet */
-    uintptr_t ws[TORCH_CAPTURES];
-    size_t nws = 0, blind = capturing ? 0 : gp_torch_windows(device, ws, TORCH_CAPTURES, &nws);
-    for (size_t i = 0; i < nws && !capturing; i++)
-        if (gp_stream_capturing(pool, ws[i])) {
-            capture_seen(device, ws[i]);
-            capturing = 1;
-            on = ws[i];
+    /* freed inside a capture: its own stream captures, or one the hooks know runs, or a pool
+     * window begun on a stream says its stream captures; a window begun without one (torch
+     * 2.3+) may be a capture that has not allocated yet (the suspects, below) */
+    uintptr_t own = gp_stream_tag(stream), on = own;
+    int own_captures = gp_stream_capturing(pool, own);
+    if (own_captures) gp_torch_capture_seen(device, own);
+    uintptr_t ws[8];
+    size_t nws = 0, blind = gp_torch_windows(device, ws, 8, &nws);
+    for (size_t i = 0; i < nws; i++)
+        if (ws[i] != own && gp_stream_capturing(pool, ws[i])) {
+            gp_torch_capture_seen(device, ws[i]);
+            if (!own_captures) on = ws[i];
         }
-    uint32_t tag = capturing ? gp_torch_pool_of_capture(device, on) : 0;
-    if (capturing) gp_torch_graph_adopt(device, tag);
-    int held = gp_torch_graph_hold(device, ptr, real, stream, capturing, tag);
+    size_t running = gp_torch_captures(device, pool);
+    /* an eager block freed while several captures run may be read by any of them: it waits for
+     * every release (tag 0); a block a capture allocated stays that capture's when its own
+     * stream frees it (torch_graph.h) */
+    uint32_t tag = running == 1 ? gp_torch_pool_of_capture(device, on) : 0;
+    uint32_t own_tag = own_captures ? gp_torch_pool_of_capture(device, own) : 0;
+    if (running) gp_torch_graph_adopt(device, tag);
+    int held = gp_torch_graph_hold(device, ptr, real, stream, running > 0, tag, own_tag);
     if (!held && blind) {
         gpool_torch_batch_stats b;
         gp_torch_batch_stats(device, &b);
@@ -216,17 +178,16 @@ void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream)
     if (!pool || !size) return NULL;
     /* a full batch flushes here, not in the free (which may run inside another stream's capture);
      * not on a capturing stream (gp_torch_batch_flush refuses to synchronize there) */
-    if (gp_torch_batch_due(device)) gp_torch_batch_flush(device, pool, stream);
+    if (gp_torch_batch_due(device)) gp_torch_batch_flush(device, pool, stream, 0);
     char why[512];
     gpool_status st;
     if (torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, size, stream);
     /* no memory: the blocks waiting in the free batch first (with the frees of an open window
      * that no capture has claimed: this stream does not capture, and none was seen) */
-    if (!gp_stream_capturing(pool, gp_stream_tag(stream)) &&
-        !gp_torch_capture_elsewhere(device, pool))
+    if (!gp_stream_capturing(pool, gp_stream_tag(stream)) && !gp_torch_captures(device, pool))
         (void)gp_torch_graph_unsuspect(device, pool);
-    if (gp_torch_batch_flush(device, pool, stream) &&
+    if (gp_torch_batch_flush(device, pool, stream, 1) &&
         torch_try(pool, size, stream, &p, why, sizeof why, &st))
         return torch_noted(device, pool, p, size, stream);
     /* a capturing stream cannot wait for the flush's synchronize: its own frees come back
@@ -267,16 +228,24 @@ void gpool_torch_empty_cache(void)
     for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
         gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
         if (!pool) continue;
-        if (!gp_torch_capture_elsewhere(d, pool)) (void)gp_torch_graph_unsuspect(d, pool);
-        gp_torch_batch_flush(d, pool, NULL);
-        gpool_trim(pool, 0);
+        if (!gp_torch_captures(d, pool)) (void)gp_torch_graph_unsuspect(d, pool);
+        gp_torch_batch_flush(d, pool, NULL, 0);
+    }
+    /* graph memory whose release a running capture put off */
+    if (gp_torch_release_dead_graph_memory() != GPOOL_OK) gp_clear_error();
+    for (int d = 0; d < TORCH_MAX_DEVICES; d++) {
+        gpool_t *pool = atomic_load_explicit(&torch_pools[d], memory_order_acquire);
+        if (pool) gpool_trim(pool, 0);
     }
 }
 
 void gp_torch_window_closed(int device)
 {
     gpool_t *pool = gpool_torch_pool(device);
-    if (pool && !gp_torch_capture_elsewhere(device, pool))
+    uintptr_t ws[1];
+    size_t nws;
+    /* not while a window that may be an unseen capture stays open, nor while one runs */
+    if (pool && !gp_torch_windows(device, ws, 0, &nws) && !gp_torch_captures(device, pool))
         (void)gp_torch_graph_unsuspect(device, pool);
 }
 

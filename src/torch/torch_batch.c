@@ -27,6 +27,7 @@
 #include "error.h"
 #include "pool.h"
 #include "stream.h"
+#include "torch_captures.h"
 
 typedef struct entry {
     void *p;
@@ -127,14 +128,11 @@ void gp_torch_batch_init(int device, gpool_t *pool, size_t limit)
     pthread_mutex_unlock(&batch_lock);
 }
 
-/* Wait for all work on the pool's device; 0 on success. */
-static int device_sync(int device, gpool_t *pool, gpool_stream_t stream)
+/* Wait for all work on the pool's device; 0 on success. Not during the caller's capture, nor
+ * while another may run (torch_captures.h: a synchronize would invalidate it). */
+static int device_sync(gpool_t *pool, gpool_stream_t stream, int oom)
 {
-    /* not during the caller's capture, nor another one the hooks know of (a synchronize would
-     * invalidate it) */
-    if (gp_stream_capturing(pool, gp_stream_tag(stream)) ||
-        gp_torch_capture_elsewhere(device, pool))
-        return -1;
+    if (gp_stream_capturing(pool, gp_stream_tag(stream)) || !gp_torch_may_sync(oom)) return -1;
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
@@ -142,7 +140,7 @@ static int device_sync(int device, gpool_t *pool, gpool_stream_t stream)
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream)
+size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream, int oom)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool) return 0;
     batch *b = &batches[device];
@@ -151,7 +149,7 @@ size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream)
     int empty = b->head == b->n;
     pthread_mutex_unlock(&batch_lock);
     if (empty) return 0;
-    if (device_sync(device, pool, stream) != 0) { /* capturing, or a failed synchronize: later */
+    if (device_sync(pool, stream, oom) != 0) { /* capturing, or a failed synchronize: later */
         gp_clear_error();
         return 0;
     }
@@ -224,7 +222,7 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
         entry *m = realloc(b->e, cap * sizeof *m);
         if (!m) { /* no room to queue it: wait for the device here instead */
             pthread_mutex_unlock(&batch_lock);
-            if (device_sync(device, pool, stream) == 0) return gpool_free_async(pool, ptr, stream);
+            if (device_sync(pool, stream, 1) == 0) return gpool_free_async(pool, ptr, stream);
             return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "gpool_torch_free: no memory to queue %p", ptr);
         }
         b->e = m;

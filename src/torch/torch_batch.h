@@ -26,9 +26,10 @@ gpool_status gp_torch_batch_free(int device, gpool_t *pool, void *ptr, size_t re
 int gp_torch_batch_due(int device);
 
 /* Flush the device's batch now: one cuCtxSynchronize, then every block back to the pool
- * (gpool_free_async on its stream). Not while `stream` (the caller's) is capturing a graph:
- * synchronizing is prohibited then. Returns the number of blocks given back. Thread-safe. */
-size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream);
+ * (gpool_free_async on its stream). Not while `stream` (the caller's) captures a graph, nor
+ * while another capture may run (gp_torch_may_sync(oom); oom: memory is short): synchronizing
+ * would invalidate it. Returns the number of blocks given back. Thread-safe. */
+size_t gp_torch_batch_flush(int device, gpool_t *pool, gpool_stream_t stream, int oom);
 
 /* Give the blocks freed on `stream` back to the pool without a synchronize (reusable at once
  * on that stream, as before the batch): only for an allocation on a capturing stream that
@@ -41,10 +42,5 @@ void gp_torch_batch_stats(int device, gpool_torch_batch_stats *out);
 
 /* Up to cap of the device's queued block addresses into ptrs; returns how many are queued. */
 size_t gp_torch_batch_list(int device, void **ptrs, size_t cap);
-
-/* 1 while a stream the alloc hook saw capturing on the device still captures (torch.c): then
- * a free on any stream is a free inside that capture, and no device synchronize may be made.
- * Cost: nothing while no such stream is known; else a lock and one cuStreamIsCapturing each. */
-int gp_torch_capture_elsewhere(int device, gpool_t *pool);
 
 #endif

@@ -21,6 +21,7 @@
 #include "error.h"
 #include "pool.h"
 #include "torch_batch.h"
+#include "torch_captures.h"
 #include "torch_pools.h"
 
 typedef struct noted {
@@ -121,7 +122,7 @@ int gp_torch_graph_note(int device, void *ptr, uint32_t tag)
 }
 
 int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing,
-                        uint32_t capture_tag)
+                        uint32_t capture_tag, uint32_t own_tag)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES) return 0;
     graph_mem *g = &graphs[device];
@@ -129,8 +130,9 @@ int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t strea
     uint32_t tag = 0;
     int mine = set_remove(g, ptr, &tag);
     if (capturing) /* the capture running now uses it too: with another graph's block, both
-                    * may replay on it, so only the last release frees it (tag 0) */
-        tag = !mine || tag == capture_tag ? capture_tag : 0;
+                    * may replay on it, so only the last release frees it (tag 0); a block of
+                    * the capture its own stream runs stays that capture's */
+        tag = !mine ? capture_tag : tag == capture_tag || (own_tag && tag == own_tag) ? tag : 0;
     else if (mine && !gp_torch_pool_live(tag)) /* its graphs are gone: nothing replays on it */
         mine = 0;
     if (!mine && !capturing) {
@@ -218,9 +220,11 @@ int gp_torch_graph_release(int device, gpool_t *pool, int all)
                 g->set[j].p = GONE;
     pthread_mutex_unlock(&graph_lock);
     if (!due) return 0;
-    if (gp_torch_capture_elsewhere(device, pool)) { /* a synchronize would invalidate it */
+    if (!gp_torch_may_sync(0)) { /* a synchronize would invalidate a capture */
         gp_fail(GPOOL_ERR_DRIVER,
-                "gpool_torch_release_graph_memory: a graph capture is running on device %d",
+                "gpool_torch_release_graph_memory: a graph capture may be running (one the hooks "
+                "saw, or a pool window still open); device %d's graph memory stays held for the "
+                "next release or gpool_torch_empty_cache()",
                 device);
         return -1;
     }

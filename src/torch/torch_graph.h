@@ -14,10 +14,13 @@
 int gp_torch_graph_note(int device, void *ptr, uint32_t tag);
 
 /* Is ptr (freed by PyTorch on stream) graph memory (gp_torch_graph_note) whose pool is live, or
- * is `capturing` set (freed inside a capture of pool capture_tag)? Then it is held (1 returned)
- * until gp_torch_graph_release; else 0, and ptr is no graph memory any more. */
+ * is `capturing` set (freed inside a capture of pool capture_tag, 0 when several run; own_tag:
+ * the pool of the capture stream itself runs, if it does)? Then it is held (1 returned) until
+ * gp_torch_graph_release, tagged with its capture's pool when only that capture can use it
+ * (capture_tag, or own_tag for a block that capture allocated), else 0; otherwise 0 is
+ * returned, and ptr is no graph memory any more. */
 int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing,
-                        uint32_t capture_tag);
+                        uint32_t capture_tag, uint32_t own_tag);
 
 /* ptr (a live block of `size` bytes, `requested` as PyTorch passed it, freed on stream) is no
  * graph memory and no capture is known, but a pool window is open on the device: a capture may

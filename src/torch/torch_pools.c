@@ -24,13 +24,16 @@
 #include "gpool_torch.h"
 #include "torch_pools.h"
 
+#define POOL_STREAMS 8 /* open windows of one pool told apart by their stream (more: unnamed) */
+
 typedef struct live_pool {
     int device;
     gpool_torch_mempool_id id;
     size_t refs;
     uint32_t serial;  /* this pool's tag on graph blocks (torch_graph.c); never 0 */
     uint32_t open;    /* begins not yet ended: windows in which captures allocate to it */
-    uintptr_t stream; /* the stream of its latest begin, when torch passed one (2.1, 2.2) */
+    uint32_t nstream; /* of those, begun on a stream (torch 2.1, 2.2) and listed here */
+    uintptr_t stream[POOL_STREAMS];
 } live_pool;
 
 static live_pool *live;
@@ -65,8 +68,8 @@ static void begin_pool(int device, gpool_torch_mempool_id id, uintptr_t stream)
     }
     if (!p && nlive < caplive) {
         p = &live[nlive++];
-        if (++serials == 0) serials = 1;
-        *p = (live_pool){device, id, 0, serials, 0, 0};
+        if (++serials == 0 || serials == GP_TORCH_NO_WINDOW) serials = 1;
+        *p = (live_pool){.device = device, .id = id, .serial = serials};
     }
     /* no host memory to count it: the held memory then waits for an explicit release
      * (gpool_torch_release_graph_memory), as without the hooks */
@@ -74,7 +77,7 @@ static void begin_pool(int device, gpool_torch_mempool_id id, uintptr_t stream)
         p->refs++;
         p->open++;
         atomic_fetch_add(&windows_open, 1);
-        p->stream = stream;
+        if (stream && p->nstream < POOL_STREAMS) p->stream[p->nstream++] = stream;
         begun = 1;
     } else {
         uncounted = 1;
@@ -98,8 +101,9 @@ void gpool_torch_end_allocate_to_pool(int device, gpool_torch_mempool_id id)
 {
     pthread_mutex_lock(&pools_lock);
     live_pool *p = find(device, id);
-    if (p && p->open) {
+    if (p && p->open) { /* a window begun without a stream, if it has one */
         p->open--;
+        if (p->nstream > p->open) p->nstream--;
         atomic_fetch_sub(&windows_open, 1);
     }
     pthread_mutex_unlock(&pools_lock);
@@ -110,11 +114,16 @@ void gpool_torch_end_allocate_stream_to_pool(int device, gpool_stream_t stream)
 {
     pthread_mutex_lock(&pools_lock);
     live_pool *last = NULL; /* the latest window begun on the stream: a stream captures once */
+    uint32_t at = 0;
     for (size_t i = 0; i < nlive; i++)
-        if (live[i].device == device && live[i].open && live[i].stream == (uintptr_t)stream &&
-            (!last || live[i].serial > last->serial))
-            last = &live[i];
+        for (uint32_t k = 0; k < live[i].nstream; k++)
+            if (live[i].device == device && live[i].stream[k] == (uintptr_t)stream &&
+                (!last || live[i].serial > last->serial)) {
+                last = &live[i];
+                at = k;
+            }
     if (last) {
+        last->stream[at] = last->stream[--last->nstream];
         last->open--;
         atomic_fetch_sub(&windows_open, 1);
     }
@@ -160,12 +169,16 @@ uint32_t gp_torch_pool_of_capture(int device, uintptr_t stream)
     for (size_t i = 0; i < nlive; i++) {
         const live_pool *p = &live[i];
         if (p->device != device || !p->open) continue;
-        nopen++;
+        nopen += p->open;
         only = p;
-        if (stream && p->stream == stream && (!on_stream || p->serial > on_stream->serial))
-            on_stream = p;
+        for (uint32_t k = 0; stream && k < p->nstream; k++)
+            if (p->stream[k] == stream && (!on_stream || p->serial > on_stream->serial))
+                on_stream = p;
     }
-    uint32_t serial = on_stream ? on_stream->serial : nopen == 1 ? only->serial : 0;
+    uint32_t serial = on_stream    ? on_stream->serial
+                      : nopen == 1 ? only->serial
+                      : nopen == 0 ? GP_TORCH_NO_WINDOW
+                                   : 0;
     pthread_mutex_unlock(&pools_lock);
     return serial;
 }
@@ -173,9 +186,9 @@ uint32_t gp_torch_pool_of_capture(int device, uintptr_t stream)
 int gp_torch_pool_live(uint32_t serial)
 {
     pthread_mutex_lock(&pools_lock);
-    int live_now = 0;
+    int live_now = serial == GP_TORCH_NO_WINDOW; /* no release names it: only an explicit one */
     if (!serial) live_now = !(begun && !uncounted && nlive == 0);
-    for (size_t i = 0; serial && i < nlive && !live_now; i++)
+    for (size_t i = 0; serial && !live_now && i < nlive; i++)
         live_now = live[i].serial == serial;
     pthread_mutex_unlock(&pools_lock);
     return live_now;
@@ -190,10 +203,12 @@ size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstr
     for (size_t i = 0; i < nlive; i++) {
         const live_pool *p = &live[i];
         if (p->device != device || !p->open) continue;
-        if (!p->stream)
-            blind++;
-        else if (*nstreams < max)
-            streams[(*nstreams)++] = p->stream;
+        blind += p->open - p->nstream;
+        for (uint32_t k = 0; k < p->nstream; k++)
+            if (*nstreams < max)
+                streams[(*nstreams)++] = p->stream[k];
+            else
+                blind++; /* not listed: as if begun without one */
     }
     pthread_mutex_unlock(&pools_lock);
     return blind;

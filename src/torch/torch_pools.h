@@ -6,12 +6,19 @@
 
 #include "gpool.h"
 
+/* The tag of a capture that began no pool window (an extension's own cuStreamBeginCapture, or
+ * hooks without the pool setters): no release names it, so its memory waits for
+ * gpool_torch_release_graph_memory(). */
+#define GP_TORCH_NO_WINDOW UINT32_MAX
+
 /* The serial of the live pool a capture on `stream` (a stream tag) allocates to: the open
- * window begun on that stream, else the device's only open window; 0 when none or several. */
+ * window begun on that stream, else the device's only open window; GP_TORCH_NO_WINDOW when no
+ * window is open, 0 when several are and the stream tells none apart. */
 uint32_t gp_torch_pool_of_capture(int device, uintptr_t stream);
 
-/* May a graph of the pool with this serial still replay? For serial 0 (a capture no window
- * named): 1 unless the pool hooks are in use and no pool is live at all. */
+/* May a graph of the pool with this serial still replay? For serial 0 (a capture one of
+ * several windows holds): 1 unless the pool hooks are in use and no pool is live at all;
+ * GP_TORCH_NO_WINDOW: always. */
 int gp_torch_pool_live(uint32_t serial);
 
 /* The device's open windows (begun, not ended): up to max streams of those begun with one
