@@ -379,6 +379,7 @@ static void load_driver(void)
     GPP_RESOLVE(cuMemAllocManaged, "cuMemAllocManaged", 12000, dflt);
     GPP_RESOLVE(cuMemAllocPitch, "cuMemAllocPitch", 12000, dflt);
     GPP_RESOLVE(cuMemHostGetFlags, "cuMemHostGetFlags", 12000, dflt);
+    GPP_RESOLVE(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", 12000, dflt);
     GPP_RESOLVE(cuStreamGetCtx, "cuStreamGetCtx", 12000, legacy);
     GPP_RESOLVE(cuStreamIsCapturing, "cuStreamIsCapturing", 12000, legacy);
     GPP_RESOLVE(cuStreamIsCapturing_ptsz, "cuStreamIsCapturing", 12000, ptsz);
@@ -564,14 +565,20 @@ gpool_status gpp_alloc_device(int dev, size_t size, CUstream stream, void **out)
     /* the cached path of the legacy stream: the pool exists, gpool_alloc's thread cache; once a
      * non-blocking stream exists, alloc_device_slow (no hand-over from a busy stream) */
     gpool_t *pool = gpp_pool_peek(dev);
+    gpool_status st;
     if (__builtin_expect(pool && !stream && !conf_pool.default_stream && !gpp_nonblocking_streams(),
                          1)) {
-        gpool_status st = gpool_alloc(pool, size, NULL, out);
-        if (__builtin_expect(st != GPOOL_ERR_OUT_OF_MEMORY, 1)) return st;
+        st = gpool_alloc(pool, size, NULL, out);
+        if (__builtin_expect(st == GPOOL_OK, 1)) return st;
         /* gpool found neither a cached block nor driver memory: the batches may hold it */
-        return gpp_batch_flush_all() ? gpool_alloc_async(pool, size, NULL, stream, out) : st;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && gpp_batch_flush_all())
+            st = gpool_alloc_async(pool, size, NULL, stream, out);
+    } else {
+        st = alloc_device_slow(dev, size, stream, out);
     }
-    return alloc_device_slow(dev, size, stream, out);
+    /* cuda_runtime_api.h, cudaMalloc: a size no allocation can have is out of memory
+     * (cudaErrorMemoryAllocation); gpool refuses it as an invalid argument */
+    return st == GPOOL_ERR_INVALID_ARG ? GPOOL_ERR_OUT_OF_MEMORY : st;
 }
 
 /* Every device gpool serves: its work is done. */
@@ -759,6 +766,10 @@ gpp_free_result gpp_free_host(void *p)
         gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
         if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK || desc.kind == GPOOL_MEM_DEVICE)
             continue;
+        /* cuda_runtime_api.h, cudaFreeHost: ptr must be what cudaMallocHost or cudaHostAlloc
+         * returned; an address inside the block is an invalid value, and the block stays */
+        if (p != desc.host_ptr && (uintptr_t)p != (uintptr_t)desc.device_ptr)
+            return GPP_FREE_INVALID;
         /* the block is freed by the address gpool handed out */
         void *handle =
             desc.kind == GPOOL_MEM_HOST_MAPPED ? (void *)(uintptr_t)desc.device_ptr : desc.host_ptr;
@@ -826,6 +837,7 @@ static const struct {
     {"cuMemAllocHost_v2", (void *)gpp_cuMemAllocHost_v2},
     {"cuMemFreeHost", (void *)gpp_cuMemFreeHost},
     {"cuMemHostGetFlags", (void *)gpp_cuMemHostGetFlags},
+    {"cuMemHostGetDevicePointer_v2", (void *)gpp_cuMemHostGetDevicePointer_v2},
     {"cuMemGetInfo_v2", (void *)gpp_cuMemGetInfo_v2},
     {"cuCtxSetCurrent", (void *)gpp_cuCtxSetCurrent},
     {"cuCtxPushCurrent_v2", (void *)gpp_cuCtxPushCurrent_v2},
@@ -870,6 +882,7 @@ static const struct {
     {"cuMemAllocHost", 3020, (void *)gpp_cuMemAllocHost_v2, NULL},
     {"cuMemFreeHost", 2000, (void *)gpp_cuMemFreeHost, NULL},
     {"cuMemHostGetFlags", 2030, (void *)gpp_cuMemHostGetFlags, NULL},
+    {"cuMemHostGetDevicePointer", 3020, (void *)gpp_cuMemHostGetDevicePointer_v2, NULL},
     {"cuMemGetInfo", 3020, (void *)gpp_cuMemGetInfo_v2, NULL},
     {"cuCtxSetCurrent", 4000, (void *)gpp_cuCtxSetCurrent, NULL},
     {"cuCtxPushCurrent", 4000, (void *)gpp_cuCtxPushCurrent_v2, NULL},

@@ -98,3 +98,10 @@ $(IPC_ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TD
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
 	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
 $(BUILD)/tests/test_preload_ipc_adversarial: | $(IPC_ADV_PROGS)
+# adv2_prog (tests/test_preload_adversarial2.c): a second outside campaign, linked as adv_prog is.
+ADV2_PROGS := $(PRELOAD_TDIR)/adv2_prog
+PRELOAD_HELPERS += $(ADV2_PROGS)
+$(ADV2_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
+	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
+	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
+$(BUILD)/tests/test_preload_adversarial2: | $(ADV2_PROGS)

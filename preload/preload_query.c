@@ -211,3 +211,22 @@ CUresult gpp_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attribu
     }
     return CUDA_SUCCESS;
 }
+
+/* cuda.h, cuMemHostGetDevicePointer: the device address of pinned memory mapped into the
+ * device; Flags "must be set to 0". An address in gpool's memory that no live block holds (a
+ * freed block, whose pages gpool still keeps mapped) gets the answer for memory no one holds,
+ * CUDA_ERROR_INVALID_VALUE, and so does a block that is not mapped; other addresses go to the
+ * driver. */
+CUresult gpp_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuMemHostGetDevicePointer) return CUDA_ERROR_NOT_INITIALIZED;
+    struct block_view v;
+    if (!p || !block_at((CUdeviceptr)(uintptr_t)p, &v))
+        return d->cuMemHostGetDevicePointer(pdptr, p, flags);
+    if (!pdptr || flags || v.past_end || v.device_mem) return CUDA_ERROR_INVALID_VALUE;
+    void *dev = NULL;
+    if (gpp_host_device_pointer(p, &dev) <= 0) return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)dev;
+    return CUDA_SUCCESS;
+}
