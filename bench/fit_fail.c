@@ -61,7 +61,8 @@ static void add_region(bench_fit_fail *x, const bench_json *g)
     page_acc p = {0, 0, 0};
     for (size_t i = 0; i < ranges->n; i++) {
         const bench_json *r = ranges->items[i];
-        if (is_state(r, "reserved")) continue; /* never backed, or given back */
+        /* never backed, or given back; or another page's memory mapped again (a span) */
+        if (is_state(r, "reserved") || is_state(r, "alias")) continue;
         uint64_t addr = bench_json_u64(bench_json_get(r, "addr"), 0);
         uint64_t size = bench_json_u64(bench_json_get(r, "size"), 0);
         if (addr < base || !size) continue;

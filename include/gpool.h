@@ -829,7 +829,8 @@ GPOOL_API gpool_status gpool_page_size(gpool_t *pool, gpool_mem_kind kind, size_
 
 /**
  * Write a JSON snapshot of the pool: its stats, every address range of every arena with its
- * state (in_use, slab, pending, cached or reserved), and the host kinds' blocks and placement.
+ * state (in_use, slab, pending, cached, reserved or alias), and the host kinds' blocks and
+ * placement.
  * The schema: docs/snapshot-json.md. Thread-safe. Cost: walks every range, under each kind's
  * lock.
  *

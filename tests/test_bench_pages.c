@@ -57,33 +57,37 @@ static char *slurp(const char *path)
 }
 
 /* one-page-above: 1.5 MiB and 1 MiB live, the first freed, then 1.9 MiB: peak live 2.9 MiB
- * (2 pages), but the 1.5 MiB hole cannot take the 1.9 MiB block, so gpool needs 3 pages. */
+ * (2 pages); the 1.5 MiB hole alone cannot take the 1.9 MiB block (gpool needed 3 pages before
+ * spans), the hole at the head of page 0 and the free tail of page 1 together can. */
 #define ABOVE "bench/traces/test/one-page-above.csv"
+/* mid-holes: two 0.5 MiB holes in the middles of pages 0 and 1 (no free tail or head), then
+ * 1 MiB: peak live 6 MiB (3 pages), and no placement serves it without a 4th. */
+#define MID "bench/traces/test/mid-holes.csv"
 
 Test(bench_pages, compare_prints_the_distance_to_the_two_page_goal)
 {
-    cr_assert_eq(bench("compare " ABOVE " bench/traces/test/one-6mib.csv --strategy gpool"), 0,
-                 "%s", slurp(err_path));
+    cr_assert_eq(bench("compare " MID " bench/traces/test/one-6mib.csv --strategy gpool"), 0, "%s",
+                 slurp(err_path));
     const char *out = slurp(out_path);
     cr_assert(strstr(out, "pages-goal (gpool at most 2 pages above the physical limit, one "
                           "stream): 2 of 2 traces\n"),
               "%s", out);
-    cr_assert_eq(bench("compare " ABOVE " bench/traces/test/one-6mib.csv --strategy gpool "
+    cr_assert_eq(bench("compare " MID " bench/traces/test/one-6mib.csv --strategy gpool "
                        "--require-pages 0"),
                  3, "%s", slurp(err_path));
     cr_assert(strstr(slurp(out_path), "pages-goal (gpool at most 0 pages above the physical "
                                       "limit, one stream): 1 of 2 traces; above it: "
-                                      "one-page-above +1\n"),
+                                      "mid-holes +1\n"),
               "%s", slurp(out_path));
-    cr_assert(strstr(slurp(err_path),
-                     "gpool is more than 0 pages above the physical limit on one-page-above"),
-              "%s", slurp(err_path));
+    cr_assert(
+        strstr(slurp(err_path), "gpool is more than 0 pages above the physical limit on mid-holes"),
+        "%s", slurp(err_path));
     cr_assert_null(strstr(slurp(err_path), "on one-6mib"), "%s", slurp(err_path));
-    cr_assert_eq(bench("compare " ABOVE " --strategy gpool --require-pages 1"), 0, "%s",
+    cr_assert_eq(bench("compare " MID " --strategy gpool --require-pages 1"), 0, "%s",
                  slurp(err_path));
-    cr_assert_eq(bench("compare " ABOVE " --strategy gpool --require-pages 0 --json"), 3);
+    cr_assert_eq(bench("compare " MID " --strategy gpool --require-pages 0 --json"), 3);
     cr_assert_null(strstr(slurp(out_path), "pages-goal"), "JSON stays JSON: %s", slurp(out_path));
-    cr_assert_eq(bench("compare " ABOVE " --strategy gpool --require-pages -1"), 2);
+    cr_assert_eq(bench("compare " MID " --strategy gpool --require-pages -1"), 2);
 }
 
 Test(bench_pages, scale_multiplies_every_request_size)
@@ -117,22 +121,32 @@ Test(bench_pages, pressure_placement_saves_a_page, .timeout = 120)
 }
 
 /* fit says what the allocation that fails one page below the min capacity found: on
- * one-page-above, the 1.9 MiB request at 4 MiB meets pages 0 and 1, each half a page of the
- * 1 MiB block and 1.5 MiB free (3 MiB a tail-spanning block could use), no idle page. */
+ * mid-holes, the 1 MiB request at 6 MiB meets 3 backed pages, 2 of them with a 0.5 MiB hole
+ * inside, no idle page. */
 Test(bench_pages, fit_says_what_the_failing_request_found)
 {
-    cr_assert_eq(bench("fit " ABOVE " --strategy gpool --json"), 0, "%s", slurp(err_path));
+    cr_assert_eq(bench("fit " MID " --strategy gpool --json"), 0, "%s", slurp(err_path));
     cr_assert(strstr(slurp(out_path),
-                     "\"at_failure\":{\"capacity_bytes\":4194304,\"request_bytes\":1992294,"
-                     "\"backed_pages\":2,\"partial_pages\":2,\"partial_free_bytes\":3145728,"
+                     "\"at_failure\":{\"capacity_bytes\":6291456,\"request_bytes\":1048576,"
+                     "\"backed_pages\":3,\"partial_pages\":2,\"partial_free_bytes\":1048576,"
                      "\"idle_pages\":0}"),
               "%s", slurp(out_path));
-    cr_assert_eq(bench("fit " ABOVE " --strategy gpool"), 0, "%s", slurp(err_path));
-    cr_assert(strstr(slurp(out_path), "  at the failure     a request of 1.90 MiB at 4.0 MiB (min "
-                                      "capacity - 1 page) found 2 backed pages: 2 partly used "
-                                      "(3.00 MiB free in them), 0 holding nothing"),
+    cr_assert_eq(bench("fit " MID " --strategy gpool"), 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "  at the failure     a request of 1.00 MiB at 6.0 MiB (min "
+                                      "capacity - 1 page) found 3 backed pages: 2 partly used "
+                                      "(1.00 MiB free in them), 0 holding nothing"),
               "%s", slurp(out_path));
     /* a strategy without snapshots says nothing about it */
     cr_assert_eq(bench("fit bench/traces/test/one-6mib.csv --strategy cuda --json"), 0);
     cr_assert(strstr(slurp(out_path), "\"at_failure\":null"), "%s", slurp(out_path));
+}
+
+/* Issue 27's tail-spanning placement (src/placement/arena_span.c): on one-page-above the
+ * 1.9 MiB block begins in page 1's free tail and ends in page 0's free head, mapped again side
+ * by side, so the trace fits at its physical limit (it needed a 3rd page before). */
+Test(bench_pages, a_span_over_a_tail_and_a_head_reaches_the_limit)
+{
+    cr_assert_eq(bench("fit " ABOVE " --strategy gpool --json"), 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "\"pages_above_limit\":0,"), "%s", slurp(out_path));
+    cr_assert(strstr(slurp(out_path), "\"min_capacity_bytes\":4194304,"), "%s", slurp(out_path));
 }

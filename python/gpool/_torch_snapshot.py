@@ -72,7 +72,7 @@ def from_dump(dump, freed=()):
 
         for r in region.get("ranges", []):
             st = r["state"]
-            if st == "reserved":
+            if st in ("reserved", "alias"):  # no memory of its own (alias: a span's pages)
                 close()
             elif st == "slab":
                 close()

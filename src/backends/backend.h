@@ -40,6 +40,17 @@ typedef struct gp_backend_ops {
     size_t (*driver_free)(void *ctx);
     /* Tear down: unmap and release everything, unreserve regions. */
     void (*fini)(void *ctx, gp_heap *heap);
+    /* Optional (NULL: the backend makes no aliases). The pages of the handle backing page p of
+     * g (0 when p is unbacked or itself an alias); *index: p's place in it (0: its first). */
+    size_t (*handle_pages)(void *ctx, const gp_region *g, size_t p, size_t *index);
+    /* Map the handle whose first page is page src of gs again, at pages [dst, dst + its pages)
+     * of gd (unbacked now): those pages read the same physical memory. unback_unused leaves
+     * alias pages, and handles an alias maps, alone: unalias undoes it.
+     * GPOOL_OK, or the failure (nothing mapped). */
+    gpool_status (*alias)(void *ctx, const gp_region *gs, size_t src, gp_region *gd, size_t dst);
+    /* Unmap the alias made at page first of g (its pages read as unbacked again); the caller
+     * knows no queued work reads through it. GPOOL_OK, or the failure (it stays mapped). */
+    gpool_status (*unalias)(void *ctx, gp_region *g, size_t first);
 } gp_backend_ops;
 
 #endif

@@ -18,6 +18,18 @@ typedef struct vm_handle {
     gp_region *region; /* region it is mapped in */
 } vm_handle;
 
+/* A handle mapped a second time (gp_backend_ops.alias): the pages [addr, addr + npages pages)
+ * of region read the handle's memory; their page_phys carry VM_ALIAS. The handle stays until
+ * its alias is unmapped (gp_backend_ops.unalias). */
+typedef struct vm_alias {
+    uintptr_t addr;
+    size_t npages;
+    gp_region *region;
+    uint32_t id;
+} vm_alias;
+
+#define VM_ALIAS ((uint64_t)1 << 63) /* page_phys of an alias page: VM_ALIAS | (id + 1) */
+
 typedef struct gp_vidmem {
     gp_devctx dc;
     size_t gran;
@@ -48,6 +60,8 @@ typedef struct gp_vidmem {
     int pressed;   /* memory was wanted back (unback_unused): no more growth */
     int no_growth; /* gp_vidmem_set_growth(ctx, 0) */
     uint64_t remaps;
+    vm_alias *aliases;
+    size_t naliases, cap_aliases;
 } gp_vidmem;
 
 /* Access list of every mapping: the pool's device read-write, and each device that
@@ -130,6 +144,12 @@ static size_t apply_access(gp_vidmem *v, const CUmemAccessDesc *want, size_t nwa
             *st = gp_cu_fail(r, "cuMemSetAccess");
         else
             done++;
+    }
+    for (size_t i = 0; i < v->naliases && *st == GPOOL_OK; i++) {
+        CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_SET_ACCESS,
+                            v->dc.drv->cuMemSetAccess((CUdeviceptr)v->aliases[i].addr,
+                                                      v->aliases[i].npages * v->gran, all, n));
+        if (r != CUDA_SUCCESS) *st = gp_cu_fail(r, "cuMemSetAccess");
     }
     gp_dc_leave(&v->dc, pushed);
     free(all);
@@ -235,6 +255,16 @@ size_t gp_vidmem_pieces(void *ctx, uintptr_t addr, size_t size, gp_vidmem_piece 
         n++;
     }
     return n;
+}
+
+int gp_vidmem_aliased(void *ctx, uintptr_t addr, size_t size)
+{
+    gp_vidmem *v = ctx;
+    for (size_t i = 0; i < v->naliases; i++) {
+        const vm_alias *al = &v->aliases[i];
+        if (al->addr < addr + size && addr < al->addr + al->npages * v->gran) return 1;
+    }
+    return 0;
 }
 
 size_t gp_vidmem_granularity(void *ctx)
@@ -569,12 +599,14 @@ static gpool_status vm_unback_unused(void *ctx, gp_region *g, size_t first, size
         limbo_retry(v, NULL, 0, 0);
     }
     for (size_t p = first; p < first + n && p < g->npages; p++) {
-        if (!g->page_phys[p] || g->page_used[p]) continue;
+        if (!g->page_phys[p] || g->page_used[p] || (g->page_phys[p] & VM_ALIAS)) continue;
         uint32_t id = (uint32_t)(g->page_phys[p] - 1);
         vm_handle *hd = &v->handles[id];
         size_t hfirst = (hd->addr - g->base) >> g->page_shift, busy = 0;
         for (size_t i = 0; i < hd->npages; i++)
             busy |= g->page_used[hfirst + i];
+        for (size_t i = 0; i < v->naliases && !busy; i++)
+            busy = v->aliases[i].id == id; /* an alias maps it: it goes after the alias */
         if (busy) continue;
         if (!entered) gp_dc_enter(&v->dc, &pushed);
         entered = 1;
@@ -638,6 +670,11 @@ static void vm_fini(void *ctx, gp_heap *heap)
     gp_dc_enter(&v->dc, &pushed);
     /* a call that fails once (a transient driver error) is tried once more */
     for (int attempt = 0; attempt < 2; attempt++) {
+        for (size_t i = v->naliases; i-- > 0;)
+            if (GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_UNMAP,
+                       v->dc.drv->cuMemUnmap((CUdeviceptr)v->aliases[i].addr,
+                                             v->aliases[i].npages * v->gran)) == CUDA_SUCCESS)
+                v->aliases[i] = v->aliases[--v->naliases];
         for (size_t i = 0; i < v->nhandles; i++)
             if (v->handles[i].addr) handle_unmap(v, (uint32_t)i);
         for (size_t i = 0; i < v->nhandles; i++)
@@ -648,11 +685,94 @@ static void vm_fini(void *ctx, gp_heap *heap)
             vm_unreserve(v, heap->regions[i].base, heap->regions[i].size);
     gp_dc_leave(&v->dc, pushed);
     free(v->handles);
+    free(v->aliases);
     free(v->limbo);
     free(v->idle);
     free(v->slots);
     free(v->access);
     free(v);
+}
+
+static size_t vm_handle_pages(void *ctx, const gp_region *g, size_t p, size_t *index)
+{
+    gp_vidmem *v = ctx;
+    *index = 0;
+    if (!g->page_phys[p] || (g->page_phys[p] & VM_ALIAS)) return 0;
+    const vm_handle *hd = &v->handles[(uint32_t)(g->page_phys[p] - 1)];
+    *index = p - ((hd->addr - g->base) >> g->page_shift);
+    return hd->npages;
+}
+
+static gpool_status vm_alias_in_ctx(gp_vidmem *v, const gp_region *gs, size_t src, gp_region *gd,
+                                    size_t dst)
+{
+    size_t index;
+    size_t np = vm_handle_pages(v, gs, src, &index);
+    if (!np || index)
+        return gp_fail(GPOOL_ERR_INVALID_ARG, "vidmem: page %zu starts no handle", src);
+    if (v->naliases == v->cap_aliases) {
+        size_t cap = v->cap_aliases ? 2 * v->cap_aliases : 16;
+        vm_alias *m = realloc(v->aliases, cap * sizeof *m);
+        if (!m) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for an alias");
+        v->aliases = m;
+        v->cap_aliases = cap;
+    }
+    uint32_t id = (uint32_t)(gs->page_phys[src] - 1);
+    uintptr_t addr = gd->base + (dst << gd->page_shift);
+    CUresult r =
+        GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_MAP,
+               v->dc.drv->cuMemMap((CUdeviceptr)addr, np * v->gran, 0, v->handles[id].h, 0));
+    if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemMap (alias)");
+    r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_SET_ACCESS,
+               v->dc.drv->cuMemSetAccess((CUdeviceptr)addr, np * v->gran, v->access, v->naccess));
+    if (r != CUDA_SUCCESS) {
+        gpool_status st = gp_cu_fail(r, "cuMemSetAccess (alias)");
+        if (GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_UNMAP,
+                   v->dc.drv->cuMemUnmap((CUdeviceptr)addr, np * v->gran)) != CUDA_SUCCESS) {
+            /* mapped without access: recorded, so that it is unmapped before its handle goes,
+             * and its pages read as backed (the caller keeps them out of use) */
+            v->aliases[v->naliases++] = (vm_alias){addr, np, gd, id};
+            for (size_t k = 0; k < np; k++)
+                gd->page_phys[dst + k] = VM_ALIAS | ((uint64_t)id + 1);
+        }
+        return st;
+    }
+    v->aliases[v->naliases++] = (vm_alias){addr, np, gd, id};
+    for (size_t k = 0; k < np; k++)
+        gd->page_phys[dst + k] = VM_ALIAS | ((uint64_t)id + 1);
+    return GPOOL_OK;
+}
+
+static gpool_status vm_map_alias(void *ctx, const gp_region *gs, size_t src, gp_region *gd,
+                                 size_t dst)
+{
+    gp_vidmem *v = ctx;
+    int pushed;
+    gp_dc_enter(&v->dc, &pushed);
+    gpool_status st = vm_alias_in_ctx(v, gs, src, gd, dst);
+    gp_dc_leave(&v->dc, pushed);
+    return st;
+}
+
+static gpool_status vm_unalias(void *ctx, gp_region *g, size_t first)
+{
+    gp_vidmem *v = ctx;
+    uintptr_t addr = g->base + (first << g->page_shift);
+    for (size_t i = 0; i < v->naliases; i++) {
+        vm_alias *al = &v->aliases[i];
+        if (al->region != g || al->addr != addr) continue;
+        int pushed;
+        gp_dc_enter(&v->dc, &pushed);
+        CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_MEM_UNMAP,
+                            v->dc.drv->cuMemUnmap((CUdeviceptr)addr, al->npages * v->gran));
+        gp_dc_leave(&v->dc, pushed);
+        if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemUnmap (alias)");
+        for (size_t k = 0; k < al->npages; k++)
+            g->page_phys[first + k] = 0;
+        *al = v->aliases[--v->naliases];
+        return GPOOL_OK;
+    }
+    return GPOOL_OK; /* none there (its map failed and was undone) */
 }
 
 const gp_backend_ops gp_vidmem_ops = {
@@ -666,4 +786,7 @@ const gp_backend_ops gp_vidmem_ops = {
     .idle_bytes = vm_idle,
     .driver_free = vm_driver_free,
     .fini = vm_fini,
+    .handle_pages = vm_handle_pages,
+    .alias = vm_map_alias,
+    .unalias = vm_unalias,
 };

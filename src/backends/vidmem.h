@@ -45,6 +45,10 @@ typedef struct gp_vidmem_piece {
 /* The mapped handles that overlap [addr, addr + size), in no order: up to max into out; returns
  * how many there are. Caller holds the device arena's lock. O(handles). */
 size_t gp_vidmem_pieces(void *ctx, uintptr_t addr, size_t size, gp_vidmem_piece *out, size_t max);
+/* 1 when [addr, addr + size) overlaps an alias (a handle mapped a second time for a block
+ * placed across pages under pressure: arena_span.c); such a block cannot be exported. Caller
+ * holds the device arena's lock. */
+int gp_vidmem_aliased(void *ctx, uintptr_t addr, size_t size);
 /* Turn growth (above) off (on = 0) or back on; a pool with a release threshold turns it off,
  * since memory it pins could not go back. */
 void gp_vidmem_set_growth(void *ctx, int on);

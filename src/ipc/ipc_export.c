@@ -341,8 +341,17 @@ static gpool_status export_new(gpool_t *pool, uintptr_t block, size_t size, gp_i
     gp_vidmem_piece *pc = malloc(GP_IPC_MAX_PIECES * sizeof *pc);
     if (!pc) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory exporting a block");
     gp_arena_lock(a);
-    size_t n = gp_vidmem_pieces(gp_arena_backend(a), block, size, pc, GP_IPC_MAX_PIECES);
+    int aliased = gp_vidmem_aliased(gp_arena_backend(a), block, size);
+    size_t n =
+        aliased ? 0 : gp_vidmem_pieces(gp_arena_backend(a), block, size, pc, GP_IPC_MAX_PIECES);
     gp_arena_unlock(a);
+    if (aliased) {
+        free(pc);
+        return gp_fail(GPOOL_ERR_UNSUPPORTED,
+                       "the block was placed across a partly used page under memory pressure (its "
+                       "first page maps another block's physical page again): it cannot be "
+                       "exported; allocate it while memory is not short");
+    }
     if (!n || n > GP_IPC_MAX_PIECES) {
         free(pc);
         return gp_fail(n ? GPOOL_ERR_UNSUPPORTED : GPOOL_ERR_INVALID_POINTER,

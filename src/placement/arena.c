@@ -252,8 +252,9 @@ static gpool_status make_room_impl(gp_arena *a, size_t *freed)
     int synced = 1; /* make_room synchronized (or there is nothing to synchronize) */
     gp_arena_slabs_drop_spare_locked(a);
     /* After a synchronize, with the lock held since, what came back meanwhile (spare slabs,
-     * slots that were pending) is idle too. */
+     * slots that were pending) is idle too, and no queued work reads through a freed span. */
     if (synced && a->sync) gp_arena_clean_all_locked(a);
+    if (synced && a->ndead) gp_arena_spans_settle_locked(a);
     /* Pages under ranges still pending on a stream count as used: the GPU may touch them. */
     gp_heap_pin_dirty(&a->heap, 1);
     gpool_status st = GPOOL_OK;
@@ -275,7 +276,7 @@ static void live_by_size(gp_arena *a, char *out, size_t cap)
     for (size_t i = 0; i < a->heap.nregions; i++)
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
-            if (r->is_free) continue;
+            if (r->is_free || gp_range_is_pad(r)) continue;
             gp_slab *s = r->aux;
             if (!s) {
                 unsigned b = 64u - (unsigned)__builtin_clzll((unsigned long long)r->size - 1);
@@ -558,7 +559,7 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
     for (size_t i = 0; i < a->heap.nregions; i++)
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
-            if (r->is_free) continue;
+            if (r->is_free || gp_range_is_pad(r)) continue;
             gp_slab *s = r->aux;
             if (!s) {
                 n++;
@@ -575,6 +576,7 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
     if (live_count) *live_count = n;
     if (live_bytes) *live_bytes = bytes;
     if (a->ops && a->ops->fini) a->ops->fini(a->bctx, &a->heap);
+    gp_arena_spans_fini(a);
     for (size_t i = 0; i < nregs; i++)
         free(a->map.regs[i].granule);
     gp_heap_fini(&a->heap);
@@ -608,6 +610,11 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
         if (size <= a->small_max && align <= GP_MIN_ALIGN && a->streams_seen >= 2)
             flags |= GP_ARENA_SMALL_RANGE;
         st = gp_arena_place(a, rounded, align, tag, flags, chunk, &r);
+        /* under pressure, after make room: a block across a partly used page's free tail */
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && (flags & GP_ARENA_FEWEST_PAGES) &&
+            rounded > a->small_max && align <= GP_MIN_ALIGN &&
+            gp_arena_span_locked(a, rounded, tag, &r))
+            st = GPOOL_OK;
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
             gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), 0);
             st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the block map");
@@ -688,6 +695,8 @@ gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_
     if (!r) return bad_range_pointer(a, ptr);
     gp_arena_use_bytes(a, -(int64_t)r->size);
     gp_arena_count_free(a, r->requested);
+    if (a->nspans && gp_arena_span_free_locked(a, r, gp_arena_free_tag(a, tag), seq))
+        return GPOOL_OK;
     gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), seq);
     return GPOOL_OK;
 }
@@ -828,7 +837,8 @@ void gp_arena_free_taken_locked(gp_arena *a, gp_block_ref *ref, uintptr_t tag, u
     a->frees_since_sync++;
     gp_arena_use_bytes(a, -(int64_t)r->size);
     gp_arena_count_free(a, r->requested);
-    gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), seq);
+    if (!a->nspans || !gp_arena_span_free_locked(a, r, gp_arena_free_tag(a, tag), seq))
+        gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), seq);
     ref->range = NULL;
     GP_CHECK_ARENA(a, "free");
 }

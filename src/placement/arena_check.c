@@ -68,8 +68,8 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
         work += g->npages / 2; /* page arrays: sequential, cheap */
         GP_HEAP_FOREACH(&a->heap, i, r)
         {
-            work += 64;    /* a range: region walk, treap, dirty list, block map (cache misses) */
-            if (!r->aux) { /* no slab: the granules at both ends point to none */
+            work += 64; /* a range: region walk, treap, dirty list, block map (cache misses) */
+            if (!gp_range_slab(r)) { /* no slab: the granules at both ends point to none */
                 uintptr_t off = r->addr - g->base, last = off + r->size - 1;
                 if (atomic_load_explicit(&a->map.regs[i].granule[off >> GP_GRANULE_SHIFT],
                                          memory_order_relaxed) ||
@@ -81,6 +81,11 @@ size_t gp_arena_check(gp_arena *a, char *msg, size_t cap)
             }
             if (r->is_free) {
                 if (r->aux) gp_check_bad(&c, "free range %#" PRIxPTR " keeps a slab", r->addr);
+                continue;
+            }
+            if (gp_range_is_pad(r)) { /* a span's placeholder: no block, no slab */
+                if (gp_ptrmap_get(&a->blocks, r->addr) == r)
+                    gp_check_bad(&c, "placeholder %#" PRIxPTR " in the block map", r->addr);
                 continue;
             }
             /* every page holding allocated bytes is backed */

@@ -48,8 +48,10 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
     for (size_t i = 0; i < a->heap.nregions; i++) {
         gp_region *g = &a->heap.regions[i];
         size_t backed = 0;
-        for (size_t p = 0; p < g->npages; p++)
-            backed += g->page_phys[p] != 0;
+        size_t index;
+        for (size_t p = 0; p < g->npages; p++) /* an alias page is another page's memory */
+            backed += g->page_phys[p] != 0 &&
+                      (!a->ops->handle_pages || a->ops->handle_pages(a->bctx, g, p, &index));
         fprintf(f,
                 "%s{\"base\":%" PRIuPTR ",\"size\":%zu,\"page\":%zu,\"backed_pages\":%zu,"
                 "\"ranges\":[",
@@ -61,9 +63,14 @@ void gp_arena_dump_json(gp_arena *a, FILE *f)
                 dump_free_range(f, g, r, &first);
                 continue;
             }
-            const char *state = r->aux ? "slab" : "in_use";
+            const char *state = gp_range_is_pad(r) ? "alias" : r->aux ? "slab" : "in_use";
             fprintf(f, "%s{\"addr\":%" PRIuPTR ",\"size\":%zu,\"state\":\"%s\"", first ? "" : ",",
                     r->addr, r->size, state);
+            if (gp_range_is_pad(r)) {
+                fprintf(f, "}");
+                first = 0;
+                continue;
+            }
             if (!r->aux)
                 fprintf(f, ",\"requested\":%zu,\"stream\":%" PRIuPTR, r->requested, r->tag);
             if (r->aux) {

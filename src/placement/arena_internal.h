@@ -52,6 +52,10 @@ struct gp_arena {
     /* Large requests since the last poll of other streams (rate of the polls a split fit makes). */
     unsigned allocs_since_poll;
     uintptr_t only_tag;
+    /* Blocks placed across pages under pressure, and the alias parts of freed ones waiting for
+     * a synchronize (arena_span.c) */
+    struct gp_span *spans, *dead;
+    size_t nspans, cap_spans, ndead, cap_dead;
     gp_arena_counters c;            /* large blocks and slabs' slot traffic through the slow path */
     uint64_t check_ops, check_cost; /* GPOOL_DEBUG: sampling of gp_arena_check_or_abort */
 };
@@ -103,6 +107,32 @@ static inline void gp_arena_count_free(gp_arena *a, size_t requested)
     a->c.requested -= requested;
     a->c.frees++;
 }
+
+/* The aux of a placeholder range, which holds bytes no block may get (arena_span.c): the parts of
+ * a span's pages that are not the span's. Not a slab, not a block. */
+extern char gp_span_mark;
+static inline int gp_range_is_pad(const gp_range *r)
+{
+    return r->aux == (void *)&gp_span_mark;
+}
+/* The slab of a range that is one (NULL for a block, a placeholder or free space). */
+static inline gp_slab *gp_range_slab(const gp_range *r)
+{
+    return r->is_free || gp_range_is_pad(r) ? NULL : (gp_slab *)r->aux;
+}
+
+/* Spans (arena_span.c). A large request of size bytes (a multiple of GP_MIN_ALIGN, alignment
+ * GP_MIN_ALIGN) that found no room after make room: 1 and *out (the block's range, not yet in
+ * the block map) when it could begin in one page's free tail and end in another's free head,
+ * both mapped again around fresh pages; 0, nothing changed, otherwise. */
+int gp_arena_span_locked(gp_arena *a, size_t size, uintptr_t tag, gp_range **out);
+/* Block r (off the block map, counters done) is a span: its pieces go back (tag, seq: the
+ * free's mark), its alias part is held until gp_arena_spans_settle_locked. 1 when it was one. */
+int gp_arena_span_free_locked(gp_arena *a, gp_range *r, uintptr_t tag, uint64_t seq);
+/* After a synchronize (make room, trim): unmap the alias parts of freed spans. */
+void gp_arena_spans_settle_locked(gp_arena *a);
+/* Free the span bookkeeping (the backend unmaps what is mapped). */
+void gp_arena_spans_fini(gp_arena *a);
 
 /* The slab halves of arena.c's calls (arena_slab.c). */
 gpool_status gp_arena_slab_alloc_locked(gp_arena *a, size_t size, uintptr_t tag, void **out);

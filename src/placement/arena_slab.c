@@ -317,7 +317,7 @@ uint64_t gp_arena_small_requested(gp_arena *a)
     for (size_t r = 0; r < a->heap.nregions; r++)
         GP_HEAP_FOREACH(&a->heap, r, x)
         {
-            gp_slab *s = x->is_free ? NULL : x->aux;
+            gp_slab *s = gp_range_slab(x);
             if (!s) continue;
             for (uint32_t i = 0; i < s->nslots; i++)
                 if (gp_slot_state(s, i) == GP_SLOT_LIVE) sum += gp_slot_req(s, i);

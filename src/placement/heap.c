@@ -858,3 +858,48 @@ void gp_heap_retag_clean(gp_heap *h, uintptr_t tag, uint64_t seq)
         for (gp_range *r = h->regions[i].first; r; r = r->next)
             if (r->is_free && !r->nmarks) mark_backed(h, r, tag, seq);
 }
+
+gp_range *gp_heap_take_at(gp_heap *h, uintptr_t addr, size_t size, uintptr_t tag, int *out_of_nodes)
+{
+    gp_region *g = gp_heap_region_of(h, addr);
+    if (!g) return NULL;
+    GP_HEAP_FOREACH(h, (size_t)(g - h->regions), r)
+    {
+        if (addr - r->addr >= r->size) continue;
+        if (!r->is_free || addr + size > r->addr + r->size) return NULL;
+        return take_from(h, r, addr, size, tag, out_of_nodes);
+    }
+    return NULL;
+}
+
+int gp_heap_unbacked_run(const gp_heap *h, size_t npages, size_t *region, size_t *first)
+{
+    for (size_t i = 0; i < h->nregions; i++) {
+        const gp_region *g = &h->regions[i];
+        for (const gp_range *r = g->first; r; r = r->next) {
+            /* marks do not matter: queued work touches no unbacked page */
+            if (!r->is_free || r->size < npages * g->page) continue;
+            size_t p = (r->addr - g->base + g->page - 1) >> g->page_shift;
+            size_t end = (r->addr + r->size - g->base) >> g->page_shift, run = 0;
+            for (; p < end; p++) {
+                run = g->page_phys[p] ? 0 : run + 1;
+                if (run == npages) {
+                    *region = i;
+                    *first = p + 1 - npages;
+                    return 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+gp_range *gp_heap_node(gp_heap *h)
+{
+    return node_new(h);
+}
+
+void gp_heap_node_put(gp_heap *h, gp_range *r)
+{
+    node_put(h, r);
+}

@@ -104,6 +104,22 @@ gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag,
  * otherwise. The request may claim that place by waiting for them (reuse.c, rule 5). */
 size_t gp_heap_claim(gp_heap *h, size_t size, size_t align, uintptr_t tag, uintptr_t *from);
 
+/* Take exactly [addr, addr + size) from the free range holding it, for stream tag: the block,
+ * or NULL when no free range holds it all (or, *out_of_nodes set, no host memory). Walks the
+ * region: for rare callers (arena_span.c). */
+gp_range *gp_heap_take_at(gp_heap *h, uintptr_t addr, size_t size, uintptr_t tag,
+                          int *out_of_nodes);
+
+/* A run of npages whole pages, none backed, inside one free range (its marks do not matter:
+ * no queued work touches an unbacked page): 1 with its region index and first page, else 0.
+ * Walks every range. */
+int gp_heap_unbacked_run(const gp_heap *h, size_t npages, size_t *region, size_t *first);
+
+/* A spare range node (NULL: no host memory), for a caller that must later split ranges
+ * without failing: gp_heap_node_put hands it back to the heap's spares just before. */
+gp_range *gp_heap_node(gp_heap *h);
+void gp_heap_node_put(gp_heap *h, gp_range *r);
+
 /* Return a block to the free space, marked (tag, seq) over its addresses (no mark for
  * GP_TAG_CLEAN); coalesces with mergeable neighbours. Page counts are updated. */
 void gp_heap_give(gp_heap *h, gp_range *r, uintptr_t tag, uint64_t seq);
