@@ -11,35 +11,15 @@
 #include "util_preload.h"
 #include "util_skip.h"
 
-/* The simulator counts violations instead of aborting, so the program can say how many. */
-#define SIM "GPOOL_SIM_STRICT=0"
-
+/* One mode of adv_prog (the simulator counts violations), and the same in each cudaFree mode. */
 static void adv(const char *mode, const char *env)
 {
-    char e[1024];
-    snprintf(e, sizeof e, "%s %s", SIM, env ? env : "");
-    struct run r;
-    run_expect(&r, "adv_prog", mode, 1, e, 0);
-    cr_expect_eq(field(&r, "violations"), 0, "%s", r.out);
+    adv_run("adv_prog", mode, env);
 }
-
-/* The cudaFree modes (docs/dropin.md): every pattern below must hold in each. */
-static const char *const conf_modes[] = {
-    "",
-    "GPOOL_CONF=cudafree=batch",
-    "GPOOL_CONF=cudafree=stream",
-    "GPOOL_CONF=cudafree=sync",
-    "GPOOL_CONF=sync_free=1",
-    "GPOOL_CONF=cudafree_flush=event",
-};
 
 static void adv_all_modes(const char *mode, const char *env)
 {
-    for (size_t i = 0; i < sizeof conf_modes / sizeof conf_modes[0]; i++) {
-        char e[512];
-        snprintf(e, sizeof e, "%s %s", conf_modes[i], env ? env : "");
-        adv(mode, e);
-    }
+    adv_run_all_modes("adv_prog", mode, env);
 }
 
 /* ---------------- promises that held ---------------- */

@@ -65,3 +65,29 @@ int count_lines_with(const char *text, const char *needle)
         n++;
     return n;
 }
+
+void adv_run(const char *prog, const char *mode, const char *env)
+{
+    char e[1024];
+    snprintf(e, sizeof e, "GPOOL_SIM_STRICT=0 %s", env ? env : "");
+    struct run r;
+    run_expect(&r, prog, mode, 1, e, 0);
+    cr_expect_eq(field(&r, "violations"), 0, "%s: %s", mode, r.out);
+}
+
+void adv_run_all_modes(const char *prog, const char *mode, const char *env)
+{
+    static const char *const conf_modes[] = {
+        "",
+        "GPOOL_CONF=cudafree=batch",
+        "GPOOL_CONF=cudafree=stream",
+        "GPOOL_CONF=cudafree=sync",
+        "GPOOL_CONF=sync_free=1",
+        "GPOOL_CONF=cudafree_flush=event",
+    };
+    for (size_t i = 0; i < sizeof conf_modes / sizeof conf_modes[0]; i++) {
+        char e[512];
+        snprintf(e, sizeof e, "%s %s", conf_modes[i], env ? env : "");
+        adv_run(prog, mode, e);
+    }
+}

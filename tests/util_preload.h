@@ -21,6 +21,12 @@ void run_expect(struct run *r, const char *prog, const char *mode, int preload, 
                 int rc);
 /* The number after "key=" at a word start in the output (asserts it is there). */
 unsigned long field(const struct run *r, const char *key);
+/* One mode of an adversarial program (tests/preload/adv_prog.c, adv2_prog.c) under the
+ * drop-in, the simulator counting violations instead of aborting (GPOOL_SIM_STRICT=0): exit 0
+ * and violations=0 expected. */
+void adv_run(const char *prog, const char *mode, const char *env);
+/* adv_run in each cudaFree mode of docs/dropin.md (env added to each). */
+void adv_run_all_modes(const char *prog, const char *mode, const char *env);
 /* How many times needle occurs in text. */
 int count_lines_with(const char *text, const char *needle);
 
