@@ -515,6 +515,42 @@ Test(torch_hooks, so_it_is_with_the_hooks_that_name_the_stream)
     dropped_before_first_allocation(1);
 }
 
+/* A capture into a graph's own pool (torch.cuda.graph without pool=: id {uid, 0}) that never
+ * allocates still replays on what it read: a tensor dropped inside it is the graph's. */
+Test(torch_hooks, a_capture_that_never_allocates_keeps_what_it_dropped)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end) cr_skip_test("no graph capture");
+    CUstream s = stream(), c = stream();
+    size_t n = 4 * MIB;
+    gpool_torch_mempool_id id = {8, 0};
+    void *x = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(x, "%s", gpool_last_error());
+    cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
+    order_after(c, s);
+    gpool_torch_begin_allocate_to_pool(0, id, NULL);
+    cr_assert_eq(begin(c, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    gpool_torch_free(x, n, 0, s); /* read by the captured kernels, dropped; nothing allocated */
+    gpool_torch_end_allocate_to_pool(0, id); /* torch 2.3+: right before the capture ends */
+    CUgraph g = NULL;
+    cr_assert_eq(end(c, &g), CUDA_SUCCESS);
+    gpool_torch_batch_stats b;
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 1, "x went back with the window: %zu held", b.graph_blocks);
+    gpool_torch_empty_cache();
+    void *e = gpool_torch_alloc(n, 0, s);
+    cr_assert_not_null(e);
+    cr_assert(!overlaps(e, n, x, n), "eager work got the graph's input");
+    gpool_torch_free(e, n, 0, s);
+    if (graph_destroy && g) graph_destroy(g);
+    gpool_torch_release_pool(0, id);
+    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
+    cr_assert_eq(b.graph_blocks, 0);
+    cr_assert_eq(sim->violations(), 0);
+}
+
 /* A torch.cuda.use_mem_pool block is a window with no capture: what it frees goes back to the
  * pool as any free does, at the latest when the window ends. */
 Test(torch_hooks, frees_in_a_window_without_a_capture_are_not_kept)

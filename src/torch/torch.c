@@ -135,6 +135,8 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
             if (!own_captures) on = ws[i];
         }
     size_t running = gp_torch_captures(device, pool);
+    /* a window of a graph's own pool is a capture even before it allocates (or if it never does) */
+    if (!running && blind) running = gp_torch_graph_windows(device);
     /* an eager block freed while several captures run may be read by any of them: it waits for
      * every release (tag 0); a block a capture allocated stays that capture's when its own
      * stream frees it (torch_graph.h) */

@@ -213,3 +213,15 @@ size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstr
     pthread_mutex_unlock(&pools_lock);
     return blind;
 }
+
+size_t gp_torch_graph_windows(int device)
+{
+    if (!atomic_load_explicit(&windows_open, memory_order_relaxed)) return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&pools_lock);
+    for (size_t i = 0; i < nlive; i++)
+        if (live[i].device == device && live[i].id.first && live[i].open > live[i].nstream)
+            n += live[i].open - live[i].nstream;
+    pthread_mutex_unlock(&pools_lock);
+    return n;
+}

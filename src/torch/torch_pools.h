@@ -27,6 +27,12 @@ int gp_torch_pool_live(uint32_t serial);
  * stream allocates). Cost: one relaxed load while no window is open anywhere. */
 size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams);
 
+/* Of the windows begun without a stream, those of a graph's own pool (id.first set:
+ * CUDAGraph::capture_begin makes {uid, 0} when no pool is given; torch.cuda.MemPool and, before
+ * torch 2.5, graph_pool_handle make {0, uid}): each is a capture, allocating or not. Cost: one
+ * relaxed load while no window is open anywhere. */
+size_t gp_torch_graph_windows(int device);
+
 /* A window on the device ended (an end hook, or its pool's last release): the frees held as
  * suspects go to the free batch (torch.c). */
 void gp_torch_window_closed(int device);
