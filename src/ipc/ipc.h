@@ -63,6 +63,10 @@ typedef struct gp_ipc {
     /* the helper thread (started by the first export) */
     int listen_fd, wake[2], running;
     pthread_t thread;
+    /* the helper's poll list (its own; kept here, not on its stack, so that a forked child,
+     * which has no helper, still reaches it: freed with the state) */
+    struct pollfd *polls;
+    size_t cap_polls;
     gp_ipc_conn *conns;
     size_t nconns, cap_conns;
     /* accepted connections whose request has not come yet: served when readable, so that a

@@ -225,22 +225,21 @@ static void *helper_main(void *arg)
 {
     gpool_t *pool = arg;
     gp_ipc *ipc = atomic_load(&pool->ipc);
-    struct pollfd *grown = NULL, few[2];
-    size_t cap = 0;
+    struct pollfd few[2];
     for (;;) {
         pthread_mutex_lock(&ipc->mu);
         size_t n = ipc->nconns + ipc->npending + 2;
-        if (n > cap) {
-            struct pollfd *np = realloc(grown, n * sizeof *np);
+        if (n > ipc->cap_polls) {
+            struct pollfd *np = realloc(ipc->polls, n * sizeof *np);
             if (np) {
-                grown = np;
-                cap = n;
+                ipc->polls = np;
+                ipc->cap_polls = n;
             }
         }
         /* out of memory: watch fewer connections this round (at least the wake pipe and the
          * listening socket: the helper never stops serving while the pool lives) */
-        struct pollfd *pf = grown ? grown : few;
-        size_t have = grown ? cap : 2;
+        struct pollfd *pf = ipc->polls ? ipc->polls : few;
+        size_t have = ipc->polls ? ipc->cap_polls : 2;
         if (n > have) n = have;
         pf[0] = (struct pollfd){.fd = ipc->wake[0], .events = POLLIN};
         pf[1] = (struct pollfd){.fd = ipc->listen_fd, .events = POLLIN};
@@ -296,7 +295,6 @@ static void *helper_main(void *arg)
             }
         }
     }
-    free(grown);
     return NULL;
 }
 
@@ -535,6 +533,7 @@ void gp_ipc_destroy(gpool_t *pool)
     for (size_t i = 0; i < ipc->npending; i++)
         close(ipc->pending[i]);
     free(ipc->conns);
+    free(ipc->polls);
     /* importers that still have a block mapped keep its physical memory alive (the driver
      * frees it after the last mapping and handle go); the owner's blocks go with the pool */
     while (ipc->exports) {
