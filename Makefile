@@ -85,7 +85,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTUTIL_OBJ) $(BUILD)/libgpool.a | $
 
 # The threaded stress program is a plain executable (Criterion cannot run under TSan).
 STRESS_BIN := $(BUILD)/tests/stress_threads
-STRESS_UTIL_OBJ := $(filter-out %/util_teardown.o %/util_preload.o,$(TESTUTIL_OBJ))
+STRESS_UTIL_OBJ := $(filter-out %/util_teardown.o %/util_preload.o %/util_capture.o,$(TESTUTIL_OBJ))
 $(STRESS_BIN): $(BUILD)/obj/tests/stress_threads.o $(STRESS_UTIL_OBJ) $(BUILD)/libgpool.a | $(SIMLIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(STRESS_UTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS)

@@ -73,35 +73,20 @@ $(filter $(BUILD)/tests/test_preload%,$(TEST_BIN)): | $(PRELOAD_LIB) $(PRELOAD_H
   $(BUILD)/bench/dropin_client $(BUILD)/bench/dropin_replay
 # test_preload_conf runs examples/training_step under the interposer
 $(BUILD)/tests/test_preload_conf: | examples
-# adv_prog (tests/test_preload_adversarial.c): the adversarial campaign's programs, linked with
-# both the simulator (driver entry points by name) and the cudart stand-in (runtime calls).
-ADV_PROGS := $(PRELOAD_TDIR)/adv_prog
-PRELOAD_HELPERS += $(ADV_PROGS)
-$(ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
+# Programs linked with both the simulator (driver entry points by name, as a -lcuda program)
+# and the cudart stand-in (the runtime's memory calls), each with the test that runs it:
+#   adv_prog      tests/test_preload_adversarial.c       the adversarial campaign
+#   adv2_prog     tests/test_preload_adversarial2.c      a second outside campaign
+#   ipc_prog      tests/test_preload_ipc.c               CUDA IPC between a producer and its
+#                                                        forked consumers
+#   ipc_adv_prog  tests/test_preload_ipc_adversarial.c   an outsider's IPC checks
+LINKED_PROGS := $(addprefix $(PRELOAD_TDIR)/,adv_prog adv2_prog ipc_prog ipc_adv_prog)
+PRELOAD_HELPERS += $(LINKED_PROGS)
+$(LINKED_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
 	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
-# (PRELOAD_HELPERS' order-only line above is expanded before this +=: name it here too)
-$(BUILD)/tests/test_preload_adversarial: | $(ADV_PROGS)
-# ipc_prog (tests/test_preload_ipc.c): CUDA IPC between a producer and its forked consumers,
-# linked as adv_prog is.
-IPC_PROGS := $(PRELOAD_TDIR)/ipc_prog
-PRELOAD_HELPERS += $(IPC_PROGS)
-$(IPC_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
-	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
-	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
-$(BUILD)/tests/test_preload_ipc: | $(IPC_PROGS)
-# ipc_adv_prog (tests/test_preload_ipc_adversarial.c): an outsider's IPC checks, linked as
-# ipc_prog is.
-IPC_ADV_PROGS := $(PRELOAD_TDIR)/ipc_adv_prog
-PRELOAD_HELPERS += $(IPC_ADV_PROGS)
-$(IPC_ADV_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
-	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
-	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
-$(BUILD)/tests/test_preload_ipc_adversarial: | $(IPC_ADV_PROGS)
-# adv2_prog (tests/test_preload_adversarial2.c): a second outside campaign, linked as adv_prog is.
-ADV2_PROGS := $(PRELOAD_TDIR)/adv2_prog
-PRELOAD_HELPERS += $(ADV2_PROGS)
-$(ADV2_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
-	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
-	  -Wl,-rpath,'$$ORIGIN/../../sim' $(LDFLAGS) -ldl -lpthread
-$(BUILD)/tests/test_preload_adversarial2: | $(ADV2_PROGS)
+# (PRELOAD_HELPERS' order-only line above is expanded before this +=: name them here too)
+$(BUILD)/tests/test_preload_adversarial: | $(PRELOAD_TDIR)/adv_prog
+$(BUILD)/tests/test_preload_adversarial2: | $(PRELOAD_TDIR)/adv2_prog
+$(BUILD)/tests/test_preload_ipc: | $(PRELOAD_TDIR)/ipc_prog
+$(BUILD)/tests/test_preload_ipc_adversarial: | $(PRELOAD_TDIR)/ipc_adv_prog

@@ -11,17 +11,6 @@
 #include "util_preload.h"
 #include "util_skip.h"
 
-/* One mode of adv_prog (the simulator counts violations), and the same in each cudaFree mode. */
-static void adv(const char *mode, const char *env)
-{
-    adv_run("adv_prog", mode, env);
-}
-
-static void adv_all_modes(const char *mode, const char *env)
-{
-    adv_run_all_modes("adv_prog", mode, env);
-}
-
 /* ---------------- promises that held ---------------- */
 
 /* Programming Guide, "Implicit Synchronization" / cudaFree: memory freed with cudaFree is not
@@ -29,32 +18,32 @@ static void adv_all_modes(const char *mode, const char *env)
 Test(adversarial, ptds_free_on_one_thread_malloc_on_another)
 {
     NEED_SIM();
-    adv_all_modes("ptds", NULL);
+    adv_run_all_modes("adv_prog", "ptds", NULL);
 }
 
 Test(adversarial, cudafree_held_nonblocking_stream_then_other_stream)
 {
     NEED_SIM();
-    adv_all_modes("free_nb", NULL);
+    adv_run_all_modes("adv_prog", "free_nb", NULL);
 }
 
 Test(adversarial, cudafree_held_blocking_stream_then_other_blocking_stream)
 {
     NEED_SIM();
-    adv_all_modes("free_blocking", NULL);
+    adv_run_all_modes("adv_prog", "free_blocking", NULL);
 }
 
 Test(adversarial, cudafree_held_blocking_stream_then_legacy_stream)
 {
     NEED_SIM();
-    adv_all_modes("free_legacy", NULL);
+    adv_run_all_modes("adv_prog", "free_legacy", NULL);
 }
 
 /* cudaFree of a cudaMallocAsync block, then cudaMallocAsync on another stream */
 Test(adversarial, mallocasync_block_cudafree_then_mallocasync_elsewhere)
 {
     NEED_SIM();
-    adv_all_modes("async_then_free", NULL);
+    adv_run_all_modes("adv_prog", "async_then_free", NULL);
 }
 
 /* cudaFreeAsync on s1 then cudaMallocAsync on s2: reuse is ordered (cudaMallocAsync's pool
@@ -62,32 +51,32 @@ Test(adversarial, mallocasync_block_cudafree_then_mallocasync_elsewhere)
 Test(adversarial, freeasync_then_mallocasync_other_stream)
 {
     NEED_SIM();
-    adv_all_modes("async_cross", NULL);
+    adv_run_all_modes("adv_prog", "async_cross", NULL);
 }
 
 /* cudaFreeAsync then cudaMalloc: a legacy-stream or blocking-stream consumer is ordered */
 Test(adversarial, freeasync_then_cudamalloc_legacy_or_blocking_consumer)
 {
     NEED_SIM();
-    adv_all_modes("async_then_malloc_legacy", NULL);
-    adv_all_modes("async_then_malloc_blocking", NULL);
+    adv_run_all_modes("adv_prog", "async_then_malloc_legacy", NULL);
+    adv_run_all_modes("adv_prog", "async_then_malloc_blocking", NULL);
 }
 
 /* two threads' per-thread default streams share a handle value but not an order */
 Test(adversarial, ptds_handle_value_shared_by_two_threads)
 {
     NEED_SIM();
-    adv_all_modes("ptds_async", NULL);
-    adv_all_modes("ptds_async_ptsz", NULL);
+    adv_run_all_modes("adv_prog", "ptds_async", NULL);
+    adv_run_all_modes("adv_prog", "ptds_async_ptsz", NULL);
 }
 
 /* cudaFreeHost: pinned (and mapped) blocks an async copy still uses are not reused early */
 Test(adversarial, cudafreehost_with_async_copy_queued)
 {
     NEED_SIM();
-    adv_all_modes("host_blocking", NULL);
-    adv_all_modes("host_nb", NULL);
-    adv_all_modes("host_mapped_nb", NULL);
+    adv_run_all_modes("adv_prog", "host_blocking", NULL);
+    adv_run_all_modes("adv_prog", "host_nb", NULL);
+    adv_run_all_modes("adv_prog", "host_mapped_nb", NULL);
 }
 
 /* cuStreamDestroy: "in case the device is still doing work in the stream hStream when
@@ -97,19 +86,19 @@ Test(adversarial, cudafreehost_with_async_copy_queued)
 Test(adversarial, stream_destroyed_with_work_queued_and_handle_reused)
 {
     NEED_SIM();
-    adv_all_modes("destroy_freeasync", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
-    adv_all_modes("destroy_free", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
-    adv("destroy_freeasync", NULL);
-    adv("destroy_free", NULL);
+    adv_run_all_modes("adv_prog", "destroy_freeasync", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
+    adv_run_all_modes("adv_prog", "destroy_free", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
+    adv_run("adv_prog", "destroy_freeasync", NULL);
+    adv_run("adv_prog", "destroy_free", NULL);
 }
 
 /* cuMemAllocAsync during capture makes a graph memory node: eager work never gets it */
 Test(adversarial, capture_modes_graph_memory_not_given_to_eager_work)
 {
     NEED_SIM();
-    adv("capture_global", NULL);
-    adv("capture_thread", NULL);
-    adv("capture_relaxed", NULL);
+    adv_run("adv_prog", "capture_global", NULL);
+    adv_run("adv_prog", "capture_thread", NULL);
+    adv_run("adv_prog", "capture_relaxed", NULL);
 }
 
 /* cuStreamBeginCapture: relaxed and thread-local captures do not forbid another thread's
@@ -120,12 +109,12 @@ Test(adversarial, other_thread_allocates_during_capture_batch_and_sync)
     const char *modes[] = {"", "GPOOL_CONF=cudafree=stream", "GPOOL_CONF=cudafree=sync",
                            "GPOOL_CONF=sync_free=1"};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        adv("capture_side_relaxed", modes[i]);
-        adv("capture_side_thread", modes[i]);
+        adv_run("adv_prog", "capture_side_relaxed", modes[i]);
+        adv_run("adv_prog", "capture_side_thread", modes[i]);
         /* near capacity: each 200 MiB cudaMalloc needs the block the last cudaFree gave */
         char e[256];
         snprintf(e, sizeof e, "%s GPOOL_SIM_MEMORY=256M", modes[i]);
-        adv("capture_side_oom", e);
+        adv_run("adv_prog", "capture_side_oom", e);
     }
 }
 
@@ -134,16 +123,16 @@ Test(adversarial, other_thread_allocates_during_capture_batch_and_sync)
 Test(adversarial, fork_while_threads_allocate, .timeout = 120)
 {
     NEED_SIM();
-    adv("fork_threads", "GPOOL_SIM_FORK=driver");
-    adv("fork_threads", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "fork_threads", "GPOOL_SIM_FORK=driver");
+    adv_run("adv_prog", "fork_threads", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
 }
 
 /* a device-1 block freed while device 0 is current (cuCtxSetCurrent, cuCtxPushCurrent) */
 Test(adversarial, free_other_devices_block_with_work_queued)
 {
     NEED_SIM();
-    adv_all_modes("devices", "GPOOL_SIM_DEVICES=2");
-    adv_all_modes("devices_push", "GPOOL_SIM_DEVICES=2");
+    adv_run_all_modes("adv_prog", "devices", "GPOOL_SIM_DEVICES=2");
+    adv_run_all_modes("adv_prog", "devices_push", "GPOOL_SIM_DEVICES=2");
 }
 
 /* cuMemGetAddressRange / RANGE_START_ADDR on an interior pointer: the allocation's base and
@@ -151,22 +140,22 @@ Test(adversarial, free_other_devices_block_with_work_queued)
 Test(adversarial, interior_pointer_queries)
 {
     NEED_SIM();
-    adv("query_range", NULL);
+    adv_run("adv_prog", "query_range", NULL);
 }
 
 /* out of memory, then retry; blocks another live thread freed are found again */
 Test(adversarial, oom_then_retry)
 {
     NEED_SIM();
-    adv_all_modes("oom", "GPOOL_SIM_MEMORY=256M");
-    adv("oom_nb", "GPOOL_SIM_MEMORY=256M");
+    adv_run_all_modes("adv_prog", "oom", "GPOOL_SIM_MEMORY=256M");
+    adv_run("adv_prog", "oom_nb", "GPOOL_SIM_MEMORY=256M");
 }
 
 /* cudaMemGetInfo: a freed block counts as free again */
 Test(adversarial, meminfo_after_free)
 {
     NEED_SIM();
-    adv_all_modes("meminfo", "GPOOL_SIM_MEMORY=256M");
+    adv_run_all_modes("adv_prog", "meminfo", "GPOOL_SIM_MEMORY=256M");
 }
 
 /* bad pointers: an interior cudaFree, cudaFree of a pinned or mapped host block, a second
@@ -174,22 +163,22 @@ Test(adversarial, meminfo_after_free)
 Test(adversarial, bad_pointers_are_errors)
 {
     NEED_SIM();
-    adv("bad_interior", NULL);
-    adv("bad_sequence", NULL);
-    adv("bad_sequence0", NULL);
-    adv("host_to_cudafree", NULL);
-    adv("mapped_to_cudafree", NULL);
-    adv("double_free_async", NULL);
-    adv("freeasync_then_free", NULL);
+    adv_run("adv_prog", "bad_interior", NULL);
+    adv_run("adv_prog", "bad_sequence", NULL);
+    adv_run("adv_prog", "bad_sequence0", NULL);
+    adv_run("adv_prog", "host_to_cudafree", NULL);
+    adv_run("adv_prog", "mapped_to_cudafree", NULL);
+    adv_run("adv_prog", "double_free_async", NULL);
+    adv_run("adv_prog", "freeasync_then_free", NULL);
 }
 
 /* in the synchronizing mode a double free is an error */
 Test(adversarial, double_free_is_an_error_in_sync_mode)
 {
     NEED_SIM();
-    adv("double_free", "GPOOL_CONF=cudafree=sync");
-    adv("double_free_driver", "GPOOL_CONF=cudafree=sync");
-    adv("free_then_freeasync", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "double_free", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "double_free_driver", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "free_then_freeasync", "GPOOL_CONF=cudafree=sync");
 }
 
 /* pinned and mapped host blocks: interior pointer queries, cuMemHostGetFlags, the device
@@ -197,8 +186,8 @@ Test(adversarial, double_free_is_an_error_in_sync_mode)
 Test(adversarial, host_block_queries)
 {
     NEED_SIM();
-    adv("host_query", NULL);
-    adv("host_query", "GPOOL_SIM_HOST_ALIAS=1");
+    adv_run("adv_prog", "host_query", NULL);
+    adv_run("adv_prog", "host_query", "GPOOL_SIM_HOST_ALIAS=1");
 }
 
 /* a kernel on the legacy stream (held), cudaFree, cudaMalloc before any non-blocking stream
@@ -206,21 +195,21 @@ Test(adversarial, host_block_queries)
 Test(adversarial, legacy_block_reused_on_a_later_nonblocking_stream)
 {
     NEED_SIM();
-    adv_all_modes("legacy_then_new_nb", NULL);
+    adv_run_all_modes("adv_prog", "legacy_then_new_nb", NULL);
 }
 
 /* a pinned block a device-1 copy still writes, cudaFreeHost'd with device 0 current */
 Test(adversarial, cudafreehost_other_device_copy_queued)
 {
     NEED_SIM();
-    adv_all_modes("host_devices", "GPOOL_SIM_DEVICES=2");
+    adv_run_all_modes("adv_prog", "host_devices", "GPOOL_SIM_DEVICES=2");
 }
 
 /* cudaMemGetInfo once a non-blocking stream exists (frees wait in the synchronizing batch) */
 Test(adversarial, meminfo_after_free_nonblocking)
 {
     NEED_SIM();
-    adv_all_modes("meminfo_nb", "GPOOL_SIM_MEMORY=256M");
+    adv_run_all_modes("adv_prog", "meminfo_nb", "GPOOL_SIM_MEMORY=256M");
 }
 
 /* allocated on s1, last used and cudaFreeAsync'd on s2 (after an event wait), reallocated on
@@ -228,7 +217,7 @@ Test(adversarial, meminfo_after_free_nonblocking)
 Test(adversarial, freeasync_on_another_stream_than_the_allocation)
 {
     NEED_SIM();
-    adv_all_modes("free_on_other_stream", NULL);
+    adv_run_all_modes("adv_prog", "free_on_other_stream", NULL);
 }
 
 /* capture on the per-thread default stream: cudaMallocAsync(cudaStreamPerThread) and
@@ -236,37 +225,37 @@ Test(adversarial, freeasync_on_another_stream_than_the_allocation)
 Test(adversarial, capture_on_per_thread_stream)
 {
     NEED_SIM();
-    adv("capture_ptds", NULL);
-    adv("capture_ptds", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "capture_ptds", NULL);
+    adv_run("adv_prog", "capture_ptds", "GPOOL_CONF=cudafree=sync");
 }
 
 /* cudaFree of a block a held non-blocking stream writes, then cudaMallocAsync on another */
 Test(adversarial, cudafree_then_mallocasync_other_stream)
 {
     NEED_SIM();
-    adv_all_modes("free_then_mallocasync", NULL);
+    adv_run_all_modes("adv_prog", "free_then_mallocasync", NULL);
 }
 
 /* a forked child's frees and allocations of the parent's memory: NOT_INITIALIZED, no hang */
 Test(adversarial, forked_child_calls_answer_not_initialized, .timeout = 60)
 {
     NEED_SIM();
-    adv("fork_child_calls", "GPOOL_SIM_FORK=driver");
-    adv("fork_child_calls", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "fork_child_calls", "GPOOL_SIM_FORK=driver");
+    adv_run("adv_prog", "fork_child_calls", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
 }
 
 /* cudaFreeAsync on the legacy stream (held), cudaMallocAsync on a non-blocking stream */
 Test(adversarial, legacy_freeasync_then_mallocasync_nonblocking)
 {
     NEED_SIM();
-    adv_all_modes("legacy_freeasync_then_mallocasync", NULL);
+    adv_run_all_modes("adv_prog", "legacy_freeasync_then_mallocasync", NULL);
 }
 
 /* a block larger than a page: queries in its last page, and a small block's last byte */
 Test(adversarial, multi_page_block_queries)
 {
     NEED_SIM();
-    adv("query_large", NULL);
+    adv_run("adv_prog", "query_large", NULL);
 }
 
 /* cudaFree of a block a held non-blocking stream writes, the stream destroyed with that work
@@ -275,8 +264,8 @@ Test(adversarial, multi_page_block_queries)
 Test(adversarial, cudafree_then_stream_destroyed_with_work_queued)
 {
     NEED_SIM();
-    adv_all_modes("destroyed_nb_then_flush", NULL);
-    adv_all_modes("destroyed_nb_then_flush", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
+    adv_run_all_modes("adv_prog", "destroyed_nb_then_flush", NULL);
+    adv_run_all_modes("adv_prog", "destroyed_nb_then_flush", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
 }
 
 /* a kernel writes a mapped host block through its device pointer, cudaFreeHost, reuse (also
@@ -284,8 +273,8 @@ Test(adversarial, cudafree_then_stream_destroyed_with_work_queued)
 Test(adversarial, cudafreehost_mapped_block_kernel_queued)
 {
     NEED_SIM();
-    adv_all_modes("mapped_kernel", NULL);
-    adv_all_modes("mapped_kernel", "GPOOL_SIM_HOST_ALIAS=1");
+    adv_run_all_modes("adv_prog", "mapped_kernel", NULL);
+    adv_run_all_modes("adv_prog", "mapped_kernel", "GPOOL_SIM_HOST_ALIAS=1");
 }
 
 /* ---------------- findings, fixed ---------------- */
@@ -303,12 +292,12 @@ Test(adversarial, cudafreehost_mapped_block_kernel_queued)
 Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer)
 {
     NEED_SIM();
-    adv_all_modes("async_then_malloc", NULL);
+    adv_run_all_modes("adv_prog", "async_then_malloc", NULL);
     /* near capacity too: 200 of 256 MiB freed async on held s1, cudaMalloc(200 MiB) gets it */
-    adv_all_modes("oom_async_then_malloc", "GPOOL_SIM_MEMORY=256M");
+    adv_run_all_modes("adv_prog", "oom_async_then_malloc", "GPOOL_SIM_MEMORY=256M");
     /* and from the legacy stream: cudaFreeAsync(p, 0) (held), cudaMalloc, a non-blocking
      * consumer: 50 of 50 */
-    adv_all_modes("legacy_freeasync_then_malloc", NULL);
+    adv_run_all_modes("adv_prog", "legacy_freeasync_then_malloc", NULL);
 }
 
 /* Finding 2 (capture, cudafree_flush=event). Thread A captures non-blocking s1 in relaxed or
@@ -321,11 +310,12 @@ Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer)
 Test(adversarial, other_thread_allocates_during_capture_flush_event)
 {
     NEED_SIM();
-    adv("capture_side_relaxed", "GPOOL_CONF=cudafree_flush=event");
-    adv("capture_side_thread", "GPOOL_CONF=cudafree_flush=event");
+    adv_run("adv_prog", "capture_side_relaxed", "GPOOL_CONF=cudafree_flush=event");
+    adv_run("adv_prog", "capture_side_thread", "GPOOL_CONF=cudafree_flush=event");
     /* near capacity: 2 of the other thread's 3 cudaMalloc(200 MiB) fail with out-of-memory
      * (the freed block never comes back), and the capture is invalidated too */
-    adv("capture_side_oom", "GPOOL_CONF=cudafree_flush=event GPOOL_SIM_MEMORY=256M");
+    adv_run("adv_prog", "capture_side_oom",
+            "GPOOL_CONF=cudafree_flush=event GPOOL_SIM_MEMORY=256M");
 }
 
 /* Finding 3 (pointer queries). CU_POINTER_ATTRIBUTE_BUFFER_ID: a process-wide unique id for an
@@ -337,7 +327,7 @@ Test(adversarial, other_thread_allocates_during_capture_flush_event)
 Test(adversarial, buffer_id_unique_per_allocation)
 {
     NEED_SIM();
-    adv("query_buffer_id", NULL);
+    adv_run("adv_prog", "query_buffer_id", NULL);
 }
 
 /* Finding 4 (double free, batch and event modes). cudaFree(p) twice, cuMemFree(p) twice, and
@@ -349,10 +339,10 @@ Test(adversarial, buffer_id_unique_per_allocation)
 Test(adversarial, double_free_is_an_error)
 {
     NEED_SIM();
-    adv("double_free", NULL);
-    adv("double_free_driver", NULL);
-    adv("free_then_freeasync", NULL);
-    adv("double_free", "GPOOL_CONF=cudafree_flush=event");
+    adv_run("adv_prog", "double_free", NULL);
+    adv_run("adv_prog", "double_free_driver", NULL);
+    adv_run("adv_prog", "free_then_freeasync", NULL);
+    adv_run("adv_prog", "double_free", "GPOOL_CONF=cudafree_flush=event");
 }
 
 /* Finding 5 (pointer queries). After cudaFree(p) and cuCtxSynchronize, cuPointerGetAttribute(
@@ -365,6 +355,6 @@ Test(adversarial, double_free_is_an_error)
 Test(adversarial, freed_pointer_is_not_an_allocation)
 {
     NEED_SIM();
-    adv("query_freed", NULL);
-    adv("query_freed", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv_prog", "query_freed", NULL);
+    adv_run("adv_prog", "query_freed", "GPOOL_CONF=cudafree=sync");
 }

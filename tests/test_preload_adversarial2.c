@@ -10,24 +10,13 @@
 #include "util_preload.h"
 #include "util_skip.h"
 
-/* One mode of adv2_prog (the simulator counts violations), and the same in each cudaFree mode. */
-static void adv2(const char *mode, const char *env)
-{
-    adv_run("adv2_prog", mode, env);
-}
-
-static void adv2_all_modes(const char *mode, const char *env)
-{
-    adv_run_all_modes("adv2_prog", mode, env);
-}
-
 /* cudaFreeAsync on s1 of a cudaMalloc'd block last written on s2, s1 ordered after s2 by an
  * event wait; the block then reused by cudaMalloc / cudaMallocAsync(s3) (cudaFreeAsync: freed
  * once all preceding work in the stream, event waits included, completes) */
 Test(adversarial2, freeasync_after_event_wait_of_cudamalloc_block)
 {
     NEED_SIM();
-    adv2_all_modes("event_free_cudamalloc_block", NULL);
+    adv_run_all_modes("adv2_prog", "event_free_cudamalloc_block", NULL);
 }
 
 /* blocks of a stream destroyed with work queued, freed on another stream (event-ordered) and by
@@ -36,8 +25,9 @@ Test(adversarial2, freeasync_after_event_wait_of_cudamalloc_block)
 Test(adversarial2, destroyed_stream_blocks_freed_elsewhere)
 {
     NEED_SIM();
-    adv2_all_modes("destroyed_blocks_freed_elsewhere", NULL);
-    adv2_all_modes("destroyed_blocks_freed_elsewhere", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
+    adv_run_all_modes("adv2_prog", "destroyed_blocks_freed_elsewhere", NULL);
+    adv_run_all_modes("adv2_prog", "destroyed_blocks_freed_elsewhere",
+                      "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
 }
 
 /* near capacity: cudaFreeAsync (stream live or destroyed), cudaDeviceSynchronize, then a
@@ -46,7 +36,7 @@ Test(adversarial2, destroyed_stream_blocks_freed_elsewhere)
 Test(adversarial2, device_synchronize_then_full_reuse)
 {
     NEED_SIM();
-    adv2_all_modes("ctxsync_then_full_reuse", "GPOOL_SIM_MEMORY=256M");
+    adv_run_all_modes("adv2_prog", "ctxsync_then_full_reuse", "GPOOL_SIM_MEMORY=256M");
 }
 
 /* cuMemAlloc(&d, 0): CUDA_ERROR_INVALID_VALUE (driver API reference, cuMemAlloc); cudaMalloc(0)
@@ -54,14 +44,14 @@ Test(adversarial2, device_synchronize_then_full_reuse)
 Test(adversarial2, zero_sizes)
 {
     NEED_SIM();
-    adv2("zero_sizes", NULL);
+    adv_run("adv2_prog", "zero_sizes", NULL);
 }
 
 /* six threads, cudaMallocAsync/cudaFreeAsync on cudaStreamPerThread, memset content checked */
 Test(adversarial2, many_threads_per_thread_stream, .timeout = 120)
 {
     NEED_SIM();
-    adv2_all_modes("ptds_many_threads", NULL);
+    adv_run_all_modes("adv2_prog", "ptds_many_threads", NULL);
 }
 
 /* cudaPointerGetAttributes on an interior pointer; cuPointerGetAttribute(s) and
@@ -69,15 +59,15 @@ Test(adversarial2, many_threads_per_thread_stream, .timeout = 120)
 Test(adversarial2, pointer_queries_around_freeasync)
 {
     NEED_SIM();
-    adv2("query_freeasync", NULL);
-    adv2("query_freeasync", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "query_freeasync", NULL);
+    adv_run("adv2_prog", "query_freeasync", "GPOOL_CONF=cudafree=sync");
 }
 
 /* cudaMemGetInfo after cudaFreeAsync + sync and around cuMemAlloc/cuMemFree */
 Test(adversarial2, meminfo_after_freeasync_and_driver_alloc)
 {
     NEED_SIM();
-    adv2_all_modes("meminfo_async", "GPOOL_SIM_MEMORY=1G");
+    adv_run_all_modes("adv2_prog", "meminfo_async", "GPOOL_SIM_MEMORY=1G");
 }
 
 /* cuMemFree of a cudaMallocAsync block once its work completed (cuMemFree accepts
@@ -85,7 +75,7 @@ Test(adversarial2, meminfo_after_freeasync_and_driver_alloc)
 Test(adversarial2, cumemfree_of_mallocasync_block)
 {
     NEED_SIM();
-    adv2_all_modes("cumemfree_of_async", NULL);
+    adv_run_all_modes("adv2_prog", "cumemfree_of_async", NULL);
 }
 
 /* exit() with stream-ordered frees and batched cudaFrees pending on a stream that completes
@@ -93,7 +83,7 @@ Test(adversarial2, cumemfree_of_mallocasync_block)
 Test(adversarial2, exit_with_pending_frees, .timeout = 60)
 {
     NEED_SIM();
-    adv2_all_modes("exit_pending", NULL);
+    adv_run_all_modes("adv2_prog", "exit_pending", NULL);
 }
 
 /* the capturing thread's own cudaMalloc: legal in relaxed mode (the capture ends valid),
@@ -101,10 +91,10 @@ Test(adversarial2, exit_with_pending_frees, .timeout = 60)
 Test(adversarial2, capturing_thread_cudamalloc)
 {
     NEED_SIM();
-    adv2("capture_same_relaxed", NULL);
-    adv2("capture_same_thread", NULL);
-    adv2("capture_same_global", NULL);
-    adv2("capture_same_relaxed", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "capture_same_relaxed", NULL);
+    adv_run("adv2_prog", "capture_same_thread", NULL);
+    adv_run("adv2_prog", "capture_same_global", NULL);
+    adv_run("adv2_prog", "capture_same_relaxed", "GPOOL_CONF=cudafree=sync");
 }
 
 /* cudaFreeHost of a pinned or mapped block with a legacy-stream copy pending, reuse on a
@@ -112,7 +102,7 @@ Test(adversarial2, capturing_thread_cudamalloc)
 Test(adversarial2, cudafreehost_with_legacy_copy_pending)
 {
     NEED_SIM();
-    adv2_all_modes("freehost_legacy_copy", NULL);
+    adv_run_all_modes("adv2_prog", "freehost_legacy_copy", NULL);
 }
 
 /* cudaFreeAsync, event carried to another stream which the host synchronizes, then cudaMalloc
@@ -120,7 +110,7 @@ Test(adversarial2, cudafreehost_with_legacy_copy_pending)
 Test(adversarial2, freeasync_completed_through_event_then_cudamalloc)
 {
     NEED_SIM();
-    adv2_all_modes("freeasync_event_then_malloc", NULL);
+    adv_run_all_modes("adv2_prog", "freeasync_event_then_malloc", NULL);
 }
 
 /* a block another thread wrote on its (still running) per-thread default stream and cudaFree'd
@@ -129,8 +119,8 @@ Test(adversarial2, freeasync_completed_through_event_then_cudamalloc)
 Test(adversarial2, ptds_block_cudafree_batched_then_reused)
 {
     NEED_SIM();
-    adv2_all_modes("ptds_batch_nb", NULL);
-    adv2_all_modes("ptds_batch_blocking", NULL);
+    adv_run_all_modes("adv2_prog", "ptds_batch_nb", NULL);
+    adv_run_all_modes("adv2_prog", "ptds_batch_blocking", NULL);
 }
 
 /* cudaMallocAsync/cudaFreeAsync on the explicit handles cudaStreamLegacy and
@@ -138,15 +128,15 @@ Test(adversarial2, ptds_block_cudafree_batched_then_reused)
 Test(adversarial2, explicit_legacy_and_per_thread_handles)
 {
     NEED_SIM();
-    adv2_all_modes("legacy_handle", NULL);
-    adv2_all_modes("per_thread_handle", NULL);
+    adv_run_all_modes("adv2_prog", "legacy_handle", NULL);
+    adv_run_all_modes("adv2_prog", "per_thread_handle", NULL);
 }
 
 /* exit() from a worker thread while two threads allocate and free: exit code 0, no hang */
 Test(adversarial2, exit_from_thread_while_others_allocate, .timeout = 60)
 {
     NEED_SIM();
-    adv2_all_modes("exit_from_thread", NULL);
+    adv_run_all_modes("adv2_prog", "exit_from_thread", NULL);
 }
 
 /* gpool's blocks freed through the wrong driver call or at interior addresses (cuMemFreeHost of
@@ -155,8 +145,8 @@ Test(adversarial2, exit_from_thread_while_others_allocate, .timeout = 60)
 Test(adversarial2, wrong_kind_and_interior_device_frees)
 {
     NEED_SIM();
-    adv2("wrong_kind_frees", NULL);
-    adv2("wrong_kind_frees", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "wrong_kind_frees", NULL);
+    adv_run("adv2_prog", "wrong_kind_frees", "GPOOL_CONF=cudafree=sync");
 }
 
 /* pinned blocks: distinct buffer ids; a freed one is no allocation for cuPointerGetAttribute,
@@ -164,8 +154,8 @@ Test(adversarial2, wrong_kind_and_interior_device_frees)
 Test(adversarial2, freed_pinned_block_queries)
 {
     NEED_SIM();
-    adv2("host_freed_queries", NULL);
-    adv2("host_freed_queries", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "host_freed_queries", NULL);
+    adv_run("adv2_prog", "host_freed_queries", "GPOOL_CONF=cudafree=sync");
 }
 
 /* the legacy stream's implicit synchronization with blocking streams orders a cudaFreeAsync
@@ -173,8 +163,8 @@ Test(adversarial2, freed_pinned_block_queries)
 Test(adversarial2, legacy_implicit_sync_orders_freeasync)
 {
     NEED_SIM();
-    adv2_all_modes("blocking_write_legacy_freeasync", NULL);
-    adv2_all_modes("legacy_write_blocking_freeasync", NULL);
+    adv_run_all_modes("adv2_prog", "blocking_write_legacy_freeasync", NULL);
+    adv_run_all_modes("adv2_prog", "legacy_write_blocking_freeasync", NULL);
 }
 
 /* cudaMallocAsync on another device's stream: the block is that device's; cudaMemGetInfo is
@@ -182,15 +172,15 @@ Test(adversarial2, legacy_implicit_sync_orders_freeasync)
 Test(adversarial2, mallocasync_on_other_devices_stream)
 {
     NEED_SIM();
-    adv2("dev_stream_alloc", "GPOOL_SIM_DEVICES=2");
-    adv2("dev_stream_alloc", "GPOOL_SIM_DEVICES=2 GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "dev_stream_alloc", "GPOOL_SIM_DEVICES=2");
+    adv_run("adv2_prog", "dev_stream_alloc", "GPOOL_SIM_DEVICES=2 GPOOL_CONF=cudafree=sync");
 }
 
 /* a thread with no current context: the runtime calls succeed on device 0 */
 Test(adversarial2, runtime_calls_from_a_thread_without_context)
 {
     NEED_SIM();
-    adv2_all_modes("fresh_thread_runtime", NULL);
+    adv_run_all_modes("adv2_prog", "fresh_thread_runtime", NULL);
 }
 
 /* ---------------- findings ---------------- */
@@ -208,8 +198,8 @@ Test(adversarial2, runtime_calls_from_a_thread_without_context)
 Test(adversarial2, huge_sizes_are_out_of_memory)
 {
     NEED_SIM();
-    adv2("huge_sizes", NULL);
-    adv2("huge_sizes", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "huge_sizes", NULL);
+    adv_run("adv2_prog", "huge_sizes", "GPOOL_CONF=cudafree=sync");
 }
 
 /* Finding A (bad input, every cudafree mode). cudaFreeHost(h + 64) and cuMemFreeHost(h + 64),
@@ -223,8 +213,8 @@ Test(adversarial2, huge_sizes_are_out_of_memory)
 Test(adversarial2, interior_host_free_is_an_error)
 {
     NEED_SIM();
-    adv2_all_modes("interior_host_free_rt", NULL);
-    adv2_all_modes("interior_host_free_drv", NULL);
+    adv_run_all_modes("adv2_prog", "interior_host_free_rt", NULL);
+    adv_run_all_modes("adv2_prog", "interior_host_free_drv", NULL);
 }
 
 /* Finding C (pointer queries, mapped host blocks). cudaHostAlloc(&h, 4096, Mapped),
@@ -241,7 +231,7 @@ Test(adversarial2, interior_host_free_is_an_error)
 Test(adversarial2, freed_mapped_block_has_no_device_pointer)
 {
     NEED_SIM();
-    adv2("mapped_freed_queries", NULL);
-    adv2("mapped_freed_queries", "GPOOL_CONF=cudafree=sync");
-    adv2("mapped_freed_queries", "GPOOL_SIM_HOST_ALIAS=1");
+    adv_run("adv2_prog", "mapped_freed_queries", NULL);
+    adv_run("adv2_prog", "mapped_freed_queries", "GPOOL_CONF=cudafree=sync");
+    adv_run("adv2_prog", "mapped_freed_queries", "GPOOL_SIM_HOST_ALIAS=1");
 }

@@ -18,25 +18,14 @@ static void setup(void)
 
 TestSuite(order, .init = setup, .timeout = 120);
 
-/* Every cudafree mode (preload/preload.c), as GPOOL_CONF spells it. */
-static const char *const modes[] = {
-    "",
-    "GPOOL_CONF=cudafree=batch",
-    "GPOOL_CONF=cudafree=stream",
-    "GPOOL_CONF=cudafree=sync",
-    "GPOOL_CONF=sync_free=1",
-    "GPOOL_CONF=cudafree_flush=event",
-    "GPOOL_CONF=cudafree=batch,cudafree_flush=event,cudafree_batch=1M",
-    "GPOOL_CONF=cudafree_batch=1M",
-};
-
 /* Run order_prog `mode` in every cudafree mode on the strict simulator: rc 0 each time. */
 static void every_mode(const char *mode, const char *extra_env)
 {
     static struct run r;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+    for (size_t i = 0; i < CUDAFREE_MODES; i++) {
         char env[512];
-        snprintf(env, sizeof env, "GPOOL_SIM_STRICT=1 %s %s", modes[i], extra_env ? extra_env : "");
+        snprintf(env, sizeof env, "GPOOL_SIM_STRICT=1 %s %s", cudafree_modes[i],
+                 extra_env ? extra_env : "");
         run(&r, "order_prog", mode, 1, env);
         cr_assert_eq(r.rc, 0, "order_prog %s under '%s':\n%s", mode, env, r.out);
         cr_assert_eq(field(&r, "violations"), 0, "%s", r.out);

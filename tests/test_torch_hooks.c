@@ -11,78 +11,40 @@
 
 #include "gpool.h"
 #include "gpool_torch.h"
+#include "util_capture.h"
 #include "util_sim.h"
 #include "util_skip.h"
 
 #define MIB ((size_t)1 << 20)
 
 static const struct sim_api *sim;
-static CUresult (*mk_stream)(CUstream *, unsigned);
-static CUresult (*mk_event)(CUevent *, unsigned);
-static CUresult (*record)(CUevent, CUstream);
-static CUresult (*wait_event)(CUstream, CUevent, unsigned);
 
 static void setup(void)
 {
-    NEED_SIM();
+    capture_load(1, 0);
     sim = sim_api();
-    cr_assert_not_null(sim);
-    CUresult (*init)(unsigned) = sim_driver_proc("cuInit");
-    cr_assert(init && init(0) == CUDA_SUCCESS);
-    CUresult (*retain)(CUcontext *, CUdevice) = sim_driver_proc("cuDevicePrimaryCtxRetain");
-    CUresult (*set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
-    mk_stream = sim_driver_proc("cuStreamCreate");
-    mk_event = sim_driver_proc("cuEventCreate");
-    record = sim_driver_proc("cuEventRecord");
-    wait_event = sim_driver_proc("cuStreamWaitEvent");
-    cr_assert(retain && set && mk_stream && mk_event && record && wait_event);
-    CUcontext ctx;
-    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
-    cr_assert_eq(set(ctx), CUDA_SUCCESS);
 }
 
 TestSuite(torch_hooks, .init = setup);
-
-static CUstream stream(void)
-{
-    CUstream s;
-    cr_assert_eq(mk_stream(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    return s;
-}
-
-/* u waits for the work queued on s so far (what a correct program does before u uses a tensor
- * made on s: torch.cuda.Stream.wait_stream) */
-static void order_after(CUstream u, CUstream s)
-{
-    CUevent e;
-    cr_assert_eq(mk_event(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
-    cr_assert_eq(record(e, s), CUDA_SUCCESS);
-    cr_assert_eq(wait_event(u, e, 0), CUDA_SUCCESS);
-}
-
-static int overlaps(void *a, size_t na, void *b, size_t nb)
-{
-    return (char *)a < (char *)b + nb && (char *)b < (char *)a + na;
-}
 
 /* x = alloc on s; written on s; u waits for s and uses x (record_stream(u) in PyTorch, which
  * the hooks never hear of); x freed on s; the next allocation on s is written at once. Before
  * the batch rule the block came back 5 times in 5 and each write raced u's. */
 Test(torch_hooks, record_stream_case_is_not_reused_while_the_side_stream_may_use_it)
 {
-    CUstream s = stream(), u = stream();
+    CUstream s = capture_stream(), u = capture_stream();
     size_t n = 4 * MIB;
     int reused = 0;
     for (int i = 0; i < 5; i++) {
         void *x = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(x, "%s", gpool_last_error());
         cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-        order_after(u, s);
+        capture_order_after(u, s);
         cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS); /* u's work stays queued */
         gpool_torch_free(x, n, 0, s);
         void *y = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(y, "%s", gpool_last_error());
-        reused += overlaps(x, n, y, n);
+        reused += ranges_overlap(x, n, y, n);
         cr_assert_eq(sim_kernel(s, y, n), CUDA_SUCCESS); /* strict: aborts on a race */
         gpool_torch_free(y, n, 0, s);
     }
@@ -93,12 +55,12 @@ Test(torch_hooks, record_stream_case_is_not_reused_while_the_side_stream_may_use
 /* The same with the tensor freed on u's side and reused by a third stream. */
 Test(torch_hooks, another_stream_does_not_get_it_either)
 {
-    CUstream s = stream(), u = stream(), w = stream();
+    CUstream s = capture_stream(), u = capture_stream(), w = capture_stream();
     size_t n = 4 * MIB;
     for (int i = 0; i < 5; i++) {
         void *x = gpool_torch_alloc(n, 0, s);
         cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-        order_after(u, s);
+        capture_order_after(u, s);
         cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
         gpool_torch_free(x, n, 0, s);
         void *y = gpool_torch_alloc(n, 0, w);
@@ -114,7 +76,7 @@ Test(torch_hooks, another_stream_does_not_get_it_either)
 Test(torch_hooks, batch_flush_bounds_memory_and_counts_synchronizes)
 {
     setenv("GPOOL_CONF", "cudafree_batch=64M", 1);
-    CUstream s = stream(), u = stream();
+    CUstream s = capture_stream(), u = capture_stream();
     size_t n = 4 * MIB;
     sim->reset_counts();
     int frees = 0;
@@ -122,7 +84,7 @@ Test(torch_hooks, batch_flush_bounds_memory_and_counts_synchronizes)
         void *x = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(x, "%s", gpool_last_error());
         cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-        order_after(u, s);
+        capture_order_after(u, s);
         cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
         gpool_torch_free(x, n, 0, s);
         frees++;
@@ -144,13 +106,13 @@ Test(torch_hooks, out_of_memory_flushes_the_batch_first)
 {
     setenv("GPOOL_CONF", "cudafree_batch=4G", 1);
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), u = stream();
+    CUstream s = capture_stream(), u = capture_stream();
     size_t n = 8 * MIB;
     for (int i = 0; i < 40; i++) {
         void *x = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(x, "iteration %d: %s", i, gpool_last_error());
         cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-        order_after(u, s);
+        capture_order_after(u, s);
         cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
         gpool_torch_free(x, n, 0, s);
     }
@@ -161,7 +123,7 @@ Test(torch_hooks, out_of_memory_flushes_the_batch_first)
 /* empty_cache flushes the batch, then gives the cached memory back. */
 Test(torch_hooks, empty_cache_flushes_the_batch)
 {
-    CUstream s = stream();
+    CUstream s = capture_stream();
     void *x = gpool_torch_alloc(4 * MIB, 0, s);
     cr_assert_eq(sim_kernel(s, x, 4 * MIB), CUDA_SUCCESS);
     gpool_torch_free(x, 4 * MIB, 0, s);
@@ -191,26 +153,21 @@ Test(torch_hooks, empty_cache_flushes_the_batch)
  * the batch, and leave the capture valid. */
 Test(torch_hooks, capture_after_warm_up_still_finds_its_streams_memory)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*is)(CUstream, CUstreamCaptureStatus *) = sim_driver_proc("cuStreamIsCapturing");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end || !is) cr_skip_test("no graph capture in the simulator");
-    CUstream s = stream();
+    if (!drv.begin_capture) cr_skip_test("no graph capture in the simulator");
+    CUstream s = capture_stream();
     size_t n = 8 * MIB;
     void *x = gpool_torch_alloc(n, 0, s); /* warm-up */
     cr_assert_not_null(x);
     cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
     gpool_torch_free(x, n, 0, s);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     void *y = gpool_torch_alloc(n, 0, s);
     cr_assert_not_null(y, "capture allocation failed: %s", gpool_last_error());
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the capture was invalidated");
-    CUgraph g = NULL;
-    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
-    if (graph_destroy && g) graph_destroy(g);
+    CUgraph g = capture_end(s);
+    capture_destroy(g);
     gpool_torch_free(y, n, 0, s);
     cr_assert_eq(sim->violations(), 0);
 }
@@ -220,30 +177,26 @@ Test(torch_hooks, capture_after_warm_up_still_finds_its_streams_memory)
  * live eager tensors), however many batches flush meanwhile; the release gives them back. */
 Test(torch_hooks, graph_memory_is_kept_from_eager_reuse_until_released)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end) cr_skip_test("no graph capture in the simulator");
+    if (!drv.begin_capture) cr_skip_test("no graph capture in the simulator");
     setenv("GPOOL_CONF", "cudafree_batch=16M", 1);
-    CUstream s = stream();
+    CUstream s = capture_stream();
     size_t n = 8 * MIB;
     void *w1 = gpool_torch_alloc(n, 0, s), *w2 = gpool_torch_alloc(n, 0, s); /* warm-up */
     cr_assert(w1 && w2);
     gpool_torch_free(w1, n, 0, s);
     gpool_torch_free(w2, n, 0, s);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     void *tmp = gpool_torch_alloc(n, 0, s); /* an intermediate */
     void *out = gpool_torch_alloc(n, 0, s); /* the graph's output */
     cr_assert(tmp && out, "%s", gpool_last_error());
     gpool_torch_free(tmp, n, 0, s); /* freed inside the capture */
-    CUgraph g = NULL;
-    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    CUgraph g = capture_end(s);
     gpool_torch_free(out, n, 0, s); /* the graph lives on */
     for (int i = 0; i < 20; i++) {  /* eager work: batches flush */
         void *a = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(a, "%s", gpool_last_error());
-        cr_assert(!overlaps(a, n, tmp, n), "eager block %d got the graph's intermediate", i);
-        cr_assert(!overlaps(a, n, out, n), "eager block %d got the graph's output", i);
+        cr_assert(!ranges_overlap(a, n, tmp, n), "eager block %d got the graph's intermediate", i);
+        cr_assert(!ranges_overlap(a, n, out, n), "eager block %d got the graph's output", i);
         cr_assert_eq(sim_kernel(s, a, n), CUDA_SUCCESS);
         gpool_torch_free(a, n, 0, s);
     }
@@ -252,7 +205,7 @@ Test(torch_hooks, graph_memory_is_kept_from_eager_reuse_until_released)
     cr_assert_geq(b.flushes, 2);
     cr_assert_eq(b.graph_blocks, 2);
     cr_assert_geq(b.graph_bytes, 2 * n);
-    if (graph_destroy && g) graph_destroy(g);
+    capture_destroy(g);
     cr_assert_eq(gpool_torch_release_graph_memory(), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 0);
@@ -266,11 +219,8 @@ Test(torch_hooks, graph_memory_is_kept_from_eager_reuse_until_released)
  * block. The graph memory goes back when the last live pool is released, not before. */
 Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end) cr_skip_test("no graph capture in the simulator");
-    CUstream s = stream();
+    if (!drv.begin_capture) cr_skip_test("no graph capture in the simulator");
+    CUstream s = capture_stream();
     size_t n = 4 * MIB;
     gpool_torch_mempool_id graph_pool = {1, 0}, user_pool = {0, 7};
     void *w1 = gpool_torch_alloc(n, 0, s), *w2 = gpool_torch_alloc(n, 0, s); /* warm-up */
@@ -278,12 +228,11 @@ Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
     gpool_torch_free(w1, n, 0, s);
     gpool_torch_free(w2, n, 0, s);
     gpool_torch_begin_allocate_to_pool(0, graph_pool, NULL);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     void *tmp = gpool_torch_alloc(n, 0, s), *out = gpool_torch_alloc(n, 0, s);
     cr_assert(tmp && out, "%s", gpool_last_error());
     gpool_torch_free(tmp, n, 0, s);
-    CUgraph g = NULL;
-    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    CUgraph g = capture_end(s);
     gpool_torch_free(out, n, 0, s);
     /* a use_mem_pool block elsewhere: its release must not free the live graph's memory */
     gpool_torch_begin_allocate_stream_to_pool(0, s, user_pool);
@@ -301,7 +250,7 @@ Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
     for (size_t i = 0; i < count && i < 4; i++)
         seen += freed[i] == tmp || freed[i] == out;
     cr_assert_eq(seen, 2);
-    if (graph_destroy && g) graph_destroy(g);
+    capture_destroy(g);
     gpool_torch_release_pool(0, graph_pool); /* the graph is reset: nothing may replay */
     cr_assert_eq(gpool_torch_live_pools(), 0);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
@@ -312,12 +261,11 @@ Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
     cr_assert_not_null(w3);
     gpool_torch_free(w3, n, 0, s);
     gpool_torch_begin_allocate_to_pool(0, graph_pool, NULL);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     void *kept = gpool_torch_alloc(n, 0, s);
     cr_assert_not_null(kept, "%s", gpool_last_error());
-    CUgraph g2 = NULL;
-    cr_assert_eq(end(s, &g2), CUDA_SUCCESS);
-    if (graph_destroy && g2) graph_destroy(g2);
+    CUgraph g2 = capture_end(s);
+    capture_destroy(g2);
     gpool_torch_release_pool(0, graph_pool);
     gpool_torch_free(kept, n, 0, s);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
@@ -331,17 +279,14 @@ Test(torch_hooks, graph_memory_goes_back_when_torch_releases_the_last_pool)
  * output freed after it. Returns the graph; *tmp and *out the two blocks. */
 static CUgraph capture_into(CUstream s, gpool_torch_mempool_id id, size_t n, void **tmp, void **out)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
     gpool_torch_begin_allocate_to_pool(0, id, NULL);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     *tmp = gpool_torch_alloc(n, 0, s);
     *out = gpool_torch_alloc(n, 0, s);
     cr_assert(*tmp && *out, "%s", gpool_last_error());
     gpool_torch_free(*tmp, n, 0, s);
     gpool_torch_end_allocate_to_pool(0, id);
-    CUgraph g = NULL;
-    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    CUgraph g = capture_end(s);
     gpool_torch_free(*out, n, 0, s);
     return g;
 }
@@ -350,9 +295,8 @@ static CUgraph capture_into(CUstream s, gpool_torch_mempool_id id, size_t n, voi
  * its memory back while the other lives, and only its memory; the live graph's stays held. */
 Test(torch_hooks, each_pool_gives_its_graph_memory_back_at_its_own_release)
 {
-    if (!sim_driver_proc("cuStreamBeginCapture")) cr_skip_test("no graph capture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    CUstream s = stream();
+    if (!drv.begin_capture) cr_skip_test("no graph capture");
+    CUstream s = capture_stream();
     size_t n = 4 * MIB;
     gpool_torch_mempool_id pa = {1, 0}, pb = {2, 0};
     void *w = gpool_torch_alloc(n, 0, s); /* warm-up */
@@ -364,7 +308,7 @@ Test(torch_hooks, each_pool_gives_its_graph_memory_back_at_its_own_release)
     gpool_torch_batch_stats b;
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 4);
-    if (graph_destroy && ga) graph_destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, pa); /* graph A is reset; B may still replay */
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 2, "A's 2 blocks should be back, B's 2 held: %zu held",
@@ -378,11 +322,11 @@ Test(torch_hooks, each_pool_gives_its_graph_memory_back_at_its_own_release)
     for (int i = 0; i < 4; i++) {
         void *e = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(e);
-        cr_assert(!overlaps(e, n, b_tmp, n) && !overlaps(e, n, b_out, n),
+        cr_assert(!ranges_overlap(e, n, b_tmp, n) && !ranges_overlap(e, n, b_out, n),
                   "eager block %d got graph B's memory", i);
         gpool_torch_free(e, n, 0, s);
     }
-    if (graph_destroy && gb) graph_destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, pb);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 0);
@@ -394,24 +338,22 @@ Test(torch_hooks, each_pool_gives_its_graph_memory_back_at_its_own_release)
  * must not give it back while A may still replay on it. */
 Test(torch_hooks, a_block_two_graphs_use_waits_for_both_releases)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    if (!begin || !end) cr_skip_test("no graph capture");
-    CUstream s = stream();
+    if (!drv.begin_capture) cr_skip_test("no graph capture");
+    CUstream s = capture_stream();
     size_t n = 4 * MIB;
     gpool_torch_mempool_id pa = {4, 0}, pb = {5, 0};
     CUgraph ga = NULL, gb = NULL;
     gpool_torch_begin_allocate_to_pool(0, pa, NULL);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     void *a_out = gpool_torch_alloc(n, 0, s);
     cr_assert_not_null(a_out, "%s", gpool_last_error());
     gpool_torch_end_allocate_to_pool(0, pa);
-    cr_assert_eq(end(s, &ga), CUDA_SUCCESS);
+    ga = capture_end(s);
     gpool_torch_begin_allocate_to_pool(0, pb, NULL);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     gpool_torch_free(a_out, n, 0, s); /* B's kernels read it, then it is dropped */
     gpool_torch_end_allocate_to_pool(0, pb);
-    cr_assert_eq(end(s, &gb), CUDA_SUCCESS);
+    gb = capture_end(s);
     gpool_torch_release_pool(0, pb);
     gpool_torch_batch_stats b;
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
@@ -419,35 +361,30 @@ Test(torch_hooks, a_block_two_graphs_use_waits_for_both_releases)
     gpool_torch_release_pool(0, pa);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 0);
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (graph_destroy && ga) graph_destroy(ga);
-    if (graph_destroy && gb) graph_destroy(gb);
+    capture_destroy(ga);
+    capture_destroy(gb);
 }
 
 /* torch 2.1/2.2 pass the capturing stream to begin and end: a capture's blocks belong to the
  * window begun on its stream even while a use_mem_pool window is open on another. */
 Test(torch_hooks, the_stream_tells_a_captures_pool_apart_from_another_open_window)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end) cr_skip_test("no graph capture");
-    CUstream s = stream(), other = stream();
+    if (!drv.begin_capture) cr_skip_test("no graph capture");
+    CUstream s = capture_stream(), other = capture_stream();
     size_t n = 4 * MIB;
     gpool_torch_mempool_id graph = {3, 0}, user = {0, 9};
     gpool_torch_begin_allocate_stream_to_pool(0, other, user); /* stays open */
     gpool_torch_begin_allocate_stream_to_pool(0, s, graph);
-    cr_assert_eq(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_begin(s);
     void *x = gpool_torch_alloc(n, 0, s);
     cr_assert_not_null(x, "%s", gpool_last_error());
     gpool_torch_free(x, n, 0, s);
-    CUgraph g = NULL;
-    cr_assert_eq(end(s, &g), CUDA_SUCCESS);
+    CUgraph g = capture_end(s);
     gpool_torch_end_allocate_stream_to_pool(0, s);
     gpool_torch_batch_stats b;
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 1);
-    if (graph_destroy && g) graph_destroy(g);
+    capture_destroy(g);
     gpool_torch_release_pool(0, graph);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 0, "the graph's pool was released, the user pool lives on");
@@ -459,46 +396,41 @@ Test(torch_hooks, the_stream_tells_a_captures_pool_apart_from_another_open_windo
 /* A tensor made before torch.cuda.graph and dropped inside the capture before the capture's
  * first allocation (the graph's kernels read it at every replay): graph memory all the same. The
  * capture runs on its own stream, which the hooks have never seen. stream_form: torch 2.1/2.2's
- * hooks, which name the capturing stream; else 2.3+'s, which do not. */
-static void dropped_before_first_allocation(int stream_form)
+ * hooks, which name the capturing stream; else 2.3+'s, which do not. allocates 0: the capture
+ * allocates nothing, and 2.3+ closes the window right before the capture ends. */
+static void dropped_in_a_capture(int stream_form, int allocates, gpool_torch_mempool_id id)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end) cr_skip_test("no graph capture");
-    CUstream s = stream(), c = stream();
+    if (!drv.begin_capture) cr_skip_test("no graph capture");
+    CUstream s = capture_stream(), c = capture_stream();
     size_t n = 4 * MIB;
-    gpool_torch_mempool_id id = {6, 0};
     void *x = gpool_torch_alloc(n, 0, s);
     cr_assert_not_null(x, "%s", gpool_last_error());
     cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-    order_after(c, s); /* the capture stream waits for x's producer */
-    if (stream_form)
-        gpool_torch_begin_allocate_stream_to_pool(0, c, id);
-    else
-        gpool_torch_begin_allocate_to_pool(0, id, NULL);
-    cr_assert_eq(begin(c, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    capture_order_after(c, s); /* the capture stream waits for x's producer */
+    window_open(stream_form, c, id);
+    capture_begin(c);
     gpool_torch_free(x, n, 0, s); /* the captured kernels read x; then it is dropped */
-    void *y = gpool_torch_alloc(n, 0, c);
-    cr_assert_not_null(y, "%s", gpool_last_error());
-    gpool_torch_free(y, n, 0, c);
-    CUgraph g = NULL;
-    cr_assert_eq(end(c, &g), CUDA_SUCCESS);
-    if (stream_form)
-        gpool_torch_end_allocate_stream_to_pool(0, c);
-    else
-        gpool_torch_end_allocate_to_pool(0, id);
+    if (allocates) {
+        void *y = gpool_torch_alloc(n, 0, c);
+        cr_assert_not_null(y, "%s", gpool_last_error());
+        gpool_torch_free(y, n, 0, c);
+    } else {
+        window_close(stream_form, c, id);
+    }
+    CUgraph g = capture_end(c);
+    if (allocates) window_close(stream_form, c, id);
     gpool_torch_batch_stats b;
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
-    cr_assert_eq(b.graph_blocks, 2, "x and y are the graph's: %zu held", b.graph_blocks);
+    cr_assert_eq(b.graph_blocks, allocates ? 2u : 1u, "x (and y) are the graph's: %zu held",
+                 b.graph_blocks);
     gpool_torch_empty_cache();
     for (int i = 0; i < 4; i++) { /* eager work never gets x while the graph may replay */
         void *e = gpool_torch_alloc(n, 0, s);
         cr_assert_not_null(e);
-        cr_assert(!overlaps(e, n, x, n), "eager block %d got the graph's input x", i);
+        cr_assert(!ranges_overlap(e, n, x, n), "eager block %d got the graph's input x", i);
         gpool_torch_free(e, n, 0, s);
     }
-    if (graph_destroy && g) graph_destroy(g);
+    capture_destroy(g);
     gpool_torch_release_pool(0, id);
     cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
     cr_assert_eq(b.graph_blocks, 0);
@@ -507,55 +439,26 @@ static void dropped_before_first_allocation(int stream_form)
 
 Test(torch_hooks, a_tensor_dropped_before_the_captures_first_allocation_is_held)
 {
-    dropped_before_first_allocation(0);
+    dropped_in_a_capture(0, 1, (gpool_torch_mempool_id){6, 0});
 }
 
 Test(torch_hooks, so_it_is_with_the_hooks_that_name_the_stream)
 {
-    dropped_before_first_allocation(1);
+    dropped_in_a_capture(1, 1, (gpool_torch_mempool_id){6, 0});
 }
 
 /* A capture into a graph's own pool (torch.cuda.graph without pool=: id {uid, 0}) that never
  * allocates still replays on what it read: a tensor dropped inside it is the graph's. */
 Test(torch_hooks, a_capture_that_never_allocates_keeps_what_it_dropped)
 {
-    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
-    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
-    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
-    if (!begin || !end) cr_skip_test("no graph capture");
-    CUstream s = stream(), c = stream();
-    size_t n = 4 * MIB;
-    gpool_torch_mempool_id id = {8, 0};
-    void *x = gpool_torch_alloc(n, 0, s);
-    cr_assert_not_null(x, "%s", gpool_last_error());
-    cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-    order_after(c, s);
-    gpool_torch_begin_allocate_to_pool(0, id, NULL);
-    cr_assert_eq(begin(c, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    gpool_torch_free(x, n, 0, s); /* read by the captured kernels, dropped; nothing allocated */
-    gpool_torch_end_allocate_to_pool(0, id); /* torch 2.3+: right before the capture ends */
-    CUgraph g = NULL;
-    cr_assert_eq(end(c, &g), CUDA_SUCCESS);
-    gpool_torch_batch_stats b;
-    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
-    cr_assert_eq(b.graph_blocks, 1, "x went back with the window: %zu held", b.graph_blocks);
-    gpool_torch_empty_cache();
-    void *e = gpool_torch_alloc(n, 0, s);
-    cr_assert_not_null(e);
-    cr_assert(!overlaps(e, n, x, n), "eager work got the graph's input");
-    gpool_torch_free(e, n, 0, s);
-    if (graph_destroy && g) graph_destroy(g);
-    gpool_torch_release_pool(0, id);
-    cr_assert_eq(gpool_torch_get_batch_stats(0, &b), GPOOL_OK);
-    cr_assert_eq(b.graph_blocks, 0);
-    cr_assert_eq(sim->violations(), 0);
+    dropped_in_a_capture(0, 0, (gpool_torch_mempool_id){8, 0});
 }
 
 /* A torch.cuda.use_mem_pool block is a window with no capture: what it frees goes back to the
  * pool as any free does, at the latest when the window ends. */
 Test(torch_hooks, frees_in_a_window_without_a_capture_are_not_kept)
 {
-    CUstream s = stream();
+    CUstream s = capture_stream();
     size_t n = 4 * MIB;
     gpool_torch_mempool_id user = {0, 12};
     gpool_torch_begin_allocate_to_pool(0, user, NULL);
@@ -578,12 +481,12 @@ Test(torch_hooks, frees_in_a_window_without_a_capture_are_not_kept)
  * side stream; an unknown pointer is refused with a message, not a crash. */
 Test(torch_hooks, record_stream_hook_orders_the_free_after_the_side_stream)
 {
-    CUstream s = stream(), u = stream();
+    CUstream s = capture_stream(), u = capture_stream();
     size_t n = 2 * MIB;
     void *x = gpool_torch_alloc(n, 0, s);
     cr_assert_not_null(x, "%s", gpool_last_error());
     cr_assert_eq(sim_kernel(s, x, n), CUDA_SUCCESS);
-    order_after(u, s);
+    capture_order_after(u, s);
     cr_assert_eq(sim_kernel(u, x, n), CUDA_SUCCESS);
     gpool_torch_record_stream(x, u);
     gpool_torch_free(x, n, 0, s);

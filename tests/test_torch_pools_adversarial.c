@@ -14,6 +14,7 @@
 
 #include "gpool.h"
 #include "gpool_torch.h"
+#include "util_capture.h"
 #include "util_sim.h"
 #include "util_skip.h"
 
@@ -21,45 +22,11 @@
 #define N   (4 * MIB)
 
 static const struct sim_api *sim;
-static CUresult (*mk_stream)(CUstream *, unsigned);
-static CUresult (*rm_stream)(CUstream);
-static CUresult (*begin_cap)(CUstream, CUstreamCaptureMode);
-static CUresult (*end_cap)(CUstream, CUgraph *);
-static CUresult (*is_cap)(CUstream, CUstreamCaptureStatus *);
-static CUresult (*graph_destroy)(CUgraph);
-static CUresult (*retain)(CUcontext *, CUdevice);
-static CUresult (*set_ctx)(CUcontext);
-static CUresult (*mk_event)(CUevent *, unsigned);
-static CUresult (*record)(CUevent, CUstream);
-static CUresult (*wait_event)(CUstream, CUevent, unsigned);
-static CUcontext ctx0, ctx1;
 
 static void load(int devices)
 {
-    NEED_SIM();
+    capture_load(devices, 1);
     sim = sim_api();
-    cr_assert_not_null(sim);
-    CUresult (*init)(unsigned) = sim_driver_proc("cuInit");
-    cr_assert(init && init(0) == CUDA_SUCCESS);
-    retain = sim_driver_proc("cuDevicePrimaryCtxRetain");
-    set_ctx = sim_driver_proc("cuCtxSetCurrent");
-    mk_stream = sim_driver_proc("cuStreamCreate");
-    rm_stream = sim_driver_proc("cuStreamDestroy");
-    begin_cap = sim_driver_proc("cuStreamBeginCapture");
-    end_cap = sim_driver_proc("cuStreamEndCapture");
-    is_cap = sim_driver_proc("cuStreamIsCapturing");
-    graph_destroy = sim_driver_proc("cuGraphDestroy");
-    mk_event = sim_driver_proc("cuEventCreate");
-    record = sim_driver_proc("cuEventRecord");
-    wait_event = sim_driver_proc("cuStreamWaitEvent");
-    cr_assert(retain && set_ctx && mk_stream && rm_stream && mk_event && record && wait_event);
-    if (!begin_cap || !end_cap || !is_cap || !graph_destroy)
-        cr_skip_test("no graph capture in the simulator");
-    cr_assert_eq(retain(&ctx0, 0), CUDA_SUCCESS);
-    if (devices > 1)
-        cr_assert_eq(retain(&ctx1, 1), CUDA_SUCCESS,
-                     "two devices: was the simulator loaded before GPOOL_SIM_DEVICES was set?");
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
 }
 
 static void setup(void)
@@ -69,48 +36,9 @@ static void setup(void)
 
 TestSuite(torch_pools_adv, .init = setup);
 
-static CUstream stream(void)
-{
-    CUstream s;
-    cr_assert_eq(mk_stream(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    return s;
-}
-
-/* u waits for the work queued on s so far (Stream.wait_stream) */
-static void order_after(CUstream u, CUstream s)
-{
-    CUevent ev;
-    cr_assert_eq(mk_event(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
-    cr_assert_eq(record(ev, s), CUDA_SUCCESS);
-    cr_assert_eq(wait_event(u, ev, 0), CUDA_SUCCESS);
-}
-
 static gpool_torch_mempool_id pid(unsigned long long a, unsigned long long b)
 {
     return (gpool_torch_mempool_id){a, b};
-}
-
-static int overlaps(const void *a, size_t na, const void *b, size_t nb)
-{
-    return (const char *)a < (const char *)b + nb && (const char *)b < (const char *)a + na;
-}
-
-static void cap_begin(CUstream s)
-{
-    cr_assert_eq(begin_cap(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-}
-
-static CUgraph cap_end(CUstream s)
-{
-    CUgraph g = NULL;
-    CUresult r = end_cap(s, &g);
-    cr_assert_eq(r, CUDA_SUCCESS, "cuStreamEndCapture: %d (the capture was invalidated)", (int)r);
-    return g;
-}
-
-static void destroy(CUgraph g)
-{
-    if (g) graph_destroy(g);
 }
 
 static void *must_alloc(size_t n, int dev, CUstream s)
@@ -175,7 +103,7 @@ static int probe_on(int dev, CUstream e, size_t size, int max, void *const *avoi
     }
     for (int i = 0; i < k; i++)
         for (int j = 0; j < navoid; j++)
-            cr_assert(!overlaps(got[i], size, avoid[j], avoid_size),
+            cr_assert(!ranges_overlap(got[i], size, avoid[j], avoid_size),
                       "%s: eager block %d (%p) got graph memory %p that may still replay", what, i,
                       got[i], avoid[j]);
     for (int i = 0; i < k; i++)
@@ -204,11 +132,11 @@ static void warm_up(CUstream s)
 static CUgraph capture23(CUstream s, gpool_torch_mempool_id id, void **blocks)
 {
     gpool_torch_begin_allocate_to_pool(0, id, NULL);
-    cap_begin(s);
+    capture_begin(s);
     blocks[0] = must_alloc(N, 0, s);
     blocks[1] = must_alloc(N, 0, s);
     gpool_torch_free(blocks[0], N, 0, s);
-    CUgraph g = cap_end(s);
+    CUgraph g = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, id);
     gpool_torch_free(blocks[1], N, 0, s);
     return g;
@@ -220,7 +148,7 @@ static CUgraph capture23(CUstream s, gpool_torch_mempool_id id, void **blocks)
 Test(torch_pools_adv, shared_pool_keeps_memory_until_both_graphs_release)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_mempool_id P = pid(0, 11);
@@ -229,13 +157,13 @@ Test(torch_pools_adv, shared_pool_keeps_memory_until_both_graphs_release)
     CUgraph g2 = capture23(s, P, b + 2);
     cr_assert_eq(gpool_torch_live_pools(), 2);
     cr_assert_eq(graph_blocks(), 4);
-    destroy(g1);
+    capture_destroy(g1);
     gpool_torch_release_pool(0, P); /* g1 reset; g2 lives */
     cr_assert_eq(gpool_torch_live_pools(), 1);
     cr_assert_eq(graph_blocks(), 4, "a shared pool's memory went back at its first release");
     replay(r, b, 4, N);
     probe(e, 64, b, 4, "after g1's release");
-    destroy(g2);
+    capture_destroy(g2);
     gpool_torch_release_pool(0, P);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(gpool_torch_live_pools(), 0);
@@ -251,7 +179,7 @@ Test(torch_pools_adv, shared_pool_keeps_memory_until_both_graphs_release)
 Test(torch_pools_adv, reverse_release_order_with_replays_in_flight)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_mempool_id A = pid(1, 0), B = pid(2, 0);
@@ -261,7 +189,7 @@ Test(torch_pools_adv, reverse_release_order_with_replays_in_flight)
     cr_assert_eq(graph_blocks(), 4);
     replay(r, a, 2, N);
     replay(r, b, 2, N);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 2, "B's release: %zu held, expected A's 2", graph_blocks());
     cr_assert(held(a[0]) && held(a[1]) && !held(b[0]) && !held(b[1]));
@@ -270,7 +198,7 @@ Test(torch_pools_adv, reverse_release_order_with_replays_in_flight)
     cr_assert_eq(mid, before - 2, "eager work should get everything but A's 2 blocks: %d of %d",
                  mid, before);
     replay(r, a, 2, N);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
@@ -282,13 +210,13 @@ Test(torch_pools_adv, reverse_release_order_with_replays_in_flight)
 Test(torch_pools_adv, reset_and_recapture_with_the_same_id)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_mempool_id P = pid(5, 0);
     void *old[2], *cur[2];
     CUgraph g = capture23(s, P, old);
-    destroy(g);
+    capture_destroy(g);
     gpool_torch_release_pool(0, P);
     cr_assert_eq(graph_blocks(), 0);
     g = capture23(s, P, cur);
@@ -296,7 +224,7 @@ Test(torch_pools_adv, reset_and_recapture_with_the_same_id)
     cr_assert(held(cur[0]) && held(cur[1]));
     probe(e, 64, cur, 2, "re-captured graph live");
     cr_assert_eq(graph_blocks(), 2, "the re-captured graph's memory went back early");
-    destroy(g);
+    capture_destroy(g);
     gpool_torch_release_pool(0, P);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(gpool_torch_live_pools(), 0);
@@ -309,13 +237,13 @@ Test(torch_pools_adv, reset_and_recapture_with_the_same_id)
 Test(torch_pools_adv, use_mem_pool_window_inside_a_capture)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_mempool_id A = pid(3, 0), U = pid(0, 42);
     void *g[3];
     gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s);
+    capture_begin(s);
     g[0] = must_alloc(N, 0, s);
     gpool_torch_begin_allocate_to_pool(0, U, NULL); /* use_mem_pool on the eager stream */
     void *u = must_alloc(N, 0, e);
@@ -326,101 +254,76 @@ Test(torch_pools_adv, use_mem_pool_window_inside_a_capture)
     cr_assert(held(g[0]), "released with the use_mem_pool window while the capture runs");
     g[2] = must_alloc(N, 0, s);
     gpool_torch_free(g[2], N, 0, s);
-    CUgraph ga = cap_end(s);
+    CUgraph ga = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, A);
     gpool_torch_free(g[1], N, 0, s);
     gpool_torch_free(u, N, 0, e);
     cr_assert_eq(graph_blocks(), 3);
     probe(e, 64, g, 3, "capture's graph live after use_mem_pool release");
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0, "A's release left %zu blocks held", graph_blocks());
     cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
     cr_assert_eq(sim->violations(), 0);
 }
 
-/* 5. Two captures at once on two streams, torch 2.1/2.2 forms (the stream tells them apart):
- * each pool's memory goes back at its own release. */
-Test(torch_pools_adv, concurrent_captures_stream_forms_release_separately)
+/* 5, 6. Two captures at once on two streams, B's second block allocated after A's capture
+ * ended. torch 2.1/2.2 forms (stream_form 1): the stream tells the pools apart, so each pool's
+ * memory goes back at its own release. torch 2.3+ forms (no stream): whatever gpool tags, B's
+ * memory must not be handed out after A's release while B lives, and all of it comes back
+ * after both. */
+static void concurrent_captures(int stream_form, gpool_torch_mempool_id A, gpool_torch_mempool_id B)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s1 = stream(), s2 = stream(), e = stream(), r = stream();
+    CUstream s1 = capture_stream(), s2 = capture_stream(), e = capture_stream(),
+             r = capture_stream();
     warm_up(s1);
     warm_up(s2);
     int before = probe(e, 64, NULL, 0, "before");
-    gpool_torch_mempool_id A = pid(7, 0), B = pid(8, 0);
     void *a[2], *b[2];
-    gpool_torch_begin_allocate_stream_to_pool(0, s1, A);
-    cap_begin(s1);
+    window_open(stream_form, s1, A);
+    capture_begin(s1);
     a[0] = must_alloc(N, 0, s1);
-    gpool_torch_begin_allocate_stream_to_pool(0, s2, B);
-    cap_begin(s2);
-    b[0] = must_alloc(N, 0, s2);
-    a[1] = must_alloc(N, 0, s1);
-    b[1] = must_alloc(N, 0, s2);
-    gpool_torch_free(a[0], N, 0, s1);
-    gpool_torch_free(b[0], N, 0, s2);
-    CUgraph ga = cap_end(s1);
-    gpool_torch_end_allocate_stream_to_pool(0, s1);
-    CUgraph gb = cap_end(s2);
-    gpool_torch_end_allocate_stream_to_pool(0, s2);
-    gpool_torch_free(a[1], N, 0, s1);
-    gpool_torch_free(b[1], N, 0, s2);
-    cr_assert_eq(graph_blocks(), 4);
-    destroy(ga);
-    gpool_torch_release_pool(0, A);
-    cr_assert_eq(graph_blocks(), 2, "A's release: %zu held, expected B's 2", graph_blocks());
-    cr_assert(held(b[0]) && held(b[1]));
-    replay(r, b, 2, N);
-    cr_assert_eq(probe(e, 64, b, 2, "B live"), before - 2);
-    destroy(gb);
-    gpool_torch_release_pool(0, B);
-    cr_assert_eq(graph_blocks(), 0);
-    cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
-    cr_assert_eq(sim->violations(), 0);
-}
-
-/* 6. Two captures at once, torch 2.3+ forms (no stream): whatever gpool tags, B's memory must
- * not be handed out after A's release while B lives, and all of it comes back after both. */
-Test(torch_pools_adv, concurrent_captures_23_forms_keep_the_live_graph)
-{
-    sim->set_capacity(0, 64 * MIB);
-    CUstream s1 = stream(), s2 = stream(), e = stream(), r = stream();
-    warm_up(s1);
-    warm_up(s2);
-    int before = probe(e, 64, NULL, 0, "before");
-    gpool_torch_mempool_id A = pid(9, 0), B = pid(10, 0);
-    void *a[2], *b[2];
-    gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s1);
-    a[0] = must_alloc(N, 0, s1);
-    gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s2);
+    window_open(stream_form, s2, B);
+    capture_begin(s2);
     b[0] = must_alloc(N, 0, s2);
     a[1] = must_alloc(N, 0, s1);
     gpool_torch_free(a[0], N, 0, s1);
-    CUgraph ga = cap_end(s1);
-    gpool_torch_end_allocate_to_pool(0, A);
+    CUgraph ga = capture_end(s1);
+    window_close(stream_form, s1, A);
     b[1] = must_alloc(N, 0, s2);
     gpool_torch_free(b[0], N, 0, s2);
-    CUgraph gb = cap_end(s2);
-    gpool_torch_end_allocate_to_pool(0, B);
+    CUgraph gb = capture_end(s2);
+    window_close(stream_form, s2, B);
     gpool_torch_free(a[1], N, 0, s1);
     gpool_torch_free(b[1], N, 0, s2);
     cr_assert_eq(graph_blocks(), 4);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert(held(b[0]) && held(b[1]), "B's memory went back with A's release");
     size_t after_a = graph_blocks();
+    if (stream_form) cr_assert_eq(after_a, 2, "A's release: %zu held, expected B's 2", after_a);
     replay(r, b, 2, N);
-    probe(e, 64, b, 2, "B live");
-    destroy(gb);
+    int during = probe(e, 64, b, 2, "B live");
+    if (stream_form) cr_assert_eq(during, before - 2);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
     cr_assert_eq(sim->violations(), 0);
-    cr_log_info("2.3+ concurrent captures: %zu blocks held after A's release (2 = A's came back)",
-                after_a);
+    cr_log_info("concurrent captures (%s forms): %zu blocks held after A's release (2 = A's came "
+                "back)",
+                stream_form ? "2.1/2.2" : "2.3+", after_a);
+}
+
+Test(torch_pools_adv, concurrent_captures_stream_forms_release_separately)
+{
+    concurrent_captures(1, pid(7, 0), pid(8, 0));
+}
+
+Test(torch_pools_adv, concurrent_captures_23_forms_keep_the_live_graph)
+{
+    concurrent_captures(0, pid(9, 0), pid(10, 0));
 }
 
 /* 7. Hook misuse PyTorch can produce: release of an id never begun, end without begin (both
@@ -429,7 +332,7 @@ Test(torch_pools_adv, concurrent_captures_23_forms_keep_the_live_graph)
 Test(torch_pools_adv, unmatched_hooks_neither_free_live_memory_nor_lose_it)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_release_pool(0, pid(99, 99)); /* never begun */
@@ -445,7 +348,7 @@ Test(torch_pools_adv, unmatched_hooks_neither_free_live_memory_nor_lose_it)
     cr_assert_eq(gpool_torch_live_pools(), 2);
     cr_assert_eq(graph_blocks(), 2);
     probe(e, 64, a, 2, "A live");
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     size_t after_a = graph_blocks();
     gpool_torch_release_pool(0, Z);
@@ -463,29 +366,29 @@ Test(torch_pools_adv, unmatched_hooks_neither_free_live_memory_nor_lose_it)
 Test(torch_pools_adv, block_of_capture_a_freed_in_capture_b_released_a_first)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     warm_up(s);
     gpool_torch_mempool_id A = pid(12, 0), B = pid(13, 0);
     gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *x = must_alloc(N, 0, s);
-    CUgraph ga = cap_end(s);
+    CUgraph ga = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, A);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *y = must_alloc(N, 0, s);
     gpool_torch_free(x, N, 0, s); /* B reads A's output, then drops it */
     gpool_torch_free(y, N, 0, s);
-    CUgraph gb = cap_end(s);
+    CUgraph gb = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, B);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert(held(x), "graph B may still replay on x");
     cr_assert(held(y));
     void *bl[2] = {x, y};
     replay(r, bl, 2, N);
     probe(e, 64, bl, 2, "B live");
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -496,25 +399,25 @@ Test(torch_pools_adv, block_of_capture_a_freed_in_capture_b_released_a_first)
 Test(torch_pools_adv, eager_block_freed_inside_a_capture_is_the_graphs)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     void *x = must_alloc(N, 0, e);
     cr_assert_eq(sim_kernel(e, x, N), CUDA_SUCCESS);
     gpool_torch_mempool_id A = pid(14, 0);
     gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *y = must_alloc(N, 0, s);
     gpool_torch_free(x, N, 0, e); /* the capture's kernels read x, then it is dropped */
     gpool_torch_free(y, N, 0, s);
-    CUgraph ga = cap_end(s);
+    CUgraph ga = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, A);
     cr_assert(held(x), "x freed inside the capture is not held");
     void *bl[2] = {x, y};
-    order_after(r, e); /* the replay is launched after x's eager writer */
+    capture_order_after(r, e); /* the replay is launched after x's eager writer */
     replay(r, bl, 2, N);
     cr_assert_eq(probe(e, 64, bl, 2, "A live"), before - 2);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
@@ -526,27 +429,27 @@ Test(torch_pools_adv, eager_block_freed_inside_a_capture_is_the_graphs)
 Test(torch_pools_adv, output_outliving_its_pool_then_freed_in_another_capture)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     gpool_torch_mempool_id A = pid(15, 0), B = pid(16, 0);
     gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *out = must_alloc(N, 0, s);
-    CUgraph ga = cap_end(s);
+    CUgraph ga = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, A);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *y = must_alloc(N, 0, s);
     gpool_torch_free(out, N, 0, s);
-    CUgraph gb = cap_end(s);
+    CUgraph gb = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, B);
     gpool_torch_free(y, N, 0, s);
     cr_assert(held(out), "freed inside B's capture, yet not held");
     void *bl[2] = {out, y};
     probe(e, 64, bl, 2, "B live");
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -557,30 +460,30 @@ Test(torch_pools_adv, output_outliving_its_pool_then_freed_in_another_capture)
 Test(torch_pools_adv, record_stream_on_a_graph_block)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream(), u = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), u = capture_stream(), r = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_mempool_id A = pid(17, 0);
     void *a[2];
     CUgraph ga = capture23(s, A, a); /* a[1] freed already: recapture the pattern by hand */
     gpool_torch_begin_allocate_to_pool(0, pid(18, 0), NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *out = must_alloc(N, 0, s);
-    CUgraph gb = cap_end(s);
+    CUgraph gb = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, pid(18, 0));
     replay(r, &out, 1, N);
     gpool_torch_record_stream(out, u);
-    order_after(u, r);                                 /* u uses the replay's output */
+    capture_order_after(u, r);                         /* u uses the replay's output */
     cr_assert_eq(sim_kernel(u, out, N), CUDA_SUCCESS); /* u's work stays queued */
     gpool_torch_free(out, N, 0, s);
     cr_assert(held(out));
     void *bl[3] = {a[0], a[1], out};
     probe(e, 64, bl, 3, "both live");
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, pid(18, 0));
     cr_assert(!held(out));
     probe(e, 64, a, 2, "A live");
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
@@ -591,7 +494,7 @@ Test(torch_pools_adv, record_stream_on_a_graph_block)
 Test(torch_pools_adv, empty_cache_during_a_live_graph)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     warm_up(s);
     gpool_torch_mempool_id A = pid(19, 0);
     void *a[2];
@@ -604,7 +507,7 @@ Test(torch_pools_adv, empty_cache_during_a_live_graph)
     probe(e, 64, a, 2, "after empty_cache");
     gpool_torch_empty_cache();
     replay(r, a, 2, N);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
     gpool_torch_empty_cache();
@@ -618,18 +521,18 @@ Test(torch_pools_adv, empty_cache_during_a_live_graph)
 Test(torch_pools_adv, many_pools_released_in_scrambled_order)
 {
     enum { K = 150 };
-    CUstream s = stream();
+    CUstream s = capture_stream();
     size_t n = 1 * MIB;
     static void *blk[K][2];
     static CUgraph g[K];
     for (int i = 0; i < K; i++) {
         gpool_torch_mempool_id id = pid(1000 + (unsigned long long)i, 0);
         gpool_torch_begin_allocate_to_pool(0, id, NULL);
-        cap_begin(s);
+        capture_begin(s);
         blk[i][0] = must_alloc(n, 0, s);
         blk[i][1] = must_alloc(n, 0, s);
         gpool_torch_free(blk[i][0], n, 0, s);
-        g[i] = cap_end(s);
+        g[i] = capture_end(s);
         gpool_torch_end_allocate_to_pool(0, id);
         gpool_torch_free(blk[i][1], n, 0, s);
     }
@@ -637,7 +540,7 @@ Test(torch_pools_adv, many_pools_released_in_scrambled_order)
     cr_assert_eq(graph_blocks(), 2 * K);
     for (int k = 0; k < K; k++) {
         int i = (k * 67) % K; /* 67 is coprime to 150 */
-        destroy(g[i]);
+        capture_destroy(g[i]);
         gpool_torch_release_pool(0, pid(1000 + (unsigned long long)i, 0));
         cr_assert_eq(graph_blocks(), (size_t)(2 * (K - k - 1)), "release %d (pool %d)", k, i);
         cr_assert(!held(blk[i][0]) && !held(blk[i][1]), "pool %d's blocks still held", i);
@@ -657,7 +560,7 @@ Test(torch_pools_adv, many_pools_released_in_scrambled_order)
 Test(torch_pools_adv, out_of_memory_inside_a_capture)
 {
     sim->set_capacity(0, 48 * MIB);
-    CUstream s = stream(), e = stream(), s2 = stream();
+    CUstream s = capture_stream(), e = capture_stream(), s2 = capture_stream();
     warm_up(s);
     int before = probe(e, 64, NULL, 0, "before");
     cr_assert_geq(before, 8);
@@ -665,7 +568,7 @@ Test(torch_pools_adv, out_of_memory_inside_a_capture)
     void *a[2];
     CUgraph ga = capture23(s, A, a);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s2);
+    capture_begin(s2);
     void *b[64];
     int k = 0;
     while (k < 64) {
@@ -675,19 +578,19 @@ Test(torch_pools_adv, out_of_memory_inside_a_capture)
     }
     cr_assert_lt(k, 64, "no out of memory at 48 MiB");
     for (int i = 0; i < k; i++)
-        cr_assert(!overlaps(b[i], N, a[0], N) && !overlaps(b[i], N, a[1], N),
+        cr_assert(!ranges_overlap(b[i], N, a[0], N) && !ranges_overlap(b[i], N, a[1], N),
                   "capture B got graph A's memory");
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s2, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s2, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the out of memory invalidated the capture");
     for (int i = 0; i < k; i++)
         gpool_torch_free(b[i], N, 0, s2);
-    CUgraph gb = cap_end(s2);
+    CUgraph gb = capture_end(s2);
     gpool_torch_end_allocate_to_pool(0, B);
     cr_assert_eq(graph_blocks(), (size_t)(2 + k));
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(probe(e, 64, NULL, 0, "after"), before);
@@ -699,25 +602,25 @@ Test(torch_pools_adv, out_of_memory_inside_a_capture)
  * no CUDA call): the running capture must stay valid. */
 Test(torch_pools_adv, release_during_another_capture_keeps_that_capture_valid)
 {
-    CUstream s1 = stream(), s2 = stream(), e = stream();
+    CUstream s1 = capture_stream(), s2 = capture_stream(), e = capture_stream();
     warm_up(s1);
     gpool_torch_mempool_id A = pid(22, 0), B = pid(23, 0);
     void *a[2];
     CUgraph ga = capture23(s1, A, a);
     cr_assert_eq(graph_blocks(), 2);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s2); /* its first kernels need no allocation yet */
-    destroy(ga);
+    capture_begin(s2); /* its first kernels need no allocation yet */
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s2, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s2, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE,
                  "releasing pool A invalidated capture B (status %d)", (int)cs);
     void *x = must_alloc(N, 0, s2);
     gpool_torch_free(x, N, 0, s2);
-    CUgraph gb = cap_end(s2);
+    CUgraph gb = capture_end(s2);
     gpool_torch_end_allocate_to_pool(0, B);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     probe(e, 64, NULL, 0, "after");
@@ -729,22 +632,22 @@ Test(torch_pools_adv, release_during_another_capture_keeps_that_capture_valid)
 Test(torch_pools_adv, batch_flush_during_another_capture_keeps_that_capture_valid)
 {
     setenv("GPOOL_CONF", "cudafree_batch=4M", 1);
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(e); /* the batch holds its limit: due */
     gpool_torch_mempool_id B = pid(24, 0);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s);
+    capture_begin(s);
     void *y = must_alloc(N, 0, e); /* eager work on the default stream meanwhile */
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE,
                  "the batch flush invalidated the capture (status %d)", (int)cs);
     void *x = must_alloc(N, 0, s);
     gpool_torch_free(x, N, 0, s);
-    CUgraph gb = cap_end(s);
+    CUgraph gb = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, B);
     gpool_torch_free(y, N, 0, e);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -758,33 +661,34 @@ Test(torch_pools_adv, batch_flush_during_another_capture_keeps_that_capture_vali
 Test(torch_pools_adv, input_freed_during_two_captures_waits_for_both)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s1 = stream(), s2 = stream(), e = stream(), r = stream();
+    CUstream s1 = capture_stream(), s2 = capture_stream(), e = capture_stream(),
+             r = capture_stream();
     warm_up(s1);
     void *x = must_alloc(N, 0, s1);
     cr_assert_eq(sim_kernel(s1, x, N), CUDA_SUCCESS);
     gpool_torch_mempool_id A = pid(25, 0), B = pid(26, 0);
     gpool_torch_begin_allocate_stream_to_pool(0, s1, A);
-    cap_begin(s1);
+    capture_begin(s1);
     void *a = must_alloc(N, 0, s1);
     gpool_torch_begin_allocate_stream_to_pool(0, s2, B);
-    cap_begin(s2);
+    capture_begin(s2);
     void *b = must_alloc(N, 0, s2);
     gpool_torch_free(x, N, 0, s1); /* dropped by B's thread after B's kernels read it */
-    CUgraph ga = cap_end(s1);
+    CUgraph ga = capture_end(s1);
     gpool_torch_end_allocate_stream_to_pool(0, s1);
-    CUgraph gb = cap_end(s2);
+    CUgraph gb = capture_end(s2);
     gpool_torch_end_allocate_stream_to_pool(0, s2);
     gpool_torch_free(a, N, 0, s1);
     gpool_torch_free(b, N, 0, s2);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     int x_held = held(x);
     void *bl[2] = {x, b};
-    order_after(r, s1); /* the replay is launched after x's eager writer */
+    capture_order_after(r, s1); /* the replay is launched after x's eager writer */
     replay(r, bl, 2, N);
     probe(e, 64, bl, 2, "B live, A released");
     cr_assert(x_held, "x, freed while capture B ran, went back with A's release while B lives");
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -796,37 +700,38 @@ Test(torch_pools_adv, input_freed_during_two_captures_waits_for_both)
 Test(torch_pools_adv, shared_pool_concurrent_windows_close_on_their_streams)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s1 = stream(), s2 = stream(), s3 = stream(), e = stream();
+    CUstream s1 = capture_stream(), s2 = capture_stream(), s3 = capture_stream(),
+             e = capture_stream();
     warm_up(s1);
     gpool_torch_mempool_id P = pid(0, 27), Q = pid(28, 0);
     gpool_torch_begin_allocate_stream_to_pool(0, s1, P);
-    cap_begin(s1);
+    capture_begin(s1);
     void *p1 = must_alloc(N, 0, s1);
     gpool_torch_begin_allocate_stream_to_pool(0, s2, P);
-    cap_begin(s2);
+    capture_begin(s2);
     void *p2 = must_alloc(N, 0, s2);
-    CUgraph g1 = cap_end(s1);
+    CUgraph g1 = capture_end(s1);
     gpool_torch_end_allocate_stream_to_pool(0, s1);
-    CUgraph g2 = cap_end(s2);
+    CUgraph g2 = capture_end(s2);
     gpool_torch_end_allocate_stream_to_pool(0, s2);
     void *x = must_alloc(N, 0, e);
     gpool_torch_begin_allocate_stream_to_pool(0, s3, Q);
-    cap_begin(s3);
+    capture_begin(s3);
     void *q = must_alloc(N, 0, s3);
     gpool_torch_free(x, N, 0, e);
     gpool_torch_free(q, N, 0, s3);
-    CUgraph gq = cap_end(s3);
+    CUgraph gq = capture_end(s3);
     gpool_torch_end_allocate_stream_to_pool(0, s3);
     cr_assert(held(x) && held(q));
-    destroy(gq);
+    capture_destroy(gq);
     gpool_torch_release_pool(0, Q);
     cr_assert(!held(q));
     cr_assert(!held(x), "x (freed only inside Q's capture) still held after Q's release: a "
                         "window of P was left open");
     gpool_torch_free(p1, N, 0, s1);
     gpool_torch_free(p2, N, 0, s2);
-    destroy(g1);
-    destroy(g2);
+    capture_destroy(g1);
+    capture_destroy(g2);
     gpool_torch_release_pool(0, P);
     gpool_torch_release_pool(0, P);
     cr_assert_eq(graph_blocks(), 0);
@@ -838,27 +743,27 @@ Test(torch_pools_adv, shared_pool_concurrent_windows_close_on_their_streams)
 Test(torch_pools_adv, ninth_concurrent_capture_still_holds_its_frees)
 {
     enum { C = 9 };
-    CUstream s[C], e = stream();
+    CUstream s[C], e = capture_stream();
     CUgraph g[C];
     void *blk[C];
     for (int i = 0; i < C; i++)
-        s[i] = stream();
+        s[i] = capture_stream();
     void *x = must_alloc(N, 0, e);
     for (int i = 0; i < C; i++) {
-        cap_begin(s[i]);
+        capture_begin(s[i]);
         blk[i] = must_alloc(N, 0, s[i]);
     }
     for (int i = 0; i < C - 1; i++)
-        g[i] = cap_end(s[i]);
+        g[i] = capture_end(s[i]);
     gpool_torch_free(x, N, 0, e); /* inside the 9th capture */
     cr_assert(held(x), "x, dropped inside capture 9, is not held as graph memory");
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s[C - 1], &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s[C - 1], &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    g[C - 1] = cap_end(s[C - 1]);
+    g[C - 1] = capture_end(s[C - 1]);
     for (int i = 0; i < C; i++) {
         gpool_torch_free(blk[i], N, 0, s[i]);
-        destroy(g[i]);
+        capture_destroy(g[i]);
     }
     cr_assert_eq(gpool_torch_release_graph_memory(), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(graph_blocks(), 0);
@@ -870,15 +775,15 @@ Test(torch_pools_adv, ninth_concurrent_capture_still_holds_its_frees)
  * stream. */
 Test(torch_pools_adv, capture_stream_destroyed_before_the_release)
 {
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     unsigned long (*dead_calls)(void) = dlsym(sim->lib, "gpoolsim_destroyed_stream_calls");
     cr_assert_not_null(dead_calls);
     warm_up(s);
     gpool_torch_mempool_id A = pid(29, 0);
     void *a[2];
     CUgraph ga = capture23(s, A, a);
-    destroy(ga);
-    cr_assert_eq(rm_stream(s), CUDA_SUCCESS);
+    capture_destroy(ga);
+    cr_assert_eq(drv.stream_destroy(s), CUDA_SUCCESS);
     unsigned long dead0 = dead_calls();
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
@@ -900,21 +805,21 @@ Test(torch_pools_adv, capture_stream_destroyed_before_the_release)
 Test(torch_pools_adv, memory_of_a_release_refused_during_a_capture_comes_back)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s1 = stream(), s2 = stream(), e = stream();
+    CUstream s1 = capture_stream(), s2 = capture_stream(), e = capture_stream();
     warm_up(s1);
     int before = probe(e, 64, NULL, 0, "before");
     gpool_torch_mempool_id A = pid(30, 0), B = pid(31, 0);
     void *a[2];
     CUgraph ga = capture23(s1, A, a);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s2);
+    capture_begin(s2);
     void *b = must_alloc(N, 0, s2); /* the hooks know this capture */
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A); /* refused: a capture runs */
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s2, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s2, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    CUgraph gb = cap_end(s2);
+    CUgraph gb = capture_end(s2);
     gpool_torch_end_allocate_to_pool(0, B);
     gpool_torch_free(b, N, 0, s2);
     gpool_torch_empty_cache();
@@ -923,7 +828,7 @@ Test(torch_pools_adv, memory_of_a_release_refused_during_a_capture_comes_back)
                  "A's 2 blocks never came back after its release (B lives): %d of %d blocks, "
                  "%zu graph blocks held",
                  mid, before, graph_blocks());
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -939,47 +844,47 @@ static void setup2(void)
 
 Test(torch_pools_adv2, same_id_on_two_devices_releases_per_device, .init = setup2)
 {
-    CUstream s0 = stream(), e0 = stream();
-    cr_assert_eq(set_ctx(ctx1), CUDA_SUCCESS);
-    CUstream s1 = stream(), e1 = stream();
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
+    CUstream s0 = capture_stream(), e0 = capture_stream();
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[1]), CUDA_SUCCESS);
+    CUstream s1 = capture_stream(), e1 = capture_stream();
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[0]), CUDA_SUCCESS);
     gpool_torch_mempool_id P = pid(1, 0);
     void *w = must_alloc(N, 0, s0);
     gpool_torch_free(w, N, 0, s0);
-    cr_assert_eq(set_ctx(ctx1), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[1]), CUDA_SUCCESS);
     w = must_alloc(N, 1, s1);
     gpool_torch_free(w, N, 1, s1);
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[0]), CUDA_SUCCESS);
     void *d0[2], *d1[2];
     gpool_torch_begin_allocate_to_pool(0, P, NULL);
-    cap_begin(s0);
+    capture_begin(s0);
     d0[0] = must_alloc(N, 0, s0);
     d0[1] = must_alloc(N, 0, s0);
     gpool_torch_free(d0[0], N, 0, s0);
-    CUgraph g0 = cap_end(s0);
+    CUgraph g0 = capture_end(s0);
     gpool_torch_end_allocate_to_pool(0, P);
     gpool_torch_free(d0[1], N, 0, s0);
-    cr_assert_eq(set_ctx(ctx1), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[1]), CUDA_SUCCESS);
     gpool_torch_begin_allocate_to_pool(1, P, NULL);
-    cap_begin(s1);
+    capture_begin(s1);
     d1[0] = must_alloc(N, 1, s1);
     d1[1] = must_alloc(N, 1, s1);
     gpool_torch_free(d1[0], N, 1, s1);
-    CUgraph g1 = cap_end(s1);
+    CUgraph g1 = capture_end(s1);
     gpool_torch_end_allocate_to_pool(1, P);
     gpool_torch_free(d1[1], N, 1, s1);
     cr_assert_eq(gpool_torch_live_pools(), 2);
     cr_assert_eq(graph_blocks_of(0), 2);
     cr_assert_eq(graph_blocks_of(1), 2);
-    destroy(g1);
+    capture_destroy(g1);
     gpool_torch_release_pool(1, P);
     cr_assert_eq(graph_blocks_of(1), 0, "device 1's release kept its memory");
     cr_assert_eq(graph_blocks_of(0), 2, "device 1's release gave back device 0's graph memory");
     cr_assert(held_in(0, d0[0]) && held_in(0, d0[1]));
     probe_on(1, e1, N, 16, NULL, 0, 0, "device 1");
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[0]), CUDA_SUCCESS);
     probe_on(0, e0, N, 16, d0, 2, N, "device 0 live");
-    destroy(g0);
+    capture_destroy(g0);
     gpool_torch_release_pool(0, P);
     cr_assert_eq(graph_blocks_of(0), 0);
     cr_assert_eq(gpool_torch_live_pools(), 0);
@@ -991,24 +896,24 @@ Test(torch_pools_adv2, same_id_on_two_devices_releases_per_device, .init = setup
  * allocation (global capture mode): B must stay valid. */
 Test(torch_pools_adv, release_during_a_capture_on_the_same_stream_keeps_it_valid)
 {
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     gpool_torch_mempool_id A = pid(32, 0), B = pid(33, 0);
     void *a[2];
     CUgraph ga = capture23(s, A, a);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s);
-    destroy(ga);
+    capture_begin(s);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE,
                  "releasing pool A invalidated capture B on the same stream (status %d)", (int)cs);
     void *x = must_alloc(N, 0, s);
     gpool_torch_free(x, N, 0, s);
-    CUgraph gb = cap_end(s);
+    CUgraph gb = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, B);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     probe(e, 16, NULL, 0, "after");
@@ -1021,14 +926,14 @@ Test(torch_pools_adv, release_during_a_capture_on_the_same_stream_keeps_it_valid
 Test(torch_pools_adv, release_during_a_relaxed_capture_on_the_same_stream)
 {
     sim->set_capacity(0, 64 * MIB);
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     gpool_torch_mempool_id A = pid(34, 0), B = pid(35, 0);
     void *a[2];
     CUgraph ga = capture23(s, A, a);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cr_assert_eq(begin_cap(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
-    destroy(ga);
+    cr_assert_eq(drv.begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     /* B's window is open and the hooks cannot tell a relaxed capture from a global one before
      * it allocates: A's memory may wait (no synchronize), never longer than B's window */
@@ -1040,22 +945,22 @@ Test(torch_pools_adv, release_during_a_relaxed_capture_on_the_same_stream)
     while (k < 32) {
         void *p = gpool_torch_alloc(N, 0, e);
         if (!p) break;
-        cr_assert(!overlaps(p, N, b, N), "eager work got capture B's block");
+        cr_assert(!ranges_overlap(p, N, b, N), "eager work got capture B's block");
         got[k++] = p;
     }
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(e, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(e, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_NONE, "the eager stream joined capture B");
-    cr_assert_eq(is_cap(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "capture B was invalidated");
     for (int i = 0; i < k; i++)
         cr_assert_eq(sim_kernel(e, got[i], N), CUDA_SUCCESS);
     gpool_torch_free(b, N, 0, s);
-    CUgraph gb = cap_end(s);
+    CUgraph gb = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, B);
     for (int i = 0; i < k; i++)
         gpool_torch_free(got[i], N, 0, e);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -1067,25 +972,25 @@ Test(torch_pools_adv, small_graph_blocks_are_not_handed_to_eager_work)
 {
     enum { G = 64 };
     size_t n = 4096;
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     void *w = must_alloc(n, 0, s);
     gpool_torch_free(w, n, 0, s);
     gpool_torch_mempool_id A = pid(36, 0);
     static void *g[G];
     gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s);
+    capture_begin(s);
     for (int i = 0; i < G; i++)
         g[i] = must_alloc(n, 0, s);
     for (int i = 0; i < G; i++)
         gpool_torch_free(g[i], n, 0, s);
-    CUgraph ga = cap_end(s);
+    CUgraph ga = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, A);
     cr_assert_eq(graph_blocks(), G);
     for (int i = 0; i < G; i++)
         cr_assert_eq(sim_kernel(r, g[i], n), CUDA_SUCCESS);
     probe_on(0, e, n, 512, g, G, n, "small blocks, A live");
     probe_on(0, s, n, 512, g, G, n, "small blocks on the capture stream, A live");
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
     probe_on(0, e, n, 512, NULL, 0, 0, "after");
@@ -1099,13 +1004,13 @@ Test(torch_pools_adv, small_graph_blocks_are_not_handed_to_eager_work)
  * still open; A's first allocation then claims it. */
 Test(torch_pools_adv, use_mem_pool_end_inside_a_capture_keeps_its_suspects)
 {
-    CUstream s = stream(), e = stream();
+    CUstream s = capture_stream(), e = capture_stream();
     warm_up(s);
     void *x = must_alloc(N, 0, e);
     cr_assert_eq(sim_kernel(e, x, N), CUDA_SUCCESS);
     gpool_torch_mempool_id A = pid(37, 0), U = pid(0, 38);
     gpool_torch_begin_allocate_to_pool(0, A, NULL);
-    cap_begin(s);
+    capture_begin(s);
     gpool_torch_begin_allocate_to_pool(0, U, NULL);
     gpool_torch_free(x, N, 0, e); /* A's kernels read x, then it is dropped */
     cr_assert(held(x), "x not held while A's window is open");
@@ -1115,10 +1020,10 @@ Test(torch_pools_adv, use_mem_pool_end_inside_a_capture_keeps_its_suspects)
                        "capture A's window is still open and A captures");
     void *y = must_alloc(N, 0, s); /* A's first allocation */
     gpool_torch_free(y, N, 0, s);
-    CUgraph ga = cap_end(s);
+    CUgraph ga = capture_end(s);
     gpool_torch_end_allocate_to_pool(0, A);
     cr_assert(held(x), "x not held after capture A");
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(0, A);
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -1130,35 +1035,35 @@ Test(torch_pools_adv, use_mem_pool_end_inside_a_capture_keeps_its_suspects)
  * stay valid. */
 Test(torch_pools_adv2, release_on_one_device_during_a_capture_on_another, .init = setup2)
 {
-    CUstream s0 = stream();
-    cr_assert_eq(set_ctx(ctx1), CUDA_SUCCESS);
-    CUstream s1 = stream();
+    CUstream s0 = capture_stream();
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[1]), CUDA_SUCCESS);
+    CUstream s1 = capture_stream();
     gpool_torch_mempool_id A = pid(40, 0), B = pid(41, 0);
     void *w = must_alloc(N, 1, s1);
     gpool_torch_free(w, N, 1, s1);
     gpool_torch_begin_allocate_to_pool(1, A, NULL);
-    cap_begin(s1);
+    capture_begin(s1);
     void *t = must_alloc(N, 1, s1);
     gpool_torch_free(t, N, 1, s1);
-    CUgraph ga = cap_end(s1);
+    CUgraph ga = capture_end(s1);
     gpool_torch_end_allocate_to_pool(1, A);
     cr_assert_eq(graph_blocks_of(1), 1);
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[0]), CUDA_SUCCESS);
     w = must_alloc(N, 0, s0);
     gpool_torch_free(w, N, 0, s0);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s0);
+    capture_begin(s0);
     void *b = must_alloc(N, 0, s0);
-    destroy(ga);
+    capture_destroy(ga);
     gpool_torch_release_pool(1, A);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s0, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s0, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE,
                  "device 1's release invalidated device 0's capture (status %d)", (int)cs);
     gpool_torch_free(b, N, 0, s0);
-    CUgraph gb = cap_end(s0);
+    CUgraph gb = capture_end(s0);
     gpool_torch_end_allocate_to_pool(0, B);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks_of(0), 0);
     cr_assert_eq(graph_blocks_of(1), 0);
@@ -1171,28 +1076,28 @@ Test(torch_pools_adv2, release_on_one_device_during_a_capture_on_another, .init 
 Test(torch_pools_adv2, batch_flush_on_one_device_during_a_capture_on_another, .init = setup2)
 {
     setenv("GPOOL_CONF", "cudafree_batch=4M", 1);
-    CUstream s0 = stream();
-    cr_assert_eq(set_ctx(ctx1), CUDA_SUCCESS);
-    CUstream e1 = stream();
+    CUstream s0 = capture_stream();
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[1]), CUDA_SUCCESS);
+    CUstream e1 = capture_stream();
     void *w = must_alloc(N, 1, e1);
     gpool_torch_free(w, N, 1, e1); /* device 1's batch holds its limit: due */
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[0]), CUDA_SUCCESS);
     gpool_torch_mempool_id B = pid(42, 0);
     gpool_torch_begin_allocate_to_pool(0, B, NULL);
-    cap_begin(s0);
+    capture_begin(s0);
     void *b = must_alloc(N, 0, s0);
-    cr_assert_eq(set_ctx(ctx1), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[1]), CUDA_SUCCESS);
     void *y = must_alloc(N, 1, e1); /* eager work on device 1 meanwhile */
-    cr_assert_eq(set_ctx(ctx0), CUDA_SUCCESS);
+    cr_assert_eq(drv.ctx_set_current(drv.ctx[0]), CUDA_SUCCESS);
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cr_assert_eq(is_cap(s0, &cs), CUDA_SUCCESS);
+    cr_assert_eq(drv.is_capturing(s0, &cs), CUDA_SUCCESS);
     cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE,
                  "device 1's batch flush invalidated device 0's capture (status %d)", (int)cs);
     gpool_torch_free(b, N, 0, s0);
-    CUgraph gb = cap_end(s0);
+    CUgraph gb = capture_end(s0);
     gpool_torch_end_allocate_to_pool(0, B);
     gpool_torch_free(y, N, 1, e1);
-    destroy(gb);
+    capture_destroy(gb);
     gpool_torch_release_pool(0, B);
     cr_assert_eq(graph_blocks_of(0), 0);
     cr_assert_eq(sim->violations(), 0);
@@ -1205,13 +1110,13 @@ Test(torch_pools_adv2, batch_flush_on_one_device_during_a_capture_on_another, .i
  * must not give it back. */
 Test(torch_pools_adv, capture_without_a_window_survives_an_unrelated_pool_release)
 {
-    CUstream s = stream(), e = stream(), r = stream();
+    CUstream s = capture_stream(), e = capture_stream(), r = capture_stream();
     warm_up(s);
-    cap_begin(s);
+    capture_begin(s);
     void *x = must_alloc(N, 0, s);
     void *y = must_alloc(N, 0, s);
     gpool_torch_free(x, N, 0, s);
-    CUgraph g = cap_end(s);
+    CUgraph g = capture_end(s);
     gpool_torch_free(y, N, 0, s);
     cr_assert(held(x) && held(y));
     gpool_torch_mempool_id U = pid(0, 43);
@@ -1228,7 +1133,7 @@ Test(torch_pools_adv, capture_without_a_window_survives_an_unrelated_pool_releas
               "the raw graph's memory went back with an unrelated "
               "use_mem_pool's release (%zu graph blocks held)",
               still);
-    destroy(g);
+    capture_destroy(g);
     cr_assert_eq(gpool_torch_release_graph_memory(), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(graph_blocks(), 0);
     cr_assert_eq(sim->violations(), 0);

@@ -75,19 +75,22 @@ void adv_run(const char *prog, const char *mode, const char *env)
     cr_expect_eq(field(&r, "violations"), 0, "%s: %s", mode, r.out);
 }
 
+const char *const cudafree_modes[CUDAFREE_MODES] = {
+    "",
+    "GPOOL_CONF=cudafree=batch",
+    "GPOOL_CONF=cudafree=stream",
+    "GPOOL_CONF=cudafree=sync",
+    "GPOOL_CONF=sync_free=1",
+    "GPOOL_CONF=cudafree_flush=event",
+    "GPOOL_CONF=cudafree=batch,cudafree_flush=event,cudafree_batch=1M",
+    "GPOOL_CONF=cudafree_batch=1M",
+};
+
 void adv_run_all_modes(const char *prog, const char *mode, const char *env)
 {
-    static const char *const conf_modes[] = {
-        "",
-        "GPOOL_CONF=cudafree=batch",
-        "GPOOL_CONF=cudafree=stream",
-        "GPOOL_CONF=cudafree=sync",
-        "GPOOL_CONF=sync_free=1",
-        "GPOOL_CONF=cudafree_flush=event",
-    };
-    for (size_t i = 0; i < sizeof conf_modes / sizeof conf_modes[0]; i++) {
+    for (size_t i = 0; i < CUDAFREE_BASIC_MODES; i++) {
         char e[512];
-        snprintf(e, sizeof e, "%s %s", conf_modes[i], env ? env : "");
+        snprintf(e, sizeof e, "%s %s", cudafree_modes[i], env ? env : "");
         adv_run(prog, mode, e);
     }
 }

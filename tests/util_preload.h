@@ -25,7 +25,11 @@ unsigned long field(const struct run *r, const char *key);
  * drop-in, the simulator counting violations instead of aborting (GPOOL_SIM_STRICT=0): exit 0
  * and violations=0 expected. */
 void adv_run(const char *prog, const char *mode, const char *env);
-/* adv_run in each cudaFree mode of docs/dropin.md (env added to each). */
+/* Every cudaFree mode of docs/dropin.md as GPOOL_CONF spells it ("" the default): the first
+ * CUDAFREE_BASIC_MODES are the modes themselves, the rest small-batch variants. */
+enum { CUDAFREE_BASIC_MODES = 6, CUDAFREE_MODES = 8 };
+extern const char *const cudafree_modes[CUDAFREE_MODES];
+/* adv_run in each of the basic cudaFree modes (env added to each). */
 void adv_run_all_modes(const char *prog, const char *mode, const char *env);
 /* How many times needle occurs in text. */
 int count_lines_with(const char *text, const char *needle);

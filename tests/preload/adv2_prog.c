@@ -13,26 +13,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../sim/gpool_sim.h"
-#define PROG_DRIVER_LINKED
-#include "prog_driver.h"
+#include "prog_adv.h"
 
-unsigned long standin_calls(void);
-
-#define MIB   ((size_t)1 << 20)
-#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
-
-static CUstream make_stream(unsigned flags)
+/* Three new non-blocking streams and a timing-free event, for the event-ordering modes. */
+static int three_streams_and_an_event(CUstream *s1, CUstream *s2, CUstream *s3, CUevent *ev)
 {
-    CUstream s = NULL;
-    if (cuStreamCreate(&s, flags) != CUDA_SUCCESS) return NULL;
-    return s;
-}
-
-/* A kernel on s writes [p, p+n). */
-static int kernel_write(CUstream s, void *p, size_t n)
-{
-    CHECK(gpoolsim_touch(s, DP(p), n, 1) == CUDA_SUCCESS);
+    *s1 = make_stream(CU_STREAM_NON_BLOCKING);
+    *s2 = make_stream(CU_STREAM_NON_BLOCKING);
+    *s3 = make_stream(CU_STREAM_NON_BLOCKING);
+    CHECK(*s1 && *s2 && *s3);
+    CHECK(cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
     return 0;
 }
 
@@ -42,11 +32,9 @@ static int kernel_write(CUstream s, void *p, size_t n)
  * be freed once all preceding work in the stream has completed"). */
 static int event_free_cudamalloc_block(void)
 {
-    CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
-    CUstream s3 = make_stream(CU_STREAM_NON_BLOCKING);
-    CHECK(s1 && s2 && s3);
+    CUstream s1, s2, s3;
     CUevent ev;
-    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+    CHECK(three_streams_and_an_event(&s1, &s2, &s3, &ev) == 0);
     int same = 0;
     for (int i = 0; i < 40; i++) {
         void *p, *q;
@@ -506,11 +494,9 @@ static int freehost_legacy_copy(void)
  * operation; event ordering carries it). */
 static int freeasync_event_then_malloc(void)
 {
-    CUstream s1 = make_stream(CU_STREAM_NON_BLOCKING), s2 = make_stream(CU_STREAM_NON_BLOCKING);
-    CUstream s3 = make_stream(CU_STREAM_NON_BLOCKING);
-    CHECK(s1 && s2 && s3);
+    CUstream s1, s2, s3;
     CUevent ev;
-    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+    CHECK(three_streams_and_an_event(&s1, &s2, &s3, &ev) == 0);
     int same = 0;
     for (int i = 0; i < 40; i++) {
         void *p, *q;

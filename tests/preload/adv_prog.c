@@ -17,14 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../sim/gpool_sim.h"
-#define PROG_DRIVER_LINKED
-#include "prog_driver.h"
-
-unsigned long standin_calls(void);
-
-#define MIB   ((size_t)1 << 20)
-#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+#include "prog_adv.h"
 
 /* cudaSetDevice: the stand-in has none; the interposer exports one (dlsym finds it). */
 static cudaError_t set_device(int dev)
@@ -32,20 +25,6 @@ static cudaError_t set_device(int dev)
     cudaError_t (*fn)(int);
     *(void **)&fn = dlsym(RTLD_DEFAULT, "cudaSetDevice");
     return fn ? fn(dev) : cudaErrorNotSupported;
-}
-
-static CUstream make_stream(unsigned flags)
-{
-    CUstream s = NULL;
-    if (cuStreamCreate(&s, flags) != CUDA_SUCCESS) return NULL;
-    return s;
-}
-
-/* A kernel on s writes [p, p+n). */
-static int kernel_write(CUstream s, void *p, size_t n)
-{
-    CHECK(gpoolsim_touch(s, DP(p), n, 1) == CUDA_SUCCESS);
-    return 0;
 }
 
 /* How reuse_rounds allocates and frees p (on s1) and q (on s2): cudaMalloc/cudaFree, or with
