@@ -63,8 +63,10 @@ GPOOL_API void *gpool_torch_alloc(size_t size, int device, gpool_stream_t stream
 /** Free a block from gpool_torch_alloc(): it joins the device's free batch (above) and is
  *  handed out again only after the batch's device synchronize. NULL and unknown pointers are
  *  ignored (gpool_last_error() says so), and so is a second free of a block still waiting in
- *  the batch ("freed already"). Thread-safe. Cost: a lock and a size lookup; no
- *  driver call (a full batch is flushed by the next allocation).
+ *  the batch ("freed already"). Thread-safe. Cost while no pool window is open, no capture
+ *  was seen and no graph block lives: a size lookup, three relaxed loads and the batch's
+ *  lock, no driver call (a full batch is flushed by the next allocation); else the graph
+ *  bookkeeping's locks and a cuStreamIsCapturing per stream in question (docs/python.md).
  *  @param ptr    the block's address.
  *  @param size   the size it was allocated with (counted in the batch's requested_bytes).
  *  @param device the device it was allocated on.

@@ -507,3 +507,26 @@ Test(torch_hooks, record_stream_hook_orders_the_free_after_the_side_stream)
     cr_assert_eq(gpool_torch_get_freed(64, NULL, 0, &count), GPOOL_ERR_NO_DEVICE);
     cr_assert_eq(sim->violations(), 0);
 }
+
+/* The free hook's eager path: with no pool window open, no capture seen and no graph block
+ * live, a free on a side stream costs no driver call (no cuStreamIsCapturing per free, which
+ * PyTorch's own allocator does not make either: it learns of captures from the pool hooks). */
+Test(torch_hooks, an_eager_free_makes_no_driver_call)
+{
+    CUstream s = capture_stream();
+    size_t n = 1 * MIB;
+    enum { K = 32 };
+    void *p[K];
+    for (int i = 0; i < K; i++) {
+        p[i] = gpool_torch_alloc(n, 0, s);
+        cr_assert_not_null(p[i], "%s", gpool_last_error());
+    }
+    sim->reset_counts();
+    for (int i = 0; i < K; i++)
+        gpool_torch_free(p[i], n, 0, s);
+    unsigned long calls = sim->call_total();
+    cr_assert_eq(calls, 0, "%lu driver calls in %d eager frees (%lu cuStreamIsCapturing)", calls, K,
+                 sim->call_count("cuStreamIsCapturing"));
+    gpool_torch_empty_cache();
+    cr_assert_eq(sim->violations(), 0);
+}

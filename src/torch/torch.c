@@ -121,6 +121,14 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
                                   gpool_stream_t stream)
 {
     gpool_status st;
+    /* the eager path: no pool window is open, no capture was seen, no graph block lives (three
+     * relaxed loads). PyTorch opens a window (its begin-allocate hook) before every capture it
+     * makes, so no capture can have read the block; an extension's own capture is seen once it
+     * allocates (torch_noted) */
+    if (!gp_torch_windows_open() && !gp_torch_captures_listed() && !gp_torch_graph_live()) {
+        st = gp_torch_batch_free(device, pool, ptr, size, stream);
+        goto freed;
+    }
     /* freed inside a capture: its own stream captures, or one the hooks know runs, or a pool
      * window begun on a stream says its stream captures; a window begun without one (torch
      * 2.3+) may be a capture that has not allocated yet (the suspects, below) */
@@ -128,7 +136,8 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
     int own_captures = gp_stream_capturing(pool, own);
     if (own_captures) gp_torch_capture_seen(device, own);
     uintptr_t ws[8];
-    size_t nws = 0, blind = gp_torch_windows(device, ws, 8, &nws);
+    size_t nws = 0, graph_windows = 0,
+           blind = gp_torch_windows(device, ws, 8, &nws, &graph_windows);
     for (size_t i = 0; i < nws; i++)
         if (ws[i] != own && gp_stream_capturing(pool, ws[i])) {
             gp_torch_capture_seen(device, ws[i]);
@@ -136,7 +145,7 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
         }
     size_t running = gp_torch_captures(device, pool);
     /* a window of a graph's own pool is a capture even before it allocates (or if it never does) */
-    if (!running && blind) running = gp_torch_graph_windows(device);
+    if (!running && blind) running = graph_windows;
     /* an eager block freed while several captures run may be read by any of them: it waits for
      * every release (tag 0); a block a capture allocated stays that capture's when its own
      * stream frees it (torch_graph.h) */
@@ -150,6 +159,7 @@ static gpool_status torch_free_in(int device, gpool_t *pool, void *ptr, size_t s
         held = gp_torch_graph_suspect(device, ptr, real, size, stream, b.limit);
     }
     st = held ? GPOOL_OK : gp_torch_batch_free(device, pool, ptr, size, stream);
+freed:
     if (st == GPOOL_OK) {
         held_sub(&torch_held[device].live, real);
         held_sub(&torch_held[device].req, size);
@@ -247,7 +257,7 @@ void gp_torch_window_closed(int device)
     uintptr_t ws[1];
     size_t nws;
     /* not while a window that may be an unseen capture stays open, nor while one runs */
-    if (pool && !gp_torch_windows(device, ws, 0, &nws) && !gp_torch_captures(device, pool))
+    if (pool && !gp_torch_windows(device, ws, 0, &nws, NULL) && !gp_torch_captures(device, pool))
         (void)gp_torch_graph_unsuspect(device, pool);
 }
 

@@ -53,6 +53,11 @@ void gp_torch_capture_seen(int device, uintptr_t tag)
     pthread_mutex_unlock(&captures_lock);
 }
 
+int gp_torch_captures_listed(void)
+{
+    return atomic_load_explicit(&listed, memory_order_relaxed) != 0;
+}
+
 size_t gp_torch_captures(int device, gpool_t *pool)
 {
     if (device < 0 || device >= GP_TORCH_MAX_DEVICES || !pool ||
@@ -79,7 +84,7 @@ int gp_torch_may_sync(int oom)
         if (!pool) continue;
         if (gp_torch_captures(d, pool)) return 0;
         uintptr_t ws[8];
-        size_t nws = 0, blind = gp_torch_windows(d, ws, 8, &nws);
+        size_t nws = 0, blind = gp_torch_windows(d, ws, 8, &nws, NULL);
         if (blind && !oom) return 0; /* a capture that has not allocated yet, perhaps */
         for (size_t i = 0; i < nws; i++)
             if (gp_stream_capturing(pool, ws[i])) return 0;

@@ -11,6 +11,10 @@
 /* Stream tag, seen capturing by the alloc hook on device: remembered while it captures. */
 void gp_torch_capture_seen(int device, uintptr_t tag);
 
+/* Is a capture remembered on any device (running, or ended and not yet forgotten)? One relaxed
+ * load. */
+int gp_torch_captures_listed(void);
+
 /* How many remembered captures still run on device (pool: the device's), the ended ones
  * forgotten. Cost: nothing while none is remembered anywhere; else a lock and one
  * cuStreamIsCapturing each. */

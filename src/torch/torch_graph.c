@@ -13,6 +13,7 @@
 #include "torch_graph.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ typedef struct graph_mem {
 
 static graph_mem graphs[GP_TORCH_MAX_DEVICES];
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_size_t live_blocks; /* noted on every device (changed under graph_lock) */
 
 static size_t slot(const graph_mem *g, const void *p)
 {
@@ -81,6 +83,7 @@ static int set_add(graph_mem *g, void *p, uint32_t tag)
         j = (j + 1) & (g->cap - 1);
     g->set[j] = (noted){p, tag};
     g->used++;
+    atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -92,6 +95,7 @@ static int set_remove(graph_mem *g, void *p, uint32_t *tag)
         if (g->set[j].p == p) {
             *tag = g->set[j].tag;
             g->set[j].p = GONE; /* a tombstone keeps the probe chains; counted until a regrow */
+            atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
             return 1;
         }
     return 0;
@@ -119,6 +123,11 @@ int gp_torch_graph_note(int device, void *ptr, uint32_t tag)
     int r = set_add(&graphs[device], ptr, tag);
     pthread_mutex_unlock(&graph_lock);
     return r;
+}
+
+int gp_torch_graph_live(void)
+{
+    return atomic_load_explicit(&live_blocks, memory_order_relaxed) != 0;
 }
 
 int gp_torch_graph_hold(int device, void *ptr, size_t size, gpool_stream_t stream, int capturing,
@@ -216,8 +225,10 @@ int gp_torch_graph_release(int device, gpool_t *pool, int all)
     if (!all) /* blocks still live whose pool is gone are ordinary memory once freed */
         for (size_t j = 0; j < g->cap; j++)
             if (g->set[j].p && g->set[j].p != GONE && g->set[j].tag &&
-                !gp_torch_pool_live(g->set[j].tag))
+                !gp_torch_pool_live(g->set[j].tag)) {
                 g->set[j].p = GONE;
+                atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
+            }
     pthread_mutex_unlock(&graph_lock);
     if (!due) return 0;
     if (!gp_torch_may_sync(0)) { /* a synchronize would invalidate a capture */

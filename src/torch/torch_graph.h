@@ -13,6 +13,9 @@
  * memory; the caller frees it and fails). */
 int gp_torch_graph_note(int device, void *ptr, uint32_t tag);
 
+/* Is a graph block (gp_torch_graph_note) still live on any device? One relaxed load. */
+int gp_torch_graph_live(void);
+
 /* Is ptr (freed by PyTorch on stream) graph memory (gp_torch_graph_note) whose pool is live, or
  * is `capturing` set (freed inside a capture of pool capture_tag, 0 when several run; own_tag:
  * the pool of the capture stream itself runs, if it does)? Then it is held (1 returned) until

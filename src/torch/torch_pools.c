@@ -194,16 +194,24 @@ int gp_torch_pool_live(uint32_t serial)
     return live_now;
 }
 
-size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams)
+int gp_torch_windows_open(void)
+{
+    return atomic_load_explicit(&windows_open, memory_order_relaxed) != 0;
+}
+
+size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams,
+                        size_t *graphs)
 {
     *nstreams = 0;
-    if (!atomic_load_explicit(&windows_open, memory_order_relaxed)) return 0;
+    if (graphs) *graphs = 0;
+    if (!gp_torch_windows_open()) return 0;
     size_t blind = 0;
     pthread_mutex_lock(&pools_lock);
     for (size_t i = 0; i < nlive; i++) {
         const live_pool *p = &live[i];
         if (p->device != device || !p->open) continue;
         blind += p->open - p->nstream;
+        if (graphs && p->id.first) *graphs += p->open - p->nstream;
         for (uint32_t k = 0; k < p->nstream; k++)
             if (*nstreams < max)
                 streams[(*nstreams)++] = p->stream[k];
@@ -212,16 +220,4 @@ size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstr
     }
     pthread_mutex_unlock(&pools_lock);
     return blind;
-}
-
-size_t gp_torch_graph_windows(int device)
-{
-    if (!atomic_load_explicit(&windows_open, memory_order_relaxed)) return 0;
-    size_t n = 0;
-    pthread_mutex_lock(&pools_lock);
-    for (size_t i = 0; i < nlive; i++)
-        if (live[i].device == device && live[i].id.first && live[i].open > live[i].nstream)
-            n += live[i].open - live[i].nstream;
-    pthread_mutex_unlock(&pools_lock);
-    return n;
 }

@@ -21,17 +21,18 @@ uint32_t gp_torch_pool_of_capture(int device, uintptr_t stream);
  * GP_TORCH_NO_WINDOW: always. */
 int gp_torch_pool_live(uint32_t serial);
 
+/* Is a window open on any device? One relaxed load. */
+int gp_torch_windows_open(void);
+
 /* The device's open windows (begun, not ended): up to max streams of those begun with one
  * (torch 2.1/2.2) into streams[] (*nstreams of them); returns how many were begun without one
  * (2.3+: a capture or a use_mem_pool block, which the hooks cannot tell apart until a capturing
- * stream allocates). Cost: one relaxed load while no window is open anywhere. */
-size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams);
-
-/* Of the windows begun without a stream, those of a graph's own pool (id.first set:
- * CUDAGraph::capture_begin makes {uid, 0} when no pool is given; torch.cuda.MemPool and, before
- * torch 2.5, graph_pool_handle make {0, uid}): each is a capture, allocating or not. Cost: one
- * relaxed load while no window is open anywhere. */
-size_t gp_torch_graph_windows(int device);
+ * stream allocates). graphs (NULL: not asked) gets how many of those are windows of a graph's
+ * own pool (id.first set: CUDAGraph::capture_begin makes {uid, 0} when no pool is given;
+ * torch.cuda.MemPool and, before torch 2.5, graph_pool_handle make {0, uid}): each is a
+ * capture, allocating or not. Cost: one relaxed load while no window is open anywhere. */
+size_t gp_torch_windows(int device, uintptr_t *streams, size_t max, size_t *nstreams,
+                        size_t *graphs);
 
 /* A window on the device ended (an end hook, or its pool's last release): the frees held as
  * suspects go to the free batch (torch.c). */
