@@ -131,4 +131,13 @@ static inline void gp_dc_leave(const gp_devctx *dc, int pushed)
     gp_ctx_leave(dc->drv, dc->cnt, pushed);
 }
 
+/* lhs = expr, evaluated with dc's context current (entered and left around it). */
+#define GP_DC_RUN(dc, lhs, expr)                                                                   \
+    do {                                                                                           \
+        int gp_dc_pushed_;                                                                         \
+        gp_dc_enter((dc), &gp_dc_pushed_);                                                         \
+        lhs = (expr);                                                                              \
+        gp_dc_leave((dc), gp_dc_pushed_);                                                          \
+    } while (0)
+
 #endif

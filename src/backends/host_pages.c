@@ -182,10 +182,8 @@ static gpool_status hm_back(void *ctx, gp_region *g, size_t first, size_t n, siz
 {
     (void)chunk; /* host pages are registered run by run */
     gp_hostmem *h = ctx;
-    int pushed;
-    gp_dc_enter(&h->env.dc, &pushed);
-    gpool_status st = hm_back_in_ctx(h, g, first, n);
-    gp_dc_leave(&h->env.dc, pushed);
+    gpool_status st;
+    GP_DC_RUN(&h->env.dc, st, hm_back_in_ctx(h, g, first, n));
     return st;
 }
 
@@ -328,10 +326,9 @@ int gp_hostmem_page_locked(const gp_host_env *env, const void *p)
 {
     if (!env->dc.drv->cuMemHostGetDevicePointer) return 0;
     CUdeviceptr d = 0;
-    int pushed;
-    gp_dc_enter(&env->dc, &pushed);
-    CUresult r = GP_DRV(env->dc.cnt, GPOOL_DRV_OTHER,
-                        env->dc.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0));
-    gp_dc_leave(&env->dc, pushed);
+    CUresult r;
+    GP_DC_RUN(&env->dc, r,
+              GP_DRV(env->dc.cnt, GPOOL_DRV_OTHER,
+                     env->dc.drv->cuMemHostGetDevicePointer(&d, (void *)p, 0)));
     return r == CUDA_SUCCESS;
 }

@@ -279,22 +279,19 @@ void gp_vidmem_set_growth(void *ctx, int on)
 gpool_status gp_vidmem_zero_async(void *ctx, void *p, size_t size, CUstream stream)
 {
     gp_vidmem *v = ctx;
-    int pushed;
-    gp_dc_enter(&v->dc, &pushed);
-    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER,
-                        v->dc.drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, stream));
-    gp_dc_leave(&v->dc, pushed);
+    CUresult r;
+    GP_DC_RUN(&v->dc, r,
+              GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER,
+                     v->dc.drv->cuMemsetD8Async((CUdeviceptr)p, 0, size, stream)));
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemsetD8Async (zero fill)");
 }
 
 gpool_status gp_vidmem_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
 {
     gp_vidmem *v = ctx;
-    int pushed;
-    gp_dc_enter(&v->dc, &pushed);
-    CUresult r =
-        GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuMemGetInfo(free_bytes, total_bytes));
-    gp_dc_leave(&v->dc, pushed);
+    CUresult r;
+    GP_DC_RUN(&v->dc, r,
+              GP_DRV(v->dc.cnt, GPOOL_DRV_OTHER, v->dc.drv->cuMemGetInfo(free_bytes, total_bytes)));
     return r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemGetInfo");
 }
 
@@ -308,11 +305,10 @@ static gpool_status vm_reserve(void *ctx, size_t size, uintptr_t *base, size_t *
     gp_vidmem *v = ctx;
     size = (size + v->gran - 1) & ~(v->gran - 1);
     CUdeviceptr p = 0;
-    int pushed;
-    gp_dc_enter(&v->dc, &pushed);
-    CUresult r = GP_DRV(v->dc.cnt, GPOOL_DRV_ADDRESS_RESERVE,
-                        v->dc.drv->cuMemAddressReserve(&p, size, v->gran, 0, 0));
-    gp_dc_leave(&v->dc, pushed);
+    CUresult r;
+    GP_DC_RUN(&v->dc, r,
+              GP_DRV(v->dc.cnt, GPOOL_DRV_ADDRESS_RESERVE,
+                     v->dc.drv->cuMemAddressReserve(&p, size, v->gran, 0, 0)));
     if (r != CUDA_SUCCESS) return gp_cu_fail(r, "cuMemAddressReserve");
     *base = (uintptr_t)p;
     *got = size;
@@ -579,10 +575,8 @@ static gpool_status vm_back_in_ctx(gp_vidmem *v, gp_region *g, size_t first, siz
 static gpool_status vm_back(void *ctx, gp_region *g, size_t first, size_t n, size_t chunk)
 {
     gp_vidmem *v = ctx;
-    int pushed;
-    gp_dc_enter(&v->dc, &pushed);
-    gpool_status st = vm_back_in_ctx(v, g, first, n, chunk);
-    gp_dc_leave(&v->dc, pushed);
+    gpool_status st;
+    GP_DC_RUN(&v->dc, st, vm_back_in_ctx(v, g, first, n, chunk));
     return st;
 }
 
@@ -747,10 +741,8 @@ static gpool_status vm_map_alias(void *ctx, const gp_region *gs, size_t src, gp_
                                  size_t dst)
 {
     gp_vidmem *v = ctx;
-    int pushed;
-    gp_dc_enter(&v->dc, &pushed);
-    gpool_status st = vm_alias_in_ctx(v, gs, src, gd, dst);
-    gp_dc_leave(&v->dc, pushed);
+    gpool_status st;
+    GP_DC_RUN(&v->dc, st, vm_alias_in_ctx(v, gs, src, gd, dst));
     return st;
 }
 

@@ -1,0 +1,27 @@
+build-clang/obj/src/ipc/ipc_import.o: src/ipc/ipc_import.c \
+  src/api/error.h include/gpool.h src/api/fork.h src/ipc/ipc.h \
+  src/api/pool.h src/placement/arena.h src/backends/backend.h \
+  src/placement/heap.h src/placement/ptrmap.h src/policy/sizeclass.h \
+  src/backends/driver.h
+
+src/api/error.h:
+
+include/gpool.h:
+
+src/api/fork.h:
+
+src/ipc/ipc.h:
+
+src/api/pool.h:
+
+src/placement/arena.h:
+
+src/backends/backend.h:
+
+src/placement/heap.h:
+
+src/placement/ptrmap.h:
+
+src/policy/sizeclass.h:
+
+src/backends/driver.h:
