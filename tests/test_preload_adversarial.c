@@ -11,38 +11,36 @@
 #include "util_preload.h"
 #include "util_skip.h"
 
+/* every mode runs against the simulated driver, which referees it */
+TestSuite(adversarial, .init = suite_needs_sim);
+
 /* ---------------- promises that held ---------------- */
 
 /* Programming Guide, "Implicit Synchronization" / cudaFree: memory freed with cudaFree is not
  * handed to other work before the work queued on it completes, whatever stream touched it. */
 Test(adversarial, ptds_free_on_one_thread_malloc_on_another)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "ptds", NULL);
 }
 
 Test(adversarial, cudafree_held_nonblocking_stream_then_other_stream)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "free_nb", NULL);
 }
 
 Test(adversarial, cudafree_held_blocking_stream_then_other_blocking_stream)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "free_blocking", NULL);
 }
 
 Test(adversarial, cudafree_held_blocking_stream_then_legacy_stream)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "free_legacy", NULL);
 }
 
 /* cudaFree of a cudaMallocAsync block, then cudaMallocAsync on another stream */
 Test(adversarial, mallocasync_block_cudafree_then_mallocasync_elsewhere)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "async_then_free", NULL);
 }
 
@@ -50,14 +48,12 @@ Test(adversarial, mallocasync_block_cudafree_then_mallocasync_elsewhere)
  * reuse rules) */
 Test(adversarial, freeasync_then_mallocasync_other_stream)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "async_cross", NULL);
 }
 
 /* cudaFreeAsync then cudaMalloc: a legacy-stream or blocking-stream consumer is ordered */
 Test(adversarial, freeasync_then_cudamalloc_legacy_or_blocking_consumer)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "async_then_malloc_legacy", NULL);
     adv_run_all_modes("adv_prog", "async_then_malloc_blocking", NULL);
 }
@@ -65,7 +61,6 @@ Test(adversarial, freeasync_then_cudamalloc_legacy_or_blocking_consumer)
 /* two threads' per-thread default streams share a handle value but not an order */
 Test(adversarial, ptds_handle_value_shared_by_two_threads)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "ptds_async", NULL);
     adv_run_all_modes("adv_prog", "ptds_async_ptsz", NULL);
 }
@@ -73,7 +68,6 @@ Test(adversarial, ptds_handle_value_shared_by_two_threads)
 /* cudaFreeHost: pinned (and mapped) blocks an async copy still uses are not reused early */
 Test(adversarial, cudafreehost_with_async_copy_queued)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "host_blocking", NULL);
     adv_run_all_modes("adv_prog", "host_nb", NULL);
     adv_run_all_modes("adv_prog", "host_mapped_nb", NULL);
@@ -85,7 +79,6 @@ Test(adversarial, cudafreehost_with_async_copy_queued)
  * work"; the driver may reuse the handle value */
 Test(adversarial, stream_destroyed_with_work_queued_and_handle_reused)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "destroy_freeasync", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
     adv_run_all_modes("adv_prog", "destroy_free", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
     adv_run("adv_prog", "destroy_freeasync", NULL);
@@ -95,7 +88,6 @@ Test(adversarial, stream_destroyed_with_work_queued_and_handle_reused)
 /* cuMemAllocAsync during capture makes a graph memory node: eager work never gets it */
 Test(adversarial, capture_modes_graph_memory_not_given_to_eager_work)
 {
-    NEED_SIM();
     adv_run("adv_prog", "capture_global", NULL);
     adv_run("adv_prog", "capture_thread", NULL);
     adv_run("adv_prog", "capture_relaxed", NULL);
@@ -105,7 +97,6 @@ Test(adversarial, capture_modes_graph_memory_not_given_to_eager_work)
  * cudaMalloc/cudaFree; the capture ends valid (batch and sync modes) */
 Test(adversarial, other_thread_allocates_during_capture_batch_and_sync)
 {
-    NEED_SIM();
     const char *modes[] = {"", "GPOOL_CONF=cudafree=stream", "GPOOL_CONF=cudafree=sync",
                            "GPOOL_CONF=sync_free=1"};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
@@ -122,7 +113,6 @@ Test(adversarial, other_thread_allocates_during_capture_batch_and_sync)
  * (cudaErrorInitializationError), never hangs */
 Test(adversarial, fork_while_threads_allocate, .timeout = 120)
 {
-    NEED_SIM();
     adv_run("adv_prog", "fork_threads", "GPOOL_SIM_FORK=driver");
     adv_run("adv_prog", "fork_threads", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
 }
@@ -130,7 +120,6 @@ Test(adversarial, fork_while_threads_allocate, .timeout = 120)
 /* a device-1 block freed while device 0 is current (cuCtxSetCurrent, cuCtxPushCurrent) */
 Test(adversarial, free_other_devices_block_with_work_queued)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "devices", "GPOOL_SIM_DEVICES=2");
     adv_run_all_modes("adv_prog", "devices_push", "GPOOL_SIM_DEVICES=2");
 }
@@ -139,14 +128,12 @@ Test(adversarial, free_other_devices_block_with_work_queued)
  * size */
 Test(adversarial, interior_pointer_queries)
 {
-    NEED_SIM();
     adv_run("adv_prog", "query_range", NULL);
 }
 
 /* out of memory, then retry; blocks another live thread freed are found again */
 Test(adversarial, oom_then_retry)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "oom", "GPOOL_SIM_MEMORY=256M");
     adv_run("adv_prog", "oom_nb", "GPOOL_SIM_MEMORY=256M");
 }
@@ -154,7 +141,6 @@ Test(adversarial, oom_then_retry)
 /* cudaMemGetInfo: a freed block counts as free again */
 Test(adversarial, meminfo_after_free)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "meminfo", "GPOOL_SIM_MEMORY=256M");
 }
 
@@ -162,7 +148,6 @@ Test(adversarial, meminfo_after_free)
  * cudaFreeAsync, cudaFree after cudaFreeAsync: each an error, nothing freed twice */
 Test(adversarial, bad_pointers_are_errors)
 {
-    NEED_SIM();
     adv_run("adv_prog", "bad_interior", NULL);
     adv_run("adv_prog", "bad_sequence", NULL);
     adv_run("adv_prog", "bad_sequence0", NULL);
@@ -175,7 +160,6 @@ Test(adversarial, bad_pointers_are_errors)
 /* in the synchronizing mode a double free is an error */
 Test(adversarial, double_free_is_an_error_in_sync_mode)
 {
-    NEED_SIM();
     adv_run("adv_prog", "double_free", "GPOOL_CONF=cudafree=sync");
     adv_run("adv_prog", "double_free_driver", "GPOOL_CONF=cudafree=sync");
     adv_run("adv_prog", "free_then_freeasync", "GPOOL_CONF=cudafree=sync");
@@ -185,7 +169,6 @@ Test(adversarial, double_free_is_an_error_in_sync_mode)
  * pointer's range (also with a device pointer that differs from the host pointer) */
 Test(adversarial, host_block_queries)
 {
-    NEED_SIM();
     adv_run("adv_prog", "host_query", NULL);
     adv_run("adv_prog", "host_query", "GPOOL_SIM_HOST_ALIAS=1");
 }
@@ -194,21 +177,18 @@ Test(adversarial, host_block_queries)
  * exists; the block is then used on a new non-blocking stream */
 Test(adversarial, legacy_block_reused_on_a_later_nonblocking_stream)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "legacy_then_new_nb", NULL);
 }
 
 /* a pinned block a device-1 copy still writes, cudaFreeHost'd with device 0 current */
 Test(adversarial, cudafreehost_other_device_copy_queued)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "host_devices", "GPOOL_SIM_DEVICES=2");
 }
 
 /* cudaMemGetInfo once a non-blocking stream exists (frees wait in the synchronizing batch) */
 Test(adversarial, meminfo_after_free_nonblocking)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "meminfo_nb", "GPOOL_SIM_MEMORY=256M");
 }
 
@@ -216,7 +196,6 @@ Test(adversarial, meminfo_after_free_nonblocking)
  * s1: the free is in s2's order */
 Test(adversarial, freeasync_on_another_stream_than_the_allocation)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "free_on_other_stream", NULL);
 }
 
@@ -224,7 +203,6 @@ Test(adversarial, freeasync_on_another_stream_than_the_allocation)
  * cudaMallocAsync_ptsz(NULL) become graph memory */
 Test(adversarial, capture_on_per_thread_stream)
 {
-    NEED_SIM();
     adv_run("adv_prog", "capture_ptds", NULL);
     adv_run("adv_prog", "capture_ptds", "GPOOL_CONF=cudafree=sync");
 }
@@ -232,14 +210,12 @@ Test(adversarial, capture_on_per_thread_stream)
 /* cudaFree of a block a held non-blocking stream writes, then cudaMallocAsync on another */
 Test(adversarial, cudafree_then_mallocasync_other_stream)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "free_then_mallocasync", NULL);
 }
 
 /* a forked child's frees and allocations of the parent's memory: NOT_INITIALIZED, no hang */
 Test(adversarial, forked_child_calls_answer_not_initialized, .timeout = 60)
 {
-    NEED_SIM();
     adv_run("adv_prog", "fork_child_calls", "GPOOL_SIM_FORK=driver");
     adv_run("adv_prog", "fork_child_calls", "GPOOL_SIM_FORK=driver GPOOL_CONF=cudafree=sync");
 }
@@ -247,14 +223,12 @@ Test(adversarial, forked_child_calls_answer_not_initialized, .timeout = 60)
 /* cudaFreeAsync on the legacy stream (held), cudaMallocAsync on a non-blocking stream */
 Test(adversarial, legacy_freeasync_then_mallocasync_nonblocking)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "legacy_freeasync_then_mallocasync", NULL);
 }
 
 /* a block larger than a page: queries in its last page, and a small block's last byte */
 Test(adversarial, multi_page_block_queries)
 {
-    NEED_SIM();
     adv_run("adv_prog", "query_large", NULL);
 }
 
@@ -263,7 +237,6 @@ Test(adversarial, multi_page_block_queries)
  * (the event flush records on live streams only) */
 Test(adversarial, cudafree_then_stream_destroyed_with_work_queued)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "destroyed_nb_then_flush", NULL);
     adv_run_all_modes("adv_prog", "destroyed_nb_then_flush", "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
 }
@@ -272,7 +245,6 @@ Test(adversarial, cudafree_then_stream_destroyed_with_work_queued)
  * with a device pointer that differs from the host pointer) */
 Test(adversarial, cudafreehost_mapped_block_kernel_queued)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "mapped_kernel", NULL);
     adv_run_all_modes("adv_prog", "mapped_kernel", "GPOOL_SIM_HOST_ALIAS=1");
 }
@@ -291,7 +263,6 @@ Test(adversarial, cudafreehost_mapped_block_kernel_queued)
  * stream exists. */
 Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer)
 {
-    NEED_SIM();
     adv_run_all_modes("adv_prog", "async_then_malloc", NULL);
     /* near capacity too: 200 of 256 MiB freed async on held s1, cudaMalloc(200 MiB) gets it */
     adv_run_all_modes("adv_prog", "oom_async_then_malloc", "GPOOL_SIM_MEMORY=256M");
@@ -309,7 +280,6 @@ Test(adversarial, freeasync_then_cudamalloc_nonblocking_consumer)
  * Failed before the event flush synchronized instead while a capture runs. */
 Test(adversarial, other_thread_allocates_during_capture_flush_event)
 {
-    NEED_SIM();
     adv_run("adv_prog", "capture_side_relaxed", "GPOOL_CONF=cudafree_flush=event");
     adv_run("adv_prog", "capture_side_thread", "GPOOL_CONF=cudafree_flush=event");
     /* near capacity: 2 of the other thread's 3 cudaMalloc(200 MiB) fail with out-of-memory
@@ -326,7 +296,6 @@ Test(adversarial, other_thread_allocates_during_capture_flush_event)
  * got its own id (preload/preload_bufid.c). */
 Test(adversarial, buffer_id_unique_per_allocation)
 {
-    NEED_SIM();
     adv_run("adv_prog", "query_buffer_id", NULL);
 }
 
@@ -338,7 +307,6 @@ Test(adversarial, buffer_id_unique_per_allocation)
  * batched blocks were kept in the pending set (preload/preload_pending.c). */
 Test(adversarial, double_free_is_an_error)
 {
-    NEED_SIM();
     adv_run("adv_prog", "double_free", NULL);
     adv_run("adv_prog", "double_free_driver", NULL);
     adv_run("adv_prog", "free_then_freeasync", NULL);
@@ -354,7 +322,6 @@ Test(adversarial, double_free_is_an_error)
  * and at the memory kinds' own lookup (preload/preload_query.c). */
 Test(adversarial, freed_pointer_is_not_an_allocation)
 {
-    NEED_SIM();
     adv_run("adv_prog", "query_freed", NULL);
     adv_run("adv_prog", "query_freed", "GPOOL_CONF=cudafree=sync");
 }

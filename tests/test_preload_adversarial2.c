@@ -10,12 +10,14 @@
 #include "util_preload.h"
 #include "util_skip.h"
 
+/* every mode runs against the simulated driver, which referees it */
+TestSuite(adversarial2, .init = suite_needs_sim);
+
 /* cudaFreeAsync on s1 of a cudaMalloc'd block last written on s2, s1 ordered after s2 by an
  * event wait; the block then reused by cudaMalloc / cudaMallocAsync(s3) (cudaFreeAsync: freed
  * once all preceding work in the stream, event waits included, completes) */
 Test(adversarial2, freeasync_after_event_wait_of_cudamalloc_block)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "event_free_cudamalloc_block", NULL);
 }
 
@@ -24,7 +26,6 @@ Test(adversarial2, freeasync_after_event_wait_of_cudamalloc_block)
  * resources released once the device completes the work) */
 Test(adversarial2, destroyed_stream_blocks_freed_elsewhere)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "destroyed_blocks_freed_elsewhere", NULL);
     adv_run_all_modes("adv2_prog", "destroyed_blocks_freed_elsewhere",
                       "GPOOL_SIM_REUSE_STREAM_HANDLES=1");
@@ -35,7 +36,6 @@ Test(adversarial2, destroyed_stream_blocks_freed_elsewhere)
  * every stream-ordered free has completed */
 Test(adversarial2, device_synchronize_then_full_reuse)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "ctxsync_then_full_reuse", "GPOOL_SIM_MEMORY=256M");
 }
 
@@ -43,14 +43,12 @@ Test(adversarial2, device_synchronize_then_full_reuse)
  * succeeds and its pointer can be cudaFree'd */
 Test(adversarial2, zero_sizes)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "zero_sizes", NULL);
 }
 
 /* six threads, cudaMallocAsync/cudaFreeAsync on cudaStreamPerThread, memset content checked */
 Test(adversarial2, many_threads_per_thread_stream, .timeout = 120)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "ptds_many_threads", NULL);
 }
 
@@ -58,7 +56,6 @@ Test(adversarial2, many_threads_per_thread_stream, .timeout = 120)
  * cuMemGetAddressRange after cudaFreeAsync + synchronize */
 Test(adversarial2, pointer_queries_around_freeasync)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "query_freeasync", NULL);
     adv_run("adv2_prog", "query_freeasync", "GPOOL_CONF=cudafree=sync");
 }
@@ -66,7 +63,6 @@ Test(adversarial2, pointer_queries_around_freeasync)
 /* cudaMemGetInfo after cudaFreeAsync + sync and around cuMemAlloc/cuMemFree */
 Test(adversarial2, meminfo_after_freeasync_and_driver_alloc)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "meminfo_async", "GPOOL_SIM_MEMORY=1G");
 }
 
@@ -74,7 +70,6 @@ Test(adversarial2, meminfo_after_freeasync_and_driver_alloc)
  * cuMemAllocAsync memory) */
 Test(adversarial2, cumemfree_of_mallocasync_block)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "cumemfree_of_async", NULL);
 }
 
@@ -82,7 +77,6 @@ Test(adversarial2, cumemfree_of_mallocasync_block)
  * later: no hang, exit code 0 */
 Test(adversarial2, exit_with_pending_frees, .timeout = 60)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "exit_pending", NULL);
 }
 
@@ -90,7 +84,6 @@ Test(adversarial2, exit_with_pending_frees, .timeout = 60)
  * cudaErrorStreamCaptureUnsupported in thread-local and global mode (cudaStreamBeginCapture) */
 Test(adversarial2, capturing_thread_cudamalloc)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "capture_same_relaxed", NULL);
     adv_run("adv2_prog", "capture_same_thread", NULL);
     adv_run("adv2_prog", "capture_same_global", NULL);
@@ -101,7 +94,6 @@ Test(adversarial2, capturing_thread_cudamalloc)
  * non-blocking stream */
 Test(adversarial2, cudafreehost_with_legacy_copy_pending)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "freehost_legacy_copy", NULL);
 }
 
@@ -109,7 +101,6 @@ Test(adversarial2, cudafreehost_with_legacy_copy_pending)
  * and a third stream's write */
 Test(adversarial2, freeasync_completed_through_event_then_cudamalloc)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "freeasync_event_then_malloc", NULL);
 }
 
@@ -118,7 +109,6 @@ Test(adversarial2, freeasync_completed_through_event_then_cudamalloc)
  * non-blocking or a blocking stream */
 Test(adversarial2, ptds_block_cudafree_batched_then_reused)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "ptds_batch_nb", NULL);
     adv_run_all_modes("adv2_prog", "ptds_batch_blocking", NULL);
 }
@@ -127,7 +117,6 @@ Test(adversarial2, ptds_block_cudafree_batched_then_reused)
  * cudaStreamPerThread, reuse on a non-blocking stream */
 Test(adversarial2, explicit_legacy_and_per_thread_handles)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "legacy_handle", NULL);
     adv_run_all_modes("adv2_prog", "per_thread_handle", NULL);
 }
@@ -135,7 +124,6 @@ Test(adversarial2, explicit_legacy_and_per_thread_handles)
 /* exit() from a worker thread while two threads allocate and free: exit code 0, no hang */
 Test(adversarial2, exit_from_thread_while_others_allocate, .timeout = 60)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "exit_from_thread", NULL);
 }
 
@@ -144,7 +132,6 @@ Test(adversarial2, exit_from_thread_while_others_allocate, .timeout = 60)
  * CUDA_ERROR_INVALID_VALUE, nothing freed */
 Test(adversarial2, wrong_kind_and_interior_device_frees)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "wrong_kind_frees", NULL);
     adv_run("adv2_prog", "wrong_kind_frees", "GPOOL_CONF=cudafree=sync");
 }
@@ -153,7 +140,6 @@ Test(adversarial2, wrong_kind_and_interior_device_frees)
  * cuMemGetAddressRange, cuMemHostGetFlags, cuMemHostGetDevicePointer */
 Test(adversarial2, freed_pinned_block_queries)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "host_freed_queries", NULL);
     adv_run("adv2_prog", "host_freed_queries", "GPOOL_CONF=cudafree=sync");
 }
@@ -162,7 +148,6 @@ Test(adversarial2, freed_pinned_block_queries)
  * after a write on the other kind of stream, with no event; reuse on a non-blocking stream */
 Test(adversarial2, legacy_implicit_sync_orders_freeasync)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "blocking_write_legacy_freeasync", NULL);
     adv_run_all_modes("adv2_prog", "legacy_write_blocking_freeasync", NULL);
 }
@@ -171,7 +156,6 @@ Test(adversarial2, legacy_implicit_sync_orders_freeasync)
  * per device */
 Test(adversarial2, mallocasync_on_other_devices_stream)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "dev_stream_alloc", "GPOOL_SIM_DEVICES=2");
     adv_run("adv2_prog", "dev_stream_alloc", "GPOOL_SIM_DEVICES=2 GPOOL_CONF=cudafree=sync");
 }
@@ -179,7 +163,6 @@ Test(adversarial2, mallocasync_on_other_devices_stream)
 /* a thread with no current context: the runtime calls succeed on device 0 */
 Test(adversarial2, runtime_calls_from_a_thread_without_context)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "fresh_thread_runtime", NULL);
 }
 
@@ -197,7 +180,6 @@ Test(adversarial2, runtime_calls_from_a_thread_without_context)
  * 2^40 + 1 is answered by gpool (2). */
 Test(adversarial2, huge_sizes_are_out_of_memory)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "huge_sizes", NULL);
     adv_run("adv2_prog", "huge_sizes", "GPOOL_CONF=cudafree=sync");
 }
@@ -212,7 +194,6 @@ Test(adversarial2, huge_sizes_are_out_of_memory)
  * gpool_get_block_desc, which accepts any address inside a block, and frees the block's base. */
 Test(adversarial2, interior_host_free_is_an_error)
 {
-    NEED_SIM();
     adv_run_all_modes("adv2_prog", "interior_host_free_rt", NULL);
     adv_run_all_modes("adv2_prog", "interior_host_free_drv", NULL);
 }
@@ -230,7 +211,6 @@ Test(adversarial2, interior_host_free_is_an_error)
  * preload/preload.map (cuMemHostGetDevicePointer_v2). */
 Test(adversarial2, freed_mapped_block_has_no_device_pointer)
 {
-    NEED_SIM();
     adv_run("adv2_prog", "mapped_freed_queries", NULL);
     adv_run("adv2_prog", "mapped_freed_queries", "GPOOL_CONF=cudafree=sync");
     adv_run("adv2_prog", "mapped_freed_queries", "GPOOL_SIM_HOST_ALIAS=1");
