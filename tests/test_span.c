@@ -156,3 +156,40 @@ Test(span, export_is_refused_with_a_reason)
         cr_assert_eq(gpool_free(pool, ptrs[i]), GPOOL_OK);
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
+
+/* The tail and head together may spare more than one fresh page: 4 pages of 2 MiB, a 0.5 MiB |
+ * f 1.5 MiB | d 2 MiB | g 1.5 MiB | e 0.5 MiB, f and g freed, one page unbacked. 5 MiB needs 3
+ * fresh pages alone, 2 over the tail alone, 1 over the tail and the head (3 MiB of theirs):
+ * served, its bytes the pages' own. */
+Test(span, a_tail_and_a_head_together_spare_two_pages)
+{
+    sim->set_capacity(0, 8 * MiB);
+    gpool_t *pool = test_pool(NULL);
+    cr_assert_not_null(pool);
+    void *a = must(pool, MiB / 2);
+    unsigned char *f = must(pool, 3 * MiB / 2);
+    void *d = must(pool, 2 * MiB);
+    unsigned char *g = must(pool, 3 * MiB / 2);
+    void *e = must(pool, MiB / 2);
+    cr_assert_eq((char *)f, (char *)a + MiB / 2, "the layout is not the expected one");
+    cr_assert_eq((char *)g, (char *)d + 2 * MiB);
+    memset(a, 0xa1, MiB / 2);
+    memset(d, 0xd1, 2 * MiB);
+    memset(e, 0xe1, MiB / 2);
+    cr_assert_eq(gpool_free(pool, f), GPOOL_OK);
+    cr_assert_eq(gpool_free(pool, g), GPOOL_OK);
+    void *s = NULL;
+    cr_assert_eq(gpool_alloc(pool, 5 * MiB, NULL, &s), GPOOL_OK, "%s", gpool_last_error());
+    memset(s, 0x5b, 5 * MiB);
+    cr_assert(all(f, 3 * MiB / 2, 0x5b), "the block's first bytes are not the tail's");
+    cr_assert(all(g, 3 * MiB / 2, 0x5b), "the block's last bytes are not the head's");
+    cr_assert(all(a, MiB / 2, 0xa1) && all(d, 2 * MiB, 0xd1) && all(e, MiB / 2, 0xe1),
+              "a neighbour's bytes changed");
+    void *ptrs[] = {s, a, d, e};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(gpool_free(pool, ptrs[i]), GPOOL_OK);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
+    cr_assert_eq(sim_live_total(), 0);
+    cr_assert_eq(sim->violations(), 0);
+}

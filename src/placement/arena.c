@@ -609,11 +609,22 @@ gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t
         gp_range *r = NULL;
         if (size <= a->small_max && align <= GP_MIN_ALIGN && a->streams_seen >= 2)
             flags |= GP_ARENA_SMALL_RANGE;
-        st = gp_arena_place(a, rounded, align, tag, flags, chunk, &r);
-        /* under pressure, after make room: a block across a partly used page's free tail */
-        if (st == GPOOL_ERR_OUT_OF_MEMORY && (flags & GP_ARENA_FEWEST_PAGES) &&
-            rounded > a->small_max && align <= GP_MIN_ALIGN &&
-            gp_arena_span_locked(a, rounded, tag, &r))
+        /* under pressure, after make room: a block across partly used pages' free tail and
+         * head, where that needs fewer fresh pages than the best place (or there is none) */
+        int spans =
+            (flags & GP_ARENA_FEWEST_PAGES) && rounded > a->small_max && align <= GP_MIN_ALIGN;
+        size_t fresh = SIZE_MAX;
+        if (spans) {
+            a->heap.fewest_pages = 1;
+            fresh = gp_heap_fresh_pages(&a->heap, rounded, align, tag);
+            a->heap.fewest_pages = 0;
+        }
+        if (spans && fresh != SIZE_MAX && fresh && gp_arena_span_locked(a, rounded, tag, fresh, &r))
+            st = GPOOL_OK;
+        else
+            st = gp_arena_place(a, rounded, align, tag, flags, chunk, &r);
+        if (st == GPOOL_ERR_OUT_OF_MEMORY && spans &&
+            gp_arena_span_locked(a, rounded, tag, SIZE_MAX, &r))
             st = GPOOL_OK;
         if (st == GPOOL_OK && gp_ptrmap_put(&a->blocks, r->addr, r) != 0) {
             gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), 0);

@@ -122,10 +122,11 @@ static inline gp_slab *gp_range_slab(const gp_range *r)
 }
 
 /* Spans (arena_span.c). A large request of size bytes (a multiple of GP_MIN_ALIGN, alignment
- * GP_MIN_ALIGN) that found no room after make room: 1 and *out (the block's range, not yet in
- * the block map) when it could begin in one page's free tail and end in another's free head,
- * both mapped again around fresh pages; 0, nothing changed, otherwise. */
-int gp_arena_span_locked(gp_arena *a, size_t size, uintptr_t tag, gp_range **out);
+ * GP_MIN_ALIGN) under pressure (after make room): 1 and *out (the block's range, not yet in the
+ * block map) when it can begin in one page's free tail and end in another's free head, both
+ * mapped again around fewer than `below` fresh pages (and fewer than the block needs on its
+ * own); 0, nothing changed, otherwise. */
+int gp_arena_span_locked(gp_arena *a, size_t size, uintptr_t tag, size_t below, gp_range **out);
 /* Block r (off the block map, counters done) is a span: its pieces go back (tag, seq: the
  * free's mark), its alias part is held until gp_arena_spans_settle_locked. 1 when it was one. */
 int gp_arena_span_free_locked(gp_arena *a, gp_range *r, uintptr_t tag, uint64_t seq);

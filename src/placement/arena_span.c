@@ -47,8 +47,21 @@ static int usable(const gp_range *r, uintptr_t tag, uintptr_t lo, uintptr_t hi)
     return 1;
 }
 
+/* Keep e among the (at most max) ends with the most free bytes. */
+static void keep_end(span_end *ends, size_t *n, size_t max, span_end e)
+{
+    if (*n < max) {
+        ends[(*n)++] = e;
+        return;
+    }
+    size_t least = 0;
+    for (size_t i = 1; i < *n; i++)
+        if (ends[i].len < ends[least].len) least = i;
+    if (ends[least].len < e.len) ends[least] = e;
+}
+
 /* Free bytes stream tag may use at once at the end (tail) or start (head) of backed pages that
- * end (start) their handle, at most max of each kind. */
+ * end (start) their handle: the max of each kind with the most. */
 static void find_ends(gp_arena *a, uintptr_t tag, span_end *tails, size_t *nt, span_end *heads,
                       size_t *nh, size_t max)
 {
@@ -68,35 +81,45 @@ static void find_ends(gp_arena *a, uintptr_t tag, span_end *tails, size_t *nt, s
                 uintptr_t ps = g->base + (p << g->page_shift), pe = ps + g->page;
                 uintptr_t lo = r->addr > ps ? r->addr : ps, hi = end < pe ? end : pe;
                 if (!usable(r, tag, lo, hi)) continue;
-                if (hi == pe && index == np - 1 && *nt < max)
-                    tails[(*nt)++] = (span_end){g, p, pe - lo, p - index, np};
-                if (lo == ps && index == 0 && *nh < max)
-                    heads[(*nh)++] = (span_end){g, p, hi - ps, p, np};
+                if (hi == pe && index == np - 1)
+                    keep_end(tails, nt, max, (span_end){g, p, pe - lo, p - index, np});
+                if (lo == ps && index == 0)
+                    keep_end(heads, nh, max, (span_end){g, p, hi - ps, p, np});
             }
         }
     }
 }
 
-/* The pair (a tail, and a head unless the tail suffices) with the fewest free bytes left over
- * that gives a block of size bytes one fresh page fewer: their bytes at least size mod page. */
-static int best_pair(const span_end *tails, size_t nt, const span_end *heads, size_t nh, size_t rem,
-                     int *ti, int *hi)
+/* Fresh pages a block of size bytes needs between ends of `have` free bytes. */
+static size_t fresh_pages(size_t size, size_t have, size_t page)
 {
-    size_t best = SIZE_MAX;
+    return have >= size ? 0 : (size - have + page - 1) / page;
+}
+
+/* The ends (a tail, and a head unless the tail alone does as well) that leave a block of size
+ * bytes the fewest fresh pages to map, memory being short; among those, the fewest free bytes
+ * left over. 1 when that is fewer fresh pages than the block needs on its own. */
+static int best_pair(const span_end *tails, size_t nt, const span_end *heads, size_t nh,
+                     size_t size, size_t page, size_t below, int *ti, int *hi)
+{
+    size_t alone = fresh_pages(size, 0, page);
+    size_t best_m = below < alone ? below : alone, best_left = SIZE_MAX;
     *ti = *hi = -1;
     for (size_t i = 0; i < nt; i++) {
-        if (tails[i].len >= rem && tails[i].len - rem < best) {
-            best = tails[i].len - rem;
-            *ti = (int)i;
-            *hi = -1;
-        }
-        for (size_t j = 0; j < nh; j++) {
-            if (heads[j].g == tails[i].g && heads[j].page == tails[i].page) continue;
-            size_t sum = tails[i].len + heads[j].len;
-            if (sum >= rem && sum - rem < best && tails[i].len < rem) {
-                best = sum - rem;
+        for (size_t j = 0; j <= nh; j++) {
+            const span_end *h = j < nh ? &heads[j] : NULL; /* nh: the tail alone */
+            if (h && h->g == tails[i].g && h->page == tails[i].page) continue;
+            size_t have = tails[i].len + (h ? h->len : 0);
+            size_t m = fresh_pages(size, have, page);
+            size_t left = m * page + have - size;
+            /* a head that adds no saving is not worth its alias */
+            int better = m < best_m || (m == best_m && *ti >= 0 &&
+                                        (left < best_left || (!h && left == best_left)));
+            if (better) {
+                best_m = m;
+                best_left = left;
                 *ti = (int)i;
-                *hi = (int)j;
+                *hi = h ? (int)j : -1;
             }
         }
     }
@@ -142,18 +165,18 @@ static void bury(gp_arena *a, const struct gp_span *sp)
         gp_clear_error(); /* held for good: never handed out, never unmapped */
 }
 
-int gp_arena_span_locked(gp_arena *a, size_t size, uintptr_t tag, gp_range **out)
+int gp_arena_span_locked(gp_arena *a, size_t size, uintptr_t tag, size_t below, gp_range **out)
 {
-    size_t page = a->page, rem = size & (page - 1);
-    if (!rem || !a->ops->alias || !a->ops->handle_pages || !a->ops->unalias) return 0;
+    size_t page = a->page;
+    if (!a->ops->alias || !a->ops->handle_pages || !a->ops->unalias) return 0;
     span_end tails[SPAN_ENDS], heads[SPAN_ENDS];
     size_t nt, nh;
     find_ends(a, tag, tails, &nt, heads, &nh, SPAN_ENDS);
     int ti, hj;
-    if (!best_pair(tails, nt, heads, nh, rem, &ti, &hj)) return 0;
+    if (!best_pair(tails, nt, heads, nh, size, page, below, &ti, &hj)) return 0;
     const span_end *t = &tails[ti], *h = hj >= 0 ? &heads[hj] : NULL;
     size_t have = t->len + (h ? h->len : 0);
-    size_t m = have >= size ? 0 : (size - have + page - 1) / page; /* fresh pages between */
+    size_t m = fresh_pages(size, have, page); /* fresh pages between */
     size_t lo_pages = t->npages, hi_pages = h ? h->npages : 0;
     size_t vi, vfirst;
     if (!gp_heap_unbacked_run(&a->heap, lo_pages + m + hi_pages, &vi, &vfirst)) return 0;

@@ -610,6 +610,23 @@ static void collect_fewest(fewest_search *f, gp_range *n)
     }
 }
 
+/* Where gp_heap_take would place size bytes (aligned) for stream tag: the range and the place
+ * in it (NULL: nowhere); *fresh its unbacked pages. */
+static gp_range *choose(const gp_heap *h, size_t want, size_t size, size_t align, uintptr_t tag,
+                        uintptr_t *at, size_t *fresh)
+{
+    gp_range *best = find_fit(h, want, size, align, tag, 0, at);
+    *fresh = best ? unbacked_at(h, best, *at, size) : 0;
+    if (best && h->fewest_pages && *fresh) {
+        fewest_search f = {h, want, size, align, tag, GP_FEWEST_VISITS, best, *at, *fresh};
+        collect_fewest(&f, h->root);
+        best = f.best;
+        *at = f.at;
+        *fresh = f.fresh;
+    }
+    return best;
+}
+
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes)
 {
     GP_ASSERT(size && size % GP_MIN_ALIGN == 0 && align >= GP_MIN_ALIGN && !(align & (align - 1)));
@@ -617,16 +634,18 @@ gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int
     *out_of_nodes = 0;
     if (want < size) return NULL;
     uintptr_t at = 0;
-    gp_range *best = find_fit(h, want, size, align, tag, 0, &at);
-    if (best && h->fewest_pages && unbacked_at(h, best, at, size)) {
-        fewest_search f = {
-            h, want, size, align, tag, GP_FEWEST_VISITS, best, at, unbacked_at(h, best, at, size)};
-        collect_fewest(&f, h->root);
-        best = f.best;
-        at = f.at;
-    }
+    size_t fresh;
+    gp_range *best = choose(h, want, size, align, tag, &at, &fresh);
     if (!best) return NULL;
     return take_from(h, best, at, size, tag, out_of_nodes);
+}
+
+size_t gp_heap_fresh_pages(const gp_heap *h, size_t size, size_t align, uintptr_t tag)
+{
+    size_t want = size + (align > GP_MIN_ALIGN ? align - GP_MIN_ALIGN : 0), fresh;
+    uintptr_t at = 0;
+    if (want < size || !choose(h, want, size, align, tag, &at, &fresh)) return SIZE_MAX;
+    return fresh;
 }
 
 #define GP_TOP_VISITS 256 /* bounds the search for the highest hole (under the arena lock) */

@@ -86,6 +86,9 @@ int gp_heap_add_region(gp_heap *h, uintptr_t base, size_t size, size_t page);
  * GP_MIN_ALIGN. Page counts are updated. */
 gp_range *gp_heap_take(gp_heap *h, size_t size, size_t align, uintptr_t tag, int *out_of_nodes);
 
+/* The unbacked pages under the place gp_heap_take would choose now (SIZE_MAX: none fits). */
+size_t gp_heap_fresh_pages(const gp_heap *h, size_t size, size_t align, uintptr_t tag);
+
 /* As gp_heap_take, but from the high end of the highest free place that fits: the arena's
  * slabs gather at the top of the address space, away from large blocks, and fill the holes
  * earlier slabs left there before the zone grows downwards, so a repeated workload's slabs and
