@@ -50,14 +50,13 @@ gpool_status gp_device_kind_create(gpool_t *pool)
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
     }
     st = gp_arena_init(a, GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx, pool->granularity, va,
-                       pool->cfg.small_max, gp_stream_sync, pool);
+                       pool->cfg.small_max, &gp_stream_reuse_ops, pool);
     if (st != GPOOL_OK) {
         gp_vidmem_ops.fini(vctx, NULL);
         free(a);
         pool->device = NULL;
         return st;
     }
-    gp_arena_set_hooks(a, gp_stream_poll, gp_stream_seq_hook, gp_stream_may_drive);
     gp_arena_set_device(a, (uintptr_t)pool->cfg.default_stream, total);
     gp_arena_set_stream_reuse(a, pool->cfg.stream_reuse == GPOOL_STREAM_REUSE_WAIT);
     int pushed;
@@ -481,7 +480,7 @@ static gpool_status device_destroy(gpool_t *pool, uint64_t *live, uint64_t *byte
      * (its caller has nothing else to do) and says so. */
     gp_arena *a = device_arena(pool);
     gp_arena_lock(a);
-    gpool_status st = gp_stream_sync_all(pool, a);
+    gpool_status st = gp_arena_sync_all_locked(a);
     gp_arena_unlock(a);
     uint64_t n = 0, b = 0;
     gp_arena_fini(a, &n, &b);

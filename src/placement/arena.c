@@ -1,9 +1,10 @@
 /* The arena (arena.h): one memory kind's ranges over its backend. Large blocks are best-fit
  * ranges of the address-space heap (heap.c); small ones are slots of slabs (arena_slab.c), whose
  * one-page ranges come from here too. The arena backs exactly the pages that hold allocated bytes,
- * keeps free ranges and slots pending on a stream until the stream rule (reuse.c) makes them clean,
- * and gives one attempt per request: the retry ladder (ladder.c) makes room and tries again. The
- * JSON memory map is arena_dump.c's. */
+ * keeps free ranges and slots pending on a stream, and asks the stream-reuse rule (reuse.c,
+ * through gp_reuse_ops) which of them are done: it decides when to ask and about which streams,
+ * and applies the answers itself (clean, hand over, free). One attempt per request: the retry
+ * ladder (ladder.c) makes room and tries again. The JSON memory map is arena_dump.c's. */
 #include "arena_internal.h"
 
 #include <inttypes.h>
@@ -151,7 +152,135 @@ static gp_range *take(gp_arena *a, size_t size, size_t align, uintptr_t tag, uns
  * back pending at tag's current position (never earlier than the free it came from). */
 static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
 {
-    gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), a->seq_of ? a->seq_of(a->owner, tag) : 0);
+    gp_heap_give(&a->heap, r, gp_arena_free_tag(a, tag), gp_arena_position(a, tag));
+}
+
+/* ---------- asking the reuse rule (gp_reuse_ops), applying its answers ---------- */
+
+/* Every stream's work is known done (after a device-wide synchronize). */
+static void clean_all(gp_arena *a)
+{
+    uintptr_t tags[64];
+    size_t n;
+    /* releasing a pending slot can empty its slab, whose range comes back pending too */
+    do {
+        while (a->npending)
+            gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
+        n = gp_heap_dirty_tags(&a->heap, tags, 64);
+        for (size_t i = 0; i < n; i++)
+            gp_arena_clean_locked(a, tags[i], UINT64_MAX);
+    } while (n || a->npending);
+}
+
+/* Up to max streams with pending free ranges or pending small blocks. */
+static size_t pending_tags(gp_arena *a, uintptr_t *out, size_t max)
+{
+    size_t n = gp_heap_dirty_tags(&a->heap, out, max);
+    for (size_t i = 0; i < a->npending && n < max; i++) {
+        size_t j = 0;
+        while (j < n && out[j] != a->pending[i].tag)
+            j++;
+        if (j == n) out[n++] = a->pending[i].tag;
+    }
+    return n;
+}
+
+/* The streams' findings, in the order they were made. */
+static void apply_steps(gp_arena *a, const gp_reuse_step *st, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (st[i].hand_over)
+            gp_heap_retag(&a->heap, st[i].from, st[i].upto, st[i].to, st[i].to_seq);
+        else
+            gp_arena_clean_locked(a, st[i].from, st[i].upto);
+    }
+}
+
+/* The deferred frees that completed, asking for the rest while the answer says there are more;
+ * then, where the streams layer asks, which streams still have anything pending here. */
+static void apply_answer(gp_arena *a, gp_reuse_answer *ans, int synced)
+{
+    apply_steps(a, ans->steps, ans->nsteps);
+    for (;;) {
+        for (size_t i = 0; i < ans->nfrees; i++) {
+            const gp_reuse_free *f = &ans->frees[i];
+            gp_arena_free_locked(a, f->ptr, f->tag, f->seq);
+            if (f->clean) gp_arena_clean_locked(a, f->tag, UINT64_MAX);
+        }
+        if (!ans->more) break;
+        ans->nfrees = 0;
+        ans->more = 0;
+        a->reuse->frees_done(a->reuse_ctx, synced, ans);
+    }
+    if (synced) clean_all(a); /* everything queued before the synchronize is done */
+    if (ans->forget) {
+        uintptr_t tags[GP_REUSE_STREAMS];
+        a->reuse->forget(a->reuse_ctx, tags, pending_tags(a, tags, GP_REUSE_STREAMS));
+    }
+}
+
+/* Which of the n streams in p mark a span of at least want bytes, and the latest position of
+ * such a mark: one walk of the marked ranges for all of them. */
+static void mark_fits(gp_arena *a, gp_reuse_pending *p, size_t n, size_t want)
+{
+    for (size_t k = 0; k < n; k++) {
+        p[k].fits = 0;
+        p[k].fit_seq = 0;
+    }
+    for (const gp_range *r = a->heap.dirty; r; r = r->dnext)
+        for (size_t i = 0; i < r->nmarks; i++) {
+            const gp_mark *m = &r->marks[i];
+            if (m->hi - m->lo < want) continue;
+            for (size_t k = 0; k < n; k++)
+                if (p[k].tag == m->tag) {
+                    if (!p[k].fits || m->seq > p[k].fit_seq) p[k].fit_seq = m->seq;
+                    p[k].fits = 1;
+                }
+        }
+}
+
+/* Before fresh pages (or, QUERY_ONLY, a split), ask which of the other streams' pending
+ * positions are done, and apply what comes back (reuse.c, rules 2 and 5). */
+static void poll_streams(gp_arena *a, uintptr_t tag, unsigned flags, size_t want)
+{
+    uintptr_t tags[GP_REUSE_STREAMS];
+    gp_reuse_pending p[GP_REUSE_STREAMS];
+    size_t n = pending_tags(a, tags, GP_REUSE_STREAMS);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (gp_reuse_pending){.tag = tags[i], .fits = 1, .fit_seq = UINT64_MAX};
+    if (flags & GP_POLL_QUERY_ONLY) mark_fits(a, p, n, want);
+    gp_reuse_req req = {.tag = tag, .flags = flags};
+    gp_reuse_answer ans;
+    ans.nsteps = ans.nfrees = 0;
+    ans.more = ans.forget = 0;
+    a->reuse->poll(a->reuse_ctx, &req, p, n, &ans);
+    apply_answer(a, &ans, 0);
+}
+
+/* Memory short, or the pool goes (force): wait for every stream's work, then clean everything
+ * and free what waited on it. */
+static gpool_status sync_streams(gp_arena *a, int force, int others)
+{
+    uintptr_t tags[1];
+    int pending =
+        force || gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync;
+    gp_reuse_answer ans;
+    ans.nsteps = ans.nfrees = 0;
+    ans.more = ans.forget = 0;
+    int synced = 0;
+    gpool_status st = a->reuse->sync(a->reuse_ctx, pending, others, &synced, &ans);
+    if (synced) {
+        apply_answer(a, &ans, 1);
+        a->frees_since_sync = 0;
+    }
+    return st;
+}
+
+gpool_status gp_arena_sync_all_locked(gp_arena *a)
+{
+    if (!a->reuse) return GPOOL_OK;
+    gpool_status st = sync_streams(a, 1, 0);
+    return st == GPOOL_OK ? st : sync_streams(a, 1, 0); /* a failure is tried once more */
 }
 
 /* Where the best place for the request lies on ranges other streams' frees may still be used
@@ -161,17 +290,19 @@ static void give_back(gp_arena *a, gp_range *r, uintptr_t tag)
 static void claim(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags)
 {
     uintptr_t from[GP_MARKS];
-    if (!a->poll || a->streams_seen < 2 ||
+    if (!a->reuse || a->streams_seen < 2 ||
         (flags & (GP_ARENA_SLAB | GP_ARENA_SMALL_RANGE | GPOOL_ALLOC_NO_STREAM_WAIT)))
         return;
     size_t n = gp_heap_claim(&a->heap, size, align, tag, from);
     if (!n) return;
-    if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {
+    if (gp_arena_may_drive(a, tag) != GPOOL_OK) {
         gp_clear_error();
         return;
     }
+    gp_reuse_req req = {.tag = tag, .flags = flags};
     for (size_t i = 0; i < n; i++) {
-        a->poll(a->owner, a, tag, flags | GP_POLL_CLAIM, from[i], size);
+        gp_reuse_step st[2];
+        apply_steps(a, st, a->reuse->claim(a->reuse_ctx, &req, from[i], st));
     }
 }
 
@@ -181,14 +312,14 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
     int no_nodes = 0;
     claim(a, size, align, tag, flags);
     gp_range *r = take(a, size, align, tag, flags, &no_nodes);
-    int polls = a->poll &&
+    int polls = a->reuse &&
                 (!r || (flags & GP_ARENA_SLAB) || needs_backing(a, r) ||
                  (a->allocs_since_poll >= GP_SPLIT_POLL_EVERY && split_fit(r))) &&
                 others_pending(a, tag);
     if (a->allocs_since_poll < GP_SPLIT_POLL_EVERY) a->allocs_since_poll++;
-    if (a->may_drive && (polls || !r || needs_backing(a, r))) {
-        /* driver calls ahead: the owner may forbid them for this stream (graph capture) */
-        gpool_status st = a->may_drive(a->owner, tag);
+    if (a->reuse && (polls || !r || needs_backing(a, r))) {
+        /* driver calls ahead: the streams layer may forbid them for this stream (capture) */
+        gpool_status st = gp_arena_may_drive(a, tag);
         if (st != GPOOL_OK && ((r && !needs_backing(a, r)) || (flags & GP_ARENA_CAPTURE_MAP))) {
             gp_clear_error(); /* the poll was optional: serve what is free for the stream, or */
             polls = 0;        /* map fresh pages where the caller allows it */
@@ -202,7 +333,7 @@ static gpool_status place_once(gp_arena *a, size_t size, size_t align, uintptr_t
         int fresh = !r || (flags & GP_ARENA_SLAB) || needs_backing(a, r);
         if (r) give_back(a, r, tag);
         /* a split fit records a new event only on a stream with a pending range it would fit */
-        a->poll(a->owner, a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY), 0, size);
+        poll_streams(a, tag, flags | (fresh ? 0 : GP_POLL_QUERY_ONLY), size);
         a->allocs_since_poll = 0;
         r = take(a, size, align, tag, flags, &no_nodes);
     }
@@ -234,8 +365,8 @@ static gpool_status make_room(gp_arena *a, size_t *freed, char *why, size_t cap)
 {
     *freed = 0;
     if (cap) why[0] = 0;
-    if (a->sync) {
-        gpool_status s = a->sync(a->owner, a);
+    if (a->reuse) {
+        gpool_status s = sync_streams(a, 0, 1);
         if (s != GPOOL_OK) {
             if (cap) snprintf(why, cap, "%s", gpool_last_error());
             return s;
@@ -253,7 +384,7 @@ static gpool_status make_room_impl(gp_arena *a, size_t *freed)
     gp_arena_slabs_drop_spare_locked(a);
     /* After a synchronize, with the lock held since, what came back meanwhile (spare slabs,
      * slots that were pending) is idle too, and no queued work reads through a freed span. */
-    if (synced && a->sync) gp_arena_clean_all_locked(a);
+    if (synced && a->reuse) clean_all(a);
     if (synced && a->ndead) gp_arena_spans_settle_locked(a);
     /* Pages under ranges still pending on a stream count as used: the GPU may touch them. */
     gp_heap_pin_dirty(&a->heap, 1);
@@ -384,34 +515,11 @@ gpool_status gp_arena_place(gp_arena *a, size_t size, size_t align, uintptr_t ta
     return st;
 }
 
-/* ---------- cleaning ---------- */
-
-void gp_arena_clean_all_locked(gp_arena *a)
-{
-    uintptr_t tags[64];
-    size_t n;
-    /* releasing a pending slot can empty its slab, whose range comes back pending too */
-    do {
-        while (a->npending)
-            gp_arena_clean_locked(a, a->pending[0].tag, UINT64_MAX);
-        n = gp_heap_dirty_tags(&a->heap, tags, 64);
-        for (size_t i = 0; i < n; i++)
-            gp_arena_clean_locked(a, tags[i], UINT64_MAX);
-    } while (n || a->npending);
-}
-
 /* ---------- for the kinds: setup, the lock and the backend ---------- */
 
 gp_arena *gp_arena_new(void)
 {
     return calloc(1, sizeof(gp_arena));
-}
-
-void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive)
-{
-    a->poll = poll;
-    a->seq_of = seq_of;
-    a->may_drive = may_drive;
 }
 
 void gp_arena_set_stream_reuse(gp_arena *a, int waits)
@@ -450,42 +558,7 @@ void gp_arena_release_cached_locked(gp_arena *a)
     a->ops->release(a->bctx, 0);
 }
 
-/* ---------- what the reuse rule (reuse.c) asks of the arena ---------- */
-
-size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max)
-{
-    return gp_heap_dirty_tags(&a->heap, out, max);
-}
-
-int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag)
-{
-    for (size_t k = 0; k < a->npending; k++)
-        if (a->pending[k].tag == tag) return 1;
-    return 0;
-}
-
-size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max)
-{
-    size_t n = gp_heap_dirty_tags(&a->heap, out, max);
-    for (size_t i = 0; i < a->npending && n < max; i++) {
-        size_t j = 0;
-        while (j < n && out[j] != a->pending[i].tag)
-            j++;
-        if (j == n) out[n++] = a->pending[i].tag;
-    }
-    return n;
-}
-
-int gp_arena_poll_fits(gp_arena *a, uintptr_t tag, size_t want)
-{
-    return gp_heap_largest_tagged(&a->heap, tag) >= want;
-}
-
-void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
-                               uint64_t to_seq)
-{
-    gp_heap_retag(&a->heap, from, upto, to, to_seq);
-}
+/* ---------- for gpool_stream_release ---------- */
 
 int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq)
 {
@@ -510,18 +583,6 @@ int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint
     return moved;
 }
 
-int gp_arena_needs_sync(gp_arena *a)
-{
-    uintptr_t tags[1];
-    return gp_heap_dirty_tags(&a->heap, tags, 1) || a->npending || a->frees_since_sync;
-}
-
-void gp_arena_synced_locked(gp_arena *a)
-{
-    gp_arena_clean_all_locked(a);
-    a->frees_since_sync = 0;
-}
-
 void gp_arena_note_queued_use(gp_arena *a)
 {
     pthread_mutex_lock(&a->lock);
@@ -532,8 +593,8 @@ void gp_arena_note_queued_use(gp_arena *a)
 /* ---------- public ---------- */
 
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
-                           size_t page, size_t va_reserve, size_t small_max, gp_sync_fn sync,
-                           void *owner)
+                           size_t page, size_t va_reserve, size_t small_max,
+                           const gp_reuse_ops *reuse, void *ctx)
 {
     memset(a, 0, sizeof *a);
     if (gp_heap_init(&a->heap) != 0)
@@ -545,8 +606,8 @@ gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_op
     a->page = page;
     a->va_reserve = va_reserve;
     a->small_max = small_max;
-    a->sync = sync;
-    a->owner = owner;
+    a->reuse = reuse;
+    a->reuse_ctx = ctx;
     a->allocs_since_poll = GP_SPLIT_POLL_EVERY; /* the first split fit may poll */
     gp_ptrmap_init(&a->blocks);
     return GPOOL_OK;
@@ -647,7 +708,7 @@ int gp_arena_alloc_cached(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                           void **out)
 {
     GP_ASSERT(size > 0 && align >= GP_MIN_ALIGN && (align & (align - 1)) == 0 && out);
-    if (a->poll || a->sync || a->small_max) return 0; /* the warm path is for plain arenas */
+    if (a->reuse || a->small_max) return 0; /* the warm path is for plain arenas */
     size_t rounded = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     int no_nodes = 0, served = 0;
     pthread_mutex_lock(&a->lock);

@@ -40,12 +40,9 @@
 /* Internal request flag: a new slab (placed at the top of free space, and other streams'
  * pending frees are polled before it grows the arena). */
 #define GP_ARENA_SLAB (1u << 30)
-/* Flag to the poll hook: the cheap poll a request makes before splitting a free range; it records
- * a new event only on a stream with a pending range of at least want bytes (its argument). */
+/* Flag in gp_reuse_req.flags: the cheap poll a request makes before splitting a free range; a
+ * new event is recorded only on a stream whose gp_reuse_pending.fits says the request fits. */
 #define GP_POLL_QUERY_ONLY (1u << 28)
-/* Flag to the poll hook: the request's best place carries a mark of stream from (its argument);
- * make it usable (its event done, or the requesting stream waits for it: reuse.c, rule 5). */
-#define GP_POLL_CLAIM (1u << 27)
 /* Internal request flag: a small request (<= small_max) of another stream than the slab stream,
  * in multi-stream mode: a heap range placed at the top, near the slabs (arena.c take). */
 #define GP_ARENA_SMALL_RANGE (1u << 25)
@@ -54,7 +51,8 @@
 #define GP_ARENA_FEWEST_PAGES (1u << 24)
 /* Flag to gp_arena_alloc_ex: the request's stream captures a graph and the caller allows fresh
  * pages for it (GPOOL_ALLOC_IN_CAPTURE; the thread's capture mode is relaxed meanwhile): the
- * owner's refusal (may_drive) then stops the polls of other streams, not the mapping. */
+ * streams layer's refusal (gp_reuse_ops.may_drive) then stops the polls of other streams, not the
+ * mapping. */
 #define GP_ARENA_CAPTURE_MAP (1u << 23)
 
 enum { GP_SLOT_FREE = 0, GP_SLOT_LIVE = 1, GP_SLOT_CACHED = 2, GP_SLOT_PENDING = 3 };
@@ -118,27 +116,90 @@ typedef struct gp_arena_map {
 /* Opaque outside arena.c and the debug checker (arena_internal.h). */
 typedef struct gp_arena gp_arena;
 
-/* Called under the arena lock when memory is short: make every pending (marked) free range clean
- * (by waiting for the streams' work) — returns GPOOL_OK or an error. */
-typedef gpool_status (*gp_sync_fn)(void *owner, gp_arena *a);
+/* ---------- the stream-reuse rule, as the arena asks it (reuse.c) ----------
+ * One way down: the arena decides when streams must be asked and which (it holds the marks and
+ * the pending slots); the streams layer answers what is done, in return values, and never calls
+ * an arena function; the arena then applies the answer itself (clean, hand over, free). Every
+ * call below is made under the arena lock; the streams layer takes its own lock inside (lock
+ * order: an arena's lock, then the streams'), and may make driver calls (with its context
+ * entered and left inside each call). */
 
-/* Called under the arena lock when a request on stream `tag` needs fresh pages while other
- * streams have free ranges pending: record or query their events and gp_arena_clean_locked
- * what completed. flags: GPOOL_ALLOC_* of the request (GPOOL_ALLOC_STREAM_WAIT lets the
- * requesting stream wait on pending events instead) and GP_POLL_*; from: the stream a
- * GP_POLL_CLAIM poll is about; want: the request's bytes (GP_POLL_QUERY_ONLY). */
-typedef void (*gp_poll_fn)(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t from,
-                           size_t want);
+/* A request, as a poll or a claim sees it. */
+typedef struct gp_reuse_req {
+    uintptr_t tag;  /* the requesting stream */
+    unsigned flags; /* the request's GPOOL_ALLOC_* flags, and GP_POLL_QUERY_ONLY */
+} gp_reuse_req;
 
-/* Called under the arena lock: the position (seq) a free on stream tag gets now (an emptied
- * slab goes back to the free space at that position of its stream, so only an event recorded
- * after its last free makes it clean). */
-typedef uint64_t (*gp_seq_fn)(void *owner, uintptr_t tag);
+/* A stream the arena holds pending memory of (marked free ranges or pending slots). */
+typedef struct gp_reuse_pending {
+    uintptr_t tag;
+    /* With QUERY_ONLY: a span marked by tag fits the request, and the latest position among
+     * the marks that fit (whether one still fits once tag's work up to a position is done);
+     * without, 1 and UINT64_MAX. */
+    int fits;
+    uint64_t fit_seq;
+} gp_reuse_pending;
 
-/* Called under the arena lock before a request on stream tag makes driver calls (polling
- * other streams' events, mapping pages, growing, synchronizing): GPOOL_OK, or the error that
- * request fails with (a stream capturing a CUDA graph may only get memory already free). */
-typedef gpool_status (*gp_drive_fn)(void *owner, uintptr_t tag);
+/* One finding, applied in order: hand_over 0, stream from's work up to position upto is done
+ * (its marks there and its pending slots turn clean); hand_over 1, stream to now waits for
+ * from's work up to upto: from's marks up to there become to's, at to_seq (reuse.c, rule 5;
+ * pending slots keep waiting). */
+typedef struct gp_reuse_step {
+    int hand_over;
+    uintptr_t from, to;
+    uint64_t upto, to_seq;
+} gp_reuse_step;
+
+/* A deferred device free whose streams' work is done (reuse.c, rules 3 and 4): the arena frees
+ * ptr on stream tag at position seq, then with clean set cleans tag (a released stream's tag of
+ * its own, done: reuse.c free_done). */
+typedef struct gp_reuse_free {
+    void *ptr;
+    uintptr_t tag;
+    uint64_t seq;
+    int clean;
+} gp_reuse_free;
+
+#define GP_REUSE_STREAMS 64 /* pending streams one poll asks about at most */
+#define GP_REUSE_FREES   64 /* deferred frees one answer carries at most */
+
+/* What a poll or a synchronize found. */
+typedef struct gp_reuse_answer {
+    size_t nsteps, nfrees;
+    int more;   /* more deferred frees are done than frees holds: ask frees_done */
+    int forget; /* the streams layer would forget streams with nothing pending: call forget */
+    gp_reuse_step steps[2 * GP_REUSE_STREAMS]; /* at most two per stream asked */
+    gp_reuse_free frees[GP_REUSE_FREES];
+} gp_reuse_answer;
+
+typedef struct gp_reuse_ops {
+    /* GPOOL_OK, or the error a request on stream tag fails with if it needs driver calls
+     * (polling, mapping, growing, synchronizing): a stream capturing a CUDA graph may only get
+     * memory already free. Asked only when driver calls are ahead: it is one itself. */
+    gpool_status (*may_drive)(void *ctx, uintptr_t tag);
+    /* The position (seq) a free on stream tag gets now: where a range given back (a slab
+     * emptied, a range taken and put back) goes pending. Asked when that happens, rarely. */
+    uint64_t (*position)(void *ctx, uintptr_t tag);
+    /* Before a request maps fresh pages (or splits a range, QUERY_ONLY): of the n streams in p
+     * (n <= GP_REUSE_STREAMS), which positions are done now (events queried, recorded where
+     * none covers the frees; with GPOOL_ALLOC_STREAM_WAIT the requester waits instead), and
+     * the deferred frees that completed. Fills *ans (counts zeroed by the caller). */
+    void (*poll)(void *ctx, const gp_reuse_req *req, const gp_reuse_pending *p, size_t n,
+                 gp_reuse_answer *ans);
+    /* The request's best place carries a mark of stream from: make it usable (rule 5). Up to
+     * two steps into out; returns how many. */
+    size_t (*claim)(void *ctx, const gp_reuse_req *req, uintptr_t from, gp_reuse_step *out);
+    /* Memory is short (or the pool goes): wait for every stream's work. pending: the arena
+     * holds pending or recently freed memory (force: synchronize anyway); others: a failed
+     * synchronize of another context's stream fails the call. *synced 1 when everything queued
+     * before is done: *ans then holds the deferred frees (all of them done). */
+    gpool_status (*sync)(void *ctx, int pending, int others, int *synced, gp_reuse_answer *ans);
+    /* After an answer with more set: the next deferred frees done (all, with synced). */
+    void (*frees_done)(void *ctx, int synced, gp_reuse_answer *ans);
+    /* After an answer with forget set: the n streams the arena still holds pending memory of
+     * (n == GP_REUSE_STREAMS: maybe more); the streams layer forgets the others' records. */
+    void (*forget)(void *ctx, const uintptr_t *pending, size_t n);
+} gp_reuse_ops;
 
 typedef struct gp_arena_counters {
     uint64_t in_use, requested, peak_in_use, peak_requested, peak_held;
@@ -155,13 +216,11 @@ typedef struct gp_arena_counters {
 /* A zeroed arena to gp_arena_init (free() it after gp_arena_fini); NULL when out of memory. */
 gp_arena *gp_arena_new(void);
 
-/* Set up an arena over a backend context (owned by the arena from now on). */
+/* Set up an arena over a backend context (owned by the arena from now on). reuse: the stream-
+ * reuse rule the arena asks, with its ctx (NULL: one stream's memory, reusable at once). */
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
-                           size_t page, size_t va_reserve, size_t small_max, gp_sync_fn sync,
-                           void *owner);
-
-/* After gp_arena_init: the optional hooks (any may be NULL). */
-void gp_arena_set_hooks(gp_arena *a, gp_poll_fn poll, gp_seq_fn seq_of, gp_drive_fn may_drive);
+                           size_t page, size_t va_reserve, size_t small_max,
+                           const gp_reuse_ops *reuse, void *ctx);
 /* After gp_arena_init, before the first allocation: 1 when a request may make its stream wait
  * for another stream's frees (gpool_config.stream_reuse = wait): free ranges then coalesce
  * whatever streams' frees they hold (heap.h merge_any). */
@@ -190,20 +249,20 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes);
 gpool_status gp_arena_alloc(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                             void **out);
 
-/* A large block from cached memory only, for an arena without slabs or stream hooks (the host
+/* A large block from cached memory only, for an arena without slabs or a reuse rule (the host
  * kind's page arenas): 1 and *out when a free range on backed pages fits (no driver call, no
- * hook), else 0 with nothing changed and no error set. Takes the arena's lock, so a caller may
- * hold its own lock around it (nothing here waits on the driver). */
+ * question to the streams), else 0 with nothing changed and no error set. Takes the arena's lock,
+ * so a caller may hold its own lock around it (nothing here waits on the driver). */
 int gp_arena_alloc_cached(gp_arena *a, size_t size, size_t align, uintptr_t tag, uint32_t usage,
                           void **out);
 
-/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the poll hook) and the chunk
- * size the placement chose for a large block (pl->page; gp_arena_alloc: one page). Slabs are
+/* As gp_arena_alloc, with the request's GPOOL_ALLOC_* flags (for the polls, gp_reuse_req) and the
+ * chunk size the placement chose for a large block (pl->page; gp_arena_alloc: one page). Slabs are
  * backed page by page. */
 gpool_status gp_arena_alloc_ex(gp_arena *a, size_t size, size_t align, uintptr_t tag,
                                uint32_t usage, unsigned flags, size_t chunk, void **out);
 
-/* The ladder's make-room rung: wait for pending work (the sync hook), drop spare slabs and give
+/* The ladder's make-room rung: wait for pending work (gp_reuse_ops.sync), drop spare slabs and give
  * back the backing of every page that holds no allocated byte; *freed: bytes given back.
  * GPOOL_OK, or the failure that kept memory from going back (message in why, cap bytes; those
  * pages stay cached). Takes the lock; counts one oom retry. */
@@ -222,36 +281,21 @@ gpool_status gp_arena_reserve_first(gp_arena *a);
  * slots become reusable by every stream. */
 void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
 
-/* Lock held: every stream's work is known done (after a device-wide synchronize). */
-void gp_arena_clean_all_locked(gp_arena *a);
+/* Lock held: wait for every stream's work and clean everything (gpool_destroy: blocks freed on
+ * their only stream may still be used by work queued there, since such a free is reusable at
+ * once and marks nothing). A failed synchronize is tried once more; another context's stream
+ * that cannot be synchronized (its owner may have destroyed it) is let pass. */
+gpool_status gp_arena_sync_all_locked(gp_arena *a);
 
-/* What the event clock (stream.c) asks of the arena; lock held for all but the last. */
-/* Up to max streams with pending (dirty) free ranges. */
-size_t gp_arena_dirty_tags(gp_arena *a, uintptr_t *out, size_t max);
-/* 1 when a small block is pending on stream tag. */
-int gp_arena_slots_pending_on(gp_arena *a, uintptr_t tag);
-/* Up to max streams with pending free ranges or pending small blocks. */
-size_t gp_arena_pending_tags(gp_arena *a, uintptr_t *out, size_t max);
-/* 1 when the largest span marked by tag fits a request of want bytes (GP_POLL_QUERY_ONLY). */
-int gp_arena_poll_fits(gp_arena *a, uintptr_t tag, size_t want);
-/* Stream to now waits for from's work up to position upto: from's marks up to there become
- * to's, at to_seq (GPOOL_ALLOC_STREAM_WAIT and claims; pending slots keep waiting). */
-void gp_arena_hand_over_locked(gp_arena *a, uintptr_t from, uint64_t upto, uintptr_t to,
-                               uint64_t to_seq);
 /* Lock held: stream tag goes away (gpool_stream_release): everything pending on it -- its
  * marks at every position, its pending slots, and in single-stream mode the frees it made clean
  * at once -- becomes pending on `to` at to_seq, so that a new stream with tag's value starts
  * clean. 1 when anything was pending on tag. */
 int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq);
-/* 1 when a device-wide synchronize would change anything: pending ranges or slots, or frees
- * (or queued use) since the last one. */
-int gp_arena_needs_sync(gp_arena *a);
-/* A device-wide synchronize completed: everything is clean, and nothing freed is in use. */
-void gp_arena_synced_locked(gp_arena *a);
 /* Takes the lock: queued work now touches a block (its pages stay mapped until a sync). */
 void gp_arena_note_queued_use(gp_arena *a);
 
-/* Lock held: free a block (for hooks that run under the lock). */
+/* Lock held: free a block (gp_arena_free, for callers that hold the lock). */
 gpool_status gp_arena_free_locked(gp_arena *a, void *ptr, uintptr_t tag, uint64_t seq);
 
 /* Free a block (takes the lock). tag/seq: the stream whose work may still use it: the block

@@ -35,11 +35,8 @@ struct gp_arena {
     gp_ptrmap blocks; /* large blocks by address */
     gp_arena_stream *streams;
     size_t nstreams, cap_streams;
-    gp_sync_fn sync;
-    gp_poll_fn poll;       /* optional; set after gp_arena_init */
-    gp_seq_fn seq_of;      /* optional; set after gp_arena_init (without it: position 0) */
-    gp_drive_fn may_drive; /* optional; set after gp_arena_init */
-    void *owner;
+    const gp_reuse_ops *reuse; /* the stream-reuse rule (NULL: none; positions are 0) */
+    void *reuse_ctx;
     gp_pending_slot *pending;
     size_t npending, cap_pending;
     /* While one stream is all the arena has seen, its frees are clean at once (nothing else
@@ -61,6 +58,18 @@ struct gp_arena {
 };
 
 /* ---------- shared by arena.c (ranges) and arena_slab.c (slabs); lock held ---------- */
+
+/* The position a free on stream tag gets now (gp_reuse_ops.position; 0 without a rule). */
+static inline uint64_t gp_arena_position(gp_arena *a, uintptr_t tag)
+{
+    return a->reuse ? a->reuse->position(a->reuse_ctx, tag) : 0;
+}
+
+/* GPOOL_OK when a request on stream tag may make driver calls (gp_reuse_ops.may_drive). */
+static inline gpool_status gp_arena_may_drive(gp_arena *a, uintptr_t tag)
+{
+    return a->reuse ? a->reuse->may_drive(a->reuse_ctx, tag) : GPOOL_OK;
+}
 
 /* One attempt to place and back a range (arena.c): the ladder makes room, not the arena. */
 gpool_status gp_arena_place(gp_arena *a, size_t size, size_t align, uintptr_t tag, unsigned flags,

@@ -106,8 +106,7 @@ static void slab_destroy(gp_arena *a, gp_slab *s)
     granules_set(a, s->base, s->range->size, NULL);
     /* Its slots may still be used by work queued on the slab's stream before their frees:
      * the range is pending on that stream at the position a free gets now. */
-    uint64_t seq = a->seq_of ? a->seq_of(a->owner, s->tag) : 0;
-    gp_heap_give(&a->heap, s->range, gp_arena_free_tag(a, s->tag), seq);
+    gp_heap_give(&a->heap, s->range, gp_arena_free_tag(a, s->tag), gp_arena_position(a, s->tag));
     free(s);
 }
 

@@ -180,7 +180,7 @@ int gp_arena_span_locked(gp_arena *a, size_t size, uintptr_t tag, size_t below, 
     size_t lo_pages = t->npages, hi_pages = h ? h->npages : 0;
     size_t vi, vfirst;
     if (!gp_heap_unbacked_run(&a->heap, lo_pages + m + hi_pages, &vi, &vfirst)) return 0;
-    if (a->may_drive && a->may_drive(a->owner, tag) != GPOOL_OK) {
+    if (gp_arena_may_drive(a, tag) != GPOOL_OK) {
         gp_clear_error();
         return 0;
     }

@@ -1,6 +1,12 @@
 /* The stream-reuse rule, stated here once (the rest of the library points here; stream.c is
  * the event clock the rule asks: "is this stream position done?", record, wait, synchronize;
- * arena.c keeps the ranges and slots pending on a stream and cleans them when told).
+ * arena.c keeps the ranges and slots pending on a stream, decides when to ask and about which
+ * streams, and applies the answers). The flow is one way: the device arena calls down through
+ * gp_stream_reuse_ops (arena.h gp_reuse_ops) under its lock -- poll, claim, sync, frees_done,
+ * forget, and the queries position and may_drive -- and each call returns what it found
+ * (gp_reuse_step: a stream's work done up to a position, or handed over to the requester;
+ * gp_reuse_free: a deferred free that completed); nothing here calls the arena back from
+ * inside those calls. Lock order: the arena's lock, then ss->lock (taken inside each call).
  * Which freed memory may go to which stream, and when:
  *  1. Own stream at once: a block freed on stream S is reusable at once by requests on S
  *     (stream order makes that safe). Its free range gets a mark: (S, the position (seq) of
@@ -12,9 +18,10 @@
  *     a range that meet no other stream's span on a backed page (heap.c place_low).
  *  2. Other streams after an event: S's marks up to a position drop (their addresses turn
  *     clean for every stream) once an event recorded on S at or after that position has
- *     completed (gp_arena_clean_locked). One event per stream covers every free up to its
- *     position, and events are recorded only when a request would otherwise split a free range
- *     or need fresh pages (the poll hook), so one stream records none. A small block freed on
+ *     completed (a clean step, applied by the arena). One event per stream covers every free
+ *     up to its position, and events are recorded only when a request would otherwise split a
+ *     free range or need fresh pages (the arena's poll, gp_stream_poll), so one stream records
+ *     none. A small block freed on
  *     another stream than its slab's is a pending slot until then.
  *  3. Cross-stream frees wait on the allocating stream too: a large block freed on another
  *     stream than it was allocated on is noted as used on the allocating stream, so its free
@@ -23,7 +30,8 @@
  *     events recorded on each of them complete (the deferred frees below), then as in 1.
  *  5. GPOOL_ALLOC_STREAM_WAIT hand-over: a request may make its stream wait for another
  *     stream's pending event (cuStreamWaitEvent) instead of waiting for it to complete; that
- *     stream's marks up to the event become the requester's (gp_arena_hand_over_locked):
+ *     stream's marks up to the event become the requester's (a hand-over step, applied by the
+ *     arena):
  *     reusable by it at once, by others after its own next event. Pending slots still wait.
  *     Without the flag, gpool_config.stream_reuse = wait (the default) makes the same
  *     hand-over for each stream T whose mark is on the best place for a large request over
@@ -31,8 +39,8 @@
  *     place is on cached pages and the best place the request may use now needs fresh pages,
  *     or would cut a cached run (or, both on fresh pages, a range) at least 16 times the best
  *     place's size, or lies on the frontier of the backed memory (arena.c claim, heap.c
- *     gp_heap_claim; here claim): an event recorded on T now covers all of T's frees (T's own
- *     event when none is live, else a spare one for this wait alone, so that T's live event is
+ *     gp_heap_claim; here gp_stream_claim): an event recorded on T now covers all of T's frees (T's
+ * own event when none is live, else a spare one for this wait alone, so that T's live event is
  *     never moved later), queried first -- done, T's marks drop; not done, the requester waits
  *     on it and takes T's marks. As cuMemAllocAsync with
  *     CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, its default ("Allow cuMemAllocAsync
@@ -45,7 +53,8 @@
  *     recorded on it from then on covers them; never-backed space holds nothing work touches
  *     and stays unmarked: heap.c mark_backed); from then on every free is marked by its stream
  *     (arena.c free_tag).
- *  7. Memory short: a device-wide synchronize (the sync hook) makes everything clean. Freed
+ *  7. Memory short: a device-wide synchronize (gp_stream_sync; the arena then cleans
+ *     everything) makes everything clean. Freed
  *     memory that queued work may still touch, even clean, is not unmapped before one
  *     (frees_since_sync, gp_arena_note_queued_use; pages under marked ranges are pinned:
  *     gp_heap_pin_dirty). */
@@ -240,39 +249,51 @@ static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t
     return got;
 }
 
-/* The real free of a deferred block whose events completed. dev_locked: the caller holds the
- * device arena's lock. */
-static void free_done(gpool_t *pool, const deferred_free *d, int dev_locked)
+/* A deferred device block whose events completed, as the arena frees it (gp_reuse_free). */
+static gp_reuse_free free_of(const deferred_free *d)
+{
+    /* freed on a stream released since: its events include one recorded on that stream at the
+     * release, so all the work that could touch it is done; the tag is the entry's own, so
+     * cleaning it cleans this block only */
+    int retired = gp_tag_retired(d->tag);
+    return (gp_reuse_free){
+        .ptr = d->ptr, .tag = d->tag, .seq = retired ? 0 : d->seq, .clean = retired};
+}
+
+/* The real free of a deferred block whose events completed (no lock held). */
+static void free_done(gpool_t *pool, const deferred_free *d)
 {
     if (d->host) {
         int owned;
         gp_sysmem_free(pool, d->ptr, &owned);
-    } else if (gp_tag_retired(d->tag)) {
-        /* freed on a stream released since: its events include one recorded on that stream at
-         * the release, so all the work that could touch it is done; the tag is the entry's
-         * own, so cleaning it cleans this block only */
-        gp_arena *a = pool->device;
-        if (!dev_locked) gp_arena_lock(a);
-        gp_arena_free_locked(a, d->ptr, d->tag, 0);
-        gp_arena_clean_locked(a, d->tag, UINT64_MAX);
-        if (!dev_locked) gp_arena_unlock(a);
-    } else if (dev_locked) {
-        gp_arena_free_locked(pool->device, d->ptr, d->tag, d->seq);
-    } else {
-        gp_arena_free(pool->device, d->ptr, d->tag, d->seq);
+        return;
     }
+    gp_reuse_free f = free_of(d);
+    gp_arena *a = pool->device;
+    if (!f.clean) {
+        gp_arena_free(a, f.ptr, f.tag, f.seq);
+        return;
+    }
+    gp_arena_lock(a);
+    gp_arena_free_locked(a, f.ptr, f.tag, f.seq);
+    gp_arena_clean_locked(a, f.tag, UINT64_MAX);
+    gp_arena_unlock(a);
 }
 
-/* Lock order: an arena's lock, then ss->lock. Here the caller holds the device arena's. */
-static void free_deferred_locked(gpool_t *pool, int force)
+/* The deferred blocks whose events completed (all of them with synced) into ans->frees, for the
+ * device arena to free: host blocks are freed here. Lock held, context entered; the caller holds
+ * the device arena's lock (lock order: an arena's lock, then ss->lock). */
+static void take_done(gpool_t *pool, int synced, gp_reuse_answer *ans)
 {
-    deferred_free done[64];
-    size_t n;
-    do {
-        n = take_deferred(pool, force, done, 64);
-        for (size_t i = 0; i < n; i++)
-            free_done(pool, &done[i], 1);
-    } while (n == 64);
+    deferred_free done[GP_REUSE_FREES];
+    size_t n = take_deferred(pool, synced, done, GP_REUSE_FREES);
+    for (size_t i = 0; i < n; i++) {
+        if (done[i].host)
+            free_done(pool, &done[i]);
+        else
+            ans->frees[ans->nfrees++] = free_of(&done[i]);
+    }
+    ans->more = n == GP_REUSE_FREES;
 }
 
 void gp_stream_process(gpool_t *pool)
@@ -289,86 +310,118 @@ void gp_stream_process(gpool_t *pool)
         gp_dc_leave(&pool->dc, pushed);
     }
     gp_ss_unlock(ss);
-    for (size_t i = 0; i < n; i++) /* without ss->lock: gp_arena_free takes the arena lock */
-        free_done(pool, &done[i], 0);
+    for (size_t i = 0; i < n; i++) /* without ss->lock: the arena's lock comes first */
+        free_done(pool, &done[i]);
 }
 
-/* Forget the streams that have nothing pending in arena a (lock held, ss->lock held), so a
- * program that creates and destroys streams does not grow the table (or its events). */
-static void prune_streams(gpool_t *pool, gp_arena *a)
+/* Records kept before forget is asked for (a program that creates and destroys streams must not
+ * grow the table, or its events, but a few streams are cheaper kept). */
+#define KEEP_RECS 16
+
+/* Lock held: 1 when the arena should say which streams still have anything pending. */
+static int wants_forget(gp_streams *ss)
 {
+    return ss->nrecs > KEEP_RECS;
+}
+
+void gp_stream_forget(void *ctx, const uintptr_t *pending, size_t n)
+{
+    gpool_t *pool = ctx;
     gp_streams *ss = pool->streams;
-    if (ss->nrecs <= 16 || a != pool->device) return;
-    uintptr_t tags[64];
-    size_t n = gp_arena_dirty_tags(a, tags, 64);
-    if (n == 64) return; /* too many to tell cheaply: try again later */
-    for (size_t i = 0; i < ss->nrecs;) {
+    if (n == GP_REUSE_STREAMS) return; /* too many to tell cheaply: try again later */
+    int pushed = 0, entered = 0;
+    gp_ss_lock(ss);
+    size_t i = wants_forget(ss) ? 0 : ss->nrecs; /* checked once, as records go */
+    while (i < ss->nrecs) {
         stream_rec *r = &ss->recs[i];
         int keep = r->ev_live || r->tag == pool->default_tag;
         for (size_t k = 0; k < n && !keep; k++)
-            keep = tags[k] == r->tag;
-        if (!keep) keep = gp_arena_slots_pending_on(a, r->tag);
+            keep = pending[k] == r->tag;
         if (keep) {
             i++;
             continue;
         }
-        if (r->ev) gp_ss_event_put(pool, r->ev);
+        if (r->ev) {
+            if (!entered) gp_dc_enter(&pool->dc, &pushed); /* the event may be destroyed */
+            entered = 1;
+            gp_ss_event_put(pool, r->ev);
+        }
         ss->recs[i] = ss->recs[--ss->nrecs];
     }
+    if (entered) gp_dc_leave(&pool->dc, pushed);
+    gp_ss_unlock(ss);
+}
+
+/* A clean step: stream from's work is done up to position upto. */
+static gp_reuse_step done_step(uintptr_t from, uint64_t upto)
+{
+    return (gp_reuse_step){.from = from, .upto = upto};
+}
+
+/* A hand-over step: stream to (the requester) waits for from's work up to upto; NULL record
+ * (out of memory): no step, and the wait is harmless. Lock held. */
+static size_t hand_over(gp_streams *ss, uintptr_t from, uint64_t upto, uintptr_t to,
+                        gp_reuse_step *out)
+{
+    stream_rec *me = gp_ss_rec(ss, to); /* may move ss->recs: callers use no record after */
+    if (!me) return 0;
+    *out = (gp_reuse_step){.hand_over = 1, .from = from, .upto = upto, .to = to, .to_seq = me->seq};
+    return 1;
 }
 
 /* When stream record r's live event has completed: it is no longer live, and its stream's frees
- * up to the event's position turn clean in arena a. Lock held, context entered. */
-static void live_event_done(gpool_t *pool, gp_arena *a, stream_rec *r)
+ * up to the event's position are done (a step into out). Returns the steps. Lock held, context
+ * entered. */
+static size_t live_event_done(gpool_t *pool, stream_rec *r, gp_reuse_step *out)
 {
     if (r->ev_live &&
         GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS) {
         r->ev_live = 0;
-        gp_arena_clean_locked(a, r->tag, r->ev_seq);
+        *out = done_step(r->tag, r->ev_seq);
+        return 1;
     }
+    return 0;
 }
 
-/* A request on stream tag whose best place carries a mark of stream from: drop from's marks
- * when an event covering them is done, else make tag wait for that work and hand them over
- * (arena.c claim calls this once per stream marked there). Lock held, context entered.
+/* A request on stream tag whose best place carries a mark of stream from: from's marks are done
+ * when an event covering them is, else tag waits for that work and they are handed over (the
+ * arena's claim asks once per stream marked there). Lock held, context entered.
  * The wait is on an event recorded now, covering every free on from so far: from's own event,
  * when none is live; else (its live event may predate the frees on that place) a spare event
  * recorded for this wait alone, so from's live event, which the polls query, is never moved
  * later (an event re-recorded at every claim would complete only after the newest work, and
  * the marks it covers would turn clean ever later). Waiting on from's live event instead, as
  * before, handed over only the frees it covered: the place claimed often stayed out of reach. */
-static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
+static size_t claim(gpool_t *pool, uintptr_t tag, uintptr_t from, gp_reuse_step *out)
 {
     gp_streams *ss = pool->streams;
-    if (pool->cfg.stream_reuse != GPOOL_STREAM_REUSE_WAIT) return;
+    if (pool->cfg.stream_reuse != GPOOL_STREAM_REUSE_WAIT) return 0;
     /* the checks first: gp_ss_other_ctx may add a record, which may move ss->recs */
-    if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_ss_other_ctx(pool, from)) return;
+    if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_ss_other_ctx(pool, from)) return 0;
     stream_rec *r = gp_ss_rec(ss, from);
-    if (!r) return;
-    live_event_done(pool, a, r);
-    if (gp_tag_retired(from)) {  /* a released stream's frees: its event is the only one */
-        if (!r->ev_live) return; /* no event (only a synchronize cleans them), or done */
-        CUevent rev = r->ev;
-        stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
-        if (me && GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
-                         pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), rev, 0)) ==
-                      CUDA_SUCCESS)
-            gp_arena_hand_over_locked(a, from, UINT64_MAX, tag, me->seq);
-        return;
+    if (!r) return 0;
+    size_t n = live_event_done(pool, r, out);
+    if (gp_tag_retired(from)) {    /* a released stream's frees: its event is the only one */
+        if (!r->ev_live) return n; /* no event (only a synchronize cleans them), or done */
+        if (GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                   pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) !=
+            CUDA_SUCCESS)
+            return n;
+        return n + hand_over(ss, from, UINT64_MAX, tag, out + n);
     }
     CUevent ev;
     if (r->ev_live) { /* a spare event, for this wait alone */
-        if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) return;
+        if (gp_ss_event_get(pool, &ev) != CUDA_SUCCESS) return n;
     } else {
         if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
             r->ev = NULL;
-            return;
+            return n;
         }
         ev = r->ev;
     }
     if (gp_ss_record_on(pool, ev, from)) {
         if (ev != r->ev) gp_ss_event_put(pool, ev);
-        return;
+        return n;
     }
     /* ev covers every free on from so far, up to position upto; later frees get a later one */
     uint64_t upto = r->seq++;
@@ -383,93 +436,116 @@ static void claim(gpool_t *pool, gp_arena *a, uintptr_t tag, uintptr_t from)
     /* the wait took the event's record as it is now: a spare can go back at once */
     if (ev != r->ev) gp_ss_event_put(pool, ev);
     if (q == CUDA_SUCCESS) {
-        gp_arena_clean_locked(a, from, upto);
-        return;
+        out[n] = done_step(from, upto);
+        return n + 1;
     }
-    if (w != CUDA_SUCCESS) return;
-    stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
-    if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
+    if (w != CUDA_SUCCESS) return n;
+    return n + hand_over(ss, from, upto, tag, out + n);
 }
 
-void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t claim_from,
-                    size_t want)
+size_t gp_stream_claim(void *ctx, const gp_reuse_req *req, uintptr_t from, gp_reuse_step *out)
 {
-    gpool_t *pool = owner;
+    gpool_t *pool = ctx;
     gp_streams *ss = pool->streams;
-    if (flags & GP_POLL_CLAIM) {
-        int pushed;
-        gp_ss_lock(ss);
-        gp_dc_enter(&pool->dc, &pushed);
-        claim(pool, a, tag, claim_from);
-        gp_dc_leave(&pool->dc, pushed);
-        gp_ss_unlock(ss);
-        return;
+    int pushed;
+    gp_ss_lock(ss);
+    gp_dc_enter(&pool->dc, &pushed);
+    size_t n = claim(pool, req->tag, from, out);
+    gp_dc_leave(&pool->dc, pushed);
+    gp_ss_unlock(ss);
+    return n;
+}
+
+/* Stream r of a poll for the request req (p: what the arena holds pending on it): at most two
+ * steps into out. Lock held, context entered. */
+static size_t poll_one(gpool_t *pool, const gp_reuse_req *req, stream_rec *r,
+                       const gp_reuse_pending *p, gp_reuse_step *out)
+{
+    gp_streams *ss = pool->streams;
+    uintptr_t tag = req->tag;
+    unsigned flags = req->flags;
+    size_t n = live_event_done(pool, r, out);
+    /* a mark that fits the request is left once the work found done is cleaned */
+    int fits = p->fits && (!n || p->fit_seq > out[0].upto);
+    if (!r->ev_live && gp_ss_other_ctx(pool, r->tag)) {
+        /* another context's stream: no event of ours can be recorded there; ask the
+         * stream itself (not while it captures: querying captured work is prohibited) */
+        if (!gp_stream_capturing(pool, r->tag) &&
+            GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuStreamQuery((CUstream)r->tag)) ==
+                CUDA_SUCCESS)
+            out[n++] = done_step(r->tag, r->seq++);
+        return n;
     }
-    uintptr_t tags[64];
-    size_t n = gp_arena_pending_tags(a, tags, 64);
+    if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) return n;
+    if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !fits)
+        return n;      /* nothing there the request fits: no new event for it */
+    if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
+        if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
+            r->ev = NULL;
+            return n;
+        }
+        if (gp_ss_record_on(pool, r->ev, r->tag)) {        /* the OOM path will synchronize */
+            if (!gp_tag_mine(r->tag)) r->foreign_want = 1; /* its owner records it */
+            return n;
+        }
+        r->ev_seq = r->seq++;
+        r->ev_live = 1;
+    }
+    CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev));
+    if (q == CUDA_SUCCESS) {
+        r->ev_live = 0;
+        out[n++] = done_step(r->tag, r->ev_seq);
+    } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
+               GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                      pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev, 0)) ==
+                   CUDA_SUCCESS) {
+        /* The requesting stream now runs after that work: its ranges become the requester's
+         * (reusable by it at once, by others after the requester's next event). Small blocks
+         * pending on that stream still wait for the real event. */
+        n += hand_over(ss, r->tag, r->ev_seq, tag, out + n);
+    }
+    return n;
+}
+
+void gp_stream_poll(void *ctx, const gp_reuse_req *req, const gp_reuse_pending *p, size_t n,
+                    gp_reuse_answer *ans)
+{
+    gpool_t *pool = ctx;
+    gp_streams *ss = pool->streams;
     gp_ss_lock(ss);
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     for (size_t i = 0; i < n; i++) {
-        stream_rec *r = gp_ss_rec(ss, tags[i]);
+        stream_rec *r = gp_ss_rec(ss, p[i].tag);
         if (!r) break;
-        live_event_done(pool, a, r);
-        if (!r->ev_live && gp_ss_other_ctx(pool, r->tag)) {
-            /* another context's stream: no event of ours can be recorded there; ask the
-             * stream itself (not while it captures: querying captured work is prohibited) */
-            if (!gp_stream_capturing(pool, r->tag) &&
-                GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
-                       pool->dc.drv->cuStreamQuery((CUstream)r->tag)) == CUDA_SUCCESS)
-                gp_arena_clean_locked(a, r->tag, r->seq++);
-            continue;
-        }
-        if (r->ev_live && !(flags & GPOOL_ALLOC_STREAM_WAIT)) continue;
-        if (!r->ev_live && (flags & GP_POLL_QUERY_ONLY) && !gp_arena_poll_fits(a, r->tag, want))
-            continue;      /* nothing there the request fits: no new event for it */
-        if (!r->ev_live) { /* cover every free on that stream so far with a fresh event */
-            if (!r->ev && gp_ss_event_get(pool, &r->ev) != CUDA_SUCCESS) {
-                r->ev = NULL;
-                continue;
-            }
-            if (gp_ss_record_on(pool, r->ev, r->tag)) {        /* the OOM path will synchronize */
-                if (!gp_tag_mine(r->tag)) r->foreign_want = 1; /* its owner records it */
-                continue;
-            }
-            r->ev_seq = r->seq++;
-            r->ev_live = 1;
-        }
-        CUresult q = GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev));
-        if (q == CUDA_SUCCESS) {
-            r->ev_live = 0;
-            gp_arena_clean_locked(a, r->tag, r->ev_seq);
-        } else if ((flags & GPOOL_ALLOC_STREAM_WAIT) && r->tag != tag &&
-                   GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
-                          pool->dc.drv->cuStreamWaitEvent((CUstream)gp_tag_stream(tag), r->ev,
-                                                          0)) == CUDA_SUCCESS) {
-            /* The requesting stream now runs after that work: its ranges become the
-             * requester's (reusable by it at once, by others after the requester's next
-             * event). Small blocks pending on that stream still wait for the real event. */
-            uintptr_t from = r->tag;
-            uint64_t upto = r->ev_seq;
-            stream_rec *me = gp_ss_rec(ss, tag); /* may move ss->recs: r is not used after */
-            if (me) gp_arena_hand_over_locked(a, from, upto, tag, me->seq);
-        }
+        ans->nsteps += poll_one(pool, req, r, &p[i], ans->steps + ans->nsteps);
     }
-    if (ss->ndef && a == pool->device) free_deferred_locked(pool, 0);
-    prune_streams(pool, a);
+    if (ss->ndef) take_done(pool, 0, ans);
+    ans->forget = wants_forget(ss);
     gp_dc_leave(&pool->dc, pushed);
     gp_ss_unlock(ss);
 }
 
-/* others: 1 when a failed synchronize of another context's stream fails the call too; 0 when it
- * is let pass (at destroy: such a stream may be gone, destroyed by its owner). */
-static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force, int others)
+void gp_stream_frees_done(void *ctx, int synced, gp_reuse_answer *ans)
 {
+    gpool_t *pool = ctx;
+    gp_streams *ss = pool->streams;
+    gp_ss_lock(ss);
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    take_done(pool, synced, ans);
+    gp_dc_leave(&pool->dc, pushed);
+    gp_ss_unlock(ss);
+}
+
+gpool_status gp_stream_sync(void *ctx, int pending, int others, int *synced, gp_reuse_answer *ans)
+{
+    gpool_t *pool = ctx;
     gp_streams *ss = pool->streams;
     gp_tcache_flush_all(pool);
-    int pending = force || gp_arena_needs_sync(a) ||
-                  atomic_load_explicit(&pool->stream_busy, memory_order_relaxed);
-    if (!pending) return GPOOL_OK;
+    *synced = 0;
+    if (!pending && !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed))
+        return GPOOL_OK;
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
     CUresult r = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
@@ -487,25 +563,24 @@ static gpool_status stream_sync(gpool_t *pool, gp_arena *a, int force, int other
             ss->recs[i].ev_live = 0;
             ss->recs[i].seq++; /* later frees are not covered by this synchronize */
         }
-        if (a == pool->device) free_deferred_locked(pool, 1);
-        gp_arena_synced_locked(a);
-        prune_streams(pool, a);
+        take_done(pool, 1, ans);
+        ans->forget = wants_forget(ss);
         gp_ss_unlock(ss);
+        *synced = 1;
     }
     gp_dc_leave(&pool->dc, pushed);
     return st;
 }
 
-gpool_status gp_stream_sync(void *owner, gp_arena *a)
-{
-    return stream_sync(owner, a, 0, 1);
-}
-
-gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a)
-{
-    gpool_status st = stream_sync(pool, a, 1, 0);
-    return st == GPOOL_OK ? st : stream_sync(pool, a, 1, 0); /* a failure is tried once more */
-}
+const gp_reuse_ops gp_stream_reuse_ops = {
+    .may_drive = gp_stream_may_drive,
+    .position = gp_stream_position,
+    .poll = gp_stream_poll,
+    .claim = gp_stream_claim,
+    .sync = gp_stream_sync,
+    .frees_done = gp_stream_frees_done,
+    .forget = gp_stream_forget,
+};
 
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
                         uint64_t *requested)
@@ -632,7 +707,7 @@ size_t gp_stream_drain(gpool_t *pool)
         gp_dc_leave(&pool->dc, pushed);
         gp_ss_unlock(ss);
         for (size_t i = 0; i < n; i++)
-            free_done(pool, &done[i], 0);
+            free_done(pool, &done[i]);
         total += n;
     } while (n == 64);
     return total;

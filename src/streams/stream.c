@@ -58,9 +58,9 @@ int gp_tag_mine(uintptr_t tag)
     return !tag_is_ptds(tag) || tag == ptds_mine;
 }
 
-/* ss->lock, with a note of whether this thread holds it: the arena's seq hook runs under
- * the arena lock, sometimes from code that holds ss->lock already (a deferred free that
- * empties a slab), and must not take it again. */
+/* ss->lock, with a note of whether this thread holds it: the arena asks a stream's position
+ * (gp_stream_position) under its lock, sometimes from code that holds ss->lock already
+ * (gpool_stream_release's cleans, which may empty a slab), and must not take it again. */
 static _Thread_local int ss_held;
 
 void gp_ss_lock(gp_streams *ss)
@@ -203,9 +203,9 @@ int gp_stream_capturing(gpool_t *pool, uintptr_t tag)
     return r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-gpool_status gp_stream_may_drive(void *owner, uintptr_t tag)
+gpool_status gp_stream_may_drive(void *ctx, uintptr_t tag)
 {
-    gpool_t *pool = owner;
+    gpool_t *pool = ctx;
     if (!gp_stream_capturing(pool, tag)) return GPOOL_OK;
     return gp_fail(GPOOL_ERR_UNSUPPORTED,
                    "stream %p is capturing a CUDA graph: gpool serves allocations there only "
@@ -325,9 +325,9 @@ void gp_stream_learn_ctx(gpool_t *pool, uintptr_t tag)
     gp_ss_unlock(ss);
 }
 
-uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag)
+uint64_t gp_stream_position(void *ctx, uintptr_t tag)
 {
-    gpool_t *pool = owner;
+    gpool_t *pool = ctx;
     if (!ss_held) return gp_stream_free_seq(pool, tag);
     /* ss->lock is ours already, and a caller up the stack may hold a record pointer: look,
      * do not add (a stream without a record is at position 0, where its record starts) */

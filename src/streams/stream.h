@@ -1,6 +1,7 @@
 /* Stream-ordered reuse: the event clock (stream.c: tags, per-stream free positions, events,
- * waits) and the reuse rule (reuse.c: deferred frees of blocks used on several streams, the
- * arena's poll and sync hooks; the rule is stated at its top). */
+ * waits) and the reuse rule (reuse.c: deferred frees of blocks used on several streams, and the
+ * answers the device arena asks for through gp_stream_reuse_ops; the rule is stated at its
+ * top). */
 #ifndef GPOOL_STREAM_H
 #define GPOOL_STREAM_H
 
@@ -65,17 +66,16 @@ void gp_stream_process(gpool_t *pool);
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
                         uint64_t *requested);
 
-/* Arena hooks: gp_poll_fn and gp_sync_fn. */
-void gp_stream_poll(void *owner, gp_arena *a, uintptr_t tag, unsigned flags, uintptr_t from,
-                    size_t want);
-gpool_status gp_stream_sync(void *owner, gp_arena *a);
-/* As gp_stream_sync, but always: the pool is about to give every page back (gpool_destroy), and
- * blocks freed on their only stream may still be used by work queued there (a free on a single
- * stream is reusable at once, so nothing is marked pending for it). A failed synchronize is
- * tried once more; another context's stream that cannot be synchronized (its owner may have
- * destroyed it) is let pass. Lock of a held. */
-gpool_status gp_stream_sync_all(gpool_t *pool, gp_arena *a);
-uint64_t gp_stream_seq_hook(void *owner, uintptr_t tag); /* gp_seq_fn */
+/* The stream-reuse rule as the device arena asks it (arena.h gp_reuse_ops; ctx: the pool).
+ * Answers only: none of these calls an arena function. */
+extern const gp_reuse_ops gp_stream_reuse_ops;
+void gp_stream_poll(void *ctx, const gp_reuse_req *req, const gp_reuse_pending *p, size_t n,
+                    gp_reuse_answer *ans);
+size_t gp_stream_claim(void *ctx, const gp_reuse_req *req, uintptr_t from, gp_reuse_step *out);
+gpool_status gp_stream_sync(void *ctx, int pending, int others, int *synced, gp_reuse_answer *ans);
+void gp_stream_frees_done(void *ctx, int synced, gp_reuse_answer *ans);
+void gp_stream_forget(void *ctx, const uintptr_t *pending, size_t n);
+uint64_t gp_stream_position(void *ctx, uintptr_t tag);
 
 /* Learn stream tag's context now, while the caller knows it is alive (an allocation on it):
  * a stream destroyed before its blocks' frees reach the pool (the PyTorch hooks' free batch)
@@ -86,7 +86,8 @@ void gp_stream_learn_ctx(gpool_t *pool, uintptr_t tag);
 
 /* 1 when stream tag is capturing a CUDA graph (cuStreamIsCapturing; 0 without that entry). */
 int gp_stream_capturing(gpool_t *pool, uintptr_t tag);
-/* gp_drive_fn: GPOOL_ERR_UNSUPPORTED (message naming capture) for a capturing stream. */
-gpool_status gp_stream_may_drive(void *owner, uintptr_t tag);
+/* gp_reuse_ops.may_drive (ctx: the pool): GPOOL_ERR_UNSUPPORTED (message naming capture) for a
+ * capturing stream. */
+gpool_status gp_stream_may_drive(void *ctx, uintptr_t tag);
 
 #endif

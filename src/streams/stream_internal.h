@@ -66,7 +66,7 @@ struct gp_streams {
 };
 
 /* ---- the clock's primitives (stream.c), for reuse.c ---- */
-/* ss->lock, with a note of whether this thread holds it (gp_stream_seq_hook). */
+/* ss->lock, with a note of whether this thread holds it (gp_stream_position). */
 void gp_ss_lock(gp_streams *ss);
 void gp_ss_unlock(gp_streams *ss);
 /* Lock held: tag's record, added when new; NULL when out of memory. May move ss->recs. */
