@@ -116,10 +116,10 @@ Test(locks, large_device_pair)
 
 Test(locks, pinned_pair)
 {
-    expect_pair("pinned", KiB, GPOOL_MEM_HOST_PINNED, 3, 300, 4.2);
+    expect_pair("pinned", KiB, GPOOL_MEM_HOST_PINNED, 3, 80, 3.05);
 }
 
 Test(locks, mapped_pair)
 {
-    expect_pair("mapped", KiB, GPOOL_MEM_HOST_MAPPED, 3, 300, 4.2);
+    expect_pair("mapped", KiB, GPOOL_MEM_HOST_MAPPED, 3, 80, 3.05);
 }
