@@ -39,8 +39,9 @@ TestSuite(locks, .init = NULL);
 enum { WARM = 5000, PAIRS = 4096 };
 
 typedef struct pair_locks {
-    unsigned long least, most; /* over single pairs */
-    double mean;               /* per pair, over PAIRS pairs */
+    unsigned long least, most;             /* over single pairs */
+    double mean;                           /* per pair, over PAIRS pairs */
+    unsigned long alloc_least, free_least; /* the pair's two halves in the common case */
 } pair_locks;
 
 /* Warm pairs of size (kind, params NULL for the device default), then count each pair. */
@@ -54,13 +55,16 @@ static pair_locks count_pairs(gpool_t *pool, size_t size, gpool_mem_kind kind)
         cr_assert_eq(gpool_alloc(pool, size, pp, &x), GPOOL_OK, "%s", gpool_last_error());
         cr_assert_eq(gpool_free(pool, x), GPOOL_OK, "%s", gpool_last_error());
     }
-    pair_locks r = {.least = (unsigned long)-1};
+    pair_locks r = {.least = (unsigned long)-1,
+                    .alloc_least = (unsigned long)-1,
+                    .free_least = (unsigned long)-1};
     unsigned long total = 0;
     for (int i = 0; i < PAIRS; i++) {
         void *x = NULL;
         locks = 0;
         counting = 1;
         gpool_status sa = gpool_alloc(pool, size, pp, &x);
+        unsigned long in_alloc = locks;
         gpool_status sf = gpool_free(pool, x);
         counting = 0;
         cr_assert_eq(sa, GPOOL_OK, "%s", gpool_last_error());
@@ -68,6 +72,8 @@ static pair_locks count_pairs(gpool_t *pool, size_t size, gpool_mem_kind kind)
         total += locks;
         if (locks < r.least) r.least = locks;
         if (locks > r.most) r.most = locks;
+        if (in_alloc < r.alloc_least) r.alloc_least = in_alloc;
+        if (locks - in_alloc < r.free_least) r.free_least = locks - in_alloc;
     }
     r.mean = (double)total / PAIRS;
     return r;
@@ -89,13 +95,22 @@ Test(locks, the_counter_sees_the_librarys_locks)
     cr_assert_eq(gpool_destroy(pool), GPOOL_OK);
 }
 
+/* least: the common pair's locks, alloc_least of them in the alloc (the rest in the free) */
 static void expect_pair(const char *what, size_t size, gpool_mem_kind kind, unsigned long least,
-                        unsigned long most, double mean_max)
+                        unsigned long alloc_least, unsigned long most, double mean_max)
 {
     gpool_t *pool = test_pool(NULL);
     cr_assert_not_null(pool);
     pair_locks r = count_pairs(pool, size, kind);
-    cr_log_info("%s pair: %lu..%lu locks, %.3f on average", what, r.least, r.most, r.mean);
+    cr_log_info("%s pair: %lu..%lu locks, %.3f on average; common: %lu in the alloc, %lu in the "
+                "free",
+                what, r.least, r.most, r.mean, r.alloc_least, r.free_least);
+    cr_expect_eq(r.alloc_least, alloc_least,
+                 "%s alloc: %lu locks in the common case, pinned at %lu", what, r.alloc_least,
+                 alloc_least);
+    cr_expect_eq(r.free_least, least - alloc_least,
+                 "%s free: %lu locks in the common case, pinned at %lu", what, r.free_least,
+                 least - alloc_least);
     cr_expect_eq(r.least, least, "%s pair: %lu locks in the common case, pinned at %lu", what,
                  r.least, least);
     cr_expect_leq(r.most, most, "%s pair: up to %lu locks, pinned at most %lu", what, r.most, most);
@@ -106,20 +121,20 @@ static void expect_pair(const char *what, size_t size, gpool_mem_kind kind, unsi
 
 Test(locks, cached_small_device_pair)
 {
-    expect_pair("small device", KiB, GPOOL_MEM_DEVICE, 0, 0, 0);
+    expect_pair("small device", KiB, GPOOL_MEM_DEVICE, 0, 0, 0, 0);
 }
 
 Test(locks, large_device_pair)
 {
-    expect_pair("large device", 4 * MiB, GPOOL_MEM_DEVICE, 2, 2, 2);
+    expect_pair("large device", 4 * MiB, GPOOL_MEM_DEVICE, 2, 1, 2, 2);
 }
 
 Test(locks, pinned_pair)
 {
-    expect_pair("pinned", KiB, GPOOL_MEM_HOST_PINNED, 3, 80, 3.05);
+    expect_pair("pinned", KiB, GPOOL_MEM_HOST_PINNED, 3, 2, 80, 3.05);
 }
 
 Test(locks, mapped_pair)
 {
-    expect_pair("mapped", KiB, GPOOL_MEM_HOST_MAPPED, 3, 80, 3.05);
+    expect_pair("mapped", KiB, GPOOL_MEM_HOST_MAPPED, 3, 2, 80, 3.05);
 }
