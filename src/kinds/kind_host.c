@@ -53,6 +53,7 @@ typedef struct host_block {
     gpool_mem_kind kind;
     gpool_usage usage;
     uint8_t src, pg, fell_back;
+    struct host_block *next_spare; /* a spare record's next (gp_sysmem.spare) */
 } host_block;
 
 typedef struct host_kind {
@@ -75,12 +76,16 @@ typedef struct host_pending {
 
 /* When the host kind asks the clock about waiting frees: this many of them or this many bytes;
  * or, when a request would otherwise need fresh memory, this many of its kind (one event per
- * stream covers them all, so a steady state of pairs pays two driver calls per that many
- * frees, and holds that many blocks more). */
-#define HOST_POLL_FREES      256
+ * stream covers them all, so a steady state of pairs pays three driver calls -- the last
+ * event's query, a record and its query -- per that many frees, and holds that many blocks
+ * more). The bytes bound what waits; the count only bounds the records kept (48 bytes each)
+ * and a settle's length, so it is set high: a steady loop of small pairs polls once per 4096
+ * frees. */
+#define HOST_POLL_FREES      4096
 #define HOST_POLL_BYTES      ((size_t)8 << 20)
 #define HOST_NEED_POLL_FREES 16
 #define HOST_NEED_POLL_BYTES ((size_t)4 << 20)
+#define HOST_SPARE_RECORDS   HOST_POLL_FREES
 
 struct gp_sysmem {
     pthread_mutex_t lock; /* blocks, counters, arena creation */
@@ -96,6 +101,10 @@ struct gp_sysmem {
     size_t npend, cap_pend;
     uint64_t pend_bytes;
     gp_host_clock clock;
+    /* under lock: records of settled blocks kept for the warm path (no malloc per pair); at
+     * most as many as one settle gives back, freed by trim and destroy */
+    host_block *spare;
+    size_t nspare;
 };
 
 static int is_host_kind(gpool_mem_kind kind)
@@ -264,6 +273,29 @@ static void release_memory(gp_sysmem *s, host_kind *k, gp_small *sm, host_block 
         direct_free(s, k, b);
 }
 
+/* Lock held: keep a record no longer needed for the warm path (or free it: enough kept). */
+static void spare_put_locked(gp_sysmem *s, host_block *b)
+{
+    if (s->nspare >= HOST_SPARE_RECORDS) {
+        free(b);
+        return;
+    }
+    b->next_spare = s->spare;
+    s->spare = b;
+    s->nspare++;
+}
+
+/* Lock held: free the kept records. */
+static void spare_drop_locked(gp_sysmem *s)
+{
+    while (s->spare) {
+        host_block *b = s->spare;
+        s->spare = b->next_spare;
+        free(b);
+    }
+    s->nspare = 0;
+}
+
 static void note_peaks(host_kind *k)
 {
     size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
@@ -284,7 +316,13 @@ static int warm_locked(gp_sysmem *s, host_kind *k, gp_arena *la, gpool_t *pool,
                        const gpool_alloc_params *params, const gp_placement *pl, void **out)
 {
     size_t size = pl->size, est = (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
-    host_block *b = malloc(sizeof *b);
+    host_block *b = s->spare;
+    if (b) {
+        s->spare = b->next_spare;
+        s->nspare--;
+    } else {
+        b = malloc(sizeof *b);
+    }
     void *p = NULL;
     size_t got = est;
     if (!b) return 0;
@@ -292,7 +330,7 @@ static int warm_locked(gp_sysmem *s, host_kind *k, gp_arena *la, gpool_t *pool,
         la ? gp_arena_alloc_cached(la, size, pl->align, 0, params ? (uint32_t)params->usage : 0, &p)
            : gp_small_alloc_warm(k->small, size, pl->align, &p, &got);
     if (!served) {
-        free(b);
+        spare_put_locked(s, b);
         return 0;
     }
     *b = (host_block){
@@ -312,7 +350,7 @@ static int warm_locked(gp_sysmem *s, host_kind *k, gp_arena *la, gpool_t *pool,
             gp_arena_free(la, p, 0, 0);
         else
             gp_small_free(k->small, p);
-        free(b);
+        spare_put_locked(s, b);
         return 0;
     }
     k->in_use += got - est;
@@ -757,13 +795,26 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
             *pe = s->pend[--s->npend];
         }
         pthread_mutex_unlock(&s->lock);
-        for (size_t i = 0; i < n; i++)
-            release_memory(s, hk(s, out[i].b->kind), out[i].sm, out[i].b);
+        void *small[2][64]; /* small blocks go back per kind in one hold of its lock */
+        size_t nsmall[2] = {0, 0};
+        gp_small *sms[2] = {NULL, NULL};
+        for (size_t i = 0; i < n; i++) {
+            host_block *b = out[i].b;
+            int ki = b->kind - GPOOL_MEM_HOST_PINNED;
+            if (b->src != SRC_SMALL) {
+                release_memory(s, hk(s, b->kind), out[i].sm, b);
+                continue;
+            }
+            sms[ki] = out[i].sm;
+            small[ki][nsmall[ki]++] = (void *)b->host;
+        }
+        for (int ki = 0; ki < 2; ki++)
+            if (nsmall[ki]) gp_small_free_many(sms[ki], small[ki], nsmall[ki]);
         pthread_mutex_lock(&s->lock);
         for (size_t i = 0; i < n; i++) {
             if (out[i].b->src == SRC_SMALL) hk(s, out[i].b->kind)->small_refs--;
             if (out[i].b->kind == kind || kind == GPOOL_MEM_AUTO) total += out[i].b->size;
-            free(out[i].b);
+            spare_put_locked(s, out[i].b);
         }
     } while (n == 64);
     pthread_mutex_unlock(&s->lock);
@@ -871,6 +922,9 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
         snprintf(why, sizeof why, "%s", gpool_last_error());
         st = gp_fail(st, "gpool_trim: %s (the host frees waiting on it stay cached)", why);
     }
+    pthread_mutex_lock(&s->lock);
+    spare_drop_locked(s);
+    pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < 2; i++) {
         host_kind *k = &s->k[i];
         gp_small *drop = NULL;
@@ -986,6 +1040,7 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
         free(b);
     }
     free(s->pend);
+    spare_drop_locked(s);
     gp_host_clock_fini(&s->clock, pool);
     for (size_t i = 0; i < s->blocks.cap; i++) {
         if (!s->blocks.keys[i]) continue;

@@ -316,11 +316,9 @@ gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, vo
     return GPOOL_OK;
 }
 
-void gp_small_free(gp_small *s, void *p)
+static void free_locked(gp_small *s, void *p)
 {
-    if (!p) return;
-    pthread_mutex_lock(&s->lock);
-    small_extent *e = extent_of(s, (uintptr_t)p);
+    small_extent *e = p ? extent_of(s, (uintptr_t)p) : NULL;
     if (e) {
         small_slab *sl = &e->slab[((uintptr_t)p - e->addr) / SM_SLAB];
         *(void **)p = sl->free;
@@ -335,6 +333,22 @@ void gp_small_free(gp_small *s, void *p)
             s->unused = sl;
         }
     }
+}
+
+void gp_small_free(gp_small *s, void *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&s->lock);
+    free_locked(s, p);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void gp_small_free_many(gp_small *s, void *const *p, size_t n)
+{
+    if (!n) return;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n; i++)
+        free_locked(s, p[i]);
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -39,6 +39,8 @@ gpool_status gp_small_alloc(gp_small *s, size_t size, size_t align, int zero, vo
 int gp_small_alloc_warm(gp_small *s, size_t size, size_t align, void **out, size_t *usable);
 /* Give back a block from gp_small_alloc (p NULL or not from s: nothing happens). */
 void gp_small_free(gp_small *s, void *p);
+/* As gp_small_free for n blocks, in one hold of the lock (the host kind's settle). */
+void gp_small_free_many(gp_small *s, void *const *p, size_t n);
 
 /* 1 when p lies in one of the registered extents (by host or device address). */
 int gp_small_contains(gp_small *s, uintptr_t p);
