@@ -92,7 +92,7 @@ cudaError_t cudaMallocHost(void **p, size_t size)
 {
     atomic_fetch_add(&calls, 1);
     *p = malloc(size ? size : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    return note(*p ? cudaSuccess : cudaErrorMemoryAllocation);
 }
 cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 {
