@@ -24,6 +24,13 @@ Test(adversarial3, last_error_after_served_failures)
     adv_run("adv3_prog", "last_error_thread", NULL);
 }
 
+/* cudart's own failures and gpool's alternating: the newer is the last error, one
+ * cudaGetLastError clears both */
+Test(adversarial3, last_error_newest_of_cudart_and_gpool)
+{
+    adv_run("adv3_prog", "last_error_mixed", NULL);
+}
+
 /* cudaSetDevice switching between two devices: cudaMalloc, cudaMallocAsync on the legacy
  * stream and cuMemAlloc land on the current device, cudaMemGetInfo answers as cuMemGetInfo
  * does, a bad ordinal is cudaErrorInvalidDevice and changes nothing */

@@ -489,6 +489,36 @@ static int host_register_near(void)
     return 0;
 }
 
+/* ---- the last error when cudart's own failures and gpool's alternate: the newer one is the
+ * last error (cudaGetLastError: "the last error that has been produced by any of the runtime
+ * calls"), and one cudaGetLastError clears both. cudart's failure here: a stream created
+ * with a NULL result pointer (cudaErrorInvalidValue). */
+static int last_error_mixed(void)
+{
+    void *p = NULL;
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        cudaError_t want;
+        if (i % 2) {
+            CHECK(cudaMalloc(&p, SIZE_MAX / 2) == cudaErrorMemoryAllocation);
+            CHECK(cudaStreamCreateWithFlags(NULL, cudaStreamNonBlocking) != cudaSuccess);
+            want = cudaErrorInvalidValue;
+        } else {
+            CHECK(cudaStreamCreateWithFlags(NULL, cudaStreamNonBlocking) != cudaSuccess);
+            CHECK(cudaMalloc(&p, SIZE_MAX / 2) == cudaErrorMemoryAllocation);
+            want = cudaErrorMemoryAllocation;
+        }
+        cudaError_t peek = cudaPeekAtLastError(), get1 = cudaGetLastError(),
+                    get2 = cudaGetLastError();
+        printf("round=%d peek=%d get=%d,%d want=%d\n", i, (int)peek, (int)get1, (int)get2,
+               (int)want);
+        bad += peek != want || get1 != want || get2 != cudaSuccess;
+    }
+    printf("bad=%d\n", bad);
+    CHECK(bad == 0);
+    return 0;
+}
+
 static const struct mode {
     const char *name;
     int (*run)(void);
@@ -498,6 +528,7 @@ static const struct mode {
     {"last_error_oom", NULL, last_error, 0},
     {"last_error_invalid", NULL, last_error, 1},
     {"last_error_thread", NULL, last_error, 2},
+    {"last_error_mixed", last_error_mixed, NULL, 0},
     {"dev_setdevice_ordinals", dev_setdevice_ordinals, NULL, 0},
     {"dev_setdevice_free_across", dev_setdevice_free_across, NULL, 0},
     {"dev_setdevice_threads", dev_setdevice_threads, NULL, 0},
