@@ -32,7 +32,8 @@ static int ordinal(const void *p)
  * in the same instance of the CUDA Runtime library in the host thread and resets it to
  * cudaSuccess"; cudaPeekAtLastError: "Note that this call does not reset the error to
  * cudaSuccess like cudaGetLastError()". how: 0 out of memory (cudaMalloc, cudaMallocAsync,
- * cudaMallocHost of sizes no device has), 1 invalid values (NULL result pointers), 2 per thread
+ * cudaMallocHost of sizes no device has), 1 invalid values (NULL result pointers, a double
+ * cudaFree), 2 per thread
  * (another thread's failure is not this thread's last error). */
 static void *peek_thread(void *arg)
 {
@@ -47,15 +48,21 @@ static int last_error(int how)
     void *p = NULL, *ok = NULL;
     cudaError_t want = how == 1 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;
     int bad = 0;
-    for (int call = 0; call < 3; call++) {
+    for (int call = 0; call < (how == 1 ? 4 : 3); call++) {
         cudaError_t e;
         if (how == 1) {
             if (call == 0)
                 e = cudaMalloc(NULL, MIB);
             else if (call == 1)
                 e = cudaMallocAsync(NULL, MIB, s);
-            else
+            else if (call == 2)
                 e = cudaMallocHost(NULL, 4096);
+            else { /* cudaFree of a block already freed: cudaErrorInvalidValue (adv_prog's
+                    * double_free), gpool's answer too */
+                CHECK(cudaMalloc(&ok, MIB) == cudaSuccess);
+                CHECK(cudaFree(ok) == cudaSuccess);
+                e = cudaFree(ok);
+            }
         } else if (call == 0)
             e = cudaMalloc(&p, SIZE_MAX / 2);
         else if (call == 1)
