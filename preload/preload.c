@@ -379,6 +379,7 @@ static void load_driver(void)
     GPP_RESOLVE(cuMemAllocManaged, "cuMemAllocManaged", 12000, dflt);
     GPP_RESOLVE(cuMemAllocPitch, "cuMemAllocPitch", 12000, dflt);
     GPP_RESOLVE(cuMemHostGetFlags, "cuMemHostGetFlags", 12000, dflt);
+    GPP_RESOLVE(cuMemHostUnregister, "cuMemHostUnregister", 12000, dflt);
     GPP_RESOLVE(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", 12000, dflt);
     GPP_RESOLVE(cuStreamGetCtx, "cuStreamGetCtx", 12000, legacy);
     GPP_RESOLVE(cuStreamIsCapturing, "cuStreamIsCapturing", 12000, legacy);
@@ -837,6 +838,7 @@ static const struct {
     {"cuMemAllocHost_v2", (void *)gpp_cuMemAllocHost_v2},
     {"cuMemFreeHost", (void *)gpp_cuMemFreeHost},
     {"cuMemHostGetFlags", (void *)gpp_cuMemHostGetFlags},
+    {"cuMemHostUnregister", (void *)gpp_cuMemHostUnregister},
     {"cuMemHostGetDevicePointer_v2", (void *)gpp_cuMemHostGetDevicePointer_v2},
     {"cuMemGetInfo_v2", (void *)gpp_cuMemGetInfo_v2},
     {"cuCtxSetCurrent", (void *)gpp_cuCtxSetCurrent},
@@ -882,6 +884,7 @@ static const struct {
     {"cuMemAllocHost", 3020, (void *)gpp_cuMemAllocHost_v2, NULL},
     {"cuMemFreeHost", 2000, (void *)gpp_cuMemFreeHost, NULL},
     {"cuMemHostGetFlags", 2030, (void *)gpp_cuMemHostGetFlags, NULL},
+    {"cuMemHostUnregister", 4000, (void *)gpp_cuMemHostUnregister, NULL},
     {"cuMemHostGetDevicePointer", 3020, (void *)gpp_cuMemHostGetDevicePointer_v2, NULL},
     {"cuMemGetInfo", 3020, (void *)gpp_cuMemGetInfo_v2, NULL},
     {"cuCtxSetCurrent", 4000, (void *)gpp_cuCtxSetCurrent, NULL},

@@ -62,6 +62,7 @@ typedef struct gpp_real_driver {
     PFN_cuMemAllocManaged_v6000 cuMemAllocManaged;
     PFN_cuMemAllocPitch_v3020 cuMemAllocPitch;
     PFN_cuMemHostGetFlags_v2030 cuMemHostGetFlags;
+    PFN_cuMemHostUnregister_v4000 cuMemHostUnregister;
     PFN_cuMemHostGetDevicePointer_v3020 cuMemHostGetDevicePointer;
     PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
     PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing, cuStreamIsCapturing_ptsz; /* may be NULL */
@@ -153,6 +154,7 @@ CUresult gpp_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
 CUresult gpp_cuMemAllocHost_v2(void **pp, size_t bytesize);
 CUresult gpp_cuMemFreeHost(void *p);
 CUresult gpp_cuMemHostGetFlags(unsigned int *pFlags, void *p);
+CUresult gpp_cuMemHostUnregister(void *p);
 CUresult gpp_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags);
 CUresult gpp_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 CUresult gpp_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,

@@ -50,6 +50,7 @@ DIRECT(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int flags), (pp, by
 DIRECT(cuMemAllocHost_v2, (void **pp, size_t bytesize), (pp, bytesize))
 DIRECT(cuMemFreeHost, (void *p), (p))
 DIRECT(cuMemHostGetFlags, (unsigned int *pFlags, void *p), (pFlags, p))
+DIRECT(cuMemHostUnregister, (void *p), (p))
 DIRECT(cuMemHostGetDevicePointer_v2, (CUdeviceptr * pdptr, void *p, unsigned int flags),
        (pdptr, p, flags))
 DIRECT(cuMemGetInfo_v2, (size_t * free_bytes, size_t *total_bytes), (free_bytes, total_bytes))

@@ -25,6 +25,7 @@
 
 #include "ipc.h"
 #include "kind.h"
+#include "kind_host.h"
 #include "preload.h"
 
 /* What gpool knows about the address asked about. */
@@ -229,4 +230,22 @@ CUresult gpp_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned 
     if (gpp_host_device_pointer(p, &dev) <= 0) return CUDA_ERROR_INVALID_VALUE;
     *pdptr = (CUdeviceptr)(uintptr_t)dev;
     return CUDA_SUCCESS;
+}
+
+/* cuda.h, cuMemHostUnregister: "Unmaps the memory range whose base address is specified by p,
+ * and makes it pageable again"; a pointer cuMemHostRegister did not register answers
+ * CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED. gpool's pinned pages are registered by gpool itself,
+ * in extents whose base address may also be a block's: the program never registered them, and
+ * passing the call on would unpin the whole extent under gpool's other blocks. Any address in
+ * gpool's memory (a live block or a freed one) gets the driver's answer for memory the program
+ * did not register; other addresses go to the driver. */
+CUresult gpp_cuMemHostUnregister(void *p)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuMemHostUnregister) return CUDA_ERROR_NOT_INITIALIZED;
+    for (int dev = 0; p && gpp_enabled() && dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = gpp_pool_peek(dev);
+        if (pool && gp_sysmem_holds(pool, p)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    return d->cuMemHostUnregister(p);
 }

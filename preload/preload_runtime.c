@@ -83,19 +83,70 @@ static cudaError_t capture_code(CUresult r)
     }
 }
 
+/* ---- the runtime's last error (cuda_runtime_api.h, cudaGetLastError: "Returns the last error
+ * that has been produced by any of the runtime calls in the same instance of the CUDA Runtime
+ * library in the host thread and resets it to cudaSuccess"; cudaPeekAtLastError: the same,
+ * without the reset). An error gpool answers itself never passes through cudart, so the
+ * interposer keeps it, per thread, and exports both functions. Recording one first consumes
+ * cudart's pending error, which is older (CUDA keeps only the last); so when cudart has an
+ * error at the next cudaGetLastError/cudaPeekAtLastError, it is the newer one (or sticky: those
+ * stay, CUDA's own rule), and otherwise gpool's is. Cost: nothing on success. */
+typedef cudaError_t (*last_error_fn)(void);
+static _Thread_local __attribute__((tls_model("initial-exec"))) cudaError_t tl_last_error;
+
+static last_error_fn real_last_error(int peek)
+{
+    static void *slot[2];
+    void *f = __atomic_load_n(&slot[peek], __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = gpp_real_runtime(peek ? "cudaPeekAtLastError" : "cudaGetLastError");
+        __atomic_store_n(&slot[peek], f, __ATOMIC_RELEASE);
+    }
+    last_error_fn fn;
+    *(void **)&fn = f;
+    return fn;
+}
+
+/* e, recorded as the thread's last error when it is one */
+static cudaError_t noted(cudaError_t e)
+{
+    if (__builtin_expect(e != cudaSuccess, 0)) {
+        last_error_fn get = gpp_in_forked_child() ? NULL : real_last_error(0);
+        if (get) (void)get(); /* cudart's older error: replaced */
+        tl_last_error = e;
+    }
+    return e;
+}
+
+GPP_EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t own = tl_last_error;
+    tl_last_error = cudaSuccess;
+    last_error_fn get = gpp_in_forked_child() ? NULL : real_last_error(0);
+    cudaError_t r = get ? get() : cudaSuccess;
+    return r != cudaSuccess ? r : own;
+}
+
+GPP_EXPORT cudaError_t cudaPeekAtLastError(void)
+{
+    last_error_fn peek = gpp_in_forked_child() ? NULL : real_last_error(1);
+    cudaError_t r = peek ? peek() : cudaSuccess;
+    return r != cudaSuccess ? r : tl_last_error;
+}
+
 GPP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     if (gpp_enabled()) {
-        if (!devPtr) return cudaErrorInvalidValue;
+        if (!devPtr) return noted(cudaErrorInvalidValue);
         *devPtr = NULL;
         if (!size) return cudaSuccess;
         CUresult c = gpp_capture_check(); /* during stream capture: what the driver says */
-        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return capture_code(c);
+        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return noted(capture_code(c));
         /* serve_alloc for the legacy stream, inline: the current device's pool */
         gpool_status st = gpp_alloc_device(current_device(), size, NULL, devPtr);
         if (__builtin_expect(st == GPOOL_OK, 1)) return cudaSuccess;
         *devPtr = NULL;
-        if (st == GPOOL_ERR_OUT_OF_MEMORY) return cudaErrorMemoryAllocation;
+        if (st == GPOOL_ERR_OUT_OF_MEMORY) return noted(cudaErrorMemoryAllocation);
     }
     REAL(malloc_fn, cudaMalloc);
     return real_cudaMalloc(devPtr, size);
@@ -107,9 +158,9 @@ GPP_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     if (devPtr && (gpp_enabled() || gpp_exiting())) {
         CUresult c = gpp_capture_check();
-        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return capture_code(c);
+        if (__builtin_expect(c != CUDA_SUCCESS, 0)) return noted(capture_code(c));
         gpp_free_result r = gpp_free_device(devPtr, NULL, 1);
-        if (r != GPP_NOT_OURS) return free_code(r);
+        if (r != GPP_NOT_OURS) return noted(free_code(r));
     }
     REAL(free_fn, cudaFree);
     return real_cudaFree(devPtr);
@@ -166,7 +217,7 @@ static int serve_free_async(void *devPtr, cudaStream_t stream, int per_thread, c
 GPP_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     cudaError_t code;
-    if (serve_alloc_async(devPtr, size, hStream, 0, &code)) return code;
+    if (serve_alloc_async(devPtr, size, hStream, 0, &code)) return noted(code);
     REAL(malloc_async_fn, cudaMallocAsync);
     return real_cudaMallocAsync(devPtr, size, hStream);
 }
@@ -175,7 +226,7 @@ GPP_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStre
 GPP_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
     cudaError_t code;
-    if (serve_alloc_async(devPtr, size, hStream, 1, &code)) return code;
+    if (serve_alloc_async(devPtr, size, hStream, 1, &code)) return noted(code);
     REAL(malloc_async_fn, cudaMallocAsync_ptsz);
     return real_cudaMallocAsync_ptsz(devPtr, size, hStream);
 }
@@ -183,7 +234,7 @@ GPP_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStre
 GPP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
     cudaError_t code;
-    if (serve_free_async(devPtr, hStream, 0, &code)) return code;
+    if (serve_free_async(devPtr, hStream, 0, &code)) return noted(code);
     REAL(free_async_fn, cudaFreeAsync);
     return real_cudaFreeAsync(devPtr, hStream);
 }
@@ -192,7 +243,7 @@ GPP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
 GPP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
     cudaError_t code;
-    if (serve_free_async(devPtr, hStream, 1, &code)) return code;
+    if (serve_free_async(devPtr, hStream, 1, &code)) return noted(code);
     REAL(free_async_fn, cudaFreeAsync_ptsz);
     return real_cudaFreeAsync_ptsz(devPtr, hStream);
 }
@@ -255,7 +306,7 @@ static int serve_host_alloc(void **pHost, size_t size, unsigned flags, cudaError
 GPP_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
     cudaError_t code;
-    if (serve_host_alloc(ptr, size, 0, &code)) return code;
+    if (serve_host_alloc(ptr, size, 0, &code)) return noted(code);
     REAL(malloc_fn, cudaMallocHost);
     return real_cudaMallocHost(ptr, size);
 }
@@ -263,7 +314,7 @@ GPP_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 GPP_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
     cudaError_t code;
-    if (serve_host_alloc(pHost, size, flags, &code)) return code;
+    if (serve_host_alloc(pHost, size, flags, &code)) return noted(code);
     REAL(host_alloc_fn, cudaHostAlloc);
     return real_cudaHostAlloc(pHost, size, flags);
 }
@@ -273,7 +324,7 @@ GPP_EXPORT cudaError_t cudaFreeHost(void *ptr)
     if (!ptr) return cudaSuccess;
     if (gpp_enabled() || gpp_exiting()) {
         gpp_free_result r = gpp_free_host(ptr);
-        if (r != GPP_NOT_OURS) return free_code(r);
+        if (r != GPP_NOT_OURS) return noted(free_code(r));
     }
     REAL(free_fn, cudaFreeHost);
     return real_cudaFreeHost(ptr);
@@ -282,10 +333,11 @@ GPP_EXPORT cudaError_t cudaFreeHost(void *ptr)
 GPP_EXPORT cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
 {
     if (gpp_enabled() && pHost) {
-        if (!pDevice || flags) return cudaErrorInvalidValue;
+        if (!pDevice || flags) return noted(cudaErrorInvalidValue);
         int r = gpp_host_device_pointer(pHost, pDevice);
         if (r > 0) return cudaSuccess;
-        if (r < 0) return cudaErrorInvalidValue; /* gpool's, but not mapped into the device */
+        if (r < 0)
+            return noted(cudaErrorInvalidValue); /* gpool's, but not mapped into the device */
     }
     REAL(host_devptr_fn, cudaHostGetDevicePointer);
     return real_cudaHostGetDevicePointer(pDevice, pHost, flags);
@@ -308,7 +360,7 @@ GPP_EXPORT cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
 GPP_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 {
     if (gpp_enabled()) {
-        if (!free || !total) return cudaErrorInvalidValue;
+        if (!free || !total) return noted(cudaErrorInvalidValue);
         if (gpp_mem_get_info(free, total) == GPOOL_OK) return cudaSuccess;
     }
     REAL(mem_info_fn, cudaMemGetInfo);

@@ -842,6 +842,17 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     return gp_stream_defer_host_free(pool, ptr, tag, &d);
 }
 
+int gp_sysmem_holds(gpool_t *pool, const void *ptr)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s || !ptr) return 0;
+    uintptr_t key = 0;
+    pthread_mutex_lock(&s->lock);
+    int held = containing_locked(s, (uintptr_t)ptr, &key) || inside_locked(s, (uintptr_t)ptr);
+    pthread_mutex_unlock(&s->lock);
+    return held;
+}
+
 gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out, int *owned)
 {
     *owned = 0;

@@ -26,6 +26,11 @@ gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_de
  * why[0..n). Creates the host state if needed. GPOOL_OK or GPOOL_ERR_OUT_OF_MEMORY. */
 gpool_status gp_sysmem_placement(gpool_t *pool, int *node, char *why, size_t n);
 
+/* 1 when ptr lies in this pool's host memory: a live block (interior addresses too), or pages
+ * the pool registered and keeps (freed blocks, cache); 0 for anything else, the pinned memory
+ * of others included. */
+int gp_sysmem_holds(gpool_t *pool, const void *ptr);
+
 /* Tests and diagnostics: 1 when ptr lies in a registered extent of kind's small-block allocator. */
 int gp_sysmem_in_small_extent(gpool_t *pool, gpool_mem_kind kind, const void *ptr);
 /* The number of kind's small-block allocator, or -1 when there is none yet. */

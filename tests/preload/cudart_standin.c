@@ -6,12 +6,21 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 static atomic_ulong calls, null_frees;
+
+/* cudart's per-thread last error (cudaGetLastError): set by every stand-in call that fails */
+static _Thread_local cudaError_t last_error = cudaSuccess;
+static cudaError_t note(cudaError_t e)
+{
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
 
 unsigned long standin_calls(void);
 unsigned long standin_calls(void)
@@ -23,7 +32,7 @@ static cudaError_t fail_loudly(const char *name)
 {
     atomic_fetch_add(&calls, 1);
     fprintf(stderr, "libcudart stand-in: %s called\n", name);
-    return cudaErrorStubLibrary;
+    return note(cudaErrorStubLibrary);
 }
 
 cudaError_t cudaMalloc(void **p, size_t size)
@@ -83,7 +92,7 @@ cudaError_t cudaMallocHost(void **p, size_t size)
 {
     atomic_fetch_add(&calls, 1);
     *p = malloc(size ? size : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    return note(*p ? cudaSuccess : cudaErrorMemoryAllocation);
 }
 cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 {
@@ -107,16 +116,18 @@ cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned int flags)
 /* Functions that reach the driver, as libcudart does: dlopen the driver ($GPOOL_LIBCUDA),
  * dlsym(cuGetProcAddress_v2), then cuGetProcAddress (so, under LD_PRELOAD, gpool's hooks).
  * The caller has made a context current (the runtime would make the primary one current). */
+static CUresult (*getproc)(const char *, void **, int, cuuint64_t,
+                           CUdriverProcAddressQueryResult *);
+static void load_driver(void)
+{
+    const char *path = getenv("GPOOL_LIBCUDA");
+    void *lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib) *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
+}
 static void *driver_proc(const char *name)
 {
-    static void *lib;
-    static CUresult (*getproc)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
-    if (!lib) {
-        const char *path = getenv("GPOOL_LIBCUDA");
-        lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (lib) *(void **)&getproc = dlsym(lib, "cuGetProcAddress_v2");
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load_driver); /* threads may make their first call at once */
     void *fn = NULL;
     CUdriverProcAddressQueryResult q;
     if (!getproc || getproc(name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
@@ -141,7 +152,7 @@ cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flags)
     CUdeviceptr d = 0;
     CUresult r = fn(&d, size, flags);
     *p = (void *)(uintptr_t)d;
-    return runtime_code(r);
+    return note(runtime_code(r));
 }
 
 cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
@@ -153,7 +164,7 @@ cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height
     CUdeviceptr d = 0;
     CUresult r = fn(&d, pitch, width, height, 16);
     *p = (void *)(uintptr_t)d;
-    return runtime_code(r);
+    return note(runtime_code(r));
 }
 
 /* cudaPointerAttributes from one cuPointerGetAttributes call. */
@@ -174,7 +185,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *out, const vo
                                CU_POINTER_ATTRIBUTE_HOST_POINTER};
     void *data[] = {&type, &managed, &ordinal, &devp, &host};
     CUresult r = fn(5, a, data, (CUdeviceptr)(uintptr_t)ptr);
-    if (r != CUDA_SUCCESS) return runtime_code(r);
+    if (r != CUDA_SUCCESS) return note(runtime_code(r));
     out->type = managed                        ? cudaMemoryTypeManaged
                 : type == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
                 : type == CU_MEMORYTYPE_HOST   ? cudaMemoryTypeHost
@@ -183,4 +194,51 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *out, const vo
     out->devicePointer = (void *)(uintptr_t)devp;
     out->hostPointer = host;
     return cudaSuccess;
+}
+
+/* cuda_runtime_api.h, cudaGetLastError: "Returns the last error that has been produced by any of
+ * the runtime calls in the same instance of the CUDA Runtime library in the host thread and
+ * resets it to cudaSuccess"; cudaPeekAtLastError: the same, without the reset. Not counted in
+ * standin_calls: the interposer reads them on its own error paths (preload_runtime.c). */
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void)
+{
+    return last_error;
+}
+
+/* cudaSetDevice: the device's primary context made current at once (cuda_runtime_api.h: "the
+ * context will be current on device immediately"), through the driver's table as cudart does */
+cudaError_t cudaSetDevice(int device)
+{
+    atomic_fetch_add(&calls, 1);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set)(CUcontext);
+    *(void **)&retain = driver_proc("cuDevicePrimaryCtxRetain");
+    *(void **)&set = driver_proc("cuCtxSetCurrent");
+    if (!retain || !set) return note(cudaErrorInitializationError);
+    CUcontext c = NULL;
+    if (retain(&c, (CUdevice)device) != CUDA_SUCCESS) return note(cudaErrorInvalidDevice);
+    return note(set(c) == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidDevice);
+}
+
+/* cudaStreamCreateWithFlags / WithPriority: cuStreamCreate through the driver's table (the
+ * priority is a hint; the simulator has one priority) */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    atomic_fetch_add(&calls, 1);
+    CUresult (*fn)(CUstream *, unsigned);
+    *(void **)&fn = driver_proc("cuStreamCreate");
+    if (!fn) return note(cudaErrorInitializationError);
+    if (!s) return note(cudaErrorInvalidValue);
+    return note(runtime_code(fn((CUstream *)s, flags)));
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority)
+{
+    (void)priority;
+    return cudaStreamCreateWithFlags(s, flags);
 }
