@@ -94,7 +94,10 @@ size_t gp_heap_fresh_pages(const gp_heap *h, size_t size, size_t align, uintptr_
  * earlier slabs left there before the zone grows downwards, so a repeated workload's slabs and
  * large blocks find their old, still-mapped places again instead of drifting. */
 /* zone: 1 for a slab (the slab zone's floor follows it down), 0 for a block placed up there
- * without moving the zone (a small block of a stream other than the slab stream). */
+ * without moving the zone (a small block of a stream other than the slab stream). A slab that
+ * would need a fresh page there (the zone is full) takes the best fit in a hole under a page
+ * between blocks instead (its pages hold data already), when there is one, and leaves the zone's
+ * floor where it is: a page mapped for one slab of a few KiB is a page held for it. */
 gp_range *gp_heap_take_top(gp_heap *h, size_t size, size_t align, uintptr_t tag, int zone,
                            int *out_of_nodes);
 
