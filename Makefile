@@ -172,6 +172,6 @@ clean:
 
 # Each area may add its own rules (targets, extra test binaries) in a fragment.
 -include $(wildcard bench/bench.mk preload/preload.mk examples/examples.mk fuzz/fuzz.mk pkg/pkg.mk gpu/gpu.mk \
-  tools/torch-trace/record.mk python/python.mk)
+  tools/torch-trace/record.mk tools/hops/hops.mk python/python.mk)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
