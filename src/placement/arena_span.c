@@ -251,8 +251,12 @@ int gp_arena_span_free_locked(gp_arena *a, gp_range *r, uintptr_t tag, uint64_t 
     give(a, sp.tail, tag, seq);
     give(a, sp.head, tag, seq);
     give(a, r, tag, seq);
-    give(a, sp.lo, GP_TAG_CLEAN, 0);
-    give(a, sp.hi, GP_TAG_CLEAN, 0);
+    /* the pads carry the block's mark, not none: with stream_reuse = events only ranges marked
+     * by the same streams coalesce, and bury must take each alias page back as one free range
+     * (a clean pad beside the marked block is two: its hold failed, the alias addresses stayed
+     * free for placement, and settle unmapped them under a live block) */
+    give(a, sp.lo, tag, seq);
+    give(a, sp.hi, tag, seq);
     /* the alias parts stay held until a synchronize: queued work may read through them */
     for (int k = 0; k < 4; k++)
         gp_heap_node_put(&a->heap, sp.spare[k]);
