@@ -365,6 +365,7 @@ static void load_driver(void)
     GPP_RESOLVE(cuCtxSynchronize, "cuCtxSynchronize", 12000, dflt);
     GPP_RESOLVE(cuDeviceGet, "cuDeviceGet", 12000, dflt);
     GPP_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, dflt);
+    GPP_RESOLVE(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 12000, dflt);
     GPP_RESOLVE(cuEventCreate, "cuEventCreate", 12000, dflt);
     GPP_RESOLVE(cuEventRecord, "cuEventRecord", 12000, dflt);
     const cuuint64_t legacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
@@ -501,7 +502,7 @@ gpool_t *gpp_pool(int dev)
         cfg.device = dev;
         gpool_status st = gpool_create(&cfg, &pool);
         if (st == GPOOL_OK) {
-            open_context(d, dev, g);
+            if (!g->ctx) open_context(d, dev, g); /* kept over a reset (gpp_device_reset) */
             atomic_store_explicit(&g->batch_limit, batch_limit_of(pool), memory_order_relaxed);
             atomic_store_explicit(&g->pool, pool, memory_order_release);
         } else {
@@ -518,6 +519,40 @@ gpool_t *gpp_pool(int dev)
     }
     pthread_mutex_unlock(&pool_lock);
     return pool;
+}
+
+/* cuDevicePrimaryCtxReset of dev, before the real call. cuda.h: the reset "Destroy[s] all
+ * allocations and reset[s] all state on the primary context"; cuda_runtime_api.h,
+ * cudaDeviceReset: "Explicitly destroys and cleans up all resources associated with the current
+ * device in the current process. ... Any subsequent API call to this device will reinitialize
+ * the device". Every block of dev's pool dies with the reset, live ones included (the program
+ * reset the device: it names none again); so the pool goes now, while its memory, streams and
+ * events are still the driver's: the cudaFree batches are flushed first (blocks of dev waiting
+ * there go back to it), dev's work is waited for, then the pool is destroyed (gpool_destroy
+ * gives every mapping, reservation and pinned host block back) and the next allocation on dev
+ * makes a fresh pool. The pinned host blocks of dev's pool go with it: cudaMallocHost memory
+ * is allocated in the current device's context, one of the "resources associated with the
+ * current device". Our retain of the primary context stays ("Resetting the primary context
+ * does not release it"), for the next pool. The caller guarantees that no other thread uses
+ * the device meanwhile (cudaDeviceReset: "It is the caller's responsibility to ensure that the
+ * device is not being accessed by any other host threads"); other devices' pools are not
+ * touched. */
+void gpp_device_reset(int dev)
+{
+    if (dev < 0 || dev >= GPP_MAX_DEVICES || !gpp_pool_peek(dev)) return;
+    gpp_batch_flush_all();
+    gpp_device_sync(dev);
+    pthread_mutex_lock(&pool_lock);
+    struct gpp_device *g = &devices[dev];
+    gpool_t *pool = atomic_load_explicit(&g->pool, memory_order_relaxed);
+    atomic_store_explicit(&g->pool, NULL, memory_order_release);
+    if (pool) {
+        gpp_host_flags_drop_pool(pool);
+        gpp_legacy_fence_forget(dev);
+        gpp_streams_reset(dev);
+        (void)gpool_destroy(pool); /* live blocks are expected: the reset frees them */
+    }
+    pthread_mutex_unlock(&pool_lock);
 }
 
 __attribute__((visibility("default"))) gpool_status gpool_preload_stats_get(int device,
@@ -844,6 +879,8 @@ static const struct {
     {"cuCtxSetCurrent", (void *)gpp_cuCtxSetCurrent},
     {"cuCtxPushCurrent_v2", (void *)gpp_cuCtxPushCurrent_v2},
     {"cuCtxPopCurrent_v2", (void *)gpp_cuCtxPopCurrent_v2},
+    {"cuDevicePrimaryCtxReset_v2", (void *)gpp_cuDevicePrimaryCtxReset_v2},
+    {"cuDevicePrimaryCtxReset", (void *)gpp_cuDevicePrimaryCtxReset_v2},
     {"cuStreamCreate", (void *)gpp_cuStreamCreate},
     {"cuStreamCreateWithPriority", (void *)gpp_cuStreamCreateWithPriority},
     {"cuStreamDestroy_v2", (void *)gpp_cuStreamDestroy_v2},
@@ -890,6 +927,7 @@ static const struct {
     {"cuCtxSetCurrent", 4000, (void *)gpp_cuCtxSetCurrent, NULL},
     {"cuCtxPushCurrent", 4000, (void *)gpp_cuCtxPushCurrent_v2, NULL},
     {"cuCtxPopCurrent", 4000, (void *)gpp_cuCtxPopCurrent_v2, NULL},
+    {"cuDevicePrimaryCtxReset", 7000, (void *)gpp_cuDevicePrimaryCtxReset_v2, NULL},
     {"cuStreamCreate", 2000, (void *)gpp_cuStreamCreate, NULL},
     {"cuStreamCreateWithPriority", 5050, (void *)gpp_cuStreamCreateWithPriority, NULL},
     {"cuStreamDestroy", 4000, (void *)gpp_cuStreamDestroy_v2, NULL},

@@ -49,6 +49,7 @@ typedef struct gpp_real_driver {
     PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
     PFN_cuDeviceGet_v2000 cuDeviceGet;
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
+    PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset; /* may be NULL */
     PFN_cuEventCreate_v2000 cuEventCreate;
     PFN_cuEventRecord_v2000 cuEventRecord;
     PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture, cuStreamBeginCapture_ptsz;
@@ -165,6 +166,9 @@ CUresult gpp_cuGetProcAddress_v1(const char *symbol, void **pfn, int cuda_versio
 CUresult gpp_cuCtxSetCurrent(CUcontext ctx);
 CUresult gpp_cuCtxPushCurrent_v2(CUcontext ctx);
 CUresult gpp_cuCtxPopCurrent_v2(CUcontext *pctx);
+/* cuDevicePrimaryCtxReset (both ABIs; cudaDeviceReset reaches it through cuGetProcAddress):
+ * dev's pool is dropped, then the real call (preload_ctx.c). */
+CUresult gpp_cuDevicePrimaryCtxReset_v2(CUdevice dev);
 
 /* Stream creation (preload_streams.c): the real call; a non-blocking stream switches cudaFree
  * from the immediate free to the batch (once, with one synchronize per device). */
@@ -224,6 +228,15 @@ static inline void gpp_buffer_id_drop(uintptr_t key)
  * block goes back to its pool; a synchronize when the record fails. */
 void gpp_legacy_fence(int dev);
 void gpp_legacy_fence_all(void);
+/* cuDevicePrimaryCtxReset of dev (preload.c, gpp_device_reset): what the reset destroys goes
+ * from the interposer's tables first: dev's fence event (preload_fence.c), its tracked
+ * non-blocking streams and retired events (preload_streams.c), the host-flag entries of the
+ * pool's host blocks (preload_hostflags.c). */
+void gpp_legacy_fence_forget(int dev);
+void gpp_streams_reset(int dev);
+void gpp_host_flags_drop_pool(gpool_t *pool);
+/* Drop dev's pool before the reset destroys its memory (preload.c). */
+void gpp_device_reset(int dev);
 /* GPOOL_CONF's cudafree mode, GPP_CUDAFREE_* (preload_options.h; sync_free=1 is SYNC). */
 int gpp_free_mode(void);
 /* cudaFreeHost/cuMemFreeHost in batch mode once the batch synchronizes: queue host block

@@ -74,6 +74,16 @@ CUresult gpp_cuCtxPopCurrent_v2(CUcontext *pctx)
     return r;
 }
 
+/* cuDevicePrimaryCtxReset: dev's pool goes first (gpp_device_reset: its memory dies with the
+ * reset), then the real call, whose answer is returned as it is. */
+CUresult gpp_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuDevicePrimaryCtxReset) return CUDA_ERROR_NOT_INITIALIZED;
+    if (gpp_enabled()) gpp_device_reset((int)dev);
+    return d->cuDevicePrimaryCtxReset(dev);
+}
+
 typedef cudaError_t (*set_device_fn)(int);
 
 __attribute__((visibility("default"))) cudaError_t cudaSetDevice(int device)
@@ -88,4 +98,26 @@ __attribute__((visibility("default"))) cudaError_t cudaSetDevice(int device)
     cudaError_t e = real ? real(device) : cudaErrorInitializationError;
     gpp_current_device_changed();
     return e;
+}
+
+/* cudaDeviceReset, by name too (cudart reaches cuDevicePrimaryCtxReset through the driver's
+ * table, which the hooks above serve; a runtime that called it another way still drops the
+ * current device's pool first). */
+typedef cudaError_t (*device_reset_fn)(void);
+
+__attribute__((visibility("default"))) cudaError_t cudaDeviceReset(void)
+{
+    static void *real_ptr;
+    device_reset_fn real;
+    *(void **)&real = __atomic_load_n(&real_ptr, __ATOMIC_ACQUIRE);
+    if (!real) {
+        *(void **)&real = gpp_real_runtime("cudaDeviceReset");
+        __atomic_store_n(&real_ptr, *(void **)&real, __ATOMIC_RELEASE);
+    }
+    if (!real) return cudaErrorInitializationError;
+    if (gpp_enabled()) {
+        int dev = gpp_current_device();
+        gpp_device_reset(dev < 0 ? 0 : dev); /* no current context: cudart resets device 0 */
+    }
+    return real();
 }

@@ -57,6 +57,7 @@ DIRECT(cuMemGetInfo_v2, (size_t * free_bytes, size_t *total_bytes), (free_bytes,
 DIRECT(cuCtxSetCurrent, (CUcontext ctx), (ctx))
 DIRECT(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx))
 DIRECT(cuCtxPopCurrent_v2, (CUcontext * pctx), (pctx))
+DIRECT(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))
 DIRECT(cuStreamCreate, (CUstream * ph, unsigned int flags), (ph, flags))
 DIRECT(cuStreamCreateWithPriority, (CUstream * ph, unsigned int flags, int priority),
        (ph, flags, priority))

@@ -79,3 +79,16 @@ void gpp_legacy_fence_all(void)
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
         if (gpp_pool_peek(dev)) fence_device(dev);
 }
+
+/* cuDevicePrimaryCtxReset of dev is about to destroy its events: dev's fence event goes (made
+ * again on the next fence). */
+void gpp_legacy_fence_forget(int dev)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (dev < 0 || dev >= GPP_MAX_DEVICES) return;
+    pthread_mutex_lock(&event_lock);
+    CUevent e = fence_event[dev];
+    __atomic_store_n(&fence_event[dev], NULL, __ATOMIC_RELEASE);
+    if (e && d && d->cuEventDestroy) d->cuEventDestroy(e);
+    pthread_mutex_unlock(&event_lock);
+}

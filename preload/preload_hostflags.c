@@ -136,3 +136,19 @@ int gpp_host_flags_get(void *p, unsigned *flags)
     }
     return 0;
 }
+
+/* The pool of a device being reset goes with its host blocks: their entries go first (an
+ * address the driver hands out again must not read as a gpool host block). */
+void gpp_host_flags_drop_pool(gpool_t *pool)
+{
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < cap; i++) {
+        gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
+        if (!table[i].p || table[i].p == TOMB ||
+            gpool_get_block_desc(pool, table[i].p, &desc) != GPOOL_OK)
+            continue;
+        table[i].p = TOMB;
+        atomic_fetch_sub(&live, 1);
+    }
+    pthread_mutex_unlock(&table_lock);
+}

@@ -190,6 +190,28 @@ size_t gpp_record_flush_events(int dev, CUevent *out, size_t max)
     return (size_t)-1;
 }
 
+/* cuDevicePrimaryCtxReset of dev is about to destroy its streams and events (its work is
+ * done): its non-blocking streams are no longer tracked, its retired events go now. */
+void gpp_streams_reset(int dev)
+{
+    const gpp_real_driver *d = gpp_driver();
+    pthread_mutex_lock(&nb_lock);
+    for (size_t i = 0; i < n_nb;)
+        if (nb[i].dev == dev)
+            nb[i] = nb[--n_nb];
+        else
+            i++;
+    for (size_t i = 0; i < n_retired;) {
+        if (retired[i].dev == dev) {
+            if (d) d->cuEventDestroy(retired[i].e);
+            retired[i] = retired[--n_retired];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&nb_lock);
+}
+
 /* A non-blocking stream now exists (its creation succeeded). cudafree=stream assumes none
  * does (its frees are ordered by the legacy-stream fence alone, preload_fence.c): it says so
  * once and from now on frees into the batch, as the default mode does. */

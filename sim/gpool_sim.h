@@ -44,6 +44,10 @@
  * runs from an __attribute__((destructor)) after that point sees those errors and its frees are
  * not in the statistics; tear down before exit or from an atexit() handler instead.
  *
+ * cuDevicePrimaryCtxReset(dev) finishes the context's work (held work forced), destroys its
+ * streams and events and frees its cuMemAlloc, cuMemCreate/cuMemMap and pinned host memory;
+ * the context stays retained and usable, reserved address ranges stay.
+ *
  * Streams follow the driver's ordering rules: NULL and CU_STREAM_LEGACY are the current
  * context's legacy stream, implicitly synchronizing with the context's blocking streams;
  * CU_STREAM_PER_THREAD (and NULL in the _ptsz/_ptds entry points) is the calling thread's own

@@ -321,6 +321,37 @@ SIM_EXPORT CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev)
     return sim_primary_release(dev);
 }
 
+/* cuda.h, cuDevicePrimaryCtxReset: "Destroy all allocations and reset all state on the
+ * primary context ... Explicitly destroys and cleans up all resources associated with the
+ * current device in the current process ... Resetting the primary context does not release it,
+ * an application that has retained the primary context should explicitly release its usage."
+ * Here: the context's queued work completes (held work is forced, as a synchronize would), its
+ * events and streams are destroyed, its cuMemAlloc/cuMemAllocManaged/cuMemCreate memory and the
+ * pinned host memory allocated in it are freed (an access through such an address afterwards
+ * is what an access to freed memory is: CUDA_ERROR_ILLEGAL_ADDRESS or a referee violation). The
+ * context handle and its retain count stay: it is usable again at once. Reserved address
+ * ranges stay (the process reserved them, not the context). */
+static CUresult sim_primary_reset(CUdevice dev)
+{
+    CUresult rc = sim_enter(SIM_cuDevicePrimaryCtxReset);
+    if (rc == CUDA_SUCCESS && (rc = sim_check_device(dev)) == CUDA_SUCCESS) {
+        sim_stream_reset(dev);
+        sim_legacy_reset(dev);
+        sim_vmm_reset(dev);
+        sim_host_reset(dev);
+    }
+    return sim_leave(rc);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return sim_primary_reset(dev);
+}
+SIM_EXPORT CUresult sim_cuDevicePrimaryCtxReset_v1(CUdevice dev)
+{
+    return sim_primary_reset(dev);
+}
+
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     CUresult rc = sim_enter(SIM_cuDevicePrimaryCtxGetState);

@@ -141,6 +141,26 @@ CUresult cuMemFreeHost(void *p)
     return sim_leave(CUDA_ERROR_INVALID_VALUE);
 }
 
+/* cuDevicePrimaryCtxReset of dev: the pinned allocations made in its context go, as
+ * cuMemFreeHost would free them (cuda.h: the reset "destroys and cleans up all resources
+ * associated with the current device in the current process"). Lock held. */
+void sim_host_reset(int dev)
+{
+    for (struct sim_host_range **pp = &sim_host_allocs; *pp;) {
+        struct sim_host_range *r = *pp;
+        if (r->device != dev) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        sim_hb_release(r->ptr, r->size, "cuDevicePrimaryCtxReset");
+        munmap((void *)r->ptr, r->mapped);
+        sim_host_drop_alias(r);
+        free(r);
+        sim_live_add(SIM_LIVE_HOST_ALLOCS, -1);
+    }
+}
+
 /* Every page of [p, p+size) is mapped in this process (mincore fails with ENOMEM if not). */
 static int sim_host_range_mapped(uintptr_t p, size_t size)
 {

@@ -34,6 +34,7 @@
     X(cuDevicePrimaryCtxRetain, SIM_OOM)                                                           \
     X(cuDevicePrimaryCtxRelease, SIM_INV)                                                          \
     X(cuDevicePrimaryCtxGetState, SIM_INV)                                                         \
+    X(cuDevicePrimaryCtxReset, SIM_INV)                                                            \
     X(cuCtxGetCurrent, SIM_CTX)                                                                    \
     X(cuCtxSetCurrent, SIM_CTX)                                                                    \
     X(cuCtxPushCurrent, SIM_CTX)                                                                   \
@@ -380,6 +381,13 @@ CUresult sim_copy_device(struct CUstream_st *s, int *dev);
 CUresult sim_mem_move(int dev, uintptr_t dst, int dst_dev, uintptr_t src, int src_dev, size_t n);
 CUresult sim_mem_fill(int dev, uintptr_t dst, const void *pattern, size_t width, size_t count);
 
+/* ---- cuDevicePrimaryCtxReset of dev (sim_device.c): each part's objects of dev go (lock
+ * held) ---- */
+void sim_stream_reset(int dev);
+void sim_legacy_reset(int dev);
+void sim_vmm_reset(int dev);
+void sim_host_reset(int dev);
+
 /* ---- teardown at unload (lock held): free bookkeeping, leave memory mapped ---- */
 void sim_vmm_teardown(void);
 void sim_legacy_teardown(void);
@@ -405,6 +413,7 @@ CUresult sim_cuCtxPopCurrent_v1(CUcontext *pctx) __asm__("cuCtxPopCurrent");
 CUresult sim_cuCtxPushCurrent_v1(CUcontext ctx) __asm__("cuCtxPushCurrent");
 CUresult sim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev) __asm__("cuDeviceGetUuid");
 CUresult sim_cuDevicePrimaryCtxRelease_v1(CUdevice dev) __asm__("cuDevicePrimaryCtxRelease");
+CUresult sim_cuDevicePrimaryCtxReset_v1(CUdevice dev) __asm__("cuDevicePrimaryCtxReset");
 CUresult sim_cuEventDestroy_v1(CUevent hEvent) __asm__("cuEventDestroy");
 CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b) __asm__("cuEventElapsedTime");
 CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,

@@ -123,6 +123,31 @@ static CUresult sim_free(CUdeviceptr dptr, struct CUstream_st *stream)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* cuDevicePrimaryCtxReset of dev: every allocation made in its context goes, as cuMemFree
+ * would free it (not the mappings of other processes' memory opened here). Lock held. */
+void sim_legacy_reset(int dev)
+{
+    for (;;) {
+        struct sim_legacy_alloc *a = sim_legacy;
+        while (a && (a->device != dev || a->imported))
+            a = a->next;
+        if (!a) return;
+        sim_hb_release(a->ptr, a->size, "cuDevicePrimaryCtxReset");
+        if (a->shared) {
+            if (sim_ipc_held_elsewhere(a->fd, a->mapped)) sim_ipc_count_freed_open();
+            close(a->fd);
+        }
+        struct sim_legacy_alloc **pp = &sim_legacy;
+        while (*pp != a)
+            pp = &(*pp)->next;
+        *pp = a->next;
+        munmap((void *)a->ptr, a->mapped);
+        sim_uncharge(a->device, a->size);
+        free(a);
+        sim_live_add(SIM_LIVE_LEGACY, -1);
+    }
+}
+
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     CUresult rc = sim_enter(SIM_cuMemAlloc);

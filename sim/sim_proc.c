@@ -34,6 +34,8 @@ static const struct sim_proc sim_procs[] = {
     P("cuDevicePrimaryCtxRelease", 7000, sim_cuDevicePrimaryCtxRelease_v1),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
     P("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
+    P("cuDevicePrimaryCtxReset", 7000, sim_cuDevicePrimaryCtxReset_v1),
+    P("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
     P("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
     P("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     P("cuCtxPushCurrent", 2000, sim_cuCtxPushCurrent_v1),

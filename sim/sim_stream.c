@@ -510,16 +510,10 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     return sim_leave(CUDA_SUCCESS);
 }
 
-/* The stream goes away for the user at once; its pending work still completes later. */
-static CUresult sim_stream_destroy(CUstream hStream)
+/* The stream goes away for the user at once; its pending work still completes later. Lock
+ * held. */
+static void sim_stream_kill(struct CUstream_st *s)
 {
-    CUresult rc = sim_enter(SIM_cuStreamDestroy);
-    if (rc != CUDA_SUCCESS) return sim_leave(rc);
-    struct CUstream_st *s = sim_slot_stream(hStream);
-    if (!s || s->destroyed) {
-        if (sim_handle_was_stream(hStream)) sim_destroyed_calls++;
-        return sim_leave(CUDA_ERROR_INVALID_HANDLE);
-    }
     s->destroyed = 1;
     sim_capture_forget(s);
     sim_live_add(SIM_LIVE_STREAMS, -1);
@@ -538,6 +532,18 @@ static CUresult sim_stream_destroy(CUstream hStream)
         s->slot = (size_t)-1;
     }
     sim_stream_unref(s);
+}
+
+static CUresult sim_stream_destroy(CUstream hStream)
+{
+    CUresult rc = sim_enter(SIM_cuStreamDestroy);
+    if (rc != CUDA_SUCCESS) return sim_leave(rc);
+    struct CUstream_st *s = sim_slot_stream(hStream);
+    if (!s || s->destroyed) {
+        if (sim_handle_was_stream(hStream)) sim_destroyed_calls++;
+        return sim_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    sim_stream_kill(s);
     return sim_leave(CUDA_SUCCESS);
 }
 
@@ -782,6 +788,31 @@ SIM_EXPORT CUresult sim_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
 int sim_ctx_streams_sync(int dev)
 {
     return sim_streams_force_ctx(dev);
+}
+
+/* cuDevicePrimaryCtxReset of dev: the context's work finishes (its holds released, counted as
+ * forced), then its events and created streams are destroyed, as cuEventDestroy and
+ * cuStreamDestroy would (their handles are invalid from now on). Lock held. */
+void sim_stream_reset(int dev)
+{
+    if (sim_streams_force_ctx(dev)) sim_count_forced_sync();
+    for (struct CUevent_st **pp = &sim_events; *pp;) {
+        struct CUevent_st *e = *pp;
+        if (e->device != dev) {
+            pp = &e->next;
+            continue;
+        }
+        *pp = e->next;
+        if (e->stream) sim_stream_unref(e->stream);
+        free(e->clock);
+        free(e);
+        sim_live_add(SIM_LIVE_EVENTS, -1);
+    }
+    for (size_t i = 0; i < sim_nslots; i++) {
+        struct CUstream_st *s = sim_slots[i];
+        if (s && !s->destroyed && s->device == dev && s->kind == SIM_STREAM_CREATED)
+            sim_stream_kill(s);
+    }
 }
 
 /* ---- stream properties ---- */

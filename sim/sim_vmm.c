@@ -556,6 +556,26 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     return sim_leave(CUDA_SUCCESS);
 }
 
+/* One mapping goes (cuMemUnmap; cuDevicePrimaryCtxReset). Lock held. */
+static void sim_unmap_one(struct sim_mapping *m, const char *what)
+{
+    sim_slots_set(m->addr, m->size, NULL);
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        sim_mappings = m->next;
+    if (m->next) m->next->prev = m->prev;
+    /* cuda.h: unmapped at once; the referee keys VMM bytes physically (sim_phys.c) */
+    sim_phys_unmap(sim_phys_key(m->handle->store, m->handle->offset), m->addr, m->size,
+                   m->handle->maps == 1, what);
+    sim_map_none((void *)m->addr, m->size);
+    m->res->nmaps--;
+    m->handle->maps--;
+    sim_handle_unref(m->handle);
+    free(m);
+    sim_live_add(SIM_LIVE_MAPPINGS, -1);
+}
+
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     CUresult rc = sim_enter(SIM_cuMemUnmap);
@@ -567,23 +587,27 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     while (q < p + size) {
         struct sim_mapping *m = sim_mapping_at(q);
         q += m->size;
-        sim_slots_set(m->addr, m->size, NULL);
-        if (m->prev)
-            m->prev->next = m->next;
-        else
-            sim_mappings = m->next;
-        if (m->next) m->next->prev = m->prev;
-        /* cuda.h: unmapped at once; the referee keys VMM bytes physically (sim_phys.c) */
-        sim_phys_unmap(sim_phys_key(m->handle->store, m->handle->offset), m->addr, m->size,
-                       m->handle->maps == 1, "cuMemUnmap");
-        sim_map_none((void *)m->addr, m->size);
-        m->res->nmaps--;
-        m->handle->maps--;
-        sim_handle_unref(m->handle);
-        free(m);
-        sim_live_add(SIM_LIVE_MAPPINGS, -1);
+        sim_unmap_one(m, "cuMemUnmap");
     }
     return sim_leave(CUDA_SUCCESS);
+}
+
+/* cuDevicePrimaryCtxReset of dev: the memory made for dev goes, as cuMemUnmap and cuMemRelease
+ * would give it back (its mappings unmapped, its handles invalid); reserved address ranges stay,
+ * for the process (not a context) reserved them. Lock held. */
+void sim_vmm_reset(int dev)
+{
+    for (struct sim_mapping *m = sim_mappings, *next; m; m = next) {
+        next = m->next;
+        if (m->handle->device == dev) sim_unmap_one(m, "cuDevicePrimaryCtxReset");
+    }
+    for (struct sim_handle *h = sim_handles, *next; h; h = next) {
+        next = h->next;
+        if (h->device != dev) continue;
+        if (h->user_refs > 0) sim_live_add(SIM_LIVE_HANDLES, -1);
+        h->user_refs = 0;
+        sim_handle_unref(h);
+    }
 }
 
 /* Access slot of a location: a device ordinal, SIM_LOC_HOST, or -1 if not valid. */

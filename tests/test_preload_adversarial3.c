@@ -91,3 +91,23 @@ Test(adversarial3, host_register_near_pinned_blocks)
 {
     adv_run("adv3_prog", "host_register_near", NULL);
 }
+
+/* cudaDeviceReset / cuDevicePrimaryCtxReset (cuda.h: "Destroy all allocations and reset all
+ * state on the primary context"): blocks live, cached, freed with work held and pinned die
+ * with the reset; cudaMalloc, cudaMallocAsync, cuMemAlloc and cudaMallocHost afterwards hand
+ * out memory the device has, cudaMemGetInfo sees the device empty, repeated cycles stay flat */
+Test(adversarial3, device_reset_then_allocate, .timeout = 120)
+{
+    adv_run_all_modes("adv3_prog", "device_reset_runtime", NULL);
+    adv_run_all_modes("adv3_prog", "device_reset_driver", NULL);
+}
+
+/* a reset of device 1 leaves device 0's blocks, contents and cache as they were */
+Test(adversarial3, device_reset_leaves_other_devices)
+{
+    for (size_t i = 0; i < CUDAFREE_BASIC_MODES; i++) {
+        char e[256];
+        snprintf(e, sizeof e, "%s GPOOL_SIM_DEVICES=2", cudafree_modes[i]);
+        adv_run("adv3_prog", "dev_reset_other_device", e);
+    }
+}

@@ -37,6 +37,7 @@ struct drv {
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
     PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease;
     PFN_cuDevicePrimaryCtxGetState_v7000 cuDevicePrimaryCtxGetState;
+    PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset;
     PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
     PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
     PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
@@ -112,6 +113,7 @@ static void drv_load(struct drv *d, void *lib)
     LOAD(cuDevicePrimaryCtxRetain);
     LOAD(cuDevicePrimaryCtxRelease);
     LOAD(cuDevicePrimaryCtxGetState);
+    LOAD(cuDevicePrimaryCtxReset);
     LOAD(cuCtxGetCurrent);
     LOAD(cuCtxSetCurrent);
     LOAD(cuCtxPushCurrent);
@@ -761,6 +763,67 @@ Test(sim, legacy_alloc_free_and_copies)
                  CUDA_ERROR_INVALID_HANDLE);
     cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
     cr_assert_eq(S->bytes_in_use(0), 0);
+    assert_no_live();
+}
+
+/* cuda.h, cuDevicePrimaryCtxReset: "Destroy all allocations and reset all state on the
+ * primary context ... Resetting the primary context does not release it". The context's
+ * cuMemAlloc, cuMemCreate/cuMemMap and pinned memory go, its streams and events too (their
+ * handles invalid), its held work finishes; the context stays retained and current, usable at
+ * once; an access through a freed address is refused; a bad ordinal is an invalid device. */
+Test(sim, primary_context_reset_destroys_its_allocations_and_state)
+{
+    CUdeviceptr a;
+    cr_assert_eq(D.cuMemAlloc(&a, 4096), CUDA_SUCCESS);
+    CUmemGenericAllocationHandle h = create(GRAN);
+    CUdeviceptr va = reserve(GRAN);
+    cr_assert_eq(D.cuMemMap(va, GRAN, 0, h, 0), CUDA_SUCCESS);
+    CUmemAccessDesc acc = rw_access(0);
+    cr_assert_eq(D.cuMemSetAccess(va, GRAN, &acc, 1), CUDA_SUCCESS);
+    void *host;
+    cr_assert_eq(D.cuMemAllocHost(&host, 4096), CUDA_SUCCESS);
+    CUstream s;
+    CUevent e;
+    cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(D.cuEventCreate(&e, 0), CUDA_SUCCESS);
+    cr_assert_eq(S->stream_hold(s), 0);
+    cr_assert_eq(S->touch(s, a, 4096, 1), CUDA_SUCCESS);
+    cr_assert_eq(S->touch(s, va, GRAN, 1), CUDA_SUCCESS);
+    cr_assert_eq(D.cuEventRecord(e, s), CUDA_SUCCESS);
+    cr_assert_gt(S->bytes_in_use(0), 0);
+
+    cr_assert_eq(D.cuDevicePrimaryCtxReset(GPOOL_SIM_MAX_DEVICES + 1), CUDA_ERROR_INVALID_DEVICE);
+    cr_assert_eq(D.cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+    cr_assert_eq(S->violations(), 0, "the held work finished before its memory went");
+    cr_assert_eq(S->bytes_in_use(0), 0);
+    struct gpoolsim_live l;
+    S->get_live(&l);
+    cr_assert_eq(l.legacy_allocs, 0);
+    cr_assert_eq(l.handles, 0);
+    cr_assert_eq(l.mappings, 0);
+    cr_assert_eq(l.host_allocs, 0);
+    cr_assert_eq(l.streams, 0);
+    cr_assert_eq(l.events, 0);
+    cr_assert_eq(l.reservations, 1, "the address range is the process's");
+    cr_assert_eq(D.cuMemFree(a), CUDA_ERROR_INVALID_VALUE, "freed by the reset");
+    cr_assert_eq(D.cuMemRelease(h), CUDA_ERROR_INVALID_VALUE, "released by the reset");
+    cr_assert_eq(D.cuMemFreeHost(host), CUDA_ERROR_INVALID_VALUE, "freed by the reset");
+    cr_assert_eq(D.cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+    cr_assert_eq(D.cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+    cr_assert_neq(S->touch(NULL, va, GRAN, 0), CUDA_SUCCESS, "unmapped by the reset");
+
+    /* still retained and current: usable again at once */
+    unsigned flags;
+    int active;
+    cr_assert_eq(D.cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+    cr_assert_eq(active, 1);
+    CUdeviceptr b;
+    cr_assert_eq(D.cuMemAlloc(&b, 4096), CUDA_SUCCESS);
+    cr_assert_eq(S->touch(NULL, b, 4096, 1), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSynchronize(), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemFree(b), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAddressFree(va, GRAN), CUDA_SUCCESS);
+    cr_assert_eq(S->violations(), 0);
     assert_no_live();
 }
 

@@ -526,6 +526,150 @@ static int last_error_mixed(void)
     return 0;
 }
 
+/* ---- cudaDeviceReset. cuda_runtime_api.h, cudaDeviceReset: "Explicitly destroys and cleans
+ * up all resources associated with the current device in the current process. ... Any
+ * subsequent API call to this device will reinitialize the device"; cuda.h,
+ * cuDevicePrimaryCtxReset: "Destroy all allocations and reset all state on the primary
+ * context". Blocks live at the reset, cached ones, one freed with its work held on a stream and
+ * pinned host blocks all die with it (the program never names them again); what cudaMalloc and
+ * cudaMallocHost hand out afterwards is memory the device has (written through the simulator,
+ * no error, no violation); cudaMemGetInfo sees the device empty after each reset, and the
+ * driver's live objects stay flat over the cycles. how 0: cudaDeviceReset, 1: the driver's
+ * cuDevicePrimaryCtxReset by name. */
+static int reset_cycles(int how)
+{
+    static const size_t sizes[] = {256, 4096, 64 << 10, MIB, 3 * MIB, 40 * MIB};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    struct gpoolsim_live first = {0};
+    for (int cycle = 0; cycle < 6; cycle++) {
+        CUstream s = make_stream(CU_STREAM_NON_BLOCKING);
+        CHECK(s);
+        void *live[NS], *cached[NS], *held, *pin_live, *pin_freed;
+        for (int i = 0; i < NS; i++) {
+            CHECK(cudaMalloc(&live[i], sizes[i]) == cudaSuccess);
+            CHECK(cudaMalloc(&cached[i], sizes[i]) == cudaSuccess);
+            CHECK(kernel_write(NULL, live[i], sizes[i]) == 0);
+            CHECK(kernel_write(s, cached[i], sizes[i]) == 0);
+        }
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+        for (int i = 0; i < NS; i++)
+            CHECK(cudaFree(cached[i]) == cudaSuccess);
+        CHECK(cudaMalloc(&held, 2 * MIB) == cudaSuccess);
+        CHECK(gpoolsim_stream_hold(s) == 0);
+        CHECK(kernel_write(s, held, 2 * MIB) == 0);
+        CHECK(cudaFree(held) == cudaSuccess); /* its write still queued */
+        CHECK(cudaMallocHost(&pin_live, 8192) == cudaSuccess);
+        CHECK(cudaMallocHost(&pin_freed, 8192) == cudaSuccess);
+        memset(pin_live, 1, 8192);
+        CHECK(cudaFreeHost(pin_freed) == cudaSuccess);
+
+        if (how == 0)
+            CHECK(cudaDeviceReset() == cudaSuccess);
+        else
+            CHECK(cuDevicePrimaryCtxReset(0) == CUDA_SUCCESS);
+
+        size_t fr = 0, total = 0;
+        CHECK(cudaMemGetInfo(&fr, &total) == cudaSuccess);
+        struct gpoolsim_live l;
+        gpoolsim_get_live(&l);
+        if (cycle == 0) first = l;
+        printf("cycle=%d free=%zu total=%zu handles=%zu mappings=%zu reservations=%zu "
+               "host=%zu streams=%zu events=%zu legacy=%zu\n",
+               cycle, fr / MIB, total / MIB, l.handles, l.mappings, l.reservations, l.host_allocs,
+               l.streams, l.events, l.legacy_allocs);
+        CHECK(fr == total); /* nothing of the device's survives the reset */
+        CHECK(l.handles == first.handles && l.mappings == first.mappings &&
+              l.reservations == first.reservations && l.host_allocs == first.host_allocs &&
+              l.streams == first.streams && l.events == first.events &&
+              l.legacy_allocs == first.legacy_allocs);
+
+        /* the device again: fresh memory, on the legacy stream and on a new stream */
+        CUstream t = make_stream(CU_STREAM_NON_BLOCKING);
+        CHECK(t);
+        void *again[NS];
+        for (int i = 0; i < NS; i++) {
+            CHECK(cudaMalloc(&again[i], sizes[i]) == cudaSuccess);
+            CHECK(kernel_write(i % 2 ? t : NULL, again[i], sizes[i]) == 0);
+        }
+        void *a = NULL;
+        CHECK(cudaMallocAsync(&a, MIB, t) == cudaSuccess);
+        CHECK(kernel_write(t, a, MIB) == 0);
+        CHECK(cudaFreeAsync(a, t) == cudaSuccess);
+        CUdeviceptr d;
+        CHECK(cuMemAlloc(&d, MIB) == CUDA_SUCCESS);
+        CHECK(gpoolsim_touch(NULL, d, MIB, 1) == CUDA_SUCCESS);
+        void *pin = NULL;
+        CHECK(cudaMallocHost(&pin, 8192) == cudaSuccess);
+        memset(pin, 2, 8192);
+        CHECK(cuMemcpyHtoD(DP(again[1]), pin, 4096) == CUDA_SUCCESS);
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+        CHECK(cudaMemGetInfo(&fr, &total) == cudaSuccess && fr <= total);
+        for (int i = 0; i < NS; i++)
+            CHECK(cudaFree(again[i]) == cudaSuccess);
+        CHECK(cuMemFree(d) == CUDA_SUCCESS);
+        CHECK(cudaFreeHost(pin) == cudaSuccess);
+        CHECK(cuStreamDestroy(t) == CUDA_SUCCESS);
+        (void)live;
+        (void)pin_live;
+    }
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    return 0;
+}
+
+/* ---- cudaDeviceReset of device 1 leaves device 0 as it was: its live blocks keep their
+ * contents and stay usable and freeable, its cached blocks are served again; device 1 serves
+ * fresh memory after its reset. */
+static int dev_reset_other_device(void)
+{
+    unsigned char pattern[4096], back[4096];
+    for (size_t i = 0; i < sizeof pattern; i++)
+        pattern[i] = (unsigned char)(i * 7 + 3);
+    CHECK(set_device(0) == cudaSuccess);
+    void *keep[4], *cached;
+    for (int i = 0; i < 4; i++) {
+        CHECK(cudaMalloc(&keep[i], MIB << i) == cudaSuccess);
+        CHECK(cuMemcpyHtoD(DP(keep[i]), pattern, sizeof pattern) == CUDA_SUCCESS);
+    }
+    CHECK(cudaMalloc(&cached, MIB) == cudaSuccess);
+    CHECK(cudaFree(cached) == cudaSuccess);
+    void *pin0 = NULL;
+    CHECK(cudaMallocHost(&pin0, 8192) == cudaSuccess);
+    memset(pin0, 5, 8192);
+    for (int cycle = 0; cycle < 4; cycle++) {
+        CHECK(set_device(1) == cudaSuccess);
+        void *p1, *q1;
+        CHECK(cudaMalloc(&p1, 2 * MIB) == cudaSuccess);
+        CHECK(cudaMalloc(&q1, MIB) == cudaSuccess);
+        CHECK(ordinal(p1) == 1);
+        CHECK(kernel_write(NULL, p1, 2 * MIB) == 0);
+        CHECK(cudaFree(q1) == cudaSuccess);
+        CHECK(cudaDeviceReset() == cudaSuccess); /* device 1 */
+        CHECK(cudaMalloc(&p1, 2 * MIB) == cudaSuccess);
+        CHECK(ordinal(p1) == 1);
+        CHECK(kernel_write(NULL, p1, 2 * MIB) == 0);
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+        CHECK(cudaFree(p1) == cudaSuccess);
+        CHECK(set_device(0) == cudaSuccess);
+        for (int i = 0; i < 4; i++) {
+            CHECK(cuMemcpyDtoH(back, DP(keep[i]), sizeof back) == CUDA_SUCCESS);
+            CHECK(memcmp(back, pattern, sizeof back) == 0);
+            CHECK(kernel_write(NULL, keep[i], MIB) == 0);
+            CHECK(cuMemcpyHtoD(DP(keep[i]), pattern, sizeof pattern) == CUDA_SUCCESS);
+        }
+        CHECK(((unsigned char *)pin0)[8191] == 5);
+        CHECK(cudaMalloc(&cached, MIB) == cudaSuccess);
+        CHECK(ordinal(cached) == 0);
+        CHECK(kernel_write(NULL, cached, MIB) == 0);
+        CHECK(cudaFree(cached) == cudaSuccess);
+    }
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    for (int i = 0; i < 4; i++)
+        CHECK(cudaFree(keep[i]) == cudaSuccess);
+    CHECK(cudaFreeHost(pin0) == cudaSuccess);
+    return 0;
+}
+
 static const struct mode {
     const char *name;
     int (*run)(void);
@@ -548,6 +692,9 @@ static const struct mode {
     {"many_live_blocks", many_live_blocks, NULL, 0},
     {"pitch_and_managed", pitch_and_managed, NULL, 0},
     {"host_register_near", host_register_near, NULL, 0},
+    {"device_reset_runtime", NULL, reset_cycles, 0},
+    {"device_reset_driver", NULL, reset_cycles, 1},
+    {"dev_reset_other_device", dev_reset_other_device, NULL, 0},
 };
 
 int main(int argc, char **argv)

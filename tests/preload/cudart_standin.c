@@ -226,6 +226,24 @@ cudaError_t cudaSetDevice(int device)
     return note(set(c) == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidDevice);
 }
 
+/* cudaDeviceReset: cuDevicePrimaryCtxReset of the current device, through the driver's table
+ * as cudart does (cuda_runtime_api.h, cudaDeviceReset: "Explicitly destroys and cleans up all
+ * resources associated with the current device in the current process. ... Any subsequent API
+ * call to this device will reinitialize the device"). The primary context stays current: the
+ * reset does not release it (cuda.h, cuDevicePrimaryCtxReset). */
+cudaError_t cudaDeviceReset(void)
+{
+    atomic_fetch_add(&calls, 1);
+    CUresult (*get_device)(CUdevice *);
+    CUresult (*reset)(CUdevice);
+    *(void **)&get_device = driver_proc("cuCtxGetDevice");
+    *(void **)&reset = driver_proc("cuDevicePrimaryCtxReset");
+    if (!get_device || !reset) return note(cudaErrorInitializationError);
+    CUdevice dev = 0;
+    if (get_device(&dev) != CUDA_SUCCESS) dev = 0; /* no context current: device 0, as cudart */
+    return note(reset(dev) == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidDevice);
+}
+
 /* cudaStreamCreateWithFlags / WithPriority: cuStreamCreate through the driver's table (the
  * priority is a hint; the simulator has one priority) */
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
