@@ -906,55 +906,41 @@ static int fresh_thread_runtime(void)
     return 0;
 }
 
-static const struct mode {
-    const char *name;
-    int (*run)(void);
-    int (*run_arg)(int);
-    int arg;
-} modes[] = {
-    {"event_free_cudamalloc_block", event_free_cudamalloc_block, NULL, 0},
-    {"destroyed_blocks_freed_elsewhere", destroyed_blocks_freed_elsewhere, NULL, 0},
-    {"ctxsync_then_full_reuse", ctxsync_then_full_reuse, NULL, 0},
-    {"huge_sizes", huge_sizes, NULL, 0},
-    {"zero_sizes", zero_sizes, NULL, 0},
-    {"ptds_many_threads", ptds_many_threads, NULL, 0},
-    {"query_freeasync", query_freeasync, NULL, 0},
-    {"meminfo_async", meminfo_async, NULL, 0},
-    {"cumemfree_of_async", cumemfree_of_async, NULL, 0},
-    {"exit_pending", exit_pending, NULL, 0},
-    {"capture_same_relaxed", NULL, capture_same_thread, CU_STREAM_CAPTURE_MODE_RELAXED},
-    {"capture_same_thread", NULL, capture_same_thread, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL},
-    {"capture_same_global", NULL, capture_same_thread, CU_STREAM_CAPTURE_MODE_GLOBAL},
-    {"freehost_legacy_copy", freehost_legacy_copy, NULL, 0},
-    {"freeasync_event_then_malloc", freeasync_event_then_malloc, NULL, 0},
-    {"ptds_batch_nb", NULL, ptds_batch, 0},
-    {"ptds_batch_blocking", NULL, ptds_batch, 1},
-    {"legacy_handle", NULL, special_handles, 0},
-    {"per_thread_handle", NULL, special_handles, 1},
-    {"exit_from_thread", exit_from_thread, NULL, 0},
-    {"wrong_kind_frees", wrong_kind_frees, NULL, 0},
-    {"fresh_thread_runtime", fresh_thread_runtime, NULL, 0},
-    {"dev_stream_alloc", dev_stream_alloc, NULL, 0},
-    {"blocking_write_legacy_freeasync", NULL, legacy_implicit_free, 0},
-    {"legacy_write_blocking_freeasync", NULL, legacy_implicit_free, 1},
-    {"host_freed_queries", NULL, host_freed_queries, 0},
-    {"mapped_freed_queries", NULL, host_freed_queries, 1},
-    {"interior_host_free_rt", NULL, interior_host_free, 0},
-    {"interior_host_free_drv", NULL, interior_host_free, 1},
+static const adv_mode modes[] = {
+    {"event_free_cudamalloc_block", event_free_cudamalloc_block, NULL, 0, NULL, 0},
+    {"destroyed_blocks_freed_elsewhere", destroyed_blocks_freed_elsewhere, NULL, 0, NULL, 0},
+    {"ctxsync_then_full_reuse", ctxsync_then_full_reuse, NULL, 0, NULL, 0},
+    {"huge_sizes", huge_sizes, NULL, 0, NULL, 0},
+    {"zero_sizes", zero_sizes, NULL, 0, NULL, 0},
+    {"ptds_many_threads", ptds_many_threads, NULL, 0, NULL, 0},
+    {"query_freeasync", query_freeasync, NULL, 0, NULL, 0},
+    {"meminfo_async", meminfo_async, NULL, 0, NULL, 0},
+    {"cumemfree_of_async", cumemfree_of_async, NULL, 0, NULL, 0},
+    {"exit_pending", exit_pending, NULL, 0, NULL, 0},
+    {"capture_same_relaxed", NULL, capture_same_thread, CU_STREAM_CAPTURE_MODE_RELAXED, NULL, 0},
+    {"capture_same_thread", NULL, capture_same_thread, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, NULL,
+     0},
+    {"capture_same_global", NULL, capture_same_thread, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, 0},
+    {"freehost_legacy_copy", freehost_legacy_copy, NULL, 0, NULL, 0},
+    {"freeasync_event_then_malloc", freeasync_event_then_malloc, NULL, 0, NULL, 0},
+    {"ptds_batch_nb", NULL, ptds_batch, 0, NULL, 0},
+    {"ptds_batch_blocking", NULL, ptds_batch, 1, NULL, 0},
+    {"legacy_handle", NULL, special_handles, 0, NULL, 0},
+    {"per_thread_handle", NULL, special_handles, 1, NULL, 0},
+    {"exit_from_thread", exit_from_thread, NULL, 0, NULL, 0},
+    {"wrong_kind_frees", wrong_kind_frees, NULL, 0, NULL, 0},
+    {"fresh_thread_runtime", fresh_thread_runtime, NULL, 0, NULL, 0},
+    {"dev_stream_alloc", dev_stream_alloc, NULL, 0, NULL, 0},
+    {"blocking_write_legacy_freeasync", NULL, legacy_implicit_free, 0, NULL, 0},
+    {"legacy_write_blocking_freeasync", NULL, legacy_implicit_free, 1, NULL, 0},
+    {"host_freed_queries", NULL, host_freed_queries, 0, NULL, 0},
+    {"mapped_freed_queries", NULL, host_freed_queries, 1, NULL, 0},
+    {"interior_host_free_rt", NULL, interior_host_free, 0, NULL, 0},
+    {"interior_host_free_drv", NULL, interior_host_free, 1, NULL, 0},
 };
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return 2;
-    setvbuf(stdout, NULL, _IONBF, 0);
-    if (prog_linked_setup(strncmp(argv[1], "dev_", 4) ? 1 : 2)) return 1;
-    int rc = 2;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-        if (!strcmp(argv[1], modes[i].name))
-            rc = modes[i].run ? modes[i].run() : modes[i].run_arg(modes[i].arg);
-    unsigned long v = gpoolsim_violations();
-    printf("violations=%lu\n", v);
-    fflush(stdout);
-    if (rc == 0 && v) rc = 4;
-    return rc;
+    return adv_main(modes, sizeof modes / sizeof modes[0],
+                    argc > 1 && !strncmp(argv[1], "dev_", 4) ? 2 : 1, argc, argv);
 }

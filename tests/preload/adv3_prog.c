@@ -670,45 +670,30 @@ static int dev_reset_other_device(void)
     return 0;
 }
 
-static const struct mode {
-    const char *name;
-    int (*run)(void);
-    int (*run_arg)(int);
-    int arg;
-} modes[] = {
-    {"last_error_oom", NULL, last_error, 0},
-    {"last_error_invalid", NULL, last_error, 1},
-    {"last_error_thread", NULL, last_error, 2},
-    {"last_error_mixed", last_error_mixed, NULL, 0},
-    {"dev_setdevice_ordinals", dev_setdevice_ordinals, NULL, 0},
-    {"dev_setdevice_free_across", dev_setdevice_free_across, NULL, 0},
-    {"dev_setdevice_threads", dev_setdevice_threads, NULL, 0},
-    {"sync_memset8_reuse", NULL, sync_then_reuse, 0},
-    {"sync_memset32_reuse", NULL, sync_then_reuse, 1},
-    {"sync_d2d_from_reuse", NULL, sync_then_reuse, 2},
-    {"sync_d2d_into_reuse", NULL, sync_then_reuse, 3},
-    {"sync_h2d_pageable_reuse", NULL, sync_then_reuse, 4},
-    {"other_thread_streams", other_thread_streams, NULL, 0},
-    {"many_live_blocks", many_live_blocks, NULL, 0},
-    {"pitch_and_managed", pitch_and_managed, NULL, 0},
-    {"host_register_near", host_register_near, NULL, 0},
-    {"device_reset_runtime", NULL, reset_cycles, 0},
-    {"device_reset_driver", NULL, reset_cycles, 1},
-    {"dev_reset_other_device", dev_reset_other_device, NULL, 0},
+static const adv_mode modes[] = {
+    {"last_error_oom", NULL, last_error, 0, NULL, 0},
+    {"last_error_invalid", NULL, last_error, 1, NULL, 0},
+    {"last_error_thread", NULL, last_error, 2, NULL, 0},
+    {"last_error_mixed", last_error_mixed, NULL, 0, NULL, 0},
+    {"dev_setdevice_ordinals", dev_setdevice_ordinals, NULL, 0, NULL, 0},
+    {"dev_setdevice_free_across", dev_setdevice_free_across, NULL, 0, NULL, 0},
+    {"dev_setdevice_threads", dev_setdevice_threads, NULL, 0, NULL, 0},
+    {"sync_memset8_reuse", NULL, sync_then_reuse, 0, NULL, 0},
+    {"sync_memset32_reuse", NULL, sync_then_reuse, 1, NULL, 0},
+    {"sync_d2d_from_reuse", NULL, sync_then_reuse, 2, NULL, 0},
+    {"sync_d2d_into_reuse", NULL, sync_then_reuse, 3, NULL, 0},
+    {"sync_h2d_pageable_reuse", NULL, sync_then_reuse, 4, NULL, 0},
+    {"other_thread_streams", other_thread_streams, NULL, 0, NULL, 0},
+    {"many_live_blocks", many_live_blocks, NULL, 0, NULL, 0},
+    {"pitch_and_managed", pitch_and_managed, NULL, 0, NULL, 0},
+    {"host_register_near", host_register_near, NULL, 0, NULL, 0},
+    {"device_reset_runtime", NULL, reset_cycles, 0, NULL, 0},
+    {"device_reset_driver", NULL, reset_cycles, 1, NULL, 0},
+    {"dev_reset_other_device", dev_reset_other_device, NULL, 0, NULL, 0},
 };
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return 2;
-    setvbuf(stdout, NULL, _IONBF, 0);
-    if (prog_linked_setup(strncmp(argv[1], "dev_", 4) ? 1 : 2)) return 1;
-    int rc = 2;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-        if (!strcmp(argv[1], modes[i].name))
-            rc = modes[i].run ? modes[i].run() : modes[i].run_arg(modes[i].arg);
-    unsigned long v = gpoolsim_violations();
-    printf("violations=%lu\n", v);
-    fflush(stdout);
-    if (rc == 0 && v) rc = 4;
-    return rc;
+    return adv_main(modes, sizeof modes / sizeof modes[0],
+                    argc > 1 && !strncmp(argv[1], "dev_", 4) ? 2 : 1, argc, argv);
 }

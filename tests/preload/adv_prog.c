@@ -1217,15 +1217,7 @@ static int mapped_kernel(void)
     return 0;
 }
 
-/* The modes: a function of no argument, of one int (arg) or of two (arg, arg2). */
-static const struct mode {
-    const char *name;
-    int (*run)(void);
-    int (*run_arg)(int);
-    int arg;
-    int (*run_args)(int, int);
-    int arg2;
-} modes[] = {
+static const adv_mode modes[] = {
     {"host_blocking", NULL, NULL, 0, host_async, 0},
     {"host_nb", NULL, NULL, 0, host_async, 1},
     {"host_mapped_nb", NULL, NULL, 1, host_async, 1},
@@ -1291,20 +1283,6 @@ static const struct mode {
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return 2;
-    setvbuf(stdout, NULL, _IONBF, 0);
-    const char *m = argv[1];
-    int devs = strstr(m, "devices") ? 2 : 1;
-    if (prog_linked_setup(devs)) return 1;
-    int rc = 2;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-        if (!strcmp(m, modes[i].name))
-            rc = modes[i].run       ? modes[i].run()
-                 : modes[i].run_arg ? modes[i].run_arg(modes[i].arg)
-                                    : modes[i].run_args(modes[i].arg, modes[i].arg2);
-    unsigned long v = gpoolsim_violations();
-    printf("violations=%lu\n", v);
-    fflush(stdout);
-    if (rc == 0 && v) rc = 4;
-    return rc;
+    return adv_main(modes, sizeof modes / sizeof modes[0],
+                    argc > 1 && strstr(argv[1], "devices") ? 2 : 1, argc, argv);
 }
