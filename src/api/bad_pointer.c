@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 
+#include "budget.h"
 #include "error.h"
 #include "policy.h"
 

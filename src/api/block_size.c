@@ -4,6 +4,7 @@
  * more than gpool_free does. */
 #include "arena.h"
 #include "bad_pointer.h"
+#include "budget.h"
 #include "error.h"
 #include "policy.h"
 #include "pool.h"

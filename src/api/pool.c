@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bad_pointer.h"
+#include "budget.h"
 #include "error.h"
 #include "fork.h"
 #include "ipc.h"

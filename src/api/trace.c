@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "error.h"
 #include "policy.h"
 #include "pool.h"

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "error.h"
 #include "kind.h"
 #include "ladder.h"
@@ -120,7 +121,7 @@ static gpool_status device_attempt(void *ctx, void **out)
         return st;
     }
     uint64_t used = pool->cfg.budget[GPOOL_MEM_DEVICE] ? gp_arena_in_use(q->a) : 0;
-    st = gp_policy_admit(pool, GPOOL_MEM_DEVICE, pl->size, used, q->charge);
+    st = gp_budget_admit(pool, GPOOL_MEM_DEVICE, pl->size, used, q->charge);
     q->refused = st != GPOOL_OK;
     if (st != GPOOL_OK) return st;
     st = gp_arena_alloc_ex(q->a, pl->size, pl->align, q->tag, q->usage,

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "bad_pointer.h"
+#include "budget.h"
 #include "error.h"
 #include "kind.h"
 #include "ladder.h"
@@ -401,7 +402,7 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
         host_settle(pool, s, kind, est, SETTLE_IF_DUE, NULL);
         pthread_mutex_lock(&s->lock);
     }
-    st = gp_policy_admit(pool, kind, size, k->in_use, est);
+    st = gp_budget_admit(pool, kind, size, k->in_use, est);
     if (st != GPOOL_OK) {
         pthread_mutex_unlock(&s->lock);
         *over_budget = 1;

@@ -9,8 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "error.h"
-#include "policy.h"
 #include "pool.h"
 #include "tcache.h"
 
@@ -140,7 +140,7 @@ static int tc_refill(gp_tcache *tc, unsigned c, gpool_status *st)
     size_t want = tc->cap[c] / 2 ? tc->cap[c] / 2 : 1;
     gpool_t *pool = tc->pool;
     if (pool->cfg.budget[GPOOL_MEM_DEVICE])
-        want = gp_policy_admit_count(pool, GPOOL_MEM_DEVICE, gp_class_size(c), want,
+        want = gp_budget_admit_count(pool, GPOOL_MEM_DEVICE, gp_class_size(c), want,
                                      gp_arena_in_use(tc->arena));
     if (!want) return 0;
     size_t got = gp_arena_slots_take(tc->arena, c, tc->pool->default_tag, tc, ptrs, want, st);

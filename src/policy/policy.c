@@ -1,10 +1,9 @@
-/* The placement policy: which memory kind a request gets, with which page size, whether the
- * kind's budget admits it, and where an AUTO request goes when its kind cannot serve it.
+/* The placement policy: which memory kind a request gets, with which page size, and where an
+ * AUTO request goes when its kind cannot serve it (the kind's budget, which may refuse it, is
+ * applied where the kind takes memory: kinds/budget.c).
  * Tables, so the whole decision is visible in one place (README, "Placement policy", shows
  * them too); pagesize.c holds the page and chunk size tables this file applies. */
 #include "policy.h"
-
-#include <inttypes.h>
 
 #include "error.h"
 #include "pagesize.h"
@@ -43,26 +42,6 @@ static const struct {
     [GPOOL_MEM_HOST_PINNED] = {GPOOL_MEM_HOST_MAPPED, MOVE_OVER_BUDGET},
     [GPOOL_MEM_HOST_MAPPED] = {GPOOL_MEM_AUTO, 0},
 };
-
-/* The one table of kind names: in messages, stats and dumps, and in trace files. */
-static const struct {
-    const char *name, *trace;
-} kind_names[GPOOL_MEM_KIND_COUNT] = {
-    [GPOOL_MEM_AUTO] = {"auto", ""},
-    [GPOOL_MEM_DEVICE] = {"device", "device"},
-    [GPOOL_MEM_HOST_PINNED] = {"host_pinned", "pinned"},
-    [GPOOL_MEM_HOST_MAPPED] = {"host_mapped", "mapped"},
-};
-
-const char *gp_kind_name(gpool_mem_kind kind)
-{
-    return (unsigned)kind < GPOOL_MEM_KIND_COUNT ? kind_names[kind].name : "unknown";
-}
-
-const char *gp_kind_trace_name(gpool_mem_kind kind)
-{
-    return (unsigned)kind < GPOOL_MEM_KIND_COUNT ? kind_names[kind].trace : "";
-}
 
 gpool_mem_kind gp_policy_kind(gpool_usage usage, size_t size)
 {
@@ -124,35 +103,6 @@ gpool_status gp_policy_place(const gpool_t *pool, const gpool_alloc_params *p, s
                        "pages, and blocks of this size %zu-byte chunks; pass 0 or one of those",
                        want, size, gran, out->page);
     return GPOOL_OK;
-}
-
-gpool_status gp_policy_admit(const gpool_t *pool, gpool_mem_kind kind, size_t size, uint64_t in_use,
-                             uint64_t charge)
-{
-    size_t gran = pool->granularity, total = pool->device_total;
-    if (kind == GPOOL_MEM_DEVICE && total && size / gran + (size % gran != 0) > total / gran)
-        /* no amount of releasing or remapping can help: say so without touching the cache */
-        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                       "vidmem: cannot allocate %zu bytes: the device has %zu bytes in all (%zu "
-                       "pages of %zu bytes); cause: the request can never fit on this device",
-                       size, total, total / gran, gran);
-    if (gp_policy_admit_count(pool, kind, charge, 1, in_use) == 0)
-        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
-                       "%s budget: %zu bytes requested, %" PRIu64 " of the %zu-byte budget in use",
-                       gp_kind_name(kind), size, in_use, pool->cfg.budget[kind]);
-    return GPOOL_OK;
-}
-
-/* The budget rule, for one block (gp_policy_admit) and for a thread cache's refill alike:
- * in_use plus what is charged stays within the kind's budget. */
-size_t gp_policy_admit_count(const gpool_t *pool, gpool_mem_kind kind, size_t unit, size_t want,
-                             uint64_t in_use)
-{
-    size_t budget = pool->cfg.budget[kind];
-    if (!budget || !unit) return want;
-    if (in_use >= budget) return 0;
-    uint64_t fit = (budget - in_use) / unit;
-    return fit < want ? (size_t)fit : want;
 }
 
 int gp_policy_move(gp_placement *pl, gpool_status st, int over_budget)

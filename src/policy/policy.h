@@ -1,8 +1,8 @@
 /* The placement policy: the whole decision about where a request goes, in one place.
  * Given the request (kind or usage hint, size, flags, alignment, page size) and the pool's
  * state (granularity, budgets, device size), policy.c says which kind serves it, with which
- * page or chunk size, whether the kind's budget admits it, and where an AUTO request moves
- * when its kind cannot serve it. README, "Placement policy", shows the same tables. */
+ * page or chunk size, and where an AUTO request moves when its kind cannot serve it (budgets:
+ * kinds/budget.h). README, "Placement policy", shows the same tables. */
 #ifndef GPOOL_POLICY_H
 #define GPOOL_POLICY_H
 
@@ -28,18 +28,6 @@ typedef struct gp_placement {
 gpool_status gp_policy_place(const gpool_t *pool, const gpool_alloc_params *params, size_t size,
                              gp_placement *out);
 
-/* Whether kind admits `size` more bytes with `in_use` bytes in use, charging `charge` (the
- * size rounded as the kind counts it) against its budget. GPOOL_OK, or
- * GPOOL_ERR_OUT_OF_MEMORY with a message naming the budget (or the device's size). */
-gpool_status gp_policy_admit(const gpool_t *pool, gpool_mem_kind kind, size_t size, uint64_t in_use,
-                             uint64_t charge);
-
-/* How many of `want` blocks of `unit` bytes kind's budget admits with `in_use` bytes in use
- * (want when the kind has no budget): the rule gp_policy_admit applies to one block, for a
- * thread cache taking several at once (so a cache never holds more than the budget allows). */
-size_t gp_policy_admit_count(const gpool_t *pool, gpool_mem_kind kind, size_t unit, size_t want,
-                             uint64_t in_use);
-
 /* A request that failed with st (over_budget: its kind's budget refused it) moves on: 1 when
  * the table sends it to another kind (pl->kind and pl->page are then the new ones), 0 when it
  * fails as it is. An AUTO request moves at most once; explicit kinds never move. */
@@ -55,11 +43,6 @@ gpool_mem_kind gp_policy_kind(gpool_usage usage, size_t size);
 /* The kind an AUTO request moves to from kind; GPOOL_MEM_AUTO for none (the condition is in
  * the table too: gp_policy_move applies it). */
 gpool_mem_kind gp_policy_spill(gpool_mem_kind kind);
-
-/* The kind's name in messages, stats and dumps ("device", "host_pinned", ...), and in trace
- * files ("device", "pinned", "mapped"; "" for AUTO). */
-const char *gp_kind_name(gpool_mem_kind kind);
-const char *gp_kind_trace_name(gpool_mem_kind kind);
 
 /* One line on why the table maps usage to its kind (for docs and messages). */
 const char *gp_policy_reason(gpool_usage usage);

@@ -57,13 +57,28 @@ static const char *layer_of(char *path, char *out, size_t cap)
     return out;
 }
 
-/* Print the measured call: its functions (with -v) and its chain of layers. */
-static void report(const char *what, int verbose)
+/* Layers from the top down: a call from one layer into a higher one is an upcall. */
+static const char *const ranks[] = {"api", "policy", "kinds", "placement", "streams", "backends"};
+
+static int rank_of(const char *layer)
+{
+    for (int i = 0; i < (int)(sizeof ranks / sizeof *ranks); i++)
+        if (!strcmp(layer, ranks[i])) return i;
+    return -1; /* torch, ipc: beside the stack, not ranked */
+}
+
+/* Print the measured call: its functions (with -v), its chain of layers (in the order their
+ * functions were entered, returns included), the layers it reached from the top in call order,
+ * and every upcall (a function calling into a layer above its own: what "each layer once, in
+ * order" rules out). */
+static void report(FILE *out, const char *what, int verbose)
 {
     char cmd[MAX_CALLS * 20 + 256], line[1024], fn[512], layer[64], last[64] = "";
     const char *lib = NULL;
     size_t len = 0;
-    int keep[MAX_CALLS], nkeep = 0, hops = 0;
+    int keep[MAX_CALLS], nkeep = 0, hops = 0, nup = 0;
+    int rank_at[64] = {0}, open_at[64] = {0}; /* the function open at each depth: its rank */
+    char fn_at_depth[64][96] = {{0}}, ups[16][256];
     for (int i = 0; i < ncalls; i++) {
         Dl_info di;
         if (!dladdr(fn_at[i], &di) || !strstr(di.dli_fname, "libgpool")) continue;
@@ -72,7 +87,7 @@ static void report(const char *what, int verbose)
         len += (size_t)snprintf(cmd + len, sizeof cmd - len, " 0x%lx",
                                 (unsigned long)((char *)fn_at[i] - (char *)di.dli_fbase));
     }
-    printf("== %s: %d functions, %d mutex locks\n  ", what, nkeep, nlocks);
+    fprintf(out, "== %s: %d functions, %d mutex locks\n  ", what, nkeep, nlocks);
     if (lib) {
         char head[1024];
         snprintf(head, sizeof head, "addr2line -f -e %s", lib);
@@ -83,29 +98,66 @@ static void report(const char *what, int verbose)
              k++) {
             fn[strcspn(fn, "\n")] = 0;
             if (verbose) fprintf(stderr, "%*s%s %s", 2 * depth_at[keep[k]], "", fn, line);
-            if (!layer_of(line, layer, sizeof layer) || !strcmp(layer, last)) continue;
-            printf("%s%s", hops++ ? " > " : "", layer);
+            if (!layer_of(line, layer, sizeof layer)) continue;
+            int d = depth_at[keep[k]], r = rank_of(layer);
+            if (d > 0 && d < 64) {
+                int caller = open_at[d - 1] ? rank_at[d - 1] : -1; /* the open function one up */
+                if (r >= 0 && caller >= 0 && r < caller && nup < 16)
+                    snprintf(ups[nup++], sizeof ups[0], "%.80s (%s) -> %.80s (%s)",
+                             fn_at_depth[d - 1], ranks[caller], fn, layer);
+                rank_at[d] = r >= 0 ? r : rank_at[d - 1];
+                open_at[d] = 1;
+                snprintf(fn_at_depth[d], sizeof fn_at_depth[d], "%.90s", fn);
+            }
+            if (!strcmp(layer, last)) continue;
+            fprintf(out, "%s%s", hops++ ? " > " : "", layer);
             snprintf(last, sizeof last, "%s", layer);
         }
         if (p) pclose(p);
     }
-    printf("\n  (%d layer%s entered)\n", hops, hops == 1 ? "" : "s");
+    fprintf(out, "\n  (%d layer%s entered; %d upcall%s)\n", hops, hops == 1 ? "" : "s", nup,
+            nup == 1 ? "" : "s");
+    for (int i = 0; i < nup; i++)
+        fprintf(out, "  upcall: %s\n", ups[i]);
     ncalls = nlocks = 0;
 }
 
-#define MEASURE(what, call)                                                                        \
+#define NMEASURED 8 /* measured pairs per kind of block: a warm call is not always the same */
+
+/* One measured call: its report into *text (malloc'd). */
+#define MEASURE(what, call, text)                                                                  \
     do {                                                                                           \
+        size_t len_;                                                                               \
+        FILE *out_ = open_memstream(text, &len_);                                                  \
         recording = 1;                                                                             \
         gpool_status st_ = call;                                                                   \
         recording = 0;                                                                             \
-        if (st_ != GPOOL_OK) {                                                                     \
+        if (st_ != GPOOL_OK || !out_) {                                                            \
             fprintf(stderr, "hops: %s: %s\n", what, gpool_last_error());                           \
             exit(1);                                                                               \
         }                                                                                          \
-        report(what, verbose);                                                                     \
+        report(out_, what, verbose);                                                               \
+        fclose(out_);                                                                              \
     } while (0)
 
-/* Warm pairs of size bytes of kind, then one measured alloc and free. */
+/* Print each distinct report of n once, with how many of the calls it describes. */
+static void print_distinct(char **text, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int same = 0, first = 1;
+        for (int j = 0; j < n; j++) {
+            if (strcmp(text[i], text[j])) continue;
+            same++;
+            if (j < i) first = 0;
+        }
+        if (!first) continue;
+        printf("%s  (%d of %d measured calls)\n", text[i], same, n);
+    }
+    for (int i = 0; i < n; i++)
+        free(text[i]);
+}
+
+/* Warm pairs of size bytes of kind, then NMEASURED measured allocs and frees. */
 static void pair(gpool_t *pool, gpool_mem_kind kind, size_t size, const char *name, int verbose)
 {
     gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
@@ -117,11 +169,16 @@ static void pair(gpool_t *pool, gpool_mem_kind kind, size_t size, const char *na
             exit(1);
         }
     }
-    char what[128];
-    snprintf(what, sizeof what, "gpool_alloc %s (%zu B, warm)", name, size);
-    MEASURE(what, gpool_alloc(pool, size, kind == GPOOL_MEM_DEVICE ? NULL : &prm, &p));
-    snprintf(what, sizeof what, "gpool_free %s (%zu B)", name, size);
-    MEASURE(what, gpool_free(pool, p));
+    char what[128], *alloc_text[NMEASURED], *free_text[NMEASURED];
+    for (int i = 0; i < NMEASURED; i++) {
+        snprintf(what, sizeof what, "gpool_alloc %s (%zu B, warm)", name, size);
+        MEASURE(what, gpool_alloc(pool, size, kind == GPOOL_MEM_DEVICE ? NULL : &prm, &p),
+                &alloc_text[i]);
+        snprintf(what, sizeof what, "gpool_free %s (%zu B)", name, size);
+        MEASURE(what, gpool_free(pool, p), &free_text[i]);
+    }
+    print_distinct(alloc_text, NMEASURED);
+    print_distinct(free_text, NMEASURED);
 }
 
 int main(int argc, char **argv)
