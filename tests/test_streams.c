@@ -421,3 +421,25 @@ Test(streams, split_fit_polls_other_streams_and_reuses_their_completed_block)
     for (int i = 0; i < 4; i++)
         cr_assert_eq(gpool_free_async(pool, more[i], A), GPOOL_OK);
 }
+
+/* A pinned block recorded on another stream waits behind its events; once that stream's work
+ * is done, gpool_trim finishes the free and gives the memory back, and the pool's counters
+ * say so (the host kind finishes its deferred frees itself, src/kinds/deferred.c). */
+Test(streams, recorded_pinned_free_is_finished_by_trim)
+{
+    gpool_alloc_params pin = {.kind = GPOOL_MEM_HOST_PINNED};
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 3 * MiB, &pin, A, &p), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_record_stream(pool, p, B), GPOOL_OK);
+    sim->stream_hold(B);
+    cr_assert_eq(gpool_free_async(pool, p, A), GPOOL_OK);
+    gpool_stats st = GPOOL_STATS_INIT;
+    gpool_get_stats(pool, &st);
+    cr_assert_eq(st.pending_frees, 1, "waits for B");
+    sim->stream_release(B);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    gpool_get_stats(pool, &st);
+    cr_assert_eq(st.pending_frees, 0);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_PINNED].in_use_bytes, 0);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_PINNED].reserved_bytes, 0, "trim gave the pages back");
+}

@@ -50,6 +50,11 @@ static inline const gp_kind *gp_kind_of(gpool_mem_kind k)
     return k == GPOOL_MEM_DEVICE ? &gp_device_kind : &gp_host_kind;
 }
 
+/* Free the deferred blocks (gpool_record_stream) whose streams' events completed -- all of
+ * them, after a device-wide synchronize, when sync (memory is short) -- into their kinds
+ * (deferred.c). How many there were. No lock held. */
+size_t gp_kinds_finish_deferred(gpool_t *pool, int sync);
+
 /* The device kind's arena over vidmem, made at gpool_create (it sets pool->granularity and
  * pool->device_total); host kinds are made on first use. On failure nothing of it is left. */
 gpool_status gp_device_kind_create(gpool_t *pool);

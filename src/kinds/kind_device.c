@@ -180,7 +180,7 @@ static gpool_status device_report(void *ctx, gpool_status st)
 }
 
 /* The device kind's ladder; streams: none after the attempt (the arena polls other streams
- * inside it, and gp_stream_process runs before the climb). */
+ * inside it, and gp_kinds_finish_deferred runs before the climb). */
 static const gp_ladder device_ladder = {
     .attempt = device_attempt,
     .relieve =
@@ -248,7 +248,7 @@ static gpool_status device_alloc(gpool_t *pool, const gp_placement *pl,
                 ? gp_class_size(gp_size_class(size))
                 : (size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1),
     };
-    gp_stream_process(pool); /* frees whose streams are done are reusable, and not counted */
+    gp_kinds_finish_deferred(pool, 0); /* frees whose streams are done: reusable, not counted */
     int retried = 0;
     gpool_status st;
     if ((flags & GPOOL_ALLOC_IN_CAPTURE) && gp_stream_capturing(pool, tag))

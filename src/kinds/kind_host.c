@@ -539,7 +539,7 @@ static int host_make_room(void *ctx)
     size_t est = (q->pl->size + GP_MIN_ALIGN - 1) & ~(size_t)(GP_MIN_ALIGN - 1);
     size_t freed = 0;
     if (q->oom_arena) gp_arena_make_room(q->oom_arena, &freed, q->why, HOST_WHY_CAP);
-    size_t drained = gp_stream_drain(q->pool);
+    size_t drained = gp_kinds_finish_deferred(q->pool, 1);
     /* a retry only when what went back could be the room missing */
     size_t settled = host_settle(q->pool, q->s, q->pl->kind, 0, SETTLE_SYNC, NULL);
     return freed || drained || settled >= est;
@@ -581,7 +581,7 @@ static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
         gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
         if (st != GPOOL_OK) return st;
         hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
-        gp_stream_process(pool);
+        gp_kinds_finish_deferred(pool, 0);
     }
     char why[HOST_WHY_CAP];
     why[0] = 0;
@@ -840,7 +840,10 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     ref->requested = d.requested_size;
     if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
         return gp_bad_pointer(ptr, GP_PTR_INTERIOR, d.kind, (uintptr_t)d.host_ptr);
-    return gp_stream_defer_host_free(pool, ptr, tag, &d);
+    int free_now;
+    st = gp_stream_defer_host_free(pool, ptr, tag, &d, &free_now);
+    if (free_now) st = gp_sysmem_free(pool, ptr, &ref->owned);
+    return st;
 }
 
 int gp_sysmem_holds(gpool_t *pool, const void *ptr)
@@ -928,6 +931,7 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
     gpool_status st = GPOOL_OK; /* waiting frees first (a synchronize); they stay if it fails */
+    gp_kinds_finish_deferred(pool, 1); /* and those gpool_record_stream made wait */
     host_settle(pool, s, GPOOL_MEM_AUTO, 0, SETTLE_SYNC, &st);
     if (st != GPOOL_OK) {
         char why[300];

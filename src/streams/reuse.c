@@ -64,7 +64,6 @@
 #include "bad_pointer.h"
 #include "error.h"
 #include "stream_internal.h"
-#include "kind_host.h"
 
 /* ---------- frees used on several streams ---------- */
 
@@ -224,17 +223,18 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block
 /* Take the deferred blocks whose events completed (all of them with force, after a device
  * synchronize) out of the list (lock held); the caller frees them. Returns how many were put
  * in out[] (at most max). */
-static size_t take_deferred(gpool_t *pool, int force, deferred_free *out, size_t max)
+static size_t take_deferred(gpool_t *pool, int force, int device_only, deferred_free *out,
+                            size_t max)
 {
     gp_streams *ss = pool->streams;
     size_t k = 0, got = 0;
     for (size_t i = 0; i < ss->ndef; i++) {
         deferred_free *d = &ss->def[i];
         size_t done = 0;
-        for (size_t e = 0; e < d->nev && got < max; e++)
+        for (size_t e = 0; e < d->nev && got < max && !(device_only && d->host); e++)
             done += force || GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
                                     pool->dc.drv->cuEventQuery(d->ev[e])) == CUDA_SUCCESS;
-        if (got == max || done < d->nev || (d->need_sync && !force)) {
+        if (got == max || (device_only && d->host) || done < d->nev || (d->need_sync && !force)) {
             ss->def[k++] = *d;
             continue;
         }
@@ -260,58 +260,39 @@ static gp_reuse_free free_of(const deferred_free *d)
         .ptr = d->ptr, .tag = d->tag, .seq = retired ? 0 : d->seq, .clean = retired};
 }
 
-/* The real free of a deferred block whose events completed (no lock held). */
-static void free_done(gpool_t *pool, const deferred_free *d)
-{
-    if (d->host) {
-        int owned;
-        gp_sysmem_free(pool, d->ptr, &owned);
-        return;
-    }
-    gp_reuse_free f = free_of(d);
-    gp_arena *a = pool->device;
-    if (!f.clean) {
-        gp_arena_free(a, f.ptr, f.tag, f.seq);
-        return;
-    }
-    gp_arena_lock(a);
-    gp_arena_free_locked(a, f.ptr, f.tag, f.seq);
-    gp_arena_clean_locked(a, f.tag, UINT64_MAX);
-    gp_arena_unlock(a);
-}
-
-/* The deferred blocks whose events completed (all of them with synced) into ans->frees, for the
- * device arena to free: host blocks are freed here. Lock held, context entered; the caller holds
- * the device arena's lock (lock order: an arena's lock, then ss->lock). */
+/* The deferred device blocks whose events completed (all of them with synced) into ans->frees,
+ * for the device arena to free (host blocks wait for the host kind's next
+ * gp_stream_take_done). Lock held, context entered; the caller holds the device arena's lock
+ * (lock order: an arena's lock, then ss->lock). */
 static void take_done(gpool_t *pool, int synced, gp_reuse_answer *ans)
 {
     deferred_free done[GP_REUSE_FREES];
-    size_t n = take_deferred(pool, synced, done, GP_REUSE_FREES);
-    for (size_t i = 0; i < n; i++) {
-        if (done[i].host)
-            free_done(pool, &done[i]);
-        else
-            ans->frees[ans->nfrees++] = free_of(&done[i]);
-    }
+    size_t n = take_deferred(pool, synced, 1, done, GP_REUSE_FREES);
+    for (size_t i = 0; i < n; i++)
+        ans->frees[ans->nfrees++] = free_of(&done[i]);
     ans->more = n == GP_REUSE_FREES;
 }
 
-void gp_stream_process(gpool_t *pool)
+size_t gp_stream_take_done(gpool_t *pool, int sync, gp_done_free *out, size_t max)
 {
     gp_streams *ss = pool->streams;
-    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
     deferred_free done[64];
     size_t n = 0;
+    if (max > 64) max = 64;
     gp_ss_lock(ss);
     if (ss->ndef) {
         int pushed;
         gp_dc_enter(&pool->dc, &pushed);
-        n = take_deferred(pool, 0, done, 64);
+        int synced = sync && GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                                    pool->dc.drv->cuCtxSynchronize()) == CUDA_SUCCESS;
+        n = take_deferred(pool, synced, 0, done, max);
         gp_dc_leave(&pool->dc, pushed);
     }
     gp_ss_unlock(ss);
-    for (size_t i = 0; i < n; i++) /* without ss->lock: the arena's lock comes first */
-        free_done(pool, &done[i]);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (gp_done_free){.host = done[i].host, .f = free_of(&done[i])};
+    return n;
 }
 
 /* Records kept before forget is asked for (a program that creates and destroys streams must not
@@ -599,10 +580,11 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
  * freeing stream cannot reuse it early. Each host free is queued behind an event on its
  * stream (and on streams recorded for it) and really freed once they completed. */
 gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
-                                       const gpool_block_desc *desc)
+                                       const gpool_block_desc *desc, int *free_now)
 {
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
+    *free_now = 0;
     gp_ss_lock(ss);
     recorded *rc = gp_ptrmap_get(&ss->recorded, (uintptr_t)ptr);
     if (rc && rc->deferred) {
@@ -684,31 +666,6 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     }
     gp_dc_leave(&pool->dc, pushed);
     gp_ss_unlock(ss);
-    if ((done || !ok) && st == GPOOL_OK) {
-        int owned;
-        st = gp_sysmem_free(pool, ptr, &owned);
-    }
+    *free_now = (done || !ok) && st == GPOOL_OK;
     return st;
-}
-
-size_t gp_stream_drain(gpool_t *pool)
-{
-    gp_streams *ss = pool->streams;
-    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
-    deferred_free done[64];
-    size_t n, total = 0;
-    do {
-        gp_ss_lock(ss);
-        int pushed;
-        gp_dc_enter(&pool->dc, &pushed);
-        int synced = GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize()) ==
-                     CUDA_SUCCESS;
-        n = take_deferred(pool, synced, done, 64);
-        gp_dc_leave(&pool->dc, pushed);
-        gp_ss_unlock(ss);
-        for (size_t i = 0; i < n; i++)
-            free_done(pool, &done[i]);
-        total += n;
-    } while (n == 64);
-    return total;
 }

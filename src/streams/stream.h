@@ -50,17 +50,24 @@ int gp_stream_defer_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block
 int gp_stream_cross_free(gpool_t *pool, void *ptr, uintptr_t tag, const gp_block_ref *ref,
                          gpool_status *st);
 
-/* Free host block ptr (freed on stream tag) once the work queued on tag and on the streams
- * recorded for it has completed. */
+/* Host block ptr (freed on stream tag) is freed once the work queued on tag and on the
+ * streams recorded for it has completed: queued behind events (a later gp_stream_take_done
+ * hands it back), or, when those streams are idle or had to be waited for here, *free_now = 1:
+ * the caller frees it now. */
 gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
-                                       const gpool_block_desc *desc);
+                                       const gpool_block_desc *desc, int *free_now);
 
-/* Wait for the device and finish every deferred free (memory is short); how many there were.
- * No lock held. */
-size_t gp_stream_drain(gpool_t *pool);
+/* A deferred free whose events completed, for its kind to finish: a host block (host), or a
+ * device block to free into the arena as f says. */
+typedef struct gp_done_free {
+    int host;
+    gp_reuse_free f;
+} gp_done_free;
 
-/* Free deferred blocks whose events completed (no lock held by the caller). */
-void gp_stream_process(gpool_t *pool);
+/* Take up to max (at most 64) deferred frees whose events completed into out[] -- every one,
+ * after a device-wide synchronize made here, when sync -- for the caller to free. No lock held
+ * by the caller. Returns how many. */
+size_t gp_stream_take_done(gpool_t *pool, int sync, gp_done_free *out, size_t max);
 
 /* Blocks of kind freed by the caller whose free still waits on streams' events. */
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
