@@ -284,33 +284,33 @@ gpool_status gpool_alloc_async(gpool_t *pool, size_t size, const gpool_alloc_par
     return alloc_impl(pool, size, params, stream, out, "gpool_alloc_async");
 }
 
-/* dev: the device kind's resolution of ptr when the fast path made it (NULL: none yet); the
- * kinds resolve a pointer once each, the device kind (the common case) first. */
+/* ref: ptr resolved (gp_kind_resolve) when the fast path did it, else NULL. The pointer is
+ * resolved once and handed to the one kind whose memory it lies in. */
 static gpool_status free_tagged(gpool_t *pool, void *ptr, gpool_stream_t stream,
-                                const gp_block_ref *dev)
+                                const gp_block_ref *ref)
 {
     if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "gpool_free: pool is NULL");
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_free");
     if (!ptr) return GPOOL_OK;
     uintptr_t tag = gp_stream_tag(stream);
-    for (int i = 0; i < GP_KIND_COUNT; i++) {
-        gp_block_ref ref; /* the kind fills it (not zeroed here: the host pair's cost) */
-        if (dev && gp_kinds[i] == &gp_device_kind)
-            ref = *dev;
-        else
-            ref.resolved = 0;
-        gpool_status st = gp_kinds[i]->free(pool, ptr, tag, &ref);
-        if (!ref.owned) continue;
-        if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, ref.requested, stream);
-        return st;
+    gp_block_ref r; /* the kind fills it (not zeroed here: the host pair's cost) */
+    const gp_kind *k;
+    if (ref) {
+        r = *ref;
+        k = r.owned ? &gp_device_kind : &gp_host_kind;
+    } else {
+        k = gp_kind_resolve(pool, ptr, &r);
     }
-    return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);
+    gpool_status st = k->free(pool, ptr, tag, &r);
+    if (!r.owned) return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);
+    if (st == GPOOL_OK && pool->trace) gp_trace_event(pool, 0, ptr, r.requested, stream);
+    return st;
 }
 
 static gpool_status free_impl(gpool_t *pool, void *ptr, gpool_stream_t stream, const char *call,
-                              const gp_block_ref *dev)
+                              const gp_block_ref *ref)
 {
-    gpool_status st = gp_named(free_tagged(pool, ptr, stream, dev), call);
+    gpool_status st = gp_named(free_tagged(pool, ptr, stream, ref), call);
     if (st == GPOOL_OK && ptr && stream == CU_STREAM_PER_THREAD)
         gp_stream_cover(pool, gp_stream_tag(stream));
     return st;
@@ -345,13 +345,9 @@ gpool_status gpool_free(gpool_t *pool, void *ptr)
                              !atomic_load_explicit(&pool->stream_busy, memory_order_relaxed) &&
                              !gp_fork_parents_pool(pool->id),
                          1)) {
-        gp_slab *slab;
-        int owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &slab);
-        if (gp_tcache_free_slab(pool, slab, ptr)) return GPOOL_OK;
-        gp_block_ref ref; /* resolved, owned and slab are all device_free reads of it */
-        ref.resolved = 1;
-        ref.owned = owned;
-        ref.slab = slab;
+        gp_block_ref ref; /* resolved, owned and slab are all the kinds read of it */
+        gp_kind_resolve(pool, ptr, &ref);
+        if (gp_tcache_free_slab(pool, ref.slab, ptr)) return GPOOL_OK;
         return free_impl(pool, ptr, pool->cfg.default_stream, "gpool_free", &ref);
     }
     return free_impl(pool, ptr, pool ? pool->cfg.default_stream : NULL, "gpool_free", NULL);
@@ -566,9 +562,10 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
     if (gp_fork_parents_pool(pool->id)) return gp_fork_refuse("gpool_get_block_desc");
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
-    for (int i = 0; ptr && i < GP_KIND_COUNT; i++) {
+    if (ptr) {
+        gp_block_ref ref;
         int owned = 0;
-        gpool_status st = gp_kinds[i]->block_info(pool, ptr, out, &owned);
+        gpool_status st = gp_kind_resolve(pool, ptr, &ref)->block_info(pool, ptr, out, &owned);
         if (owned) return st;
     }
     return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);

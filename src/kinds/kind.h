@@ -11,6 +11,7 @@
 #include "arena.h"
 #include "gpool.h"
 #include "policy.h"
+#include "pool.h"
 
 typedef struct gp_kind {
     /* Allocate a block placed on this kind (pl->kind, pl->page as the policy chose); stream:
@@ -43,6 +44,16 @@ extern const gp_kind gp_host_kind;   /* kind_host.c */
 /* Every kind, in the order a pointer is looked up (device blocks are the common case). */
 #define GP_KIND_COUNT 2
 extern const gp_kind *const gp_kinds[GP_KIND_COUNT];
+
+/* The kind whose memory ptr lies in, resolved once into *ref for a free to hand down: the
+ * device arena's ranges, in one lock-free read (ref->slab: a small block's slab), else the host
+ * kinds (whose free looks its block up once; a pointer they do not own either is foreign). */
+static inline const gp_kind *gp_kind_resolve(gpool_t *pool, const void *ptr, gp_block_ref *ref)
+{
+    ref->resolved = 1;
+    ref->owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &ref->slab);
+    return ref->owned ? &gp_device_kind : &gp_host_kind;
+}
 
 /* The kind serving memory kind k (never AUTO). */
 static inline const gp_kind *gp_kind_of(gpool_mem_kind k)

@@ -720,11 +720,12 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
 {
     *taken = 1;
     pthread_mutex_lock(&s->lock);
-    host_block *b = gp_ptrmap_get(&s->blocks, (uintptr_t)ptr);
-    if (!b) {
+    size_t slot = gp_ptrmap_slot(&s->blocks, (uintptr_t)ptr); /* the one lookup of the free */
+    if (slot == s->blocks.cap) {
         pthread_mutex_unlock(&s->lock);
         return not_live(s, ptr, 0, &ref->owned);
     }
+    host_block *b = s->blocks.vals[slot];
     host_pending pe = {.b = b};
     uintptr_t btag = (uintptr_t)b->stream;
     if (pend_room(s) != 0 || gp_host_clock_mark(&s->clock, tag, &pe.mark[pe.nmark++]) != 0 ||
@@ -733,7 +734,7 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
         *taken = 0;
         return GPOOL_OK;
     }
-    gp_ptrmap_del(&s->blocks, (uintptr_t)ptr);
+    gp_ptrmap_del_at(&s->blocks, slot);
     host_kind *k = hk(s, b->kind);
     k->requested -= b->requested;
     k->frees++;

@@ -69,13 +69,18 @@ void *gp_ptrmap_get(const gp_ptrmap *m, uintptr_t key)
     return NULL;
 }
 
-void *gp_ptrmap_del(gp_ptrmap *m, uintptr_t key)
+size_t gp_ptrmap_slot(const gp_ptrmap *m, uintptr_t key)
 {
-    if (!m->cap || !key) return NULL;
+    if (!m->cap || !key) return m->cap;
     size_t mask = m->cap - 1, s = slot_of(key, m->cap);
     while (m->keys[s] && m->keys[s] != key)
         s = (s + 1) & mask;
-    if (!m->keys[s]) return NULL;
+    return m->keys[s] ? s : m->cap;
+}
+
+void *gp_ptrmap_del_at(gp_ptrmap *m, size_t s)
+{
+    size_t mask = m->cap - 1;
     void *val = m->vals[s];
     /* backward-shift: pull later members of the probe run into the hole */
     size_t hole = s;
@@ -91,4 +96,10 @@ void *gp_ptrmap_del(gp_ptrmap *m, uintptr_t key)
     m->vals[hole] = NULL;
     m->count--;
     return val;
+}
+
+void *gp_ptrmap_del(gp_ptrmap *m, uintptr_t key)
+{
+    size_t s = gp_ptrmap_slot(m, key);
+    return s < m->cap ? gp_ptrmap_del_at(m, s) : NULL;
 }

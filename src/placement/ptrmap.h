@@ -19,5 +19,10 @@ int gp_ptrmap_put(gp_ptrmap *m, uintptr_t key, void *val);
 void *gp_ptrmap_get(const gp_ptrmap *m, uintptr_t key);
 /* Removes key and returns its value, or NULL if absent. */
 void *gp_ptrmap_del(gp_ptrmap *m, uintptr_t key);
+/* One probe for a caller that may remove what it finds: key's slot, or m->cap when absent (its
+ * value: m->vals[slot]); valid until the map next changes. */
+size_t gp_ptrmap_slot(const gp_ptrmap *m, uintptr_t key);
+/* Removes the entry at a slot gp_ptrmap_slot found, returning its value. */
+void *gp_ptrmap_del_at(gp_ptrmap *m, size_t slot);
 
 #endif
