@@ -1,4 +1,4 @@
-/* The retry ladder (src/policy/ladder.h): one order of rungs for every kind, and a request the
+/* The retry ladder (src/kinds/ladder.h): one order of rungs for every kind, and a request the
  * policy moves to another kind climbs that kind's whole ladder. */
 #include <criterion/criterion.h>
 #include <string.h>

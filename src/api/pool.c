@@ -73,6 +73,7 @@ static void pool_free_struct(gpool_t *pool)
     if (gp_drv_last == &pool->cnt) gp_drv_last = NULL;
     pthread_mutex_destroy(&pool->lock);
     pthread_mutex_destroy(&pool->trace_lock);
+    gp_owners_fini(&pool->owners);
     free((char *)pool->cfg.trace_path);
     free(pool);
 }
@@ -85,6 +86,7 @@ gpool_status gpool_create(const gpool_config *cfg, gpool_t **out)
     if (!pool) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
     pthread_mutex_init(&pool->lock, NULL);
     pthread_mutex_init(&pool->trace_lock, NULL);
+    gp_owners_init(&pool->owners);
     gpool_status st = resolve_config(cfg, &pool->cfg);
     pool->dc.cnt = &pool->cnt;
     if (st == GPOOL_OK) st = gp_driver_get(&pool->dc.drv);

@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "driver.h"
 #include "gpool.h"
+#include "owners.h"
 
 typedef struct gp_tcache gp_tcache;
 
@@ -17,6 +18,7 @@ struct gpool {
     gpool_config cfg;
     gp_drv_counters cnt;        /* the pool's driver calls (dc.cnt points here) */
     gp_devctx dc;               /* driver table, device, primary context and &cnt */
+    gp_owners owners;           /* which kind's memory each address is (owners.h) */
     gp_arena *device;           /* the device kind's arena (kind_device.c) */
     struct gp_sysmem *sys;      /* host kinds, created by kind_host.c on first use */
     struct gp_streams *streams; /* stream-ordered reuse state (stream.c) */

@@ -14,9 +14,12 @@
 #include "host_numa.h"
 
 /* What every host backend of a pool shares. */
+struct gp_owners;
+
 typedef struct gp_host_env {
     gp_devctx dc;
     gp_numa *numa;
+    struct gp_owners *owners; /* the pool's address registry: extents register there */
 } gp_host_env;
 
 extern const gp_backend_ops gp_hostmem_ops;

@@ -21,6 +21,7 @@ size_t gp_kinds_finish_deferred(gpool_t *pool, int sync)
                 continue;
             }
             gp_arena *a = pool->device;
+            if (!a) continue; /* the device kind is gone (gpool_destroy): its memory with it */
             gp_arena_lock(a);
             gp_arena_free_locked(a, f->ptr, f->tag, f->seq);
             if (f->clean) gp_arena_clean_locked(a, f->tag, UINT64_MAX);

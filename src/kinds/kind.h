@@ -45,13 +45,15 @@ extern const gp_kind gp_host_kind;   /* kind_host.c */
 #define GP_KIND_COUNT 2
 extern const gp_kind *const gp_kinds[GP_KIND_COUNT];
 
-/* The kind whose memory ptr lies in, resolved once into *ref for a free to hand down: the
- * device arena's ranges, in one lock-free read (ref->slab: a small block's slab), else the host
- * kinds (whose free looks its block up once; a pointer they do not own either is foreign). */
+/* The kind whose memory ptr lies in, resolved once into *ref for a free to hand down: one
+ * lock-free read of the pool's address registry (owners.h), which holds both kinds' ranges
+ * (ref->slab: a small device block's slab). A pointer in no range goes to the host kind, whose
+ * free tells foreign pinned memory from other foreign pointers. */
 static inline const gp_kind *gp_kind_resolve(gpool_t *pool, const void *ptr, gp_block_ref *ref)
 {
+    gpool_mem_kind k = gp_owners_find(&pool->owners, (uintptr_t)ptr, &ref->slab);
     ref->resolved = 1;
-    ref->owned = gp_arena_resolve(pool->device, (uintptr_t)ptr, &ref->slab);
+    ref->owned = k == GPOOL_MEM_DEVICE;
     return ref->owned ? &gp_device_kind : &gp_host_kind;
 }
 

@@ -51,7 +51,7 @@ gpool_status gp_device_kind_create(gpool_t *pool)
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
     }
     st = gp_arena_init(a, GPOOL_MEM_DEVICE, &gp_vidmem_ops, vctx, pool->granularity, va,
-                       pool->cfg.small_max, &gp_stream_reuse_ops, pool);
+                       pool->cfg.small_max, &gp_stream_reuse_ops, pool, &pool->owners);
     if (st != GPOOL_OK) {
         gp_vidmem_ops.fini(vctx, NULL);
         free(a);

@@ -49,6 +49,7 @@ static const char *const src_name[] = {"page_arena", "small_slab", "cuMemHostAll
 
 typedef struct host_block {
     uintptr_t host; /* CPU address (equal to the key under unified addressing) */
+    uintptr_t dev;  /* a direct block's device address (its key), registered with it */
     size_t requested, size, page;
     gpool_stream_t stream;
     gpool_mem_kind kind;
@@ -158,7 +159,7 @@ static gpool_status sys_create(gpool_t *pool, gp_sysmem **out)
     if (!s) return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for host-memory state");
     pthread_mutex_init(&s->lock, NULL);
     gp_ptrmap_init(&s->blocks);
-    s->env = (gp_host_env){.dc = pool->dc, .numa = &s->numa};
+    s->env = (gp_host_env){.dc = pool->dc, .numa = &s->numa, .owners = &pool->owners};
     int v = 0, m = 0;
     CUresult r = GP_DRV(&pool->cnt, GPOOL_DRV_OTHER,
                         pool->dc.drv->cuDeviceGetAttribute(
@@ -219,7 +220,8 @@ static gpool_status large_get_locked(gp_sysmem *s, gpool_mem_kind kind, int pg, 
     }
     /* small_max 0: no slabs (small host blocks come from host_small.c); no stream sync: host
      * frees are immediate. */
-    st = gp_arena_init(a, kind, &gp_hostmem_ops, b, page, region_bytes[pg], 0, NULL, NULL);
+    st = gp_arena_init(a, kind, &gp_hostmem_ops, b, page, region_bytes[pg], 0, NULL, NULL,
+                       s->env.owners);
     if (st != GPOOL_OK) {
         gp_hostmem_ops.fini(b, NULL);
         free(a);
@@ -253,12 +255,22 @@ static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t
                                  uintptr_t *host, uintptr_t *key, size_t *got)
 {
     gpool_status st = gp_hostmem_direct_alloc(&s->env, size, align, host, key, got);
-    if (st == GPOOL_OK) atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
-    return st;
+    if (st != GPOOL_OK) return st;
+    gpool_mem_kind kind = k == &s->k[0] ? GPOOL_MEM_HOST_PINNED : GPOOL_MEM_HOST_MAPPED;
+    if (gp_owners_add(s->env.owners, *host, *got, kind, NULL) != 0 ||
+        (*key != *host && gp_owners_add(s->env.owners, *key, *got, kind, NULL) != 0)) {
+        gp_owners_remove(s->env.owners, *host);
+        gp_hostmem_direct_free(&s->env, *host);
+        return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the address registry");
+    }
+    atomic_fetch_add_explicit(&k->reserved, *got, memory_order_relaxed);
+    return GPOOL_OK;
 }
 
 static void direct_free(gp_sysmem *s, host_kind *k, host_block *b)
 {
+    gp_owners_remove(s->env.owners, b->host);
+    if (b->dev && b->dev != b->host) gp_owners_remove(s->env.owners, b->dev);
     gp_hostmem_direct_free(&s->env, b->host);
     atomic_fetch_sub_explicit(&k->reserved, b->size, memory_order_relaxed);
 }
@@ -453,13 +465,15 @@ static gpool_status alloc_kind(gpool_t *pool, gp_sysmem *s, const gp_placement *
         b = malloc(sizeof *b);
         if (!b) st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a block record");
         if (!b) {
-            host_block tmp = {.host = host, .size = got, .src = (uint8_t)src, .pg = (uint8_t)pg};
+            host_block tmp = {
+                .host = host, .dev = key, .size = got, .src = (uint8_t)src, .pg = (uint8_t)pg};
             release_memory(s, k, sm, &tmp);
         }
     }
     if (b) {
         *b = (host_block){
             .host = host,
+            .dev = key,
             .requested = size,
             .size = got,
             .page = page,
@@ -1050,6 +1064,7 @@ static gpool_status host_destroy(gpool_t *pool, uint64_t *live, uint64_t *bytes)
 {
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
+    gp_kinds_finish_deferred(pool, 1); /* frees gpool_record_stream made wait: done by the user */
     host_settle(pool, s, GPOOL_MEM_AUTO, 0, SETTLE_SYNC, NULL);
     for (size_t i = 0; i < s->npend; i++) { /* the synchronize failed: they go all the same */
         host_block *b = s->pend[i].b;

@@ -34,8 +34,11 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
     gpool_status st = a->ops->reserve(a->bctx, want, &base, &got);
     if (st != GPOOL_OK) return st;
     _Atomic(gp_slab *) *gran = calloc(got >> GP_GRANULE_SHIFT, sizeof *gran);
-    int idx = gran ? gp_heap_add_region(&a->heap, base, got, a->page) : -1;
+    int idx = gran && gp_owners_add(a->owners, base, got, a->kind, gran) == 0
+                  ? gp_heap_add_region(&a->heap, base, got, a->page)
+                  : -1;
     if (idx < 0) {
+        if (gran) gp_owners_remove(a->owners, base);
         free(gran);
         a->ops->unreserve(a->bctx, base, got);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu MiB region's tables",
@@ -594,7 +597,7 @@ void gp_arena_note_queued_use(gp_arena *a)
 
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
                            size_t page, size_t va_reserve, size_t small_max,
-                           const gp_reuse_ops *reuse, void *ctx)
+                           const gp_reuse_ops *reuse, void *ctx, gp_owners *owners)
 {
     memset(a, 0, sizeof *a);
     if (gp_heap_init(&a->heap) != 0)
@@ -608,6 +611,7 @@ gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_op
     a->small_max = small_max;
     a->reuse = reuse;
     a->reuse_ctx = ctx;
+    a->owners = owners;
     a->allocs_since_poll = GP_SPLIT_POLL_EVERY; /* the first split fit may poll */
     gp_ptrmap_init(&a->blocks);
     return GPOOL_OK;
@@ -638,8 +642,10 @@ void gp_arena_fini(gp_arena *a, uint64_t *live_count, uint64_t *live_bytes)
     if (live_bytes) *live_bytes = bytes;
     if (a->ops && a->ops->fini) a->ops->fini(a->bctx, &a->heap);
     gp_arena_spans_fini(a);
-    for (size_t i = 0; i < nregs; i++)
+    for (size_t i = 0; i < nregs; i++) {
+        gp_owners_remove(a->owners, a->map.regs[i].base);
         free(a->map.regs[i].granule);
+    }
     gp_heap_fini(&a->heap);
     gp_ptrmap_fini(&a->blocks);
     free(a->streams);

@@ -33,6 +33,7 @@
 
 #include "backend.h"
 #include "heap.h"
+#include "owners.h"
 #include "ptrmap.h"
 #include "sizeclass.h"
 
@@ -217,10 +218,11 @@ typedef struct gp_arena_counters {
 gp_arena *gp_arena_new(void);
 
 /* Set up an arena over a backend context (owned by the arena from now on). reuse: the stream-
- * reuse rule the arena asks, with its ctx (NULL: one stream's memory, reusable at once). */
+ * reuse rule the arena asks, with its ctx (NULL: one stream's memory, reusable at once).
+ * owners: the pool's address registry, where the arena's regions are registered (NULL: none). */
 gpool_status gp_arena_init(gp_arena *a, gpool_mem_kind kind, const gp_backend_ops *ops, void *bctx,
                            size_t page, size_t va_reserve, size_t small_max,
-                           const gp_reuse_ops *reuse, void *ctx);
+                           const gp_reuse_ops *reuse, void *ctx, gp_owners *owners);
 /* After gp_arena_init, before the first allocation: 1 when a request may make its stream wait
  * for another stream's frees (gpool_config.stream_reuse = wait): free ranges then coalesce
  * whatever streams' frees they hold (heap.h merge_any). */

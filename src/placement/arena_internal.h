@@ -37,6 +37,7 @@ struct gp_arena {
     size_t nstreams, cap_streams;
     const gp_reuse_ops *reuse; /* the stream-reuse rule (NULL: none; positions are 0) */
     void *reuse_ctx;
+    gp_owners *owners; /* the pool's address registry: the regions are registered there */
     gp_pending_slot *pending;
     size_t npending, cap_pending;
     /* While one stream is all the arena has seen, its frees are clean at once (nothing else

@@ -133,6 +133,14 @@ static gpool_status extent_add(gp_small *s)
         }
     }
     gp_dc_leave(&s->env.dc, pushed);
+    if (st == GPOOL_OK && (gp_owners_add(s->env.owners, a, size, s->kind, NULL) != 0 ||
+                           (d != a && gp_owners_add(s->env.owners, d, size, s->kind, NULL) != 0))) {
+        gp_owners_remove(s->env.owners, a);
+        gp_dc_enter(&s->env.dc, &pushed);
+        GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.dc.drv->cuMemHostUnregister(p));
+        gp_dc_leave(&s->env.dc, pushed);
+        st = gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the address registry");
+    }
     if (st != GPOOL_OK) {
         munmap(p, size);
         free(e);
@@ -171,6 +179,8 @@ static gpool_status extent_release(gp_small *s, size_t i)
                    s->env.dc.drv->cuMemHostUnregister((void *)e->addr));
     gpool_status st = r == CUDA_SUCCESS ? GPOOL_OK : gp_cu_fail(r, "cuMemHostUnregister");
     gp_dc_leave(&s->env.dc, pushed);
+    gp_owners_remove(s->env.owners, e->addr);
+    if (e->dev != e->addr) gp_owners_remove(s->env.owners, e->dev);
     munmap((void *)e->addr, e->size);
     atomic_fetch_sub_explicit(s->reserved, e->size, memory_order_relaxed);
     memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof *s->ext);

@@ -1,0 +1,96 @@
+/* The pool's address registry (owners.h): slots in blocks that never move, so a reader needs
+ * no lock; writers hold o->lock and rewrite a slot under its sequence count. */
+#include "owners.h"
+
+#include <stdlib.h>
+
+void gp_owners_init(gp_owners *o)
+{
+    for (size_t i = 0; i < GP_OWNER_BLOCK; i++) {
+        atomic_init(&o->first[i].seq, 0);
+        atomic_init(&o->first[i].base, 0);
+        atomic_init(&o->first[i].size, 0);
+        atomic_init(&o->first[i].kind, GPOOL_MEM_AUTO);
+        atomic_init(&o->first[i].granule, NULL);
+    }
+    atomic_init(&o->blk[0], o->first);
+    for (size_t b = 1; b < GP_OWNER_BLOCKS; b++)
+        atomic_init(&o->blk[b], NULL);
+    atomic_init(&o->n, 0);
+    pthread_mutex_init(&o->lock, NULL);
+}
+
+void gp_owners_fini(gp_owners *o)
+{
+    for (size_t b = 1; b < GP_OWNER_BLOCKS; b++) {
+        free(atomic_load_explicit(&o->blk[b], memory_order_relaxed));
+        atomic_store_explicit(&o->blk[b], NULL, memory_order_relaxed);
+    }
+    atomic_store_explicit(&o->n, 0, memory_order_relaxed);
+    pthread_mutex_destroy(&o->lock);
+}
+
+static gp_owner_slot *slot_at(gp_owners *o, size_t i)
+{
+    return atomic_load_explicit(&o->blk[i / GP_OWNER_BLOCK], memory_order_relaxed) +
+           i % GP_OWNER_BLOCK;
+}
+
+/* Lock held: rewrite slot s (readers seeing it meanwhile read it again). */
+static void slot_write(gp_owner_slot *s, uintptr_t base, size_t size, int kind,
+                       _Atomic(struct gp_slab *) *granule)
+{
+    uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->base, base, memory_order_relaxed);
+    atomic_store_explicit(&s->size, size, memory_order_relaxed);
+    atomic_store_explicit(&s->kind, kind, memory_order_relaxed);
+    atomic_store_explicit(&s->granule, granule, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+}
+
+int gp_owners_add(gp_owners *o, uintptr_t base, size_t size, gpool_mem_kind kind,
+                  _Atomic(struct gp_slab *) *granule)
+{
+    if (!o || !size) return 0;
+    pthread_mutex_lock(&o->lock);
+    size_t n = atomic_load_explicit(&o->n, memory_order_relaxed), i = 0;
+    while (i < n && atomic_load_explicit(&slot_at(o, i)->size, memory_order_relaxed))
+        i++; /* the first free slot, else a new one */
+    int ok = 1;
+    if (i == n) {
+        size_t b = n / GP_OWNER_BLOCK;
+        if (b == GP_OWNER_BLOCKS) {
+            ok = 0;
+        } else if (!atomic_load_explicit(&o->blk[b], memory_order_relaxed)) {
+            gp_owner_slot *blk = calloc(GP_OWNER_BLOCK, sizeof *blk);
+            if (blk)
+                atomic_store_explicit(&o->blk[b], blk, memory_order_release);
+            else
+                ok = 0;
+        }
+    }
+    if (ok) {
+        slot_write(slot_at(o, i), base, size, kind, granule);
+        if (i == n) atomic_store_explicit(&o->n, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&o->lock);
+    return ok ? 0 : -1;
+}
+
+void gp_owners_remove(gp_owners *o, uintptr_t base)
+{
+    if (!o) return;
+    pthread_mutex_lock(&o->lock);
+    size_t n = atomic_load_explicit(&o->n, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        gp_owner_slot *s = slot_at(o, i);
+        if (atomic_load_explicit(&s->size, memory_order_relaxed) &&
+            atomic_load_explicit(&s->base, memory_order_relaxed) == base) {
+            slot_write(s, 0, 0, GPOOL_MEM_AUTO, NULL);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&o->lock);
+}
