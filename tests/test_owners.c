@@ -23,8 +23,8 @@ Test(owners, add_find_remove_and_reuse_a_slot)
     struct gp_slab *slab = (struct gp_slab *)1;
     cr_assert_eq(gp_owners_find(&o, 0x1000, &slab), GPOOL_MEM_AUTO);
     cr_assert_null(slab);
-    cr_assert_eq(gp_owners_add(&o, 0x100000, 0x10000, GPOOL_MEM_HOST_PINNED, NULL), 0);
-    cr_assert_eq(gp_owners_add(&o, 0x200000, 0x10000, GPOOL_MEM_HOST_MAPPED, NULL), 0);
+    cr_assert_eq(gp_owners_add(&o, 0x100000, 0x10000, GPOOL_MEM_HOST_PINNED), 0);
+    cr_assert_eq(gp_owners_add(&o, 0x200000, 0x10000, GPOOL_MEM_HOST_MAPPED), 0);
     cr_assert_eq(gp_owners_find(&o, 0x100000, &slab), GPOOL_MEM_HOST_PINNED);
     cr_assert_eq(gp_owners_find(&o, 0x10ffff, &slab), GPOOL_MEM_HOST_PINNED);
     cr_assert_eq(gp_owners_find(&o, 0x110000, &slab), GPOOL_MEM_AUTO, "one past the end");
@@ -33,7 +33,7 @@ Test(owners, add_find_remove_and_reuse_a_slot)
     gp_owners_remove(&o, 0x100000);
     cr_assert_eq(gp_owners_find(&o, 0x100000, &slab), GPOOL_MEM_AUTO);
     size_t n = atomic_load(&o.n);
-    cr_assert_eq(gp_owners_add(&o, 0x300000, 0x10000, GPOOL_MEM_DEVICE, NULL), 0);
+    cr_assert_eq(gp_owners_add(&o, 0x300000, 0x10000, GPOOL_MEM_DEVICE), 0);
     cr_assert_eq(atomic_load(&o.n), n, "the freed slot is reused");
     cr_assert_eq(gp_owners_find(&o, 0x30ffff, &slab), GPOOL_MEM_DEVICE);
     gp_owners_remove(&o, 0x12345); /* not registered: nothing happens */
@@ -48,7 +48,7 @@ Test(owners, a_device_region_gives_the_slab_of_its_granule)
     _Atomic(struct gp_slab *) gran[4] = {NULL, NULL, NULL, NULL};
     atomic_store(&gran[2], (struct gp_slab *)0x5000);
     uintptr_t base = (uintptr_t)1 << 40;
-    cr_assert_eq(gp_owners_add(&o, base, 4 * GP_GRANULE, GPOOL_MEM_DEVICE, gran), 0);
+    cr_assert_eq(gp_owners_add_region(&o, base, 4 * GP_GRANULE, GPOOL_MEM_DEVICE, gran), 0);
     struct gp_slab *slab;
     cr_assert_eq(gp_owners_find(&o, base + 2 * GP_GRANULE + 100, &slab), GPOOL_MEM_DEVICE);
     cr_assert_eq((uintptr_t)slab, 0x5000);
@@ -57,12 +57,31 @@ Test(owners, a_device_region_gives_the_slab_of_its_granule)
     gp_owners_fini(&o);
 }
 
+Test(owners, a_region_removed_is_no_ones_and_a_range_reuses_no_region)
+{
+    gp_owners o;
+    gp_owners_init(&o);
+    struct gp_slab *slab;
+    cr_assert_eq(gp_owners_add_region(&o, 0x4000000, 0x200000, GPOOL_MEM_HOST_PINNED, NULL), 0);
+    cr_assert_eq(gp_owners_add(&o, 0x8000000, 0x1000, GPOOL_MEM_HOST_MAPPED), 0);
+    cr_assert_eq(gp_owners_find(&o, 0x4100000, &slab), GPOOL_MEM_HOST_PINNED);
+    gp_owners_remove(&o, 0x4000000);
+    cr_assert_eq(gp_owners_find(&o, 0x4100000, &slab), GPOOL_MEM_AUTO);
+    cr_assert_eq(gp_owners_find(&o, 0x8000fff, &slab), GPOOL_MEM_HOST_MAPPED);
+    for (int i = 0; i < GP_OWNER_REGIONS - 1; i++)
+        cr_assert_eq(
+            gp_owners_add_region(&o, ((uintptr_t)i + 100) << 24, 4096, GPOOL_MEM_DEVICE, NULL), 0);
+    cr_assert_eq(gp_owners_add_region(&o, (uintptr_t)1 << 40, 4096, GPOOL_MEM_DEVICE, NULL), -1,
+                 "the region table is full: the arena's region fails, it is not dropped");
+    gp_owners_fini(&o);
+}
+
 Test(owners, many_ranges_grow_the_registry)
 {
     gp_owners o;
     gp_owners_init(&o);
     for (uintptr_t i = 0; i < 3 * GP_OWNER_BLOCK + 5; i++)
-        cr_assert_eq(gp_owners_add(&o, (i + 1) << 20, 4096, GPOOL_MEM_HOST_PINNED, NULL), 0);
+        cr_assert_eq(gp_owners_add(&o, (i + 1) << 20, 4096, GPOOL_MEM_HOST_PINNED), 0);
     struct gp_slab *slab;
     for (uintptr_t i = 0; i < 3 * GP_OWNER_BLOCK + 5; i++)
         cr_assert_eq(gp_owners_find(&o, ((i + 1) << 20) + 4095, &slab), GPOOL_MEM_HOST_PINNED);
@@ -82,7 +101,7 @@ static void *writer(void *arg)
     struct race *r = arg;
     for (int i = 0; !atomic_load(&r->stop); i++) {
         uintptr_t base = ((uintptr_t)(i % 50) + 100) << 20;
-        gp_owners_add(r->o, base, MiB, i & 1 ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED, NULL);
+        gp_owners_add(r->o, base, MiB, i & 1 ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED);
         gp_owners_remove(r->o, base);
     }
     return NULL;
@@ -106,8 +125,8 @@ Test(owners, readers_racing_a_writer_see_whole_ranges)
     gp_owners o;
     gp_owners_init(&o);
     for (uintptr_t i = 0; i < 5; i++) /* slots before it that the writer rewrites */
-        gp_owners_add(&o, (i + 200) << 20, MiB, GPOOL_MEM_HOST_PINNED, NULL);
-    cr_assert_eq(gp_owners_add(&o, (uintptr_t)10 << 20, MiB, GPOOL_MEM_DEVICE, NULL), 0);
+        gp_owners_add(&o, (i + 200) << 20, MiB, GPOOL_MEM_HOST_PINNED);
+    cr_assert_eq(gp_owners_add(&o, (uintptr_t)10 << 20, MiB, GPOOL_MEM_DEVICE), 0);
     for (uintptr_t i = 0; i < 5; i++)
         gp_owners_remove(&o, (i + 200) << 20);
     struct race r = {.o = &o};

@@ -18,7 +18,6 @@ struct gpool {
     gpool_config cfg;
     gp_drv_counters cnt;        /* the pool's driver calls (dc.cnt points here) */
     gp_devctx dc;               /* driver table, device, primary context and &cnt */
-    gp_owners owners;           /* which kind's memory each address is (owners.h) */
     gp_arena *device;           /* the device kind's arena (kind_device.c) */
     struct gp_sysmem *sys;      /* host kinds, created by kind_host.c on first use */
     struct gp_streams *streams; /* stream-ordered reuse state (stream.c) */
@@ -43,6 +42,8 @@ struct gpool {
      * per gpool_alloc call, however many attempts it made */
     _Atomic uint64_t dev_ooms, dev_oom_retries;
     _Atomic(struct gp_ipc *) ipc; /* blocks shared with other processes (ipc.h); NULL: none */
+    /* which kind's memory each address is (owners.h); last: 14 KiB the hot fields stay before */
+    gp_owners owners;
 };
 
 gpool_status gp_config_check(const gpool_config *cfg);

@@ -257,8 +257,8 @@ static gpool_status direct_alloc(gp_sysmem *s, host_kind *k, size_t size, size_t
     gpool_status st = gp_hostmem_direct_alloc(&s->env, size, align, host, key, got);
     if (st != GPOOL_OK) return st;
     gpool_mem_kind kind = k == &s->k[0] ? GPOOL_MEM_HOST_PINNED : GPOOL_MEM_HOST_MAPPED;
-    if (gp_owners_add(s->env.owners, *host, *got, kind, NULL) != 0 ||
-        (*key != *host && gp_owners_add(s->env.owners, *key, *got, kind, NULL) != 0)) {
+    if (gp_owners_add(s->env.owners, *host, *got, kind) != 0 ||
+        (*key != *host && gp_owners_add(s->env.owners, *key, *got, kind) != 0)) {
         gp_owners_remove(s->env.owners, *host);
         gp_hostmem_direct_free(&s->env, *host);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the address registry");

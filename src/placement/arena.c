@@ -34,13 +34,16 @@ static gpool_status region_add(gp_arena *a, size_t min_bytes)
     gpool_status st = a->ops->reserve(a->bctx, want, &base, &got);
     if (st != GPOOL_OK) return st;
     _Atomic(gp_slab *) *gran = calloc(got >> GP_GRANULE_SHIFT, sizeof *gran);
-    int idx = gran && gp_owners_add(a->owners, base, got, a->kind, gran) == 0
-                  ? gp_heap_add_region(&a->heap, base, got, a->page)
-                  : -1;
+    int registered = gran && gp_owners_add_region(a->owners, base, got, a->kind, gran) == 0;
+    int idx = registered ? gp_heap_add_region(&a->heap, base, got, a->page) : -1;
     if (idx < 0) {
-        if (gran) gp_owners_remove(a->owners, base);
+        if (registered) gp_owners_remove(a->owners, base);
         free(gran);
         a->ops->unreserve(a->bctx, base, got);
+        if (gran && !registered)
+            return gp_fail(GPOOL_ERR_OUT_OF_MEMORY,
+                           "%s: the pool's address registry is full (%d arena regions)",
+                           a->ops->name, GP_OWNER_REGIONS);
         return gp_fail(GPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu MiB region's tables",
                        got / MiB);
     }

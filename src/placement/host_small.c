@@ -133,8 +133,8 @@ static gpool_status extent_add(gp_small *s)
         }
     }
     gp_dc_leave(&s->env.dc, pushed);
-    if (st == GPOOL_OK && (gp_owners_add(s->env.owners, a, size, s->kind, NULL) != 0 ||
-                           (d != a && gp_owners_add(s->env.owners, d, size, s->kind, NULL) != 0))) {
+    if (st == GPOOL_OK && (gp_owners_add(s->env.owners, a, size, s->kind) != 0 ||
+                           (d != a && gp_owners_add(s->env.owners, d, size, s->kind) != 0))) {
         gp_owners_remove(s->env.owners, a);
         gp_dc_enter(&s->env.dc, &pushed);
         GP_DRV(s->env.dc.cnt, GPOOL_DRV_HOST_UNREGISTER, s->env.dc.drv->cuMemHostUnregister(p));
