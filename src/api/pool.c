@@ -374,6 +374,27 @@ static gpool_status record_stream(gpool_t *pool, void *ptr, gpool_stream_t strea
     return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
 }
 
+static gpool_status stream_release(gpool_t *pool, gpool_stream_t stream)
+{
+    if (!pool) return gp_fail(GPOOL_ERR_INVALID_ARG, "pool is NULL");
+    if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "the legacy and per-thread default streams are never destroyed");
+    if ((uintptr_t)stream == pool->default_tag)
+        return gp_fail(GPOOL_ERR_INVALID_ARG,
+                       "stream %p is the pool's default stream (gpool_config.default_stream): "
+                       "destroy the pool before the stream",
+                       (void *)stream);
+    /* the device arena moves what is pending on the stream, asking the reuse rule */
+    return pool->device ? gp_arena_release_stream(pool->device, (uintptr_t)stream) : GPOOL_OK;
+}
+
+gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream)
+{
+    gpool_status st = stream_release(pool, stream);
+    return st == GPOOL_OK ? st : gp_named(st, "gpool_stream_release");
+}
+
 gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_stream_t stream)
 {
     return gp_named(record_stream(pool, ptr, stream), "gpool_record_stream");

@@ -566,7 +566,8 @@ void gp_arena_release_cached_locked(gp_arena *a)
 
 /* ---------- for gpool_stream_release ---------- */
 
-int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq)
+/* Lock held: what is pending on tag becomes pending on `to` at to_seq. 1 when anything was. */
+static int retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq)
 {
     int moved = 0;
     if (a->streams_seen == 1 && a->only_tag == tag) {
@@ -587,6 +588,26 @@ int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint
             moved = 1;
         }
     return moved;
+}
+
+gpool_status gp_arena_release_stream(gp_arena *a, uintptr_t tag)
+{
+    if (!a->reuse) return GPOOL_OK;
+    pthread_mutex_lock(&a->lock); /* lock order: the arena's, then the streams' */
+    uintptr_t rtag = a->reuse->retired_tag(a->reuse_ctx);
+    int moved = retire_stream_locked(a, tag, rtag, 0);
+    gp_reuse_release rel = {0};
+    gpool_status st = a->reuse->release(a->reuse_ctx, tag, rtag, moved, &rel);
+    for (;;) {
+        for (size_t i = 0; i < rel.nclean; i++)
+            gp_arena_clean_locked(a, rel.clean[i], UINT64_MAX);
+        if (!rel.more) break;
+        rel = (gp_reuse_release){0};
+        a->reuse->release(a->reuse_ctx, 0, 0, 0, &rel); /* a backlog that completed */
+    }
+    GP_CHECK_ARENA(a, "release stream");
+    pthread_mutex_unlock(&a->lock);
+    return st;
 }
 
 void gp_arena_note_queued_use(gp_arena *a)

@@ -173,6 +173,14 @@ typedef struct gp_reuse_answer {
     gp_reuse_free frees[GP_REUSE_FREES];
 } gp_reuse_answer;
 
+/* What the streams layer found at a stream's release: tags whose work is now known done, for
+ * the arena to clean. */
+typedef struct gp_reuse_release {
+    size_t nclean;
+    int more; /* more tags are done than clean holds: ask release again with tag 0 */
+    uintptr_t clean[GP_REUSE_STREAMS];
+} gp_reuse_release;
+
 typedef struct gp_reuse_ops {
     /* GPOOL_OK, or the error a request on stream tag fails with if it needs driver calls
      * (polling, mapping, growing, synchronizing): a stream capturing a CUDA graph may only get
@@ -200,6 +208,16 @@ typedef struct gp_reuse_ops {
     /* After an answer with forget set: the n streams the arena still holds pending memory of
      * (n == GP_REUSE_STREAMS: maybe more); the streams layer forgets the others' records. */
     void (*forget)(void *ctx, const uintptr_t *pending, size_t n);
+    /* Stream tag goes away (gpool_stream_release): a retired tag of its own for what is pending
+     * on it (a value no stream handle has). */
+    uintptr_t (*retired_tag)(void *ctx);
+    /* Then, the arena's pending memory of tag moved to rtag (moved: there was some): the
+     * streams layer's part (its records, an event recorded on tag now, deferred frees), with
+     * the tags now known done in *rel. GPOOL_ERR_DRIVER when tag could be neither recorded on
+     * nor synchronized (what was pending on it stays pending until a device-wide synchronize).
+     * tag 0: only the tags known done since (after an answer with more set). */
+    gpool_status (*release)(void *ctx, uintptr_t tag, uintptr_t rtag, int moved,
+                            gp_reuse_release *rel);
 } gp_reuse_ops;
 
 typedef struct gp_arena_counters {
@@ -289,11 +307,12 @@ void gp_arena_clean_locked(gp_arena *a, uintptr_t tag, uint64_t upto);
  * that cannot be synchronized (its owner may have destroyed it) is let pass. */
 gpool_status gp_arena_sync_all_locked(gp_arena *a);
 
-/* Lock held: stream tag goes away (gpool_stream_release): everything pending on it -- its
+/* Stream tag goes away (gpool_stream_release; takes the lock): everything pending on it -- its
  * marks at every position, its pending slots, and in single-stream mode the frees it made clean
- * at once -- becomes pending on `to` at to_seq, so that a new stream with tag's value starts
- * clean. 1 when anything was pending on tag. */
-int gp_arena_retire_stream_locked(gp_arena *a, uintptr_t tag, uintptr_t to, uint64_t to_seq);
+ * at once -- becomes pending on a retired tag of its own, which the reuse rule's release ties
+ * to an event recorded on tag now, so that a new stream with tag's value starts clean. Errors
+ * as the rule's release. */
+gpool_status gp_arena_release_stream(gp_arena *a, uintptr_t tag);
 /* Takes the lock: queued work now touches a block (its pages stay mapped until a sync). */
 void gp_arena_note_queued_use(gp_arena *a);
 

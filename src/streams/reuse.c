@@ -561,6 +561,8 @@ const gp_reuse_ops gp_stream_reuse_ops = {
     .sync = gp_stream_sync,
     .frees_done = gp_stream_frees_done,
     .forget = gp_stream_forget,
+    .retired_tag = gp_stream_retired_tag,
+    .release = gp_stream_release_rule,
 };
 
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,

@@ -83,6 +83,9 @@ gpool_status gp_stream_sync(void *ctx, int pending, int others, int *synced, gp_
 void gp_stream_frees_done(void *ctx, int synced, gp_reuse_answer *ans);
 void gp_stream_forget(void *ctx, const uintptr_t *pending, size_t n);
 uint64_t gp_stream_position(void *ctx, uintptr_t tag);
+uintptr_t gp_stream_retired_tag(void *ctx);
+gpool_status gp_stream_release_rule(void *ctx, uintptr_t tag, uintptr_t rtag, int moved,
+                                    gp_reuse_release *rel);
 
 /* Learn stream tag's context now, while the caller knows it is alive (an allocation on it):
  * a stream destroyed before its blocks' frees reach the pool (the PyTorch hooks' free batch)

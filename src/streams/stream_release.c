@@ -1,4 +1,6 @@
-/* gpool_stream_release: the program is about to destroy a stream. What is pending on it moves
+/* The streams layer's part of gpool_stream_release (the reuse rule's release, asked by the
+ * device arena under its lock: gp_arena_release_stream). The program is about to destroy a
+ * stream. What is pending on it moves
  * onto an event recorded on it now -- legal before the destroy, and enough: cuda.h,
  * cuStreamDestroy, "in case the device is still doing work in the stream when
  * cuStreamDestroy() is called, the function will return immediately and the resources
@@ -44,7 +46,7 @@ static size_t retag_recorded(gp_streams *ss, uintptr_t tag, uintptr_t rtag)
 
 /* Deferred device frees made on tag (reusable on tag at once when they complete): each also
  * waits for an event recorded on tag now, and gets a retired tag of its own, cleaned when it
- * completes (reuse.c free_done). Lock held, context entered. */
+ * completes (src/kinds/deferred.c). Lock held, context entered. */
 static void retag_deferred(gpool_t *pool, uintptr_t tag, int synced)
 {
     gp_streams *ss = pool->streams;
@@ -68,12 +70,13 @@ static void retag_deferred(gpool_t *pool, uintptr_t tag, int synced)
     }
 }
 
-/* Retired tags whose event completed need no record any more: their marks turn clean and the
- * record goes, its event back to the spares (lock held, context entered, the arena's lock
- * held). Queries stop after a few events not done yet, so that many streams still working
- * cost little, while a backlog that completed goes in one call. */
+/* Retired tags whose event completed need no record any more: their marks turn clean (the tag
+ * goes into rel for the arena to clean) and the record goes, its event back to the spares (lock
+ * held, context entered). Queries stop after a few events not done yet, so that many streams
+ * still working cost little, while a backlog that completed goes in one call (as much of it as
+ * rel holds). */
 #define SWEEP_MISSES 4
-static void sweep_retired(gpool_t *pool, gp_arena *a)
+static void sweep_retired(gpool_t *pool, gp_reuse_release *rel)
 {
     gp_streams *ss = pool->streams;
     int misses = 0;
@@ -83,11 +86,12 @@ static void sweep_retired(gpool_t *pool, gp_arena *a)
             i++;
             continue;
         }
-        if (r->ev_live && misses < SWEEP_MISSES) {
+        if (r->ev_live && rel->nclean == GP_REUSE_STREAMS - 1) rel->more = 1; /* next call */
+        if (r->ev_live && misses < SWEEP_MISSES && rel->nclean < GP_REUSE_STREAMS - 1) {
             if (GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(r->ev)) ==
                 CUDA_SUCCESS) {
                 r->ev_live = 0;
-                if (a) gp_arena_clean_locked(a, r->tag, UINT64_MAX);
+                rel->clean[rel->nclean++] = r->tag;
             } else {
                 misses++;
             }
@@ -101,38 +105,37 @@ static void sweep_retired(gpool_t *pool, gp_arena *a)
     }
 }
 
-GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream)
+uintptr_t gp_stream_retired_tag(void *ctx)
 {
-    if (!pool)
-        return gp_named(gp_fail(GPOOL_ERR_INVALID_ARG, "pool is NULL"), "gpool_stream_release");
-    uintptr_t tag = (uintptr_t)stream;
-    if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
-        return gp_named(gp_fail(GPOOL_ERR_INVALID_ARG,
-                                "the legacy and per-thread default streams are never destroyed"),
-                        "gpool_stream_release");
-    if (tag == pool->default_tag)
-        return gp_named(gp_fail(GPOOL_ERR_INVALID_ARG,
-                                "stream %p is the pool's default stream (gpool_config."
-                                "default_stream): destroy the pool before the stream",
-                                (void *)stream),
-                        "gpool_stream_release");
-    gp_arena *a = pool->device;
+    (void)ctx;
+    return gp_ss_retired_tag();
+}
+
+gpool_status gp_stream_release_rule(void *ctx, uintptr_t tag, uintptr_t rtag, int moved,
+                                    gp_reuse_release *rel)
+{
+    gpool_t *pool = ctx;
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
-    if (a) gp_arena_lock(a); /* lock order: the arena's, then ss->lock */
     gp_ss_lock(ss);
-    /* everything pending on the stream moves to a retired tag of its own */
-    uintptr_t rtag = gp_ss_retired_tag();
+    if (!tag) { /* the rest of a backlog that completed */
+        int pushed;
+        gp_dc_enter(&pool->dc, &pushed);
+        sweep_retired(pool, rel);
+        gp_dc_leave(&pool->dc, pushed);
+        gp_ss_unlock(ss);
+        return GPOOL_OK;
+    }
+    /* everything pending on the stream moves to the retired tag rtag (the arena's part is
+     * done: moved) */
     int known = 0;
     for (size_t i = 0; i < ss->nrecs && !known; i++)
         known = ss->recs[i].tag == tag;
-    int moved = a && gp_arena_retire_stream_locked(a, tag, rtag, 0);
     moved |= retag_recorded(ss, tag, rtag) > 0;
     for (size_t i = 0; i < ss->ndef && !moved; i++)
         moved = !ss->def[i].host && ss->def[i].tag == tag;
     if (!known && !moved) { /* the pool never saw it, or has forgotten it: no driver call */
         gp_ss_unlock(ss);
-        if (a) gp_arena_unlock(a);
         return GPOOL_OK;
     }
     int pushed;
@@ -158,8 +161,8 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
         retag_deferred(pool, tag, synced);
     }
     drop_rec(pool, tag);
-    sweep_retired(pool, a);
-    if (synced && a) gp_arena_clean_locked(a, rtag, UINT64_MAX);
+    sweep_retired(pool, rel);
+    if (synced) rel->clean[rel->nclean++] = rtag;
     if (ev) {
         stream_rec *r = gp_ss_rec(ss, rtag);
         if (r) {
@@ -172,9 +175,9 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
             CUresult q =
                 GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventSynchronize(ev));
             gp_ss_event_put(pool, ev);
-            if (q == CUDA_SUCCESS && a)
-                gp_arena_clean_locked(a, rtag, UINT64_MAX);
-            else if (q != CUDA_SUCCESS)
+            if (q == CUDA_SUCCESS)
+                rel->clean[rel->nclean++] = rtag;
+            else
                 st = gp_cu_fail(q, "cuEventSynchronize (gpool_stream_release)");
         }
     }
@@ -182,6 +185,5 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
     if (st == GPOOL_OK) gp_ss_alias_add(ss, tag, rtag);
     gp_dc_leave(&pool->dc, pushed);
     gp_ss_unlock(ss);
-    if (a) gp_arena_unlock(a);
-    return st == GPOOL_OK ? st : gp_named(st, "gpool_stream_release");
+    return st;
 }
