@@ -564,8 +564,8 @@ static const gp_ladder host_ladder = {
 
 /* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
  * may call the driver), and frees waiting on streams are finished before one fails. A request
- * moved here off device memory went through the device kind's stream handling and keeps the
- * stream its parameters name. *out is the host address for pinned and the device address for
+ * moved here off device memory went through the device kind's stream handling and is ordered
+ * on the request's stream as well. *out is the host address for pinned and the device address for
  * mapped memory. One request that ends out of memory counts once (gpool_stats.ooms), on the
  * kind it was tried on, whatever rungs it climbed. */
 static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
@@ -579,9 +579,11 @@ static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
     if (pl->first != GPOOL_MEM_DEVICE) {
         gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
         if (st != GPOOL_OK) return st;
-        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
         gp_stream_process(pool);
     }
+    /* the block's tag: the request's stream, also for a request moved here off device memory
+     * (gpool_alloc_async ignores params->stream) */
+    hp.stream = (gpool_stream_t)gp_stream_tag(stream);
     char why[HOST_WHY_CAP];
     why[0] = 0;
     host_request q = {.pool = pool, .pl = pl, .params = &hp, .why = why};
