@@ -134,12 +134,12 @@ Test(api_adv, host_free_then_stream_release_names_no_destroyed_stream)
 {
     pool = make_pool("budget_pinned=1M");
     void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, 512 << 10, 0, S[0]);
-    kernel(S[0], p, 512 << 10);
     sim->stream_hold(S[0]);
+    kernel(S[0], p, 512 << 10);
     cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_stream_release(pool, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(sim->stream_release(S[0]), 0); /* its queued work may complete now */
     cr_assert_eq(stream_destroy(S[0]), CUDA_SUCCESS);
-    sim->stream_release(S[0]); /* its queued work completes */
     S[0] = NULL;
     unsigned long before = destroyed_calls();
     void *q = alloc_kind(GPOOL_MEM_HOST_PINNED, 1 << 20, 0, S[1]);
@@ -157,8 +157,8 @@ Test(api_adv, host_free_then_stream_release_new_stream_same_handle)
 {
     pool = make_pool(NULL);
     void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, 512 << 10, 0, S[0]);
-    kernel(S[0], p, 512 << 10);
     sim->stream_hold(S[0]);
+    kernel(S[0], p, 512 << 10);
     cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(gpool_stream_release(pool, S[0]), GPOOL_OK, "%s", gpool_last_error());
     CUstream old = S[0];

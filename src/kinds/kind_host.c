@@ -53,7 +53,12 @@ typedef struct host_block {
     gpool_mem_kind kind;
     gpool_usage usage;
     uint8_t src, pg, fell_back;
-    struct host_block *next_spare; /* a spare record's next (gp_sysmem.spare) */
+    union {
+        struct host_block *next_spare; /* a spare record's next (gp_sysmem.spare) */
+        /* a live block's: 0, or the retired tag its free waits on instead of stream, which
+         * was released since (gp_sysmem_stream_release) */
+        uintptr_t wait;
+    };
 } host_block;
 
 typedef struct host_kind {
@@ -727,7 +732,7 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
         return not_live(s, ptr, 0, &ref->owned);
     }
     host_pending pe = {.b = b};
-    uintptr_t btag = (uintptr_t)b->stream;
+    uintptr_t btag = b->wait ? b->wait : (uintptr_t)b->stream;
     if (pend_room(s) != 0 || gp_host_clock_mark(&s->clock, tag, &pe.mark[pe.nmark++]) != 0 ||
         (btag != tag && gp_host_clock_mark(&s->clock, btag, &pe.mark[pe.nmark++]) != 0)) {
         pthread_mutex_unlock(&s->lock);
@@ -841,7 +846,29 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     ref->requested = d.requested_size;
     if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
         return gp_bad_pointer(ptr, GP_PTR_INTERIOR, d.kind, (uintptr_t)d.host_ptr);
+    pthread_mutex_lock(&s->lock); /* its allocating stream released: wait for that instead */
+    host_block *b = gp_ptrmap_get(&s->blocks, (uintptr_t)ptr);
+    if (b && b->wait) d.stream = (gpool_stream_t)b->wait;
+    pthread_mutex_unlock(&s->lock);
     return gp_stream_defer_host_free(pool, ptr, tag, &d);
+}
+
+gpool_status gp_sysmem_stream_release(gpool_t *pool, uintptr_t tag, uintptr_t rtag)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s) return GPOOL_OK;
+    pthread_mutex_lock(&s->lock);
+    int live = 0;
+    for (size_t i = 0; i < s->blocks.cap; i++) {
+        host_block *b = s->blocks.keys[i] ? s->blocks.vals[i] : NULL;
+        if (b && !b->wait && (uintptr_t)b->stream == tag) {
+            b->wait = rtag;
+            live = 1;
+        }
+    }
+    gpool_status st = gp_host_clock_retire(&s->clock, pool, tag, rtag, live, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 int gp_sysmem_holds(gpool_t *pool, const void *ptr)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kind_host.h"
 #include "stream_internal.h"
 
 /* Drop tag's record (lock held): its event goes back to the spares. 1 when it had one. */
@@ -116,6 +117,10 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
                                 "default_stream): destroy the pool before the stream",
                                 (void *)stream),
                         "gpool_stream_release");
+    /* host frees waiting on it, and host blocks allocated on it, first (the host kinds' lock
+     * is taken after ss->lock elsewhere, so not inside it) */
+    gpool_status hst = gp_sysmem_stream_release(pool, tag, gp_ss_retired_tag());
+    if (hst != GPOOL_OK) hst = gp_named(hst, "gpool_stream_release");
     gp_arena *a = pool->device;
     gp_streams *ss = pool->streams;
     gpool_status st = GPOOL_OK;
@@ -133,7 +138,7 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
     if (!known && !moved) { /* the pool never saw it, or has forgotten it: no driver call */
         gp_ss_unlock(ss);
         if (a) gp_arena_unlock(a);
-        return GPOOL_OK;
+        return hst;
     }
     int pushed;
     gp_dc_enter(&pool->dc, &pushed);
@@ -183,5 +188,5 @@ GPOOL_API gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream
     gp_dc_leave(&pool->dc, pushed);
     gp_ss_unlock(ss);
     if (a) gp_arena_unlock(a);
-    return st == GPOOL_OK ? st : gp_named(st, "gpool_stream_release");
+    return st == GPOOL_OK ? hst : gp_named(st, "gpool_stream_release");
 }
