@@ -257,3 +257,229 @@ Test(api_adv, fallback_block_waits_for_its_allocating_stream)
                  "kernel was queued");
     finish();
 }
+
+/* ---------- stats and lookups while host frees wait ---------- */
+
+static void kinds_equal(const gpool_stats *a, const gpool_stats *b, const char *what)
+{
+    for (int k = 0; k < GPOOL_MEM_KIND_COUNT; k++) {
+        const gpool_kind_stats *x = &a->kind[k], *y = &b->kind[k];
+        cr_assert_eq(x->requested_bytes, y->requested_bytes, "%s: kind %d requested", what, k);
+        cr_assert_eq(x->in_use_bytes, y->in_use_bytes, "%s: kind %d in_use", what, k);
+        cr_assert_eq(x->reserved_bytes, y->reserved_bytes, "%s: kind %d reserved", what, k);
+        cr_assert_eq(x->cached_bytes, y->cached_bytes, "%s: kind %d cached", what, k);
+        cr_assert_eq(x->live_blocks, y->live_blocks, "%s: kind %d live", what, k);
+        cr_assert_eq(x->frees, y->frees, "%s: kind %d frees", what, k);
+    }
+    cr_assert_eq(a->pending_frees, b->pending_frees, "%s: pending_frees", what);
+}
+
+/* stats.md: "frees still waiting on a stream's work count as freed (cached), not in use";
+ * pending_frees counts them; gpool_calculate_stats equals gpool_get_stats. Both ways a host
+ * free waits: on the event clock, and behind events (recorded on another stream). */
+static void host_pending_stats(gpool_mem_kind kind, size_t size)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[0]);
+    sim->stream_hold(S[1]);
+    void *a = alloc_kind(kind, size, 0, S[0]);
+    void *b = alloc_kind(kind, size, 0, S[0]);
+    kernel(S[0], a, size);
+    kernel(S[1], b, size);
+    cr_assert_eq(gpool_record_stream(pool, b, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[kind].live_blocks, 2);
+    cr_assert_eq(st.kind[kind].requested_bytes, 2 * size);
+    cr_assert_eq(gpool_free_async(pool, a, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free_async(pool, b, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    st = stats();
+    const gpool_kind_stats *k = &st.kind[kind];
+    cr_assert_eq(st.pending_frees, 2, "pending_frees %llu", (unsigned long long)st.pending_frees);
+    cr_assert_eq(k->live_blocks, 0, "live_blocks %llu", (unsigned long long)k->live_blocks);
+    cr_assert_eq(k->frees, 2);
+    cr_assert_eq(k->in_use_bytes, 0, "in_use %llu", (unsigned long long)k->in_use_bytes);
+    cr_assert_eq(k->requested_bytes, 0);
+    cr_assert_eq(k->cached_bytes, k->reserved_bytes);
+    cr_assert_eq(st.kind[GPOOL_MEM_AUTO].in_use_bytes, st.kind[GPOOL_MEM_DEVICE].in_use_bytes);
+    gpool_stats walk = GPOOL_STATS_INIT;
+    cr_assert_eq(gpool_calculate_stats(pool, &walk), GPOOL_OK);
+    kinds_equal(&st, &walk, "calculate_stats while frees wait");
+    /* a freed block, its free pending either way, is no live block */
+    void *blk[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+        cr_assert_eq(gpool_get_block_desc(pool, blk[i], &d), GPOOL_ERR_INVALID_POINTER,
+                     "block %d: a freed block described as live", i);
+        cr_assert_eq(gpool_record_stream(pool, blk[i], S[2]), GPOOL_ERR_INVALID_POINTER, "block %d",
+                     i);
+        cr_assert_eq(gpool_free_async(pool, blk[i], S[0]), GPOOL_ERR_INVALID_POINTER,
+                     "block %d: freed twice", i);
+    }
+    st = stats();
+    cr_assert_eq(st.kind[kind].frees, 2, "a refused free counted");
+    sim->stream_release(S[0]);
+    sim->stream_release(S[1]);
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    st = stats();
+    cr_assert_eq(st.pending_frees, 0);
+    cr_assert_eq(st.kind[kind].reserved_bytes, 0, "trim kept %llu bytes",
+                 (unsigned long long)st.kind[kind].reserved_bytes);
+    finish();
+}
+
+Test(api_adv, pinned_pending_frees_stats_and_lookups)
+{
+    host_pending_stats(GPOOL_MEM_HOST_PINNED, 256 << 10);
+}
+Test(api_adv, mapped_pending_frees_stats_and_lookups)
+{
+    host_pending_stats(GPOOL_MEM_HOST_MAPPED, 256 << 10);
+}
+Test(api_adv, small_pinned_pending_frees_stats_and_lookups)
+{
+    host_pending_stats(GPOOL_MEM_HOST_PINNED, 1000);
+}
+
+/* The same for a device block recorded on another stream, its free pending behind events:
+ * gpool_get_block_desc answers INVALID_POINTER for "not inside a live block", and
+ * gpool_block_size for "not the start of a live device block". */
+static void device_recorded_pending(size_t size)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[1]);
+    void *p = alloc_kind(GPOOL_MEM_DEVICE, size, 0, S[0]);
+    kernel(S[0], p, size);
+    cr_assert_eq(gpool_record_stream(pool, p, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
+    cr_assert_eq(st.pending_frees, 1);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_ERR_INVALID_POINTER,
+                 "a freed device block described as live");
+    size_t bs = 0;
+    cr_assert_eq(gpool_block_size(pool, p, &bs), GPOOL_ERR_INVALID_POINTER,
+                 "gpool_block_size of a freed block: %zu", bs);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_ERR_INVALID_POINTER);
+    finish();
+}
+
+Test(api_adv, device_recorded_pending_free_is_no_live_block)
+{
+    device_recorded_pending(1 << 20);
+}
+Test(api_adv, small_device_recorded_pending_free_is_no_live_block)
+{
+    device_recorded_pending(4096); /* a slab slot: gpool_block_size's lock-free path */
+}
+
+/* The client orders stream t after stream s's work so far (event record + stream wait). */
+static void order_after(CUstream t, CUstream s)
+{
+    CUresult (*ev_create)(CUevent *, unsigned) = sim_driver_proc("cuEventCreate");
+    CUresult (*ev_record)(CUevent, CUstream) = sim_driver_proc("cuEventRecord");
+    CUresult (*ev_destroy)(CUevent) = sim_driver_proc("cuEventDestroy");
+    CUresult (*stream_wait)(CUstream, CUevent, unsigned) = sim_driver_proc("cuStreamWaitEvent");
+    CUevent ev;
+    cr_assert_eq(ev_create(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cr_assert_eq(ev_record(ev, s), CUDA_SUCCESS);
+    cr_assert_eq(stream_wait(t, ev, 0), CUDA_SUCCESS);
+    cr_assert_eq(ev_destroy(ev), CUDA_SUCCESS);
+}
+
+/* gpool_record_stream on a host block: its free waits for the recorded stream's work too. */
+static void host_record_reuse(gpool_mem_kind kind, size_t size)
+{
+    pool = make_pool(NULL);
+    void *p = alloc_kind(kind, size, 0, S[0]);
+    kernel(S[0], p, size);
+    cr_assert_eq(gpool_record_stream(pool, p, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(S[1]);
+    order_after(S[1], S[0]);
+    kernel(S[1], p, size);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < 40; i++) {
+        void *q = alloc_kind(kind, size, 0, S[2]);
+        kernel(S[2], q, size);
+        cr_assert_eq(gpool_free_async(pool, q, S[2]), GPOOL_OK);
+    }
+    cr_assert_eq(violations(), 0, "reused before the recorded stream's work was done");
+    finish();
+}
+
+Test(api_adv, pinned_recorded_stream_holds_reuse)
+{
+    host_record_reuse(GPOOL_MEM_HOST_PINNED, 256 << 10);
+}
+Test(api_adv, small_mapped_recorded_stream_holds_reuse)
+{
+    host_record_reuse(GPOOL_MEM_HOST_MAPPED, 2000);
+}
+
+/* gpool_destroy with host frees waiting on a held stream: it synchronizes, gives every host
+ * page back and leaves no event (finish checks). */
+Test(api_adv, destroy_with_host_frees_waiting)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[0]);
+    for (int i = 0; i < 8; i++) {
+        gpool_mem_kind kind = i % 2 ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED;
+        size_t size = (size_t)1000 << (2 * i);
+        void *p = alloc_kind(kind, size, 0, S[i % 3]);
+        kernel(S[0], p, size);
+        if (i % 3) cr_assert_eq(gpool_record_stream(pool, p, S[0]), GPOOL_OK);
+        cr_assert_eq(gpool_free_async(pool, p, S[i % 3]), GPOOL_OK, "%s", gpool_last_error());
+    }
+    finish();
+}
+
+/* ---------- bad input on host kinds ---------- */
+
+static void host_bad_pointers(gpool_mem_kind kind, size_t size)
+{
+    pool = make_pool(NULL);
+    gpool_t *other = make_pool(NULL);
+    void *p = alloc_kind(kind, size, 0, S[0]);
+    void *o = NULL;
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.kind = kind;
+    cr_assert_eq(gpool_alloc(other, size, &prm, &o), GPOOL_OK);
+    char *mid = (char *)p + 256;
+    cr_assert_eq(gpool_free(pool, mid), GPOOL_ERR_INVALID_POINTER, "interior pointer freed");
+    cr_assert_eq(gpool_free_async(pool, mid, S[0]), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_record_stream(pool, mid, S[1]), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_free(other, p), GPOOL_ERR_INVALID_POINTER, "freed into another pool");
+    cr_assert_eq(gpool_free(pool, o), GPOOL_ERR_INVALID_POINTER, "another pool's block freed");
+    size_t bs = 0;
+    cr_assert_eq(gpool_block_size(pool, p, &bs), GPOOL_ERR_INVALID_POINTER,
+                 "gpool_block_size of a host block: %d (size %zu)", 0, bs);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, mid, &d), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(d.kind, kind);
+    cr_assert_eq(d.requested_size, size);
+    cr_assert_eq(gpool_get_block_desc(other, p, &d), GPOOL_ERR_INVALID_POINTER);
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[kind].live_blocks, 1, "a refused free changed the block");
+    cr_assert_eq(st.kind[kind].frees, 0);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(gpool_free(pool, p), GPOOL_ERR_INVALID_POINTER, "double free");
+    cr_assert_eq(gpool_free(other, o), GPOOL_OK, "%s", gpool_last_error());
+    void *z = (void *)1;
+    cr_assert_eq(gpool_alloc_async(pool, 0, &prm, S[0], &z), GPOOL_OK);
+    cr_assert_null(z);
+    cr_assert_eq(gpool_destroy(other), GPOOL_OK, "%s", gpool_last_error());
+    finish();
+}
+
+Test(api_adv, pinned_bad_pointers)
+{
+    host_bad_pointers(GPOOL_MEM_HOST_PINNED, 256 << 10);
+}
+Test(api_adv, small_mapped_bad_pointers)
+{
+    host_bad_pointers(GPOOL_MEM_HOST_MAPPED, 3000);
+}
+Test(api_adv, small_pinned_bad_pointers)
+{
+    host_bad_pointers(GPOOL_MEM_HOST_PINNED, 3000);
+}

@@ -568,7 +568,14 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
     for (int i = 0; ptr && i < GP_KIND_COUNT; i++) {
         int owned = 0;
         gpool_status st = gp_kinds[i]->block_info(pool, ptr, out, &owned);
-        if (owned) return st;
+        if (!owned) continue;
+        /* a block used on other streams stays in place while its free waits for them */
+        uintptr_t key = out->kind == GPOOL_MEM_HOST_PINNED ? (uintptr_t)out->host_ptr
+                                                           : (uintptr_t)out->device_ptr;
+        if (st == GPOOL_OK && gp_stream_free_pending(pool, key))
+            return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                           "%p is in a block already freed (its free is pending on a stream)", ptr);
+        return st;
     }
     return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);
 }

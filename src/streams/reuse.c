@@ -582,6 +582,17 @@ const gp_reuse_ops gp_stream_reuse_ops = {
     .forget = gp_stream_forget,
 };
 
+int gp_stream_free_pending(gpool_t *pool, uintptr_t ptr)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
+    gp_ss_lock(ss);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, ptr);
+    int pending = rc && rc->deferred;
+    gp_ss_unlock(ss);
+    return pending;
+}
+
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
                         uint64_t *requested)
 {
