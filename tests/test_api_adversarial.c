@@ -381,9 +381,11 @@ static void order_after(CUstream t, CUstream s)
     CUresult (*ev_destroy)(CUevent) = sim_driver_proc("cuEventDestroy");
     CUresult (*stream_wait)(CUstream, CUevent, unsigned) = sim_driver_proc("cuStreamWaitEvent");
     CUevent ev;
-    cr_assert_eq(ev_create(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
-    cr_assert_eq(ev_record(ev, s), CUDA_SUCCESS);
-    cr_assert_eq(stream_wait(t, ev, 0), CUDA_SUCCESS);
+    /* each call tried twice: an injected failure fires once (faults_on_host_stream_paths) */
+    cr_assert(ev_create(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ||
+              ev_create(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+    cr_assert(ev_record(ev, s) == CUDA_SUCCESS || ev_record(ev, s) == CUDA_SUCCESS);
+    cr_assert(stream_wait(t, ev, 0) == CUDA_SUCCESS || stream_wait(t, ev, 0) == CUDA_SUCCESS);
     cr_assert_eq(ev_destroy(ev), CUDA_SUCCESS);
 }
 
@@ -482,4 +484,101 @@ Test(api_adv, small_mapped_bad_pointers)
 Test(api_adv, small_pinned_bad_pointers)
 {
     host_bad_pointers(GPOOL_MEM_HOST_PINNED, 3000);
+}
+
+/* ---------- injected driver failures on the host stream paths ---------- */
+
+/* docs/api.md: every failure is a status with a message, out-pointers NULL; afterwards the
+ * pool is usable, its counters true, and gpool_destroy leaves nothing behind. */
+static void status_ok(gpool_status st, const char *what, const char *entry, unsigned long nth)
+{
+    cr_assert(st == GPOOL_OK || st == GPOOL_ERR_OUT_OF_MEMORY || st == GPOOL_ERR_DRIVER,
+              "%s with %s #%lu failing: status %d (%s)", what, entry, nth, (int)st,
+              gpool_last_error());
+    if (st != GPOOL_OK)
+        cr_assert(gpool_last_error()[0] != 0, "%s: status %d without a message", what, (int)st);
+}
+
+static void *fault_alloc(gpool_mem_kind kind, size_t size, CUstream s, const char *entry,
+                         unsigned long nth)
+{
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.kind = kind;
+    void *p = (void *)1;
+    gpool_status st = gpool_alloc_async(pool, size, &prm, s, &p);
+    status_ok(st, "gpool_alloc_async", entry, nth);
+    if (st != GPOOL_OK) {
+        cr_assert_null(p, "failed allocation left *out set");
+        return NULL;
+    }
+    kernel(s, p, size);
+    return p;
+}
+
+Test(api_adv, faults_on_host_stream_paths, .timeout = 120)
+{
+    static const char *const entries[] = {
+        "cuEventCreate",       "cuEventRecord",
+        "cuEventQuery",        "cuStreamSynchronize",
+        "cuCtxSynchronize",    "cuMemHostRegister",
+        "cuMemHostUnregister", "cuMemHostGetDevicePointer",
+        "cuStreamWaitEvent",
+    };
+    for (size_t e = 0; e < sizeof entries / sizeof *entries; e++) {
+        for (unsigned long nth = 1; nth <= 4; nth++) {
+            const char *entry = entries[e];
+            pool = make_pool(NULL);
+            cr_assert_eq(sim->fail_nth(entry, nth), 0, "%s", entry);
+            sim->stream_hold(S[0]);
+            void *p = fault_alloc(GPOOL_MEM_HOST_PINNED, 256 << 10, S[0], entry, nth);
+            void *q = fault_alloc(GPOOL_MEM_HOST_MAPPED, 3000, S[0], entry, nth);
+            void *r = fault_alloc(GPOOL_MEM_HOST_PINNED, 1000, S[0], entry, nth);
+            if (q) {
+                order_after(S[1], S[0]);
+                status_ok(gpool_record_stream(pool, q, S[1]), "gpool_record_stream", entry, nth);
+            }
+            if (p) status_ok(gpool_free_async(pool, p, S[0]), "free pinned", entry, nth);
+            if (q) status_ok(gpool_free_async(pool, q, S[0]), "free mapped", entry, nth);
+            status_ok(gpool_stream_release(pool, S[0]), "gpool_stream_release", entry, nth);
+            cr_assert_eq(sim->stream_release(S[0]), 0);
+            cr_assert_eq(stream_destroy(S[0]), CUDA_SUCCESS);
+            S[0] = NULL;
+            for (int i = 0; i < 20; i++) {
+                void *x = fault_alloc(GPOOL_MEM_HOST_PINNED, 256 << 10, S[1], entry, nth);
+                if (x) status_ok(gpool_free_async(pool, x, S[1]), "free", entry, nth);
+            }
+            status_ok(gpool_trim(pool, 0), "gpool_trim", entry, nth);
+            sim->fail_clear();
+            /* the faults stop: the block still live frees, the pool serves and settles */
+            if (r)
+                cr_assert_eq(gpool_free_async(pool, r, S[1]), GPOOL_OK, "%s", gpool_last_error());
+            void *y = fault_alloc(GPOOL_MEM_HOST_MAPPED, 1 << 20, S[1], entry, nth);
+            cr_assert_not_null(y, "%s #%lu: no allocation after the faults", entry, nth);
+            cr_assert_eq(gpool_free_async(pool, y, S[1]), GPOOL_OK, "%s", gpool_last_error());
+            cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s #%lu: %s", entry, nth,
+                         gpool_last_error());
+            gpool_stats st = stats();
+            for (int k = GPOOL_MEM_HOST_PINNED; k <= GPOOL_MEM_HOST_MAPPED; k++) {
+                cr_assert_eq(st.kind[k].live_blocks, 0, "%s #%lu: kind %d live %llu", entry, nth, k,
+                             (unsigned long long)st.kind[k].live_blocks);
+                cr_assert_eq(st.kind[k].in_use_bytes, 0, "%s #%lu: kind %d in use", entry, nth, k);
+                cr_assert_eq(st.kind[k].reserved_bytes, 0, "%s #%lu: kind %d reserved %llu", entry,
+                             nth, k, (unsigned long long)st.kind[k].reserved_bytes);
+            }
+            cr_assert_eq(st.pending_frees, 0, "%s #%lu: pending %llu", entry, nth,
+                         (unsigned long long)st.pending_frees);
+            cr_assert_eq(stream_create(&S[0], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+            release_all();
+            cr_assert_eq(gpool_destroy(pool), GPOOL_OK, "%s #%lu: %s", entry, nth,
+                         gpool_last_error());
+            pool = NULL;
+            cr_assert_eq(violations(), 0, "%s #%lu: happens-before violations", entry, nth);
+            cr_assert_eq(destroyed_calls(), 0, "%s #%lu: a destroyed stream named", entry, nth);
+            struct gpoolsim_live l;
+            sim->get_live(&l);
+            cr_assert_eq(l.events + l.host_registrations + l.host_allocs, 0,
+                         "%s #%lu: left events %zu registrations %zu host allocs %zu", entry, nth,
+                         l.events, l.host_registrations, l.host_allocs);
+        }
+    }
 }
