@@ -582,3 +582,66 @@ Test(api_adv, faults_on_host_stream_paths, .timeout = 120)
         }
     }
 }
+
+/* ---------- budgets and trim ---------- */
+
+/* budgets.md: host frees waiting on their streams count against the budget until they settle;
+ * a request the budget refuses asks whether they have. gpool_alloc: OUT_OF_MEMORY "at once for
+ * a request ... refused by its kind's budget". Either the refusal comes at once (the stream is
+ * still working), or the pool waited for the device and the frees settled: then the request
+ * fits and must be served. */
+Test(api_adv, host_budget_refusal_after_waiting_is_served)
+{
+    pool = make_pool("budget_pinned=1M");
+    sim->stream_hold(S[0]);
+    void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, 512 << 10, 0, S[0]);
+    kernel(S[0], p, 512 << 10);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    unsigned long syncs = sim->forced_syncs();
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.kind = GPOOL_MEM_HOST_PINNED;
+    void *q = NULL;
+    gpool_status st = gpool_alloc_async(pool, 1 << 20, &prm, S[1], &q);
+    int waited = sim->forced_syncs() != syncs;
+    cr_assert(st == GPOOL_OK || (st == GPOOL_ERR_OUT_OF_MEMORY && !waited),
+              "status %d after %s: %s", (int)st,
+              waited ? "synchronizing the held stream" : "no wait", gpool_last_error());
+    if (q) {
+        kernel(S[1], q, 1 << 20);
+        cr_assert_eq(gpool_free_async(pool, q, S[1]), GPOOL_OK);
+    }
+    finish();
+}
+
+/* gpool_trim: "Give cached physical memory back to the driver until at most keep_bytes stay
+ * cached" -- the pool's cached bytes, all kinds together (gpool_stats.kind[GPOOL_MEM_AUTO]). */
+Test(api_adv, trim_keeps_at_most_keep_bytes_across_kinds)
+{
+    pool = make_pool(NULL);
+    static const struct {
+        gpool_mem_kind kind;
+        size_t size;
+    } b[] = {
+        {GPOOL_MEM_DEVICE, 8 << 20},      {GPOOL_MEM_HOST_PINNED, 1 << 20},
+        {GPOOL_MEM_HOST_PINNED, 6 << 20}, {GPOOL_MEM_HOST_MAPPED, 1 << 20},
+        {GPOOL_MEM_HOST_MAPPED, 6 << 20},
+    };
+    void *p[5];
+    for (int i = 0; i < 5; i++) {
+        gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+        prm.kind = b[i].kind;
+        cr_assert_eq(gpool_alloc(pool, b[i].size, &prm, &p[i]), GPOOL_OK, "%s", gpool_last_error());
+    }
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(gpool_free(pool, p[i]), GPOOL_OK, "%s", gpool_last_error());
+    size_t keep = 5 << 20;
+    cr_assert_eq(gpool_trim(pool, keep), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats st = stats();
+    cr_assert_leq(st.kind[GPOOL_MEM_AUTO].cached_bytes, keep,
+                  "trim(%zu) kept %llu bytes cached (device %llu, pinned %llu, mapped %llu)", keep,
+                  (unsigned long long)st.kind[GPOOL_MEM_AUTO].cached_bytes,
+                  (unsigned long long)st.kind[GPOOL_MEM_DEVICE].cached_bytes,
+                  (unsigned long long)st.kind[GPOOL_MEM_HOST_PINNED].cached_bytes,
+                  (unsigned long long)st.kind[GPOOL_MEM_HOST_MAPPED].cached_bytes);
+    finish();
+}

@@ -544,9 +544,10 @@ static int host_make_room(void *ctx)
     size_t freed = 0;
     if (q->oom_arena) gp_arena_make_room(q->oom_arena, &freed, q->why, HOST_WHY_CAP);
     size_t drained = gp_stream_drain(q->pool);
-    /* a retry only when what went back could be the room missing */
+    /* a retry only when what went back could be the room missing: for a budget refusal, any
+     * settled bytes of the kind (they counted against the budget) */
     size_t settled = host_settle(q->pool, q->s, q->pl->kind, 0, SETTLE_SYNC, NULL);
-    return freed || drained || settled >= est;
+    return freed || drained || settled >= est || (q->refused && settled);
 }
 
 static gpool_status host_report(void *ctx, gpool_status st)
