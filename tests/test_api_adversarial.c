@@ -645,3 +645,46 @@ Test(api_adv, trim_keeps_at_most_keep_bytes_across_kinds)
                   (unsigned long long)st.kind[GPOOL_MEM_HOST_MAPPED].cached_bytes);
     finish();
 }
+
+/* ---------- mapped memory whose host address is not its device address ---------- */
+
+/* Registered memory with CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 0: a mapped block's host
+ * address differs from the address gpool_alloc returned. gpool_record_stream and gpool_free
+ * take "the block's address, as gpool_alloc() returned it"; the host address is not the start
+ * of a block handed out (GPOOL_ERR_INVALID_POINTER), and a call that accepted it must act on
+ * the block. */
+static void mapped_host_alias(size_t size) /* small: from registered extents */
+{
+    void (*set_alias)(int) = dlsym(sim->lib, "gpoolsim_set_host_alias");
+    if (!set_alias) cr_skip_test("the simulator has no host alias mode");
+    set_alias(1);
+    pool = make_pool(NULL);
+    void *p = alloc_kind(GPOOL_MEM_HOST_MAPPED, size, 0, S[0]);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(d.device_ptr, (uint64_t)(uintptr_t)p);
+    void *h = d.host_ptr;
+    cr_assert_neq(h, p, "host alias mode gave the same address");
+    gpool_status st = gpool_record_stream(pool, h, S[1]);
+    cr_assert_eq(st, GPOOL_ERR_INVALID_POINTER,
+                 "gpool_record_stream took the mapped block's host address: %d", (int)st);
+    cr_assert(strstr(gpool_last_error(), "host address"), "%s", gpool_last_error());
+    st = gpool_free_async(pool, h, S[0]);
+    cr_assert_eq(st, GPOOL_ERR_INVALID_POINTER,
+                 "gpool_free_async took the mapped block's host address: %d", (int)st);
+    cr_assert(strstr(gpool_last_error(), "host address"), "%s", gpool_last_error());
+    gpool_stats s = stats();
+    cr_assert_eq(s.kind[GPOOL_MEM_HOST_MAPPED].live_blocks, 1);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    s = stats();
+    cr_assert_eq(s.kind[GPOOL_MEM_HOST_MAPPED].live_blocks, 0, "the block was not freed");
+    cr_assert_eq(gpool_trim(pool, 0), GPOOL_OK, "%s", gpool_last_error());
+    s = stats();
+    cr_assert_eq(s.kind[GPOOL_MEM_HOST_MAPPED].reserved_bytes, 0);
+    finish();
+}
+
+Test(api_adv, small_mapped_host_alias_is_no_block_address)
+{
+    mapped_host_alias(3000);
+}

@@ -370,8 +370,12 @@ static gpool_status record_stream(gpool_t *pool, void *ptr, gpool_stream_t strea
     gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
     gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
     if (st != GPOOL_OK) return st;
-    if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
-        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, info.kind, (uintptr_t)info.device_ptr);
+    /* the address gpool_alloc returned: a mapped block's host address is not it */
+    uintptr_t key =
+        info.kind == GPOOL_MEM_HOST_PINNED ? (uintptr_t)info.host_ptr : (uintptr_t)info.device_ptr;
+    if ((uintptr_t)ptr != key)
+        return gp_bad_pointer(ptr, ptr == info.host_ptr ? GP_PTR_HOST_ALIAS : GP_PTR_INTERIOR,
+                              info.kind, key);
     return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
 }
 

@@ -660,7 +660,9 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
     pthread_mutex_unlock(&s->lock);
     if (b) {
         *owned = 1;
-        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, b->kind, key);
+        return gp_bad_pointer(ptr,
+                              p == b->host && key != b->host ? GP_PTR_HOST_ALIAS : GP_PTR_INTERIOR,
+                              b->kind, key);
     }
     if (inside) {
         *owned = 1;
@@ -845,8 +847,12 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     gpool_status st = gp_sysmem_block_info(pool, ptr, &d, &ref->owned);
     if (!ref->owned || st != GPOOL_OK) return st;
     ref->requested = d.requested_size;
-    if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
-        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, d.kind, (uintptr_t)d.host_ptr);
+    /* the address gpool_alloc returned: a mapped block's host address is not it */
+    uintptr_t key =
+        d.kind == GPOOL_MEM_HOST_PINNED ? (uintptr_t)d.host_ptr : (uintptr_t)d.device_ptr;
+    if ((uintptr_t)ptr != key)
+        return gp_bad_pointer(ptr, ptr == d.host_ptr ? GP_PTR_HOST_ALIAS : GP_PTR_INTERIOR, d.kind,
+                              key);
     pthread_mutex_lock(&s->lock); /* its allocating stream released: wait for that instead */
     host_block *b = gp_ptrmap_get(&s->blocks, (uintptr_t)ptr);
     if (b && b->wait) d.stream = (gpool_stream_t)b->wait;
