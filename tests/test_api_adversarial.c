@@ -688,3 +688,44 @@ Test(api_adv, small_mapped_host_alias_is_no_block_address)
 {
     mapped_host_alias(3000);
 }
+
+/* ---------- peaks ---------- */
+
+/* stats.md: "peaks: high-water marks of the four"; frees waiting on a stream "count as freed
+ * (cached), not in use". One block live at a time, each freed on a held stream before the next
+ * is allocated: in_use never exceeded one block, so neither may its high-water mark. */
+static void peak_with_pending(gpool_mem_kind kind, size_t size)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[0]);
+    uint64_t one = 0;
+    for (int i = 0; i < 4; i++) {
+        void *p = alloc_kind(kind, size, 0, S[0]);
+        kernel(S[0], p, size);
+        gpool_stats st = stats();
+        if (!one) one = st.kind[kind].in_use_bytes;
+        cr_assert_eq(st.kind[kind].in_use_bytes, one);
+        cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    }
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[kind].in_use_bytes, 0);
+    cr_assert_eq(st.kind[kind].peak_in_use_bytes, one,
+                 "kind %d: peak_in_use %llu, but in_use never exceeded %llu", (int)kind,
+                 (unsigned long long)st.kind[kind].peak_in_use_bytes, (unsigned long long)one);
+    cr_assert_eq(st.kind[kind].peak_requested_bytes, size, "peak_requested %llu",
+                 (unsigned long long)st.kind[kind].peak_requested_bytes);
+    finish();
+}
+
+Test(api_adv, pinned_peak_in_use_counts_no_pending_frees)
+{
+    peak_with_pending(GPOOL_MEM_HOST_PINNED, 1 << 20);
+}
+Test(api_adv, small_mapped_peak_in_use_counts_no_pending_frees)
+{
+    peak_with_pending(GPOOL_MEM_HOST_MAPPED, 4000);
+}
+Test(api_adv, device_peak_in_use_counts_no_pending_frees)
+{
+    peak_with_pending(GPOOL_MEM_DEVICE, 1 << 20);
+}

@@ -304,10 +304,11 @@ static void spare_drop_locked(gp_sysmem *s)
 static void note_peaks(host_kind *k)
 {
     size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
-    if (k->in_use > k->peak_in_use) k->peak_in_use = k->in_use;
+    uint64_t used = k->in_use - k->pend_bytes; /* waiting frees are frees (host_stats) */
+    if (used > k->peak_in_use) k->peak_in_use = used;
     if (k->requested > k->peak_requested) k->peak_requested = k->requested;
     if (res > k->peak_reserved) k->peak_reserved = res;
-    if (res > k->in_use && res - k->in_use > k->peak_cached) k->peak_cached = res - k->in_use;
+    if (res > used && res - used > k->peak_cached) k->peak_cached = res - used;
 }
 
 /* Lock held, the budget charged (est) and the source chosen (a small-arena reference taken,
