@@ -729,3 +729,115 @@ Test(api_adv, device_peak_in_use_counts_no_pending_frees)
 {
     peak_with_pending(GPOOL_MEM_DEVICE, 1 << 20);
 }
+
+/* ---------- zero fill on reuse, AUTO moves, NULL arguments ---------- */
+
+/* GPOOL_ALLOC_ZERO: "fill the block with zero bytes", a block served warm from the cache too. */
+static void zero_on_reuse(gpool_mem_kind kind, size_t size)
+{
+    pool = make_pool(NULL);
+    for (int round = 0; round < 3; round++) {
+        void *p[4];
+        for (int i = 0; i < 4; i++) {
+            p[i] = alloc_kind(kind, size, GPOOL_ALLOC_ZERO, S[1]);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, p[i], &d), GPOOL_OK);
+            const unsigned char *h = d.host_ptr;
+            for (size_t k = 0; k < d.requested_size; k++)
+                cr_assert_eq(h[k], 0, "round %d block %d byte %zu not zero", round, i, k);
+            memset(d.host_ptr, 0xA5, d.size);
+        }
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(gpool_free_async(pool, p[i], S[1]), GPOOL_OK);
+        /* the frees settle (a synchronize), the memory stays cached */
+        cr_assert_eq(gpool_trim(pool, (size_t)1 << 40), GPOOL_OK, "%s", gpool_last_error());
+    }
+    finish();
+}
+
+Test(api_adv, zero_fill_small_pinned_reused)
+{
+    zero_on_reuse(GPOOL_MEM_HOST_PINNED, 1000);
+}
+Test(api_adv, zero_fill_pinned_reused)
+{
+    zero_on_reuse(GPOOL_MEM_HOST_PINNED, 300 << 10);
+}
+Test(api_adv, zero_fill_mapped_reused)
+{
+    zero_on_reuse(GPOOL_MEM_HOST_MAPPED, 3 << 20);
+}
+
+/* budgets.md: pinned over budget moves to mapped; the move counts in fallbacks, fell_back is
+ * 1, the request is no OOM; a request that names its kind never moves. */
+Test(api_adv, pinned_budget_moves_auto_to_mapped)
+{
+    pool = make_pool("budget_pinned=1M");
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.usage = GPOOL_USAGE_STAGING;
+    void *p = NULL;
+    cr_assert_eq(gpool_alloc_async(pool, 2 << 20, &prm, S[1], &p), GPOOL_OK, "%s",
+                 gpool_last_error());
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK);
+    cr_assert_eq(d.kind, GPOOL_MEM_HOST_MAPPED);
+    cr_assert_eq(d.fell_back, 1);
+    cr_assert_eq(d.usage, GPOOL_USAGE_STAGING);
+    cr_assert_eq(d.stream, S[1]);
+    prm.kind = GPOOL_MEM_HOST_PINNED;
+    void *q = (void *)1;
+    cr_assert_eq(gpool_alloc_async(pool, 2 << 20, &prm, S[1], &q), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_null(q);
+    gpool_stats st = stats();
+    cr_assert_eq(st.fallbacks, 1);
+    cr_assert_eq(st.ooms, 1, "ooms %llu", (unsigned long long)st.ooms);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_MAPPED].live_blocks, 1);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_PINNED].live_blocks, 0);
+    cr_assert_eq(gpool_free_async(pool, p, S[1]), GPOOL_OK);
+    finish();
+}
+
+/* NULL arguments: each call's listed error, nothing changed. */
+Test(api_adv, null_arguments)
+{
+    pool = make_pool(NULL);
+    gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+    size_t n = 0;
+    void *o = (void *)1;
+    cr_assert_eq(gpool_free(NULL, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_free_async(pool, NULL, S[0]), GPOOL_OK);
+    cr_assert_eq(gpool_record_stream(NULL, NULL, S[0]), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_record_stream(pool, NULL, S[0]), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_get_block_desc(pool, NULL, &d), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_block_size(pool, NULL, &n), GPOOL_ERR_INVALID_POINTER);
+    cr_assert_eq(gpool_block_size(pool, NULL, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_stream_release(pool, S[3]), GPOOL_OK, "a stream the pool never saw");
+    cr_assert_eq(gpool_stream_release(pool, NULL), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_trim(NULL, 0), GPOOL_ERR_INVALID_ARG);
+    cr_assert_eq(gpool_alloc_async(NULL, 1, NULL, S[0], &o), GPOOL_ERR_INVALID_ARG);
+    for (int k = GPOOL_MEM_DEVICE; k < GPOOL_MEM_KIND_COUNT; k++) {
+        gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+        prm.kind = (gpool_mem_kind)k;
+        o = (void *)1;
+        cr_assert_eq(gpool_alloc_async(pool, 0, &prm, S[0], &o), GPOOL_OK);
+        cr_assert_null(o, "kind %d size 0", k);
+        prm.alignment = 3;
+        o = (void *)1;
+        cr_assert_eq(gpool_alloc_async(pool, 64, &prm, S[0], &o), GPOOL_ERR_INVALID_ARG);
+        cr_assert_null(o);
+        prm.alignment = (size_t)1 << 30;
+        o = (void *)1;
+        cr_assert_eq(gpool_alloc_async(pool, 64, &prm, S[0], &o), GPOOL_ERR_INVALID_ARG,
+                     "kind %d: alignment beyond the page size", k);
+        cr_assert_null(o);
+        prm.alignment = 0;
+        prm.page_size = 12345;
+        o = (void *)1;
+        cr_assert_eq(gpool_alloc_async(pool, 64, &prm, S[0], &o), GPOOL_ERR_INVALID_ARG,
+                     "kind %d: page size 12345", k);
+        cr_assert_null(o);
+    }
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[GPOOL_MEM_AUTO].allocs, 0);
+    finish();
+}
