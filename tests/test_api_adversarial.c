@@ -841,3 +841,42 @@ Test(api_adv, null_arguments)
     cr_assert_eq(st.kind[GPOOL_MEM_AUTO].allocs, 0);
     finish();
 }
+
+/* ---------- more streams than the host clock tracks ---------- */
+
+/* 72 held streams each free a pinned block (the host clock tracks 64 streams; the rest take
+ * the deferred path), some are released and destroyed meanwhile; then another stream reuses
+ * the memory: nothing may be handed out while a held stream's kernel on it is queued, no call
+ * may name a destroyed stream. */
+Test(api_adv, host_frees_on_more_streams_than_clocks, .timeout = 120)
+{
+    enum { M = 72 };
+    CUstream m[M];
+    pool = make_pool(NULL);
+    for (int i = 0; i < M; i++) {
+        cr_assert_eq(stream_create(&m[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        sim->stream_hold(m[i]);
+        size_t size = i % 2 ? 2000 : 64 << 10;
+        void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, size, 0, m[i]);
+        kernel(m[i], p, size);
+        cr_assert_eq(gpool_free_async(pool, p, m[i]), GPOOL_OK, "%s", gpool_last_error());
+    }
+    for (int i = 0; i < M; i += 5) {
+        status_ok(gpool_stream_release(pool, m[i]), "gpool_stream_release", "none", 0);
+        cr_assert_eq(stream_destroy(m[i]), CUDA_SUCCESS);
+        m[i] = NULL;
+    }
+    for (int i = 0; i < 200; i++) {
+        size_t size = i % 2 ? 2000 : 64 << 10;
+        void *q = alloc_kind(GPOOL_MEM_HOST_PINNED, size, 0, S[1]);
+        kernel(S[1], q, size);
+        cr_assert_eq(gpool_free_async(pool, q, S[1]), GPOOL_OK);
+    }
+    cr_assert_eq(violations(), 0, "memory handed out under a held stream's kernel");
+    cr_assert_eq(destroyed_calls(), 0, "a destroyed stream named");
+    for (int i = 0; i < M; i++)
+        if (m[i]) sim->stream_release(m[i]);
+    finish();
+    for (int i = 0; i < M; i++)
+        if (m[i]) stream_destroy(m[i]);
+}
