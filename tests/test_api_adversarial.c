@@ -880,3 +880,33 @@ Test(api_adv, host_frees_on_more_streams_than_clocks, .timeout = 120)
     for (int i = 0; i < M; i++)
         if (m[i]) stream_destroy(m[i]);
 }
+
+/* gpool_free: GPOOL_ERR_DRIVER when "a host block used on other streams could not be tracked
+ * and waiting for those streams failed (it was not freed)". The block stays live, recorded
+ * streams included: its next free still waits for the recorded stream's work. */
+Test(api_adv, failed_host_free_keeps_recorded_streams)
+{
+    pool = make_pool(NULL);
+    void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, 256 << 10, 0, S[0]);
+    kernel(S[0], p, 256 << 10);
+    cr_assert_eq(gpool_record_stream(pool, p, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    sim->stream_hold(S[1]);
+    order_after(S[1], S[0]);
+    kernel(S[1], p, 256 << 10);
+    cr_assert_eq(sim->fail_nth("cuEventRecord", 1), 0);
+    cr_assert_eq(sim->fail_nth("cuStreamSynchronize", 1), 0);
+    gpool_status st = gpool_free_async(pool, p, S[0]);
+    sim->fail_clear();
+    if (st == GPOOL_OK) cr_skip_test("the free did not take the failing path");
+    cr_assert_eq(st, GPOOL_ERR_DRIVER, "%s", gpool_last_error());
+    gpool_stats s = stats();
+    cr_assert_eq(s.kind[GPOOL_MEM_HOST_PINNED].live_blocks, 1, "the block is live");
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < 40; i++) {
+        void *q = alloc_kind(GPOOL_MEM_HOST_PINNED, 256 << 10, 0, S[2]);
+        kernel(S[2], q, 256 << 10);
+        cr_assert_eq(gpool_free_async(pool, q, S[2]), GPOOL_OK);
+    }
+    cr_assert_eq(violations(), 0, "reused before the recorded stream's work was done");
+    finish();
+}

@@ -688,7 +688,8 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
             CUresult r = gp_ss_sync_tag(pool, streams[i]);
             if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (host free)");
         }
-        if (rc) {
+        /* not freed when the wait failed: the block stays live with its recorded streams */
+        if (rc && (st == GPOOL_OK || !rc->n)) {
             free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
             atomic_fetch_sub(&pool->stream_busy, 1);
         }
