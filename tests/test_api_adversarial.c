@@ -910,3 +910,29 @@ Test(api_adv, failed_host_free_keeps_recorded_streams)
     cr_assert_eq(violations(), 0, "reused before the recorded stream's work was done");
     finish();
 }
+
+/* A host block recorded on a stream that was released and destroyed since, its work done,
+ * then freed on a held stream: streams.md, gpool_record_stream: the free "waits for the work
+ * queued on that stream too, behind events of its own" -- a stream-ordered free does not
+ * block the caller until the held freeing stream's work is done. */
+Test(api_adv, host_free_recorded_on_released_stream_does_not_block)
+{
+    pool = make_pool(NULL);
+    void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, 256 << 10, 0, S[0]);
+    kernel(S[0], p, 256 << 10);
+    cr_assert_eq(gpool_record_stream(pool, p, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    order_after(S[1], S[0]);
+    kernel(S[1], p, 256 << 10);
+    order_after(S[0], S[1]);
+    cr_assert_eq(gpool_stream_release(pool, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(stream_destroy(S[1]), CUDA_SUCCESS);
+    S[1] = NULL;
+    sim->stream_hold(S[0]);
+    kernel(S[0], p, 256 << 10);
+    unsigned long syncs = sim->forced_syncs();
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(sim->forced_syncs(), syncs,
+                 "the free waited for the held freeing stream (a synchronize)");
+    cr_assert_eq(destroyed_calls(), 0);
+    finish();
+}

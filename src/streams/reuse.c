@@ -606,6 +606,22 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
     gp_ss_unlock(ss);
 }
 
+/* 1 when rtag is a released stream's retired tag whose release event is known complete, or
+ * completes now (one query; its record is left for sweep_retired). Lock held, context
+ * entered. */
+static int retired_complete(gpool_t *pool, uintptr_t rtag)
+{
+    gp_streams *ss = pool->streams;
+    if (!gp_tag_retired(rtag)) return 0;
+    for (size_t i = 0; i < ss->nrecs; i++) {
+        stream_rec *r = &ss->recs[i];
+        if (r->tag != rtag) continue;
+        return !r->ev_live || GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                                     pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS;
+    }
+    return gp_ss_retired_done(ss, rtag);
+}
+
 /* Host blocks: the CPU may write a block the moment it is handed out again, so even the
  * freeing stream cannot reuse it early. Each host free is queued behind an event on its
  * stream (and on streams recorded for it) and really freed once they completed. */
@@ -649,8 +665,10 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     uintptr_t streams[DEFER_EVENTS + 2];
     size_t ns = 0;
     streams[ns++] = tag;
+    /* recorded streams released since are named by retired tags: no stream to record on,
+     * and none needed once the release's event completed */
     for (size_t i = 0; rc && i < rc->n; i++)
-        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+        if (rc->tags[i] != tag && !retired_complete(pool, rc->tags[i])) streams[ns++] = rc->tags[i];
     /* and the stream it was allocated on, as for device blocks: its queued copies may still
      * read or write the block when it is freed on another stream */
     uintptr_t atag = (uintptr_t)desc->stream;
