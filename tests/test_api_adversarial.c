@@ -936,3 +936,28 @@ Test(api_adv, host_free_recorded_on_released_stream_does_not_block)
     cr_assert_eq(destroyed_calls(), 0);
     finish();
 }
+
+/* The same for the stream the block was allocated on: allocated on a stream that is released
+ * and destroyed while the block lives, recorded on another stream, freed on a held stream. */
+Test(api_adv, host_free_of_block_from_released_stream_does_not_block)
+{
+    pool = make_pool(NULL);
+    void *p = alloc_kind(GPOOL_MEM_HOST_PINNED, 256 << 10, 0, S[1]);
+    kernel(S[1], p, 256 << 10);
+    order_after(S[0], S[1]);
+    order_after(S[2], S[1]);
+    cr_assert_eq(gpool_stream_release(pool, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(stream_destroy(S[1]), CUDA_SUCCESS);
+    S[1] = NULL;
+    cr_assert_eq(gpool_record_stream(pool, p, S[2]), GPOOL_OK, "%s", gpool_last_error());
+    kernel(S[2], p, 256 << 10);
+    order_after(S[0], S[2]);
+    sim->stream_hold(S[0]);
+    kernel(S[0], p, 256 << 10);
+    unsigned long syncs = sim->forced_syncs();
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    cr_assert_eq(sim->forced_syncs(), syncs,
+                 "the free waited for the held freeing stream (a synchronize)");
+    cr_assert_eq(destroyed_calls(), 0);
+    finish();
+}

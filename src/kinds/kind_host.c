@@ -687,6 +687,7 @@ gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
     gp_small *sm = NULL;
     host_kind *k = NULL;
     if (b) {
+        if (b->wait) gp_host_clock_unref(&s->clock, b->wait);
         k = hk(s, b->kind);
         sm = k->small; /* stays while small_refs > 0 */
         k->in_use -= b->size;
@@ -744,6 +745,7 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
         return GPOOL_OK;
     }
     gp_ptrmap_del(&s->blocks, (uintptr_t)ptr);
+    if (b->wait) gp_host_clock_unref(&s->clock, b->wait); /* marked on it instead */
     host_kind *k = hk(s, b->kind);
     k->requested -= b->requested;
     k->frees++;
@@ -856,7 +858,9 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
                               key);
     pthread_mutex_lock(&s->lock); /* its allocating stream released: wait for that instead */
     host_block *b = gp_ptrmap_get(&s->blocks, (uintptr_t)ptr);
-    if (b && b->wait) d.stream = (gpool_stream_t)b->wait;
+    if (b && b->wait) /* once its release's event completed, nothing more to wait for */
+        d.stream = gp_host_clock_retired_done(&s->clock, pool, b->wait) ? (gpool_stream_t)tag
+                                                                        : (gpool_stream_t)b->wait;
     pthread_mutex_unlock(&s->lock);
     return gp_stream_defer_host_free(pool, ptr, tag, &d);
 }
@@ -866,12 +870,12 @@ gpool_status gp_sysmem_stream_release(gpool_t *pool, uintptr_t tag, uintptr_t rt
     gp_sysmem *s = sys_of(pool);
     if (!s) return GPOOL_OK;
     pthread_mutex_lock(&s->lock);
-    int live = 0;
+    uint64_t live = 0;
     for (size_t i = 0; i < s->blocks.cap; i++) {
         host_block *b = s->blocks.keys[i] ? s->blocks.vals[i] : NULL;
         if (b && !b->wait && (uintptr_t)b->stream == tag) {
             b->wait = rtag;
-            live = 1;
+            live++;
         }
     }
     gpool_status st = gp_host_clock_retire(&s->clock, pool, tag, rtag, live, &s->lock);

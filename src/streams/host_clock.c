@@ -20,7 +20,7 @@ static int slot_of(gp_host_clock *c, uintptr_t tag)
         if (c->n == GP_HOST_CLOCKS) {
             /* reuse a stream with nothing waiting and no live event (its events are kept) */
             for (i = 0; i < c->n; i++)
-                if (!c->s[i].waiting && !c->s[i].live && !c->s[i].busy) break;
+                if (!c->s[i].waiting && !c->s[i].live && !c->s[i].busy && !c->s[i].refs) break;
             if (i == c->n) return -1;
             c->s[i].tag = tag;
             c->s[i].done = c->s[i].next++; /* the old stream's positions mean nothing here */
@@ -142,7 +142,7 @@ gpool_status gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t
 }
 
 gpool_status gp_host_clock_retire(gp_host_clock *c, gpool_t *pool, uintptr_t tag, uintptr_t rtag,
-                                  int need, pthread_mutex_t *lock)
+                                  uint64_t need, pthread_mutex_t *lock)
 {
     size_t i = 0;
     while (i < c->n && c->s[i].tag != tag)
@@ -151,9 +151,9 @@ gpool_status gp_host_clock_retire(gp_host_clock *c, gpool_t *pool, uintptr_t tag
     int k = i < c->n ? (int)i : slot_of(c, tag);
     gp_host_stream *h = k >= 0 ? &c->s[k] : NULL;
     if (h) {
-        need |= h->waiting && h->done < h->next;
+        h->refs += need;
         h->tag = rtag;
-        if (!need) return GPOOL_OK;
+        if (!need && !(h->waiting && h->done < h->next)) return GPOOL_OK;
     }
     /* a poll asking about it now (lock let go) owns its event: wait for the stream instead */
     int own = h && !h->busy;
@@ -198,6 +198,37 @@ gpool_status gp_host_clock_retire(gp_host_clock *c, gpool_t *pool, uintptr_t tag
     if (r != CUDA_SUCCESS)
         return gp_cu_fail(r, "cuStreamSynchronize (host frees waiting on a released stream)");
     return GPOOL_OK;
+}
+
+static gp_host_stream *slot_find(gp_host_clock *c, uintptr_t tag)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->s[i].tag == tag) return &c->s[i];
+    return NULL;
+}
+
+void gp_host_clock_unref(gp_host_clock *c, uintptr_t rtag)
+{
+    gp_host_stream *h = slot_find(c, rtag);
+    if (h && h->refs) h->refs--;
+}
+
+int gp_host_clock_retired_done(gp_host_clock *c, gpool_t *pool, uintptr_t rtag)
+{
+    gp_host_stream *h = slot_find(c, rtag);
+    if (!h || !h->sealed || h->busy) return 0;
+    if (h->done == UINT64_MAX) return 1;
+    if (!h->live) return 0;
+    int pushed;
+    gp_dc_enter(&pool->dc, &pushed);
+    int done =
+        GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT, pool->dc.drv->cuEventQuery(h->ev)) == CUDA_SUCCESS;
+    gp_dc_leave(&pool->dc, pushed);
+    if (done) {
+        h->live = 0;
+        h->done = UINT64_MAX;
+    }
+    return done;
 }
 
 int gp_host_recorded(gpool_t *pool, const void *ptr)
