@@ -961,3 +961,62 @@ Test(api_adv, host_free_of_block_from_released_stream_does_not_block)
     cr_assert_eq(destroyed_calls(), 0);
     finish();
 }
+
+/* ---------- thread caches, budgets, exact stats ---------- */
+
+/* budgets.md: blocks parked in thread caches count against the budget, and a cache "gives its
+ * blocks back before a request is refused"; stats.md: they count as freed, not in use. */
+Test(api_adv, tcache_blocks_yield_to_the_device_budget)
+{
+    pool = make_pool("budget_device=256K");
+    void *p[32];
+    for (int i = 0; i < 32; i++)
+        cr_assert_eq(gpool_alloc(pool, 4096, NULL, &p[i]), GPOOL_OK, "%d: %s", i,
+                     gpool_last_error());
+    for (int i = 0; i < 32; i++)
+        cr_assert_eq(gpool_free(pool, p[i]), GPOOL_OK);
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[GPOOL_MEM_DEVICE].in_use_bytes, 0, "in_use %llu",
+                 (unsigned long long)st.kind[GPOOL_MEM_DEVICE].in_use_bytes);
+    cr_assert_eq(st.kind[GPOOL_MEM_DEVICE].live_blocks, 0);
+    gpool_stats walk = GPOOL_STATS_INIT;
+    cr_assert_eq(gpool_calculate_stats(pool, &walk), GPOOL_OK);
+    kinds_equal(&st, &walk, "after frees into the thread cache");
+    void *big = alloc_kind(GPOOL_MEM_DEVICE, 256 << 10, 0, S[1]);
+    cr_assert_eq(gpool_free_async(pool, big, S[1]), GPOOL_OK);
+    finish();
+}
+
+/* gpool_calculate_stats equals gpool_get_stats after a mixed sequence (no other thread). */
+Test(api_adv, calculate_stats_equals_get_stats_mixed)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[2]);
+    void *keep[16];
+    int n = 0;
+    for (int i = 0; i < 48; i++) {
+        gpool_mem_kind kind = (gpool_mem_kind)(1 + i % 3);
+        size_t size = (size_t)100 + ((size_t)i * 7919) % (3 << 20);
+        CUstream s = S[i % 3];
+        void *p = alloc_kind(kind, size, i % 5 == 0 ? GPOOL_ALLOC_ZERO : 0, s);
+        if (i % 7 == 3) cr_assert_eq(gpool_record_stream(pool, p, S[(i + 1) % 3]), GPOOL_OK);
+        if (i % 3 == 1 && n < 16)
+            keep[n++] = p;
+        else
+            cr_assert_eq(gpool_free_async(pool, p, s), GPOOL_OK, "%s", gpool_last_error());
+        if (i % 16 == 15) {
+            gpool_stats a = stats(), b = GPOOL_STATS_INIT;
+            cr_assert_eq(gpool_calculate_stats(pool, &b), GPOOL_OK);
+            kinds_equal(&a, &b, "mixed");
+        }
+    }
+    gpool_stats a = stats();
+    cr_assert_eq(a.kind[GPOOL_MEM_AUTO].live_blocks, (uint64_t)n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(gpool_free_async(pool, keep[i], S[0]), GPOOL_OK);
+    a = stats();
+    cr_assert_eq(a.kind[GPOOL_MEM_AUTO].live_blocks, 0);
+    cr_assert_eq(a.kind[GPOOL_MEM_AUTO].in_use_bytes, 0);
+    cr_assert_eq(a.kind[GPOOL_MEM_AUTO].requested_bytes, 0);
+    finish();
+}
