@@ -1020,3 +1020,38 @@ Test(api_adv, calculate_stats_equals_get_stats_mixed)
     cr_assert_eq(a.kind[GPOOL_MEM_AUTO].requested_bytes, 0);
     finish();
 }
+
+/* ---------- graph capture ---------- */
+
+/* streams.md, "Graph capture": "Host kinds on a capturing stream always fail" with
+ * GPOOL_ERR_UNSUPPORTED, "and the capture stays valid" -- a device request that falls back to
+ * mapped memory included. */
+Test(api_adv, capture_fallback_to_mapped_is_unsupported)
+{
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) = sim_driver_proc("cuStreamBeginCapture");
+    CUresult (*end)(CUstream, CUgraph *) = sim_driver_proc("cuStreamEndCapture");
+    CUresult (*graph_destroy)(CUgraph) = sim_driver_proc("cuGraphDestroy");
+    if (!begin || !end || !graph_destroy) cr_skip_test("the simulator has no stream capture");
+    pool = make_pool("budget_device=2M");
+    cr_assert_eq(begin(S[0], CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.flags = GPOOL_ALLOC_ALLOW_FALLBACK;
+    void *p = (void *)1;
+    gpool_status st = gpool_alloc_async(pool, 4 << 20, &prm, S[0], &p);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", gpool_last_error());
+    prm.flags = 0;
+    prm.usage = GPOOL_USAGE_STAGING;
+    void *q = (void *)1;
+    gpool_status st2 = gpool_alloc_async(pool, 4096, &prm, S[0], &q);
+    CUgraph g = NULL;
+    CUresult e = end(S[0], &g);
+    if (g) graph_destroy(g);
+    cr_assert_eq(st2, GPOOL_ERR_UNSUPPORTED, "pinned on a capturing stream: %d", (int)st2);
+    cr_assert_null(q);
+    cr_assert_neq(st, GPOOL_OK, "a mapped block was made on a capturing stream: %p", p);
+    cr_assert_null(p);
+    cr_assert_eq(e, CUDA_SUCCESS, "the capture was invalidated (%d); the request said: %s", (int)e,
+                 msg);
+    finish();
+}

@@ -570,11 +570,12 @@ static const gp_ladder host_ladder = {
 };
 
 /* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
- * may call the driver), and frees waiting on streams are finished before one fails. A request
- * moved here off device memory went through the device kind's stream handling and is ordered
- * on the request's stream as well. *out is the host address for pinned and the device address for
- * mapped memory. One request that ends out of memory counts once (gpool_stats.ooms), on the
- * kind it was tried on, whatever rungs it climbed. */
+ * may call the driver), a request moved here off device memory included, and frees waiting
+ * on streams are finished before one fails. A request moved here off device memory went
+ * through the device kind's stream handling and is ordered on the request's stream as well. *out is
+ * the host address for pinned and the device address for mapped memory. One request that ends out
+ * of memory counts once (gpool_stats.ooms), on the kind it was tried on, whatever rungs it climbed.
+ */
 static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
                                const gpool_alloc_params *params, gpool_stream_t stream,
                                int *refused, void **out)
@@ -583,11 +584,10 @@ static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
     if (!is_host_kind(pl->kind))
         return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)pl->kind);
     gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-    if (pl->first != GPOOL_MEM_DEVICE) {
-        gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
-        if (st != GPOOL_OK) return st;
-        gp_stream_process(pool);
-    }
+    /* never on a capturing stream, a request moved here off device memory included */
+    gpool_status cst = gp_stream_may_drive(pool, gp_stream_tag(stream));
+    if (cst != GPOOL_OK) return cst;
+    if (pl->first != GPOOL_MEM_DEVICE) gp_stream_process(pool);
     /* the block's tag: the request's stream, also for a request moved here off device memory
      * (gpool_alloc_async ignores params->stream) */
     hp.stream = (gpool_stream_t)gp_stream_tag(stream);
