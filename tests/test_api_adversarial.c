@@ -1055,3 +1055,41 @@ Test(api_adv, capture_fallback_to_mapped_is_unsupported)
                  msg);
     finish();
 }
+
+/* stats.md: ooms counts "allocations that failed with GPOOL_ERR_OUT_OF_MEMORY (once per
+ * request, whatever retries and moves it made)"; fallbacks only requests placed elsewhere. */
+Test(api_adv, failed_moves_count_one_oom_each)
+{
+    pool = make_pool("budget_device=1M,budget_pinned=1M,budget_mapped=2M");
+    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+    prm.flags = GPOOL_ALLOC_ALLOW_FALLBACK;
+    void *p = (void *)1;
+    /* a move that succeeds is no OOM */
+    cr_assert_eq(gpool_alloc_async(pool, 3 << 20, &prm, S[0], &p), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(gpool_alloc_async(pool, 3 << 19, &prm, S[0], &p), GPOOL_OK, "%s",
+                 gpool_last_error());
+    gpool_stats st0 = stats();
+    cr_assert_eq(st0.fallbacks, 1);
+    cr_assert_eq(st0.ooms, 1, "one failed request, one moved: ooms %llu",
+                 (unsigned long long)st0.ooms);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK);
+    p = (void *)1;
+    cr_assert_eq(gpool_alloc_async(pool, 4 << 20, &prm, S[0], &p), GPOOL_ERR_OUT_OF_MEMORY);
+    cr_assert_null(p);
+    gpool_stats st = stats();
+    cr_assert_eq(st.ooms, 2, "device then mapped: ooms %llu", (unsigned long long)st.ooms);
+    prm.flags = 0;
+    prm.usage = GPOOL_USAGE_STAGING;
+    cr_assert_eq(gpool_alloc_async(pool, 3 << 20, &prm, S[0], &p), GPOOL_ERR_OUT_OF_MEMORY);
+    st = stats();
+    cr_assert_eq(st.ooms, 3, "pinned then mapped: ooms %llu", (unsigned long long)st.ooms);
+    prm.usage = GPOOL_USAGE_DEFAULT;
+    prm.kind = GPOOL_MEM_HOST_MAPPED;
+    cr_assert_eq(gpool_alloc_async(pool, 3 << 20, &prm, S[0], &p), GPOOL_ERR_OUT_OF_MEMORY);
+    prm.kind = GPOOL_MEM_DEVICE;
+    cr_assert_eq(gpool_alloc_async(pool, 4 << 20, &prm, S[0], &p), GPOOL_ERR_OUT_OF_MEMORY);
+    st = stats();
+    cr_assert_eq(st.ooms, 5, "ooms %llu", (unsigned long long)st.ooms);
+    cr_assert_eq(st.fallbacks, 1);
+    finish();
+}
