@@ -1093,3 +1093,54 @@ Test(api_adv, failed_moves_count_one_oom_each)
     cr_assert_eq(st.fallbacks, 1);
     finish();
 }
+
+/* gpool_page_size: "The physical page (chunk) size gpool would back a block of this size
+ * with; gpool_alloc() accepts it as params->page_size". Each kind, small to large. */
+Test(api_adv, page_size_is_what_backs_the_block)
+{
+    pool = make_pool(NULL);
+    static const size_t sizes[] = {1000, 20000, 100 << 10, 1 << 20, 3 << 20, 9 << 20};
+    for (int k = GPOOL_MEM_DEVICE; k < GPOOL_MEM_KIND_COUNT; k++) {
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            size_t pg = 0;
+            cr_assert_eq(gpool_page_size(pool, (gpool_mem_kind)k, sizes[i], &pg), GPOOL_OK);
+            void *p = alloc_kind((gpool_mem_kind)k, sizes[i], 0, S[1]);
+            gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
+            cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK);
+            cr_assert_eq(d.page_size, pg,
+                         "kind %d size %zu: gpool_page_size %zu, block backed by %zu", k, sizes[i],
+                         pg, d.page_size);
+            cr_assert_eq(gpool_free_async(pool, p, S[1]), GPOOL_OK);
+            gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+            prm.kind = (gpool_mem_kind)k;
+            prm.page_size = pg;
+            void *q = NULL;
+            cr_assert_eq(gpool_alloc_async(pool, sizes[i], &prm, S[1], &q), GPOOL_OK,
+                         "kind %d size %zu page %zu: %s", k, sizes[i], pg, gpool_last_error());
+            cr_assert_eq(gpool_free_async(pool, q, S[1]), GPOOL_OK);
+        }
+    }
+    finish();
+}
+
+/* gpool_mem_get_info: free = the driver's free memory plus this pool's cached device bytes
+ * (pending frees are cached: stats.md). */
+Test(api_adv, mem_get_info_counts_pending_frees_as_cached)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[0]);
+    void *p = alloc_kind(GPOOL_MEM_DEVICE, 8 << 20, 0, S[0]);
+    kernel(S[0], p, 8 << 20);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK);
+    size_t fr = 0, tot = 0, dfree = 0, dtot = 0;
+    cr_assert_eq(gpool_mem_get_info(pool, &fr, &tot), GPOOL_OK);
+    CUresult (*info)(size_t *, size_t *) = sim_driver_proc("cuMemGetInfo");
+    cr_assert_eq(info(&dfree, &dtot), CUDA_SUCCESS);
+    gpool_stats st = stats();
+    cr_assert_eq(tot, dtot);
+    cr_assert_eq(fr, dfree + st.kind[GPOOL_MEM_DEVICE].cached_bytes,
+                 "free %zu, driver %zu + cached %llu", fr, dfree,
+                 (unsigned long long)st.kind[GPOOL_MEM_DEVICE].cached_bytes);
+    cr_assert_geq(st.kind[GPOOL_MEM_DEVICE].cached_bytes, 8 << 20);
+    finish();
+}
