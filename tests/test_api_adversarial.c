@@ -1180,3 +1180,46 @@ Test(api_adv, destroy_reports_live_blocks_of_every_kind)
     cr_assert_eq(l.events + l.host_registrations + l.host_allocs + l.mappings, 0);
     cr_assert_eq(violations(), 0);
 }
+
+/* gpool_record_stream: "Recording the block's own stream, or a stream twice, changes
+ * nothing"; "up to 8 streams besides the one it was allocated on" (the 9th:
+ * GPOOL_ERR_INVALID_ARG); the free then waits for all of them. */
+static void record_eight(gpool_mem_kind kind, size_t size)
+{
+    enum { R = 9 };
+    CUstream r[R];
+    pool = make_pool(NULL);
+    for (int i = 0; i < R; i++)
+        cr_assert_eq(stream_create(&r[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    void *p = alloc_kind(kind, size, 0, S[0]);
+    kernel(S[0], p, size);
+    for (int i = 0; i < 8; i++) {
+        cr_assert_eq(gpool_record_stream(pool, p, r[i]), GPOOL_OK, "%d: %s", i, gpool_last_error());
+        cr_assert_eq(gpool_record_stream(pool, p, r[i]), GPOOL_OK, "%d again", i);
+        cr_assert_eq(gpool_record_stream(pool, p, S[0]), GPOOL_OK, "its own stream");
+    }
+    cr_assert_eq(gpool_record_stream(pool, p, r[8]), GPOOL_ERR_INVALID_ARG, "a 9th stream");
+    sim->stream_hold(r[7]);
+    order_after(r[7], S[0]);
+    kernel(r[7], p, size);
+    cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < 40; i++) {
+        void *q = alloc_kind(kind, size, 0, S[2]);
+        kernel(S[2], q, size);
+        cr_assert_eq(gpool_free_async(pool, q, S[2]), GPOOL_OK);
+    }
+    cr_assert_eq(violations(), 0, "reused before the 8th recorded stream's work was done");
+    sim->stream_release(r[7]);
+    finish();
+    for (int i = 0; i < R; i++)
+        stream_destroy(r[i]);
+}
+
+Test(api_adv, pinned_recorded_on_eight_streams)
+{
+    record_eight(GPOOL_MEM_HOST_PINNED, 128 << 10);
+}
+Test(api_adv, device_recorded_on_eight_streams)
+{
+    record_eight(GPOOL_MEM_DEVICE, 128 << 10);
+}
