@@ -8,6 +8,7 @@
  * correct: every violation is gpool's. Needs the simulator; skips on a real GPU. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1222,4 +1223,58 @@ Test(api_adv, pinned_recorded_on_eight_streams)
 Test(api_adv, device_recorded_on_eight_streams)
 {
     record_eight(GPOOL_MEM_DEVICE, 128 << 10);
+}
+
+/* ---------- the per-thread default stream ---------- */
+
+/* streams.md: a block freed on CU_STREAM_PER_THREAD by one thread is reused "by other threads
+ * once its work completed"; host blocks on any stream only then. The freeing thread's
+ * per-thread stream is held and its kernel still queued when the thread exits. */
+static void *ptds_thread(void *arg)
+{
+    CUresult (*ctx_set)(CUcontext) = sim_driver_proc("cuCtxSetCurrent");
+    gpool_mem_kind kind = *(gpool_mem_kind *)arg;
+    if (ctx_set(ctx) != CUDA_SUCCESS) return "cuCtxSetCurrent";
+    sim->stream_hold(CU_STREAM_PER_THREAD);
+    for (int i = 0; i < 8; i++) {
+        gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+        prm.kind = kind;
+        void *p = NULL;
+        if (gpool_alloc_async(pool, 64 << 10, &prm, CU_STREAM_PER_THREAD, &p) != GPOOL_OK)
+            return "alloc";
+        if (sim->touch(CU_STREAM_PER_THREAD, (CUdeviceptr)(uintptr_t)p, 64 << 10, 1) !=
+            CUDA_SUCCESS)
+            return "touch";
+        if (gpool_free_async(pool, p, CU_STREAM_PER_THREAD) != GPOOL_OK) return "free";
+    }
+    return NULL;
+}
+
+static void ptds_host(gpool_mem_kind kind)
+{
+    pool = make_pool(NULL);
+    pthread_t t;
+    void *res = NULL;
+    cr_assert_eq(pthread_create(&t, NULL, ptds_thread, &kind), 0);
+    cr_assert_eq(pthread_join(t, &res), 0);
+    cr_assert_null(res, "thread: %s failed: %s", (const char *)res, gpool_last_error());
+    for (int i = 0; i < 40; i++) {
+        void *q = alloc_kind(kind, 64 << 10, 0, S[1]);
+        kernel(S[1], q, 64 << 10);
+        cr_assert_eq(gpool_free_async(pool, q, S[1]), GPOOL_OK);
+        q = alloc_kind(kind, 64 << 10, 0, CU_STREAM_PER_THREAD);
+        kernel(CU_STREAM_PER_THREAD, q, 64 << 10);
+        cr_assert_eq(gpool_free_async(pool, q, CU_STREAM_PER_THREAD), GPOOL_OK);
+    }
+    cr_assert_eq(violations(), 0, "another thread's per-thread stream's block reused early");
+    finish();
+}
+
+Test(api_adv, pinned_freed_on_another_threads_per_thread_stream)
+{
+    ptds_host(GPOOL_MEM_HOST_PINNED);
+}
+Test(api_adv, device_freed_on_another_threads_per_thread_stream)
+{
+    ptds_host(GPOOL_MEM_DEVICE);
 }
