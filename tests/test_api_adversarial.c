@@ -1278,3 +1278,33 @@ Test(api_adv, device_freed_on_another_threads_per_thread_stream)
 {
     ptds_host(GPOOL_MEM_DEVICE);
 }
+
+/* placement.md, "Giving memory back": "If the synchronize fails nothing mapped is unmapped
+ * (queued work may still use any cached page)". Blocks of every kind freed on a held stream
+ * whose kernel still runs; every synchronize of the trim fails. */
+Test(api_adv, trim_with_failed_synchronize_unmaps_nothing_in_use)
+{
+    pool = make_pool(NULL);
+    sim->stream_hold(S[0]);
+    static const struct {
+        gpool_mem_kind kind;
+        size_t size;
+    } b[] = {{GPOOL_MEM_DEVICE, 3 << 20},        {GPOOL_MEM_DEVICE, 5000},
+             {GPOOL_MEM_HOST_PINNED, 300 << 10}, {GPOOL_MEM_HOST_PINNED, 3000},
+             {GPOOL_MEM_HOST_MAPPED, 3 << 20},   {GPOOL_MEM_HOST_MAPPED, 7000}};
+    for (int i = 0; i < 6; i++) {
+        void *p = alloc_kind(b[i].kind, b[i].size, 0, S[0]);
+        kernel(S[0], p, b[i].size);
+        cr_assert_eq(gpool_free_async(pool, p, S[0]), GPOOL_OK);
+    }
+    for (unsigned long n = 1; n <= 8; n++) {
+        sim->fail_nth("cuCtxSynchronize", n);
+        sim->fail_nth("cuStreamSynchronize", n);
+        sim->fail_nth("cuEventSynchronize", n);
+    }
+    gpool_status st = gpool_trim(pool, 0);
+    sim->fail_clear();
+    cr_assert_eq(st, GPOOL_ERR_DRIVER, "trim: %d %s", (int)st, gpool_last_error());
+    cr_assert_eq(violations(), 0, "memory a held kernel uses was unmapped or unregistered");
+    finish();
+}
