@@ -572,10 +572,10 @@ static const gp_ladder host_ladder = {
 /* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
  * may call the driver), a request moved here off device memory included, and frees waiting
  * on streams are finished before one fails. A request moved here off device memory went
- * through the device kind's stream handling and is ordered on the request's stream as well. *out is
- * the host address for pinned and the device address for mapped memory. One request that ends out
- * of memory counts once (gpool_stats.ooms), on the kind it was tried on, whatever rungs it climbed.
- */
+ * through the device kind's stream handling and is ordered on the request's stream as well.
+ * *out is the host address for pinned and the device address for mapped memory. One request
+ * that ends out of memory counts once (gpool_stats.ooms), on the kind it was tried on,
+ * whatever rungs it climbed. */
 static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
                                const gpool_alloc_params *params, gpool_stream_t stream,
                                int *refused, void **out)
