@@ -1308,3 +1308,20 @@ Test(api_adv, trim_with_failed_synchronize_unmaps_nothing_in_use)
     cr_assert_eq(violations(), 0, "memory a held kernel uses was unmapped or unregistered");
     finish();
 }
+
+/* gpool_trim(keep): "until at most keep_bytes stay cached" -- and gpool_stats.reserved_bytes is
+ * the "physical memory held from the driver": what trim keeps is still reported. */
+Test(api_adv, trim_keep_is_reported_as_reserved)
+{
+    pool = make_pool(NULL);
+    void *p = alloc_kind(GPOOL_MEM_DEVICE, 16 << 20, 0, S[1]);
+    cr_assert_eq(gpool_free_async(pool, p, S[1]), GPOOL_OK);
+    cr_assert_eq(gpool_trim(pool, 8 << 20), GPOOL_OK, "%s", gpool_last_error());
+    gpool_stats st = stats();
+    size_t held = sim->bytes_in_use(0);
+    cr_assert_eq(st.kind[GPOOL_MEM_DEVICE].reserved_bytes, held,
+                 "reserved_bytes %llu, the driver holds %zu bytes for the pool",
+                 (unsigned long long)st.kind[GPOOL_MEM_DEVICE].reserved_bytes, held);
+    cr_assert_leq(st.kind[GPOOL_MEM_DEVICE].cached_bytes, 8 << 20);
+    finish();
+}
