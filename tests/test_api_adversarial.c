@@ -1325,3 +1325,37 @@ Test(api_adv, trim_keep_is_reported_as_reserved)
     cr_assert_leq(st.kind[GPOOL_MEM_DEVICE].cached_bytes, 8 << 20);
     finish();
 }
+
+/* gpool_config.release_threshold: "give back what the pool caches beyond this many bytes after
+ * a large free" (placement.md: "if the pool caches more than this many bytes of physical memory
+ * beyond what live blocks use, it gives the excess back"). */
+static void release_threshold(gpool_mem_kind kind)
+{
+    pool = make_pool("release_threshold=1M");
+    void *p = alloc_kind(kind, 8 << 20, 0, S[1]);
+    cr_assert_eq(gpool_free_async(pool, p, S[1]), GPOOL_OK);
+    /* a host free settles once its stream's work is known done: 8 MiB waiting, the next
+     * request asks (streams.md, "Frees") */
+    void *q = alloc_kind(kind, 64 << 10, 0, S[1]);
+    gpool_stats st = stats();
+    /* beyond the threshold: at most the rest of the page the live block is on */
+    size_t pg = 0;
+    cr_assert_eq(gpool_page_size(pool, kind, 64 << 10, &pg), GPOOL_OK);
+    cr_assert_leq(st.kind[kind].cached_bytes, (1 << 20) + pg, "kind %d caches %llu bytes",
+                  (int)kind, (unsigned long long)st.kind[kind].cached_bytes);
+    cr_assert_eq(gpool_free_async(pool, q, S[1]), GPOOL_OK);
+    finish();
+}
+
+Test(api_adv, release_threshold_device)
+{
+    release_threshold(GPOOL_MEM_DEVICE);
+}
+Test(api_adv, release_threshold_pinned)
+{
+    release_threshold(GPOOL_MEM_HOST_PINNED);
+}
+Test(api_adv, release_threshold_mapped)
+{
+    release_threshold(GPOOL_MEM_HOST_MAPPED);
+}

@@ -761,6 +761,24 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
     return GPOOL_OK;
 }
 
+/* gpool_config.release_threshold: a page arena that got large blocks back gives its free pages
+ * back when it holds more than that beyond its blocks (as the device kind after a large free).
+ * Their streams' work is done, so no synchronize; a failure leaves them cached (a later trim
+ * tries again). No lock held. */
+static void release_above_threshold(gpool_t *pool, gp_sysmem *s, int large_back[2][PG_COUNT])
+{
+    for (int ki = 0; ki < 2; ki++)
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            gp_arena *a = large_back[ki][pg] ? s->k[ki].large[pg] : NULL; /* never moves */
+            if (!a) continue;
+            gp_arena_counters c;
+            size_t held, idle;
+            gp_arena_stats(a, &c, &held, &idle);
+            if (held > c.in_use + pool->cfg.release_threshold)
+                (void)gp_arena_trim(a, pool->cfg.release_threshold);
+        }
+}
+
 /* Give the waiting frees whose streams are done back to their sources: ask the clock first
  * when enough wait, when a request of want bytes of kind would otherwise need fresh memory,
  * or always (how: SETTLE_ASK, or SETTLE_SYNC: a context synchronize; *st, when st is not
@@ -773,6 +791,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
         pthread_mutex_unlock(&s->lock);
         return 0;
     }
+    int large_back[2][PG_COUNT] = {{0}}; /* page arenas that got blocks back */
     gp_host_clock_recount(&s->clock);
     for (size_t i = 0; i < s->npend; i++)
         for (unsigned m = 0; m < s->pend[i].nmark; m++)
@@ -816,6 +835,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
             int ki = b->kind - GPOOL_MEM_HOST_PINNED;
             if (b->src != SRC_SMALL) {
                 release_memory(s, hk(s, b->kind), out[i].sm, b);
+                if (b->src == SRC_LARGE) large_back[ki][b->pg] = 1;
                 continue;
             }
             sms[ki] = out[i].sm;
@@ -831,6 +851,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
         }
     } while (n == 64);
     pthread_mutex_unlock(&s->lock);
+    if (pool->cfg.release_threshold) release_above_threshold(pool, s, large_back);
     return total;
 }
 
