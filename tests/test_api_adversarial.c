@@ -1359,3 +1359,22 @@ Test(api_adv, release_threshold_mapped)
 {
     release_threshold(GPOOL_MEM_HOST_MAPPED);
 }
+
+/* streams.md, "Frees": a host block's free "makes no driver call"; a block of a released
+ * stream (its free marks the release's event) included. */
+Test(api_adv, host_free_makes_no_driver_call)
+{
+    pool = make_pool(NULL);
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc_kind(i % 2 ? GPOOL_MEM_HOST_MAPPED : GPOOL_MEM_HOST_PINNED,
+                          i < 2 ? 3000 : 3 << 20, 0, S[i % 2]);
+    cr_assert_eq(gpool_stream_release(pool, S[1]), GPOOL_OK, "%s", gpool_last_error());
+    for (int i = 0; i < 4; i++) {
+        unsigned long before = sim->call_total();
+        cr_assert_eq(gpool_free_async(pool, p[i], S[2]), GPOOL_OK, "%s", gpool_last_error());
+        cr_assert_eq(sim->call_total(), before, "block %d: the free made %lu driver calls", i,
+                     sim->call_total() - before);
+    }
+    finish();
+}
