@@ -1378,3 +1378,30 @@ Test(api_adv, host_free_makes_no_driver_call)
     }
     finish();
 }
+
+/* Huge host requests: a status with a message (128 TiB and up: INVALID_ARG; below it the
+ * memory is not there: OUT_OF_MEMORY), *out NULL, the pool usable, nothing left behind. */
+Test(api_adv, huge_host_requests_fail_cleanly)
+{
+    pool = make_pool(NULL);
+    static const size_t sizes[] = {(size_t)1 << 47, ((size_t)1 << 47) - 4096, (size_t)1 << 44,
+                                   (size_t)1 << 40, SIZE_MAX};
+    for (int k = GPOOL_MEM_HOST_PINNED; k <= GPOOL_MEM_HOST_MAPPED; k++)
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
+            prm.kind = (gpool_mem_kind)k;
+            void *p = (void *)1;
+            gpool_status st = gpool_alloc_async(pool, sizes[i], &prm, S[0], &p);
+            cr_assert(st == GPOOL_ERR_INVALID_ARG || st == GPOOL_ERR_OUT_OF_MEMORY,
+                      "kind %d size %zu: %d %s", k, sizes[i], (int)st, gpool_last_error());
+            cr_assert(gpool_last_error()[0], "no message");
+            cr_assert_null(p);
+        }
+    gpool_stats st = stats();
+    cr_assert_eq(st.kind[GPOOL_MEM_AUTO].live_blocks, 0);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_PINNED].in_use_bytes, 0);
+    cr_assert_eq(st.kind[GPOOL_MEM_HOST_MAPPED].in_use_bytes, 0);
+    void *q = alloc_kind(GPOOL_MEM_HOST_PINNED, 1 << 20, 0, S[0]);
+    cr_assert_eq(gpool_free_async(pool, q, S[0]), GPOOL_OK);
+    finish();
+}
