@@ -648,8 +648,9 @@ GPOOL_API gpool_status gpool_record_stream(gpool_t *pool, void *ptr, gpool_strea
  * Thread-safe with the pool's other calls, not with calls that still use the stream. Cost:
  * one cuEventRecord (cuEventCreate the first time a spare is missing), or one
  * cuStreamSynchronize for another context's stream, plus a walk of the pool's pending free
- * ranges and stream records, under the device arena's lock; no driver call for a stream the
- * pool never saw.
+ * ranges and stream records, under the device arena's lock, and of its live host blocks, under
+ * the host kinds' lock (one more cuEventRecord when host frees wait on the stream); no driver
+ * call for a stream the pool never saw.
  *
  * @param pool   the pool.
  * @param stream the stream about to be destroyed; one the pool never saw is fine.

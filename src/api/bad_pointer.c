@@ -38,6 +38,11 @@ gpool_status gp_bad_pointer(const void *ptr, gp_bad_ptr why, gpool_mem_kind kind
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p is in this pool's %s%smemory but not a live block: already freed", ptr,
                        name, sp);
+    case GP_PTR_HOST_ALIAS:
+        return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                       "%p is the host address of the %s%sblock at 0x%" PRIxPTR
+                       ": pass the address gpool_alloc returned",
+                       ptr, name, sp, base);
     case GP_PTR_PENDING:
         return gp_fail(GPOOL_ERR_INVALID_POINTER,
                        "%p was already freed: a double free (its first free is pending on a "

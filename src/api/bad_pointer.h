@@ -14,6 +14,8 @@ typedef enum gp_bad_ptr {
     GP_PTR_INTERIOR,       /* inside a live block (at base, when known), not its start */
     GP_PTR_FREED,          /* in the pool's memory of kind, but no live block there */
     GP_PTR_PENDING,        /* a block whose free is still pending on a stream: a double free */
+    GP_PTR_HOST_ALIAS,     /* the host address of the mapped block at base (its device address
+                              is the one gpool_alloc returned) */
 } gp_bad_ptr;
 
 /* For kind: host memory, pinned or mapped. */

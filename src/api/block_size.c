@@ -8,6 +8,7 @@
 #include "error.h"
 #include "policy.h"
 #include "pool.h"
+#include "stream.h"
 
 gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size)
 {
@@ -25,6 +26,8 @@ gpool_status gpool_block_size(gpool_t *pool, const void *ptr, size_t *size)
                                       s->base + (uintptr_t)k * s->slot_size);
             return gp_bad_pointer(ptr, GP_PTR_FREED, GPOOL_MEM_DEVICE, 0);
         }
+        if (gp_stream_free_pending(pool, (uintptr_t)ptr)) /* freed, used on other streams */
+            return gp_bad_pointer(ptr, GP_PTR_FREED, GPOOL_MEM_DEVICE, 0);
         *size = s->slot_size;
         return GPOOL_OK;
     }

@@ -9,6 +9,7 @@
 #include "fork.h"
 #include "ipc.h"
 #include "kind.h"
+#include "kind_host.h"
 #include "policy.h"
 #include "pool.h"
 #include "stream.h"
@@ -369,8 +370,12 @@ static gpool_status record_stream(gpool_t *pool, void *ptr, gpool_stream_t strea
     gpool_block_desc info = GPOOL_BLOCK_DESC_INIT;
     gpool_status st = block_info_tagged(pool, ptr, &info); /* info.stream: the block's tag */
     if (st != GPOOL_OK) return st;
-    if (ptr != (void *)(uintptr_t)info.device_ptr && ptr != info.host_ptr)
-        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, info.kind, (uintptr_t)info.device_ptr);
+    /* the address gpool_alloc returned: a mapped block's host address is not it */
+    uintptr_t key =
+        info.kind == GPOOL_MEM_HOST_PINNED ? (uintptr_t)info.host_ptr : (uintptr_t)info.device_ptr;
+    if ((uintptr_t)ptr != key)
+        return gp_bad_pointer(ptr, ptr == info.host_ptr ? GP_PTR_HOST_ALIAS : GP_PTR_INTERIOR,
+                              info.kind, key);
     return gp_stream_record(pool, ptr, (uintptr_t)info.stream, gp_stream_tag(stream));
 }
 
@@ -385,8 +390,13 @@ static gpool_status stream_release(gpool_t *pool, gpool_stream_t stream)
                        "stream %p is the pool's default stream (gpool_config.default_stream): "
                        "destroy the pool before the stream",
                        (void *)stream);
-    /* the device arena moves what is pending on the stream, asking the reuse rule */
-    return pool->device ? gp_arena_release_stream(pool->device, (uintptr_t)stream) : GPOOL_OK;
+    /* host frees waiting on it, and host blocks allocated on it, first; then the device arena
+     * moves what is pending on the stream, asking the reuse rule */
+    gpool_status hst =
+        gp_sysmem_stream_release(pool, (uintptr_t)stream, gp_stream_retired_tag(NULL));
+    gpool_status st =
+        pool->device ? gp_arena_release_stream(pool->device, (uintptr_t)stream) : GPOOL_OK;
+    return st != GPOOL_OK ? st : hst;
 }
 
 gpool_status gpool_stream_release(gpool_t *pool, gpool_stream_t stream)
@@ -589,7 +599,16 @@ static gpool_status block_info_tagged(gpool_t *pool, const void *ptr, gpool_bloc
         gp_block_ref ref;
         int owned = 0;
         gpool_status st = gp_kind_resolve(pool, ptr, &ref)->block_info(pool, ptr, out, &owned);
-        if (owned) return st;
+        if (owned) {
+            /* a block used on other streams stays in place while its free waits for them */
+            uintptr_t key = out->kind == GPOOL_MEM_HOST_PINNED ? (uintptr_t)out->host_ptr
+                                                               : (uintptr_t)out->device_ptr;
+            if (st == GPOOL_OK && gp_stream_free_pending(pool, key))
+                return gp_fail(GPOOL_ERR_INVALID_POINTER,
+                               "%p is in a block already freed (its free is pending on a stream)",
+                               ptr);
+            return st;
+        }
     }
     return gp_bad_pointer(ptr, GP_PTR_FOREIGN, GPOOL_MEM_AUTO, 0);
 }

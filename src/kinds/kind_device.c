@@ -8,6 +8,7 @@
 #include "error.h"
 #include "kind.h"
 #include "ladder.h"
+#include "policy.h"
 #include "pool.h"
 #include "stream.h"
 #include "tcache.h"
@@ -257,7 +258,9 @@ static gpool_status device_alloc(gpool_t *pool, const gp_placement *pl,
         st = gp_ladder_climb(&device_ladder, &q, out, &retried);
     *refused = q.refused && pool->cfg.budget[GPOOL_MEM_DEVICE];
     if (q.pressed) atomic_fetch_add(&pool->dev_oom_retries, 1);
-    if (st == GPOOL_ERR_OUT_OF_MEMORY) atomic_fetch_add(&pool->dev_ooms, 1);
+    gp_placement moved = *pl; /* a request the policy moves on counts where it ends */
+    if (st == GPOOL_ERR_OUT_OF_MEMORY && !gp_policy_move(&moved, st, *refused))
+        atomic_fetch_add(&pool->dev_ooms, 1);
     if (st == GPOOL_OK && (flags & GPOOL_ALLOC_ZERO)) {
         st = gp_vidmem_zero_async(gp_arena_backend(a), *out, size, (CUstream)stream);
         /* queued work now touches the block: its pages are not unmapped before a synchronize

@@ -55,7 +55,12 @@ typedef struct host_block {
     gpool_mem_kind kind;
     gpool_usage usage;
     uint8_t src, pg, fell_back;
-    struct host_block *next_spare; /* a spare record's next (gp_sysmem.spare) */
+    union {
+        struct host_block *next_spare; /* a spare record's next (gp_sysmem.spare) */
+        /* a live block's: 0, or the retired tag its free waits on instead of stream, which
+         * was released since (gp_sysmem_stream_release) */
+        uintptr_t wait;
+    };
 } host_block;
 
 typedef struct host_kind {
@@ -312,10 +317,11 @@ static void spare_drop_locked(gp_sysmem *s)
 static void note_peaks(host_kind *k)
 {
     size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
-    if (k->in_use > k->peak_in_use) k->peak_in_use = k->in_use;
+    uint64_t used = k->in_use - k->pend_bytes; /* waiting frees are frees (host_stats) */
+    if (used > k->peak_in_use) k->peak_in_use = used;
     if (k->requested > k->peak_requested) k->peak_requested = k->requested;
     if (res > k->peak_reserved) k->peak_reserved = res;
-    if (res > k->in_use && res - k->in_use > k->peak_cached) k->peak_cached = res - k->in_use;
+    if (res > used && res - used > k->peak_cached) k->peak_cached = res - used;
 }
 
 /* Lock held, the budget charged (est) and the source chosen (a small-arena reference taken,
@@ -554,9 +560,10 @@ static int host_make_room(void *ctx)
     size_t freed = 0;
     if (q->oom_arena) gp_arena_make_room(q->oom_arena, &freed, q->why, HOST_WHY_CAP);
     size_t drained = gp_kinds_finish_deferred(q->pool, 1);
-    /* a retry only when what went back could be the room missing */
+    /* a retry only when what went back could be the room missing: for a budget refusal, any
+     * settled bytes of the kind (they counted against the budget) */
     size_t settled = host_settle(q->pool, q->s, q->pl->kind, 0, SETTLE_SYNC, NULL);
-    return freed || drained || settled >= est;
+    return freed || drained || settled >= est || (q->refused && settled);
 }
 
 static gpool_status host_report(void *ctx, gpool_status st)
@@ -578,11 +585,12 @@ static const gp_ladder host_ladder = {
 };
 
 /* The host kind's gp_kind.alloc: host blocks are not made during graph capture (their paths
- * may call the driver), and frees waiting on streams are finished before one fails. A request
- * moved here off device memory went through the device kind's stream handling and keeps the
- * stream its parameters name. *out is the host address for pinned and the device address for
- * mapped memory. One request that ends out of memory counts once (gpool_stats.ooms), on the
- * kind it was tried on, whatever rungs it climbed. */
+ * may call the driver), a request moved here off device memory included, and frees waiting
+ * on streams are finished before one fails. A request moved here off device memory went
+ * through the device kind's stream handling and is ordered on the request's stream as well.
+ * *out is the host address for pinned and the device address for mapped memory. One request
+ * that ends out of memory counts once (gpool_stats.ooms), on the kind it was tried on,
+ * whatever rungs it climbed. */
 static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
                                const gpool_alloc_params *params, gpool_stream_t stream,
                                int *refused, void **out)
@@ -591,12 +599,13 @@ static gpool_status host_alloc(gpool_t *pool, const gp_placement *pl,
     if (!is_host_kind(pl->kind))
         return gp_fail(GPOOL_ERR_INVALID_ARG, "memory kind %d is not a host kind", (int)pl->kind);
     gpool_alloc_params hp = params ? *params : (gpool_alloc_params){0};
-    if (pl->first != GPOOL_MEM_DEVICE) {
-        gpool_status st = gp_stream_may_drive(pool, gp_stream_tag(stream));
-        if (st != GPOOL_OK) return st;
-        hp.stream = (gpool_stream_t)gp_stream_tag(stream); /* the block's tag */
-        gp_kinds_finish_deferred(pool, 0);
-    }
+    /* never on a capturing stream, a request moved here off device memory included */
+    gpool_status cst = gp_stream_may_drive(pool, gp_stream_tag(stream));
+    if (cst != GPOOL_OK) return cst;
+    if (pl->first != GPOOL_MEM_DEVICE) gp_kinds_finish_deferred(pool, 0);
+    /* the block's tag: the request's stream, also for a request moved here off device memory
+     * (gpool_alloc_async ignores params->stream) */
+    hp.stream = (gpool_stream_t)gp_stream_tag(stream);
     char why[HOST_WHY_CAP];
     why[0] = 0;
     host_request q = {.pool = pool, .pl = pl, .params = &hp, .why = why};
@@ -667,7 +676,9 @@ static gpool_status not_live(gp_sysmem *s, const void *ptr, int interior_ok, int
     pthread_mutex_unlock(&s->lock);
     if (b) {
         *owned = 1;
-        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, b->kind, key);
+        return gp_bad_pointer(ptr,
+                              p == b->host && key != b->host ? GP_PTR_HOST_ALIAS : GP_PTR_INTERIOR,
+                              b->kind, key);
     }
     if (inside) {
         *owned = 1;
@@ -691,6 +702,7 @@ gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned)
     gp_small *sm = NULL;
     host_kind *k = NULL;
     if (b) {
+        if (b->wait) gp_host_clock_unref(&s->clock, b->wait);
         k = hk(s, b->kind);
         sm = k->small; /* stays while small_refs > 0 */
         k->in_use -= b->size;
@@ -741,7 +753,7 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
     }
     host_block *b = s->blocks.vals[slot];
     host_pending pe = {.b = b};
-    uintptr_t btag = (uintptr_t)b->stream;
+    uintptr_t btag = b->wait ? b->wait : (uintptr_t)b->stream;
     if (pend_room(s) != 0 || gp_host_clock_mark(&s->clock, tag, &pe.mark[pe.nmark++]) != 0 ||
         (btag != tag && gp_host_clock_mark(&s->clock, btag, &pe.mark[pe.nmark++]) != 0)) {
         pthread_mutex_unlock(&s->lock);
@@ -749,6 +761,7 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
         return GPOOL_OK;
     }
     gp_ptrmap_del_at(&s->blocks, slot);
+    if (b->wait) gp_host_clock_unref(&s->clock, b->wait); /* marked on it instead */
     host_kind *k = hk(s, b->kind);
     k->requested -= b->requested;
     k->frees++;
@@ -764,6 +777,24 @@ static gpool_status free_on_clock(gp_sysmem *s, void *ptr, uintptr_t tag, gp_blo
     return GPOOL_OK;
 }
 
+/* gpool_config.release_threshold: a page arena that got large blocks back gives its free pages
+ * back when it holds more than that beyond its blocks (as the device kind after a large free).
+ * Their streams' work is done, so no synchronize; a failure leaves them cached (a later trim
+ * tries again). No lock held. */
+static void release_above_threshold(gpool_t *pool, gp_sysmem *s, int large_back[2][PG_COUNT])
+{
+    for (int ki = 0; ki < 2; ki++)
+        for (int pg = 0; pg < PG_COUNT; pg++) {
+            gp_arena *a = large_back[ki][pg] ? s->k[ki].large[pg] : NULL; /* never moves */
+            if (!a) continue;
+            gp_arena_counters c;
+            size_t held, idle;
+            gp_arena_stats(a, &c, &held, &idle);
+            if (held > c.in_use + pool->cfg.release_threshold)
+                (void)gp_arena_trim(a, pool->cfg.release_threshold);
+        }
+}
+
 /* Give the waiting frees whose streams are done back to their sources: ask the clock first
  * when enough wait, when a request of want bytes of kind would otherwise need fresh memory,
  * or always (how: SETTLE_ASK, or SETTLE_SYNC: a context synchronize; *st, when st is not
@@ -776,6 +807,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
         pthread_mutex_unlock(&s->lock);
         return 0;
     }
+    int large_back[2][PG_COUNT] = {{0}}; /* page arenas that got blocks back */
     gp_host_clock_recount(&s->clock);
     for (size_t i = 0; i < s->npend; i++)
         for (unsigned m = 0; m < s->pend[i].nmark; m++)
@@ -819,6 +851,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
             int ki = b->kind - GPOOL_MEM_HOST_PINNED;
             if (b->src != SRC_SMALL) {
                 release_memory(s, hk(s, b->kind), out[i].sm, b);
+                if (b->src == SRC_LARGE) large_back[ki][b->pg] = 1;
                 continue;
             }
             sms[ki] = out[i].sm;
@@ -834,6 +867,7 @@ static size_t host_settle(gpool_t *pool, gp_sysmem *s, gpool_mem_kind kind, size
         }
     } while (n == 64);
     pthread_mutex_unlock(&s->lock);
+    if (pool->cfg.release_threshold) release_above_threshold(pool, s, large_back);
     return total;
 }
 
@@ -853,11 +887,39 @@ static gpool_status host_free(gpool_t *pool, void *ptr, uintptr_t tag, gp_block_
     gpool_status st = gp_sysmem_block_info(pool, ptr, &d, &ref->owned);
     if (!ref->owned || st != GPOOL_OK) return st;
     ref->requested = d.requested_size;
-    if (ptr != (void *)(uintptr_t)d.device_ptr && ptr != d.host_ptr)
-        return gp_bad_pointer(ptr, GP_PTR_INTERIOR, d.kind, (uintptr_t)d.host_ptr);
+    /* the address gpool_alloc returned: a mapped block's host address is not it */
+    uintptr_t key =
+        d.kind == GPOOL_MEM_HOST_PINNED ? (uintptr_t)d.host_ptr : (uintptr_t)d.device_ptr;
+    if ((uintptr_t)ptr != key)
+        return gp_bad_pointer(ptr, ptr == d.host_ptr ? GP_PTR_HOST_ALIAS : GP_PTR_INTERIOR, d.kind,
+                              key);
+    pthread_mutex_lock(&s->lock); /* its allocating stream released: wait for that instead */
+    host_block *b = gp_ptrmap_get(&s->blocks, (uintptr_t)ptr);
+    if (b && b->wait) /* once its release's event completed, nothing more to wait for */
+        d.stream = gp_host_clock_retired_done(&s->clock, pool, b->wait) ? (gpool_stream_t)tag
+                                                                        : (gpool_stream_t)b->wait;
+    pthread_mutex_unlock(&s->lock);
     int free_now;
     st = gp_stream_defer_host_free(pool, ptr, tag, &d, &free_now);
     if (free_now) st = gp_sysmem_free(pool, ptr, &ref->owned);
+    return st;
+}
+
+gpool_status gp_sysmem_stream_release(gpool_t *pool, uintptr_t tag, uintptr_t rtag)
+{
+    gp_sysmem *s = sys_of(pool);
+    if (!s) return GPOOL_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t live = 0;
+    for (size_t i = 0; i < s->blocks.cap; i++) {
+        host_block *b = s->blocks.keys[i] ? s->blocks.vals[i] : NULL;
+        if (b && !b->wait && (uintptr_t)b->stream == tag) {
+            b->wait = rtag;
+            live++;
+        }
+    }
+    gpool_status st = gp_host_clock_retire(&s->clock, pool, tag, rtag, live, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     return st;
 }
 

@@ -18,6 +18,12 @@ typedef struct gp_sysmem gp_sysmem; /* per-pool host state (gpool_t.sys), made o
  * (GPOOL_OK) for anything else. Host frees are immediate. */
 gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned);
 
+/* gpool_stream_release's part for host blocks: frees waiting on the stream, and those of
+ * blocks allocated on it and still live, wait from now on for an event recorded on it now,
+ * under the retired tag rtag (host_clock.h, gp_host_clock_retire). No driver call when the
+ * host kinds never saw the stream. GPOOL_ERR_DRIVER: neither an event nor a synchronize. */
+gpool_status gp_sysmem_stream_release(gpool_t *pool, uintptr_t tag, uintptr_t rtag);
+
 /* Describe the live host block containing ptr (interior pointers too): *owned as above. */
 gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_desc *out,
                                   int *owned);

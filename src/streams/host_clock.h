@@ -30,6 +30,10 @@ typedef struct gp_host_stream {
     int busy;         /* a poll is asking the driver about this stream (lock let go) */
     uint64_t waiting; /* marks on this stream not yet known complete (counted at each mark,
                          recounted before each poll) */
+    int sealed;       /* a released stream's (gp_host_clock_retire): once ev completes (or done
+                         is set), every mark on it is complete, later ones included */
+    uint64_t refs;    /* a released stream's live blocks, which will mark it when freed: the
+                         slot is not handed to another stream while they live */
 } gp_host_stream;
 
 typedef struct gp_host_clock {
@@ -59,6 +63,21 @@ static inline void gp_host_clock_waits(gp_host_clock *c, const gp_host_mark *m)
  * cuCtxSynchronize) when that failed, GPOOL_OK otherwise (a stream that cannot be asked now
  * simply stays waiting). */
 gpool_status gp_host_clock_poll(gp_host_clock *c, gpool_t *pool, pthread_mutex_t *lock, int force);
+
+/* gpool_stream_release of stream tag (lock held; let go around the driver calls): its slot
+ * moves to the retired tag rtag, so no later poll names the stream and a new stream with the
+ * same handle value gets a slot of its own; when marks on it wait, or need > 0 (that many
+ * live blocks allocated on it will mark rtag when freed), an event recorded on the stream now
+ * covers them all (another context's stream, or one that takes no event: it is synchronized
+ * instead). GPOOL_ERR_DRIVER when neither worked: its marks then wait for a device-wide
+ * synchronize. */
+gpool_status gp_host_clock_retire(gp_host_clock *c, gpool_t *pool, uintptr_t tag, uintptr_t rtag,
+                                  uint64_t need, pthread_mutex_t *lock);
+/* One live block of the released stream rtag went (its free marked rtag, or it was freed). */
+void gp_host_clock_unref(gp_host_clock *c, uintptr_t rtag);
+/* 1 when the work of released stream rtag is known done, asking its event (one query, the
+ * caller's lock held) if needed; 0 when not, or not known. */
+int gp_host_clock_retired_done(gp_host_clock *c, gpool_t *pool, uintptr_t rtag);
 
 /* 1 when gpool_record_stream named other streams for block ptr: its free takes the deferred
  * path of reuse.c (gp_stream_defer_host_free). Takes the streams lock only while some block is

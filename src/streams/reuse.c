@@ -565,6 +565,17 @@ const gp_reuse_ops gp_stream_reuse_ops = {
     .release = gp_stream_release_rule,
 };
 
+int gp_stream_free_pending(gpool_t *pool, uintptr_t ptr)
+{
+    gp_streams *ss = pool->streams;
+    if (!atomic_load_explicit(&pool->stream_busy, memory_order_relaxed)) return 0;
+    gp_ss_lock(ss);
+    recorded *rc = gp_ptrmap_get(&ss->recorded, ptr);
+    int pending = rc && rc->deferred;
+    gp_ss_unlock(ss);
+    return pending;
+}
+
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
                         uint64_t *requested)
 {
@@ -576,6 +587,22 @@ void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uin
     *bytes = ss->def_bytes[kind];
     *requested = ss->def_req[kind];
     gp_ss_unlock(ss);
+}
+
+/* 1 when rtag is a released stream's retired tag whose release event is known complete, or
+ * completes now (one query; its record is left for sweep_retired). Lock held, context
+ * entered. */
+static int retired_complete(gpool_t *pool, uintptr_t rtag)
+{
+    gp_streams *ss = pool->streams;
+    if (!gp_tag_retired(rtag)) return 0;
+    for (size_t i = 0; i < ss->nrecs; i++) {
+        stream_rec *r = &ss->recs[i];
+        if (r->tag != rtag) continue;
+        return !r->ev_live || GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
+                                     pool->dc.drv->cuEventQuery(r->ev)) == CUDA_SUCCESS;
+    }
+    return gp_ss_retired_done(ss, rtag);
 }
 
 /* Host blocks: the CPU may write a block the moment it is handed out again, so even the
@@ -622,8 +649,10 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
     uintptr_t streams[DEFER_EVENTS + 2];
     size_t ns = 0;
     streams[ns++] = tag;
+    /* recorded streams released since are named by retired tags: no stream to record on,
+     * and none needed once the release's event completed */
     for (size_t i = 0; rc && i < rc->n; i++)
-        if (rc->tags[i] != tag) streams[ns++] = rc->tags[i];
+        if (rc->tags[i] != tag && !retired_complete(pool, rc->tags[i])) streams[ns++] = rc->tags[i];
     /* and the stream it was allocated on, as for device blocks: its queued copies may still
      * read or write the block when it is freed on another stream */
     uintptr_t atag = (uintptr_t)desc->stream;
@@ -661,7 +690,8 @@ gpool_status gp_stream_defer_host_free(gpool_t *pool, void *ptr, uintptr_t tag,
             CUresult r = gp_ss_sync_tag(pool, streams[i]);
             if (r != CUDA_SUCCESS) st = gp_cu_fail(r, "cuStreamSynchronize (host free)");
         }
-        if (rc) {
+        /* not freed when the wait failed: the block stays live with its recorded streams */
+        if (rc && (st == GPOOL_OK || !rc->n)) {
             free(gp_ptrmap_del(&ss->recorded, (uintptr_t)ptr));
             atomic_fetch_sub(&pool->stream_busy, 1);
         }

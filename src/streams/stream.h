@@ -69,6 +69,10 @@ typedef struct gp_done_free {
  * by the caller. Returns how many. */
 size_t gp_stream_take_done(gpool_t *pool, int sync, gp_done_free *out, size_t max);
 
+/* 1 when the block at ptr (the address its caller got) was freed and its free waits on
+ * streams' events (a block used on other streams): no live block any more. */
+int gp_stream_free_pending(gpool_t *pool, uintptr_t ptr);
+
 /* Blocks of kind freed by the caller whose free still waits on streams' events. */
 void gp_stream_deferred(gpool_t *pool, gpool_mem_kind kind, uint64_t *count, uint64_t *bytes,
                         uint64_t *requested);
