@@ -68,8 +68,7 @@ gpool_mem_kind gp_owners_find_range(gp_owners *o, uintptr_t addr);
 /* Which kind's memory addr lies in: its gpool_mem_kind, or GPOOL_MEM_AUTO when none's; *slab:
  * the slab holding it in a device arena region, else NULL. One lock-free pass: the regions
  * (the device arena's first region is the first), then the changing ranges. */
-static inline __attribute__((always_inline)) gpool_mem_kind
-gp_owners_find(gp_owners *o, uintptr_t addr, struct gp_slab **slab)
+static inline gpool_mem_kind gp_owners_find(gp_owners *o, uintptr_t addr, struct gp_slab **slab)
 {
     size_t nr = atomic_load_explicit(&o->nregion, memory_order_acquire);
     for (size_t i = 0; i < nr; i++) {

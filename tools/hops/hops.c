@@ -58,6 +58,34 @@ static const char *layer_of(char *path, char *out, size_t cap)
     return out;
 }
 
+/* Where each library function is declared (nm -l: the declaring file, which addr2line of an
+ * entry address does not always give for header inlines emitted out of line), by offset. */
+#define MAX_FNS 8192
+static unsigned long decl_off[MAX_FNS];
+static char *decl_path[MAX_FNS];
+static int ndecl = -1;
+
+static const char *decl_of(const char *lib, unsigned long off)
+{
+    if (ndecl < 0) {
+        char cmd[1200], line[1200];
+        snprintf(cmd, sizeof cmd, "nm -l %s", lib);
+        FILE *p = popen(cmd, "r");
+        ndecl = 0;
+        while (p && ndecl < MAX_FNS && fgets(line, sizeof line, p)) {
+            unsigned long a;
+            char type, name[512], path[600];
+            if (sscanf(line, "%lx %c %511s %599s", &a, &type, name, path) != 4) continue;
+            decl_off[ndecl] = a;
+            decl_path[ndecl++] = strdup(path);
+        }
+        if (p) pclose(p);
+    }
+    for (int i = 0; i < ndecl; i++)
+        if (decl_off[i] == off) return decl_path[i];
+    return NULL;
+}
+
 /* Layers from the top down: a call from one layer into a higher one is an upcall. */
 static const char *const ranks[] = {"api", "policy", "kinds", "placement", "streams", "backends"};
 
@@ -78,15 +106,16 @@ static void report(FILE *out, const char *what, int verbose)
     const char *lib = NULL;
     size_t len = 0;
     int keep[MAX_CALLS], nkeep = 0, hops = 0, nup = 0;
+    unsigned long off_of[MAX_CALLS];
     int rank_at[64] = {0}, open_at[64] = {0}; /* the function open at each depth: its rank */
     char fn_at_depth[64][96] = {{0}}, ups[16][256];
     for (int i = 0; i < ncalls; i++) {
         Dl_info di;
         if (!dladdr(fn_at[i], &di) || !strstr(di.dli_fname, "libgpool")) continue;
         lib = di.dli_fname;
+        off_of[nkeep] = (unsigned long)((char *)fn_at[i] - (char *)di.dli_fbase);
         keep[nkeep++] = i;
-        len += (size_t)snprintf(cmd + len, sizeof cmd - len, " 0x%lx",
-                                (unsigned long)((char *)fn_at[i] - (char *)di.dli_fbase));
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len, " 0x%lx", off_of[nkeep - 1]);
     }
     fprintf(out, "== %s: %d functions, %d mutex locks\n  ", what, nkeep, nlocks);
     if (lib) {
@@ -98,6 +127,8 @@ static void report(FILE *out, const char *what, int verbose)
         for (int k = 0; p && k < nkeep && fgets(fn, sizeof fn, p) && fgets(line, sizeof line, p);
              k++) {
             fn[strcspn(fn, "\n")] = 0;
+            const char *decl = decl_of(lib, off_of[k]);
+            if (decl) snprintf(line, sizeof line, "%s\n", decl);
             if (verbose) fprintf(stderr, "%*s%s %s", 2 * depth_at[keep[k]], "", fn, line);
             if (!layer_of(line, layer, sizeof layer)) continue;
             int d = depth_at[keep[k]], r = rank_of(layer);
