@@ -14,11 +14,8 @@
  * (host_numa.c); dump_json says what placement was achieved. A free waits on the event clock
  * (host_clock.h) for the streams it was freed and allocated on, without a driver call; the
  * waiting frees are settled in batches (host_settle). Blocks recorded on other streams
- * (gpool_record_stream) take reuse.c's deferred path instead. */
-#include "kind_host.h"
-
-#include <inttypes.h>
-#include <pthread.h>
+ * (gpool_record_stream) take reuse.c's deferred path instead. The state's types are in
+ * kind_host_internal.h, the statistics and JSON in kind_host_report.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,107 +23,13 @@
 #include "budget.h"
 #include "error.h"
 #include "kind.h"
+#include "kind_host_internal.h"
 #include "ladder.h"
-#include "pool.h"
-#include "ptrmap.h"
 #include "stream.h"
-#include "host_pages.h"
-#include "host_clock.h"
-#include "host_numa.h"
-#include "host_small.h"
 
-#define KiB            ((size_t)1 << 10)
-#define MiB            ((size_t)1 << 20)
-#define GiB            ((size_t)1 << 30)
-#define HOST_HUGE_PAGE (2 * MiB)
 /* Address space per region of the 4 KiB and 2 MiB page arenas (page tables are 12 bytes
  * per page, so the 4 KiB arena takes 3 MiB of tables per GiB). */
 static const size_t region_bytes[2] = {1 * GiB, 16 * GiB};
-
-enum { PG_4K = 0, PG_2M = 1, PG_COUNT = 2 };
-enum { SRC_LARGE = 0, SRC_SMALL = 1, SRC_DIRECT = 2 };
-static const char *const src_name[] = {"page_arena", "small_slab", "cuMemHostAlloc"};
-
-typedef struct host_block {
-    uintptr_t host; /* CPU address (equal to the key under unified addressing) */
-    uintptr_t dev;  /* a direct block's device address (its key), registered with it */
-    size_t requested, size, page;
-    gpool_stream_t stream;
-    gpool_mem_kind kind;
-    gpool_usage usage;
-    uint8_t src, pg, fell_back;
-    union {
-        struct host_block *next_spare; /* a spare record's next (gp_sysmem.spare) */
-        /* a live block's: 0, or the retired tag its free waits on instead of stream, which
-         * was released since (gp_sysmem_stream_release) */
-        uintptr_t wait;
-    };
-} host_block;
-
-typedef struct host_kind {
-    gp_arena *large[PG_COUNT]; /* made on first use, under sys->lock; never move */
-    gp_small *small;           /* made on first use; dropped by trim when small_refs is 0 */
-    _Atomic size_t reserved;   /* bytes registered / allocated from the driver */
-    /* under sys->lock: */
-    uint64_t small_refs; /* live small blocks + small allocs/frees in flight */
-    uint64_t requested, in_use, peak_requested, peak_in_use, peak_reserved, peak_cached;
-    uint64_t allocs, frees, live, ooms, spills;
-    uint64_t pend_n, pend_bytes; /* freed, waiting on the event clock (still in in_use) */
-} host_kind;
-
-/* A host block its caller freed, waiting for the streams it was freed and allocated on. */
-typedef struct host_pending {
-    host_block *b;
-    gp_host_mark mark[2];
-    unsigned nmark;
-} host_pending;
-
-/* When the host kind asks the clock about waiting frees: this many of them or this many bytes;
- * or, when a request would otherwise need fresh memory, this many of its kind (one event per
- * stream covers them all, so a steady state of pairs pays three driver calls -- the last
- * event's query, a record and its query -- per that many frees, and holds that many blocks
- * more). The bytes bound what waits; the count only bounds the records kept (48 bytes each)
- * and a settle's length, so it is set high: a steady loop of small pairs polls once per 4096
- * frees. */
-#define HOST_POLL_FREES      4096
-#define HOST_POLL_BYTES      ((size_t)8 << 20)
-#define HOST_NEED_POLL_FREES 16
-#define HOST_NEED_POLL_BYTES ((size_t)4 << 20)
-#define HOST_SPARE_RECORDS   HOST_POLL_FREES
-
-struct gp_sysmem {
-    pthread_mutex_t lock; /* blocks, counters, arena creation */
-    gp_ptrmap blocks;     /* caller's address -> host_block */
-    gp_host_env env;
-    gp_numa numa;
-    int uva, can_map;
-    /* registered memory's device pointer is its host pointer: every device has
-     * CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM (cuda.h, cuMemHostGetDevicePointer) */
-    int reg_same_ptr;
-    host_kind k[2];
-    host_pending *pend; /* under lock: frees waiting on the event clock */
-    size_t npend, cap_pend;
-    uint64_t pend_bytes;
-    gp_host_clock clock;
-    /* under lock: records of settled blocks kept for the warm path (no malloc per pair); at
-     * most as many as one settle gives back, freed by trim and destroy */
-    host_block *spare;
-    size_t nspare;
-};
-
-static int is_host_kind(gpool_mem_kind kind)
-{
-    return kind == GPOOL_MEM_HOST_PINNED || kind == GPOOL_MEM_HOST_MAPPED;
-}
-static host_kind *hk(gp_sysmem *s, gpool_mem_kind kind)
-{
-    return &s->k[kind - GPOOL_MEM_HOST_PINNED];
-}
-
-static gp_sysmem *sys_of(gpool_t *pool)
-{
-    return __atomic_load_n(&pool->sys, __ATOMIC_ACQUIRE);
-}
 
 /* ---------- creation ---------- */
 
@@ -962,46 +865,7 @@ gpool_status gp_sysmem_block_info(gpool_t *pool, const void *ptr, gpool_block_de
     return GPOOL_OK;
 }
 
-/* ---------- stats, trim, dump ---------- */
-
-static void host_stats(gpool_t *pool, gpool_stats *out, int exact)
-{
-    (void)exact; /* host counters are exact already */
-    gp_sysmem *s = sys_of(pool);
-    if (!s) return;
-    gpool_kind_stats *total = &out->kind[GPOOL_MEM_AUTO];
-    for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
-        host_kind *k = hk(s, kind);
-        gpool_kind_stats *ks = &out->kind[kind];
-        uint64_t retries = 0;
-        pthread_mutex_lock(&s->lock);
-        for (int pg = 0; pg < PG_COUNT; pg++) {
-            if (!k->large[pg]) continue;
-            gp_arena_counters c;
-            size_t held, idle;
-            gp_arena_stats(k->large[pg], &c, &held, &idle);
-            retries += c.oom_retries;
-        }
-        size_t res = atomic_load_explicit(&k->reserved, memory_order_relaxed);
-        ks->requested_bytes = k->requested;
-        ks->in_use_bytes = k->in_use - k->pend_bytes; /* waiting frees are frees */
-        out->pending_frees += k->pend_n;
-        ks->reserved_bytes = res;
-        ks->cached_bytes = res > ks->in_use_bytes ? res - ks->in_use_bytes : 0;
-        ks->peak_requested_bytes = k->peak_requested;
-        ks->peak_in_use_bytes = k->peak_in_use;
-        ks->peak_reserved_bytes = k->peak_reserved > res ? k->peak_reserved : res;
-        ks->peak_cached_bytes =
-            k->peak_cached > ks->cached_bytes ? k->peak_cached : ks->cached_bytes;
-        ks->allocs = k->allocs;
-        ks->frees = k->frees;
-        ks->live_blocks = k->live;
-        out->ooms += k->ooms;
-        pthread_mutex_unlock(&s->lock);
-        out->oom_retries += retries;
-        gp_kind_stats_add(total, ks);
-    }
-}
+/* ---------- trim (stats and JSON: kind_host_report.c) ---------- */
 
 static gpool_status host_trim(gpool_t *pool, size_t keep)
 {
@@ -1041,83 +905,6 @@ static gpool_status host_trim(gpool_t *pool, size_t keep)
         }
     }
     return st;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", (unsigned char)*s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-static void host_dump_json(gpool_t *pool, FILE *f, int *first_member)
-{
-    gp_sysmem *s = sys_of(pool);
-    if (!s) return;
-    for (gpool_mem_kind kind = GPOOL_MEM_HOST_PINNED; kind <= GPOOL_MEM_HOST_MAPPED; kind++) {
-        host_kind *k = hk(s, kind);
-        fprintf(f, "%s\"%s\":{\"page_arenas\":[", *first_member ? "" : ",", gp_kind_name(kind));
-        *first_member = 0;
-        int first = 1;
-        for (int pg = 0; pg < PG_COUNT; pg++) {
-            pthread_mutex_lock(&s->lock);
-            gp_arena *a = k->large[pg];
-            pthread_mutex_unlock(&s->lock);
-            if (!a) continue;
-            uint64_t regs = 0, bound = 0;
-            gp_arena_lock(a);
-            gp_hostmem_counts(gp_arena_backend(a), &regs, &bound);
-            gp_arena_unlock(a);
-            fprintf(f,
-                    "%s{\"page\":%zu,\"registrations\":%" PRIu64 ",\"numa_bound_runs\":%" PRIu64
-                    ",\"regions\":",
-                    first ? "" : ",", gp_arena_page(a), regs, bound);
-            gp_arena_dump_json(a, f);
-            fprintf(f, "}");
-            first = 0;
-        }
-        pthread_mutex_lock(&s->lock);
-        fprintf(f, "],\"small\":");
-        if (k->small) {
-            size_t ext = 0;
-            uint64_t regs = 0;
-            gp_small_counts(k->small, &ext, &regs);
-            fprintf(f,
-                    "{\"allocator\":%u,\"extents\":%zu,\"registrations\":%" PRIu64
-                    ",\"live_blocks\":%" PRIu64 "}",
-                    gp_small_arena_index(k->small), ext, regs, k->small_refs);
-        } else {
-            fprintf(f, "null");
-        }
-        fprintf(f, ",\"budget_spills\":%" PRIu64 ",\"blocks\":[", k->spills);
-        first = 1;
-        for (size_t i = 0; i < s->blocks.cap; i++) {
-            if (!s->blocks.keys[i]) continue;
-            host_block *b = s->blocks.vals[i];
-            if (b->kind != kind) continue;
-            fprintf(f,
-                    "%s{\"addr\":%" PRIuPTR ",\"host\":%" PRIuPTR ",\"size\":%zu,\"requested\":%zu,"
-                    "\"page\":%zu,\"source\":\"%s\",\"fell_back\":%d}",
-                    first ? "" : ",", s->blocks.keys[i], b->host, b->size, b->requested, b->page,
-                    src_name[b->src], b->fell_back);
-            first = 0;
-        }
-        pthread_mutex_unlock(&s->lock);
-        fprintf(f, "]}");
-    }
-    fprintf(f, ",\"host_placement\":{\"numa_node\":%d,\"source\":", s->numa.node);
-    json_string(f, s->numa.source);
-    fprintf(f, ",\"why\":");
-    json_string(f, s->numa.why);
-    fprintf(f, ",\"bound_areas\":%lu,\"bind_failures\":%lu,\"unified_addressing\":%d}",
-            atomic_load(&s->numa.bound), atomic_load(&s->numa.bind_failures), s->uva);
 }
 
 /* ---------- teardown and diagnostics ---------- */
@@ -1164,9 +951,9 @@ const gp_kind gp_host_kind = {
     .alloc = host_alloc,
     .free = host_free,
     .block_info = gp_sysmem_block_info,
-    .stats = host_stats,
+    .stats = gp_host_stats,
     .trim = host_trim,
-    .dump_json = host_dump_json,
+    .dump_json = gp_host_dump_json,
     .destroy = host_destroy,
 };
 

@@ -15,7 +15,9 @@ typedef struct gp_sysmem gp_sysmem; /* per-pool host state (gpool_t.sys), made o
  * pointer inside this pool's host memory that is not a live block's start (double free,
  * interior pointer) and for page-locked memory the driver knows but this pool did not hand
  * out (another pool's block, cuMemHostAlloc/cuMemHostRegister memory). *owned = 0
- * (GPOOL_OK) for anything else. Host frees are immediate. */
+ * (GPOOL_OK) for anything else. The block is reused once the work queued before the free on
+ * its streams is done (the event clock, host_clock.h); waiting frees are settled in batches,
+ * so a free makes no driver call of its own. */
 gpool_status gp_sysmem_free(gpool_t *pool, void *ptr, int *owned);
 
 /* gpool_stream_release's part for host blocks: frees waiting on the stream, and those of
