@@ -211,18 +211,25 @@ Test(api_adv, host_block_of_released_stream_freed_later)
 
 /* ---------- AUTO fallback on an explicit stream ---------- */
 
-/* gpool_alloc_async: "params: as for gpool_alloc(); its stream field is ignored"; the block is
- * ordered on the stream passed, and gpool_block_desc.stream is the "stream it was allocated
- * on". A device request over its budget that falls back to mapped memory is still on it. */
-Test(api_adv, fallback_block_is_on_the_async_stream)
+/* A pool with a 2 MiB device budget, and a 4 MiB AUTO request on stream s that may fall back:
+ * it ends in mapped memory. */
+static void *fallback_block(CUstream s)
 {
     pool = make_pool("budget_device=2M");
     gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
     prm.kind = GPOOL_MEM_AUTO;
     prm.flags = GPOOL_ALLOC_ALLOW_FALLBACK;
     void *p = NULL;
-    cr_assert_eq(gpool_alloc_async(pool, 4 << 20, &prm, S[1], &p), GPOOL_OK, "%s",
-                 gpool_last_error());
+    cr_assert_eq(gpool_alloc_async(pool, 4 << 20, &prm, s, &p), GPOOL_OK, "%s", gpool_last_error());
+    return p;
+}
+
+/* gpool_alloc_async: "params: as for gpool_alloc(); its stream field is ignored"; the block is
+ * ordered on the stream passed, and gpool_block_desc.stream is the "stream it was allocated
+ * on". A device request over its budget that falls back to mapped memory is still on it. */
+Test(api_adv, fallback_block_is_on_the_async_stream)
+{
+    void *p = fallback_block(S[1]);
     gpool_block_desc d = GPOOL_BLOCK_DESC_INIT;
     cr_assert_eq(gpool_get_block_desc(pool, p, &d), GPOOL_OK, "%s", gpool_last_error());
     cr_assert_eq(d.kind, GPOOL_MEM_HOST_MAPPED);
@@ -238,13 +245,7 @@ Test(api_adv, fallback_block_is_on_the_async_stream)
  * queued on their streams (the freeing one and the allocating one) is done". */
 Test(api_adv, fallback_block_waits_for_its_allocating_stream)
 {
-    pool = make_pool("budget_device=2M");
-    gpool_alloc_params prm = GPOOL_ALLOC_PARAMS_INIT;
-    prm.kind = GPOOL_MEM_AUTO;
-    prm.flags = GPOOL_ALLOC_ALLOW_FALLBACK;
-    void *p = NULL;
-    cr_assert_eq(gpool_alloc_async(pool, 4 << 20, &prm, S[0], &p), GPOOL_OK, "%s",
-                 gpool_last_error());
+    void *p = fallback_block(S[0]);
     sim->stream_hold(S[0]);
     kernel(S[0], p, 4 << 20);
     cr_assert_eq(gpool_free_async(pool, p, S[1]), GPOOL_OK, "%s", gpool_last_error());
