@@ -363,11 +363,13 @@ static void load_driver(void)
     GPP_RESOLVE(cuEventSynchronize, "cuEventSynchronize", 12000, dflt);
     GPP_RESOLVE(cuEventDestroy, "cuEventDestroy", 12000, dflt);
     GPP_RESOLVE(cuCtxSynchronize, "cuCtxSynchronize", 12000, dflt);
+    GPP_RESOLVE(cuStreamSynchronize, "cuStreamSynchronize", 12000, dflt);
     GPP_RESOLVE(cuDeviceGet, "cuDeviceGet", 12000, dflt);
     GPP_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, dflt);
     GPP_RESOLVE(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 12000, dflt);
     GPP_RESOLVE(cuEventCreate, "cuEventCreate", 12000, dflt);
     GPP_RESOLVE(cuEventRecord, "cuEventRecord", 12000, dflt);
+    GPP_RESOLVE(cuStreamWaitEvent, "cuStreamWaitEvent", 12000, dflt);
     const cuuint64_t legacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
     GPP_RESOLVE(cuStreamBeginCapture, "cuStreamBeginCapture", 12000, legacy);
     GPP_RESOLVE(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 12000, ptsz);
@@ -450,6 +452,11 @@ struct gpp_device {
 };
 static struct gpp_device devices[GPP_MAX_DEVICES];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int gpp_pools_exportable(void)
+{
+    return conf_pool.ipc;
+}
 
 gpool_t *gpp_pool_peek(int dev)
 {
@@ -699,6 +706,44 @@ static gpp_free_result batch_other_device(void *p, int cur)
     return GPP_NOT_OURS;
 }
 
+/* A stream-ordered free of another device's block on the calling thread's legacy (NULL) or
+ * per-thread stream: the free is ordered after the work queued on that stream of the current
+ * device (cuda_runtime_api.h, cudaFreeAsync: "Inserts a free operation into hStream"; stream 0
+ * is the current context's default stream), which the block's pool cannot name (for it NULL
+ * and CU_STREAM_PER_THREAD are its own device's streams). So that stream is synchronized and
+ * the block goes back at once. 1 when it was; 0 when it cannot be now (a capture that the
+ * synchronize would join or invalidate: cuda.h, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). A rare
+ * path: a peer block freed on the caller's own default stream. */
+static int callers_stream_done(CUstream stream)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d || !d->cuStreamSynchronize) return 0;
+    CUstream s = stream ? stream : CU_STREAM_LEGACY;
+    if (atomic_load_explicit(&gpp_captures, memory_order_relaxed)) {
+        CUstreamCaptureStatus st;
+        if (!d->cuStreamIsCapturing || d->cuStreamIsCapturing(s, &st) != CUDA_SUCCESS ||
+            st != CU_STREAM_CAPTURE_STATUS_NONE)
+            return 0;
+    }
+    return d->cuStreamSynchronize(s) == CUDA_SUCCESS;
+}
+
+/* A stream-ordered free, on the caller's legacy or per-thread stream, of a block of another
+ * device than the current one (cur): its pool would take NULL and CU_STREAM_PER_THREAD for its
+ * own device's streams. GPP_NOT_OURS when no other device's pool holds p. */
+static gpp_free_result peer_free_on_callers_stream(void *p, int cur, CUstream stream)
+{
+    gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        gpool_t *pool = dev == cur ? NULL : gpp_pool_peek(dev);
+        if (!pool || gpool_get_block_desc(pool, p, &desc) != GPOOL_OK) continue;
+        if (callers_stream_done(stream)) return free_result(gpool_free(pool, p));
+        legacy_barrier(dev); /* during a capture: as a cudaFree of the block (docs/dropin.md) */
+        return free_result(gpool_free(pool, p));
+    }
+    return GPP_NOT_OURS;
+}
+
 static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstream stream,
                                                                   int legacy)
 {
@@ -716,6 +761,7 @@ static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstr
      * reusable at once by the legacy stream's next request, cudaMalloc's included, whose block
      * a non-blocking stream may use at once without waiting for the legacy stream: once one
      * exists, such a free waits as cudaFree's do. */
+    int on_callers = !legacy && (!stream || stream == CU_STREAM_PER_THREAD);
     if (!legacy && !stream && __builtin_expect(gpp_nonblocking_streams() != 0, 0)) legacy = 1;
     /* batch and stream mode: the block waits in the batch until its fence or synchronize */
     if (legacy && free_to_batch()) {
@@ -723,7 +769,8 @@ static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstr
         size_t size;
         if (__builtin_expect(pool && gpool_block_size(pool, p, &size) == GPOOL_OK, 1))
             return gpp_batch_add(p, cur, size);
-        return batch_other_device(p, cur);
+        return on_callers ? peer_free_on_callers_stream(p, cur, stream)
+                          : batch_other_device(p, cur);
     }
     gpool_block_desc desc = GPOOL_BLOCK_DESC_INIT;
     if (pool) {
@@ -737,6 +784,7 @@ static __attribute__((noinline)) gpp_free_result free_device_slow(void *p, CUstr
                                                              : gpool_free_async(pool, p, stream));
         if (r != GPP_NOT_OURS) return r;
     }
+    if (on_callers) return peer_free_on_callers_stream(p, cur, stream);
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
         if (dev == cur || !(pool = gpp_pool_peek(dev))) continue;
         if (gpool_get_block_desc(pool, p, &desc) != GPOOL_OK) continue;

@@ -47,11 +47,13 @@ typedef struct gpp_real_driver {
     PFN_cuEventSynchronize_v2000 cuEventSynchronize;
     PFN_cuEventDestroy_v4000 cuEventDestroy;
     PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
+    PFN_cuStreamSynchronize_v2000 cuStreamSynchronize; /* may be NULL */
     PFN_cuDeviceGet_v2000 cuDeviceGet;
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
     PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset; /* may be NULL */
     PFN_cuEventCreate_v2000 cuEventCreate;
     PFN_cuEventRecord_v2000 cuEventRecord;
+    PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent; /* may be NULL */
     PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture, cuStreamBeginCapture_ptsz;
     PFN_cuStreamEndCapture_v10000 cuStreamEndCapture, cuStreamEndCapture_ptsz;
     /* pointer queries (preload_query.c) and allocations gpool does not serve (preload_others.c);
@@ -92,6 +94,9 @@ int gpp_exiting(void);
 gpool_t *gpp_pool(int dev);
 /* The pool of dev if it exists already (never creates). */
 gpool_t *gpp_pool_peek(int dev);
+/* 1 when the pools' device pages are made exportable (GPOOL_CONF ipc=1): cudaIpcGetMemHandle
+ * then takes their blocks (preload_ipc.c). */
+int gpp_pools_exportable(void);
 /* The device of the calling thread's current context (-1 when none is current). Cached per
  * thread (preload_ctx.c): no driver call once known, until the thread switches contexts
  * through one of the hooks below (or cudaSetDevice). */
@@ -200,6 +205,10 @@ CUcontext gpp_device_context(int dev);
 gpp_free_result gpp_batch_add(void *p, int dev, size_t size);
 /* Flush every thread's batch (an allocation found no memory); how many blocks went back. */
 size_t gpp_batch_flush_all(void);
+/* Blocks whose flush came during a capture wait, parked, until the last capture ends: then
+ * (no capture running) one synchronize of each device they cover gives them back. How many
+ * went back. Called when a capture ends and by gpp_batch_flush_all. */
+size_t gpp_batch_unpark(void);
 /* Wait for all work of dev's context (preload.c). */
 void gpp_device_sync(int dev);
 /* The batch limit of dev in bytes: cudafree_batch=, else 1/64 of the device's memory and at
@@ -228,6 +237,10 @@ static inline void gpp_buffer_id_drop(uintptr_t key)
  * block goes back to its pool; a synchronize when the record fails. */
 void gpp_legacy_fence(int dev);
 void gpp_legacy_fence_all(void);
+/* Make stream s (a new non-blocking stream) wait for every device's last fence: its work is
+ * then ordered after the work of every block freed by a fence alone so far. 0 when it does,
+ * -1 when a wait could not be made. */
+int gpp_fence_wait(CUstream s);
 /* cuDevicePrimaryCtxReset of dev (preload.c, gpp_device_reset): what the reset destroys goes
  * from the interposer's tables first: dev's fence event (preload_fence.c), its tracked
  * non-blocking streams and retired events (preload_streams.c), the host-flag entries of the
@@ -272,6 +285,11 @@ static inline CUresult gpp_capture_check(void)
         return CUDA_SUCCESS;
     return gpp_capture_probe();
 }
+/* 1 when a synchronize made by the calling thread now would be refused and invalidate a
+ * capture begun through the hooks (cuda.h, cuThreadExchangeStreamCaptureMode: a global-mode
+ * capture of any thread, a thread-local one of this thread; the calling thread taken to be in
+ * the default, global, mode), without asking the driver. */
+int gpp_capture_forbids_sync(void);
 /* A stream destroyed: its capture, if any, has ended. */
 void gpp_capture_forget(CUstream s);
 /* 1 when stream (as passed to a _ptsz entry point when per_thread) is capturing a graph: its

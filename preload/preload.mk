@@ -78,10 +78,11 @@ $(BUILD)/tests/test_preload_conf: | examples
 #   adv_prog      tests/test_preload_adversarial.c       the adversarial campaign
 #   adv2_prog     tests/test_preload_adversarial2.c      a second outside campaign
 #   adv3_prog     tests/test_preload_adversarial3.c      a third outside campaign
+#   adv4_prog     tests/test_preload_adversarial4.c      a fourth outside campaign
 #   ipc_prog      tests/test_preload_ipc.c               CUDA IPC between a producer and its
 #                                                        forked consumers
 #   ipc_adv_prog  tests/test_preload_ipc_adversarial.c   an outsider's IPC checks
-LINKED_PROGS := $(addprefix $(PRELOAD_TDIR)/,adv_prog adv2_prog adv3_prog ipc_prog ipc_adv_prog)
+LINKED_PROGS := $(addprefix $(PRELOAD_TDIR)/,adv_prog adv2_prog adv3_prog adv4_prog ipc_prog ipc_adv_prog)
 PRELOAD_HELPERS += $(LINKED_PROGS)
 $(LINKED_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB)
 	$(CC) -o $@ $< $(PRELOAD_TDIR)/libcudart.so.13 $(SIMLIB) -Wl,-rpath,'$$ORIGIN' \
@@ -90,5 +91,6 @@ $(LINKED_PROGS): $(PRELOAD_TDIR)/%: $(BUILD)/obj/tests/preload/%.o $(PRELOAD_TDI
 $(BUILD)/tests/test_preload_adversarial: | $(PRELOAD_TDIR)/adv_prog
 $(BUILD)/tests/test_preload_adversarial2: | $(PRELOAD_TDIR)/adv2_prog
 $(BUILD)/tests/test_preload_adversarial3: | $(PRELOAD_TDIR)/adv3_prog
+$(BUILD)/tests/test_preload_adversarial4: | $(PRELOAD_TDIR)/adv4_prog
 $(BUILD)/tests/test_preload_ipc: | $(PRELOAD_TDIR)/ipc_prog
 $(BUILD)/tests/test_preload_ipc_adversarial: | $(PRELOAD_TDIR)/ipc_adv_prog

@@ -84,10 +84,14 @@ typedef struct waiting_group {
     CUevent ev[GPP_MAX_FLUSH_EVENTS];
     size_t nev;
     size_t bytes[GPP_MAX_DEVICES];
+    int host; /* holds host blocks (parked groups: see covers) */
     struct waiting_group *next;
 } waiting_group;
 static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
 static waiting_group *waiting, **waiting_tail = &waiting;
+/* Flushed blocks parked while a capture ran (a synchronize would have invalidated it), until
+ * the last capture ends (gpp_batch_unpark); counted in waiting_bytes. */
+static waiting_group *parked;
 static size_t waiting_bytes[GPP_MAX_DEVICES], waiting_total, peak_waiting;
 static unsigned long long events_recorded;
 
@@ -166,6 +170,68 @@ static int flush_with_events(const pending_free *list, size_t n, const size_t *b
     return 0;
 }
 
+/* Park list (a flush during a capture): copied, its bytes counted as waiting. 0 when parked,
+ * -1 when there is no host memory for it (the caller synchronizes instead). */
+static int park(const pending_free *list, size_t n, const size_t *bytes, int host)
+{
+    waiting_group *g = calloc(1, sizeof *g);
+    pending_free *copy = g ? malloc(n * sizeof *copy) : NULL;
+    if (!copy) {
+        free(g);
+        return -1;
+    }
+    memcpy(copy, list, n * sizeof *copy);
+    g->e = copy;
+    g->n = n;
+    g->host = host;
+    memcpy(g->bytes, bytes, sizeof g->bytes);
+    pthread_mutex_lock(&wait_lock);
+    g->next = parked;
+    parked = g;
+    for (int k = 0; k < GPP_MAX_DEVICES; k++) {
+        waiting_bytes[k] += bytes[k];
+        waiting_total += bytes[k];
+    }
+    if (waiting_total > peak_waiting) peak_waiting = waiting_total;
+    pthread_mutex_unlock(&wait_lock);
+    return 0;
+}
+
+size_t gpp_batch_unpark(void)
+{
+    if (atomic_load_explicit(&gpp_captures, memory_order_relaxed)) return 0;
+    pthread_mutex_lock(&wait_lock);
+    waiting_group *list = parked;
+    parked = NULL;
+    pthread_mutex_unlock(&wait_lock);
+    if (!list) return 0;
+    size_t bytes[GPP_MAX_DEVICES] = {0}, freed = 0;
+    int host = 0;
+    for (waiting_group *g = list; g; g = g->next) {
+        host |= g->host;
+        for (int k = 0; k < GPP_MAX_DEVICES; k++)
+            bytes[k] += g->bytes[k];
+    }
+    for (int k = 0; k < GPP_MAX_DEVICES; k++)
+        if (covers(bytes, host, k)) gpp_device_sync(k);
+    while (list) {
+        waiting_group *g = list;
+        list = g->next;
+        for (size_t i = 0; i < g->n; i++)
+            give_back(&g->e[i]);
+        freed += g->n;
+        pthread_mutex_lock(&wait_lock);
+        for (int k = 0; k < GPP_MAX_DEVICES; k++) {
+            waiting_bytes[k] -= g->bytes[k];
+            waiting_total -= g->bytes[k];
+        }
+        pthread_mutex_unlock(&wait_lock);
+        free(g->e);
+        free(g);
+    }
+    return freed;
+}
+
 static void batch_lock(gpp_batch *b)
 {
     while (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))
@@ -224,6 +290,10 @@ static unsigned drain(pending_free *list, size_t n, const size_t *bytes, uint64_
         reap(0); /* earlier flushes whose work is done */
         return 0;
     }
+    /* a synchronize now would invalidate a running capture (cuda.h,
+     * cuThreadExchangeStreamCaptureMode: a potentially unsafe call): the blocks wait until the
+     * last capture ends */
+    if (gpp_capture_forbids_sync() && park(list, n, bytes, host) == 0) return 0;
     unsigned syncs = 0;
     for (int d = 0; d < GPP_MAX_DEVICES; d++)
         if (covers(bytes, host, d)) {
@@ -407,7 +477,7 @@ gpp_free_result gpp_batch_add_host(void *handle, int dev, size_t size)
 
 size_t gpp_batch_flush_all(void)
 {
-    size_t n = 0;
+    size_t n = gpp_batch_unpark();
     pthread_mutex_lock(&registry_lock);
     for (gpp_batch *b = all_batches; b; b = b->next)
         n += batch_flush(b);

@@ -29,6 +29,8 @@ atomic_int gpp_captures;
 typedef struct capture_entry {
     CUstream s;      /* CU_STREAM_PER_THREAD for a per-thread stream */
     pthread_t owner; /* the thread whose per-thread stream it is */
+    pthread_t by;    /* the thread that began the capture */
+    CUstreamCaptureMode mode;
 } capture_entry;
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static capture_entry caps[GPP_MAX_CAPTURES];
@@ -37,7 +39,7 @@ static size_t n_caps;
 /* The registry's key of stream s as passed to a (per_thread: _ptsz) entry point. */
 static capture_entry key_of(CUstream s, int per_thread)
 {
-    capture_entry k = {s, (pthread_t)0};
+    capture_entry k = {s, (pthread_t)0, (pthread_t)0, CU_STREAM_CAPTURE_MODE_GLOBAL};
     if ((per_thread && !s) || s == CU_STREAM_PER_THREAD) {
         k.s = CU_STREAM_PER_THREAD;
         k.owner = pthread_self();
@@ -50,9 +52,11 @@ static int same(const capture_entry *a, const capture_entry *b)
     return a->s == b->s && (a->s != CU_STREAM_PER_THREAD || pthread_equal(a->owner, b->owner));
 }
 
-static void remember(CUstream s, int per_thread)
+static void remember(CUstream s, int per_thread, CUstreamCaptureMode mode)
 {
     capture_entry k = key_of(s, per_thread);
+    k.by = pthread_self();
+    k.mode = mode;
     pthread_mutex_lock(&cap_lock);
     if (n_caps < GPP_MAX_CAPTURES) caps[n_caps++] = k;
     /* past the registry's size the count stays raised for good: more probes, never fewer */
@@ -71,6 +75,21 @@ static void forget(CUstream s, int per_thread)
         break;
     }
     pthread_mutex_unlock(&cap_lock);
+}
+
+int gpp_capture_forbids_sync(void)
+{
+    if (!atomic_load_explicit(&gpp_captures, memory_order_relaxed)) return 0;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&cap_lock);
+    /* past the registry's size: not known, so forbidden */
+    int no = (size_t)atomic_load(&gpp_captures) > n_caps;
+    for (size_t i = 0; i < n_caps && !no; i++)
+        no = caps[i].mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+             (caps[i].mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+              pthread_equal(caps[i].by, self));
+    pthread_mutex_unlock(&cap_lock);
+    return no;
 }
 
 void gpp_capture_forget(CUstream s)
@@ -120,8 +139,12 @@ static CUresult begin(CUstream s, CUstreamCaptureMode mode, int per_thread)
     PFN_cuStreamBeginCapture_v10010 real =
         d ? (per_thread ? d->cuStreamBeginCapture_ptsz : d->cuStreamBeginCapture) : NULL;
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+    /* Blocks freed before the capture go back now, while a synchronize is allowed: during it a
+     * flush could only park them (preload_batch.c), and an allocation on a stream that is not
+     * capturing would find them missing. */
+    if (!atomic_load_explicit(&gpp_captures, memory_order_relaxed)) gpp_batch_flush_all();
     CUresult r = real(s, mode);
-    if (r == CUDA_SUCCESS) remember(s, per_thread);
+    if (r == CUDA_SUCCESS) remember(s, per_thread, mode);
     return r;
 }
 
@@ -133,7 +156,10 @@ static CUresult end(CUstream s, CUgraph *g, int per_thread)
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = real(s, g);
     /* ended, with a graph or invalidated (cuda.h, cuStreamEndCapture) */
-    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) forget(s, per_thread);
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+        forget(s, per_thread);
+        gpp_batch_unpark(); /* the last capture ended: blocks parked during it go back */
+    }
     return r;
 }
 

@@ -80,6 +80,19 @@ void gpp_legacy_fence_all(void)
         if (gpp_pool_peek(dev)) fence_device(dev);
 }
 
+int gpp_fence_wait(CUstream s)
+{
+    const gpp_real_driver *d = gpp_driver();
+    if (!d) return -1;
+    for (int dev = 0; dev < GPP_MAX_DEVICES; dev++) {
+        /* no event: no fence was made on dev, nothing to wait for */
+        CUevent e = __atomic_load_n(&fence_event[dev], __ATOMIC_ACQUIRE);
+        if (e && (!d->cuStreamWaitEvent || d->cuStreamWaitEvent(s, e, 0) != CUDA_SUCCESS))
+            return -1;
+    }
+    return 0;
+}
+
 /* cuDevicePrimaryCtxReset of dev is about to destroy its events: dev's fence event goes (made
  * again on the next fence). */
 void gpp_legacy_fence_forget(int dev)

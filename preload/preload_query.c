@@ -13,7 +13,9 @@
  *   MEMORY_TYPE, DEVICE_ORDINAL  the block's kind (device / host) and the pool's device;
  *   device blocks also: CONTEXT the device's primary context (where cudaMalloc memory lives),
  *       DEVICE_POINTER the address itself, HOST_POINTER none (CUDA_ERROR_INVALID_VALUE from
- *       cuPointerGetAttribute, NULL from cuPointerGetAttributes), IS_MANAGED 0.
+ *       cuPointerGetAttribute, NULL from cuPointerGetAttributes), IS_MANAGED 0,
+ *       IS_LEGACY_CUDA_IPC_CAPABLE 1 when cudaIpcGetMemHandle takes the block (GPOOL_CONF
+ *       ipc=1: the pools' pages are exportable), else 0.
  * An address in a block's rounding tail (past the requested size) belongs to no allocation the
  * program made: the driver's answer for such an address (CUDA_ERROR_NOT_FOUND /
  * CUDA_ERROR_INVALID_VALUE, zeros from cuPointerGetAttributes). Every other attribute, every
@@ -138,6 +140,9 @@ static int block_attribute(void *data, CUpointer_attribute a, const struct block
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *(int *)data = 0;
         return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: /* "suitable for cudaIpcGetMemHandle" */
+        *(int *)data = gpp_pools_exportable();
+        return CUDA_SUCCESS;
     default:
         return -1;
     }
@@ -161,6 +166,7 @@ static void zero_attribute(void *data, CUpointer_attribute a)
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
         *(int *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_CONTEXT:

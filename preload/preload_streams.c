@@ -212,16 +212,31 @@ void gpp_streams_reset(int dev)
     pthread_mutex_unlock(&nb_lock);
 }
 
-/* A non-blocking stream now exists (its creation succeeded). cudafree=stream assumes none
- * does (its frees are ordered by the legacy-stream fence alone, preload_fence.c): it says so
- * once and from now on frees into the batch, as the default mode does. */
-static void saw_nonblocking_stream(void)
+/* 1 while the synchronize the first non-blocking stream owes is not made yet (a capture ran). */
+static atomic_int sync_owed;
+
+/* A non-blocking stream s now exists (its creation succeeded). Until now blocks went back
+ * after a legacy-stream fence alone (preload_fence.c), which a non-blocking stream does not
+ * wait for: the first one synchronizes every device gpool serves, so that the work of every
+ * block freed so far is done. While a capture runs that synchronize would invalidate it
+ * (cuda.h, cuThreadExchangeStreamCaptureMode: a potentially unsafe call; creating a stream is
+ * not one): s waits for the devices' last fences instead, and so does every non-blocking
+ * stream made until one is made with no capture running, which synchronizes. cudafree=stream
+ * assumes no non-blocking stream exists: it says so once and from now on frees into the
+ * batch, as the default mode does. */
+static void saw_nonblocking_stream(CUstream s)
 {
-    if (atomic_fetch_add(&gpp_nonblocking_count, 1) != 0) return;
-    if (gpp_free_mode() == GPP_CUDAFREE_STREAM)
+    int first = atomic_fetch_add(&gpp_nonblocking_count, 1) == 0;
+    if (!first && !atomic_load(&sync_owed)) return;
+    if (first && gpp_free_mode() == GPP_CUDAFREE_STREAM)
         gpp_notice_once(GPP_NOTICE_STREAM_MODE,
                         "cudafree=stream assumes no non-blocking stream, and the program made "
                         "one: cudaFree/cudaFreeHost batch from now on (cudafree=batch)");
+    if (atomic_load_explicit(&gpp_captures, memory_order_relaxed) && gpp_fence_wait(s) == 0) {
+        atomic_store(&sync_owed, 1);
+        return;
+    }
+    atomic_store(&sync_owed, 0);
     for (int dev = 0; dev < GPP_MAX_DEVICES; dev++)
         if (gpp_pool_peek(dev)) gpp_device_sync(dev);
 }
@@ -233,7 +248,7 @@ CUresult gpp_cuStreamCreate(CUstream *ph, unsigned int flags)
     CUresult r = d->cuStreamCreate(ph, flags);
     if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING)) {
         track(*ph);
-        saw_nonblocking_stream();
+        saw_nonblocking_stream(*ph);
     }
     return r;
 }
@@ -245,7 +260,7 @@ CUresult gpp_cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int pr
     CUresult r = d->cuStreamCreateWithPriority(ph, flags, priority);
     if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING)) {
         track(*ph);
-        saw_nonblocking_stream();
+        saw_nonblocking_stream(*ph);
     }
     return r;
 }
@@ -273,7 +288,7 @@ __attribute__((visibility("default"))) cudaError_t cudaStreamCreateWithFlags(cud
     cudaError_t e = real(pStream, flags);
     if (e == cudaSuccess && (flags & cudaStreamNonBlocking)) {
         track(*pStream); /* unless cudart's cuStreamCreate call was seen already */
-        saw_nonblocking_stream();
+        saw_nonblocking_stream((CUstream)*pStream);
     }
     return e;
 }
@@ -288,7 +303,7 @@ cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int prio
     cudaError_t e = real(pStream, flags, priority);
     if (e == cudaSuccess && (flags & cudaStreamNonBlocking)) {
         track(*pStream);
-        saw_nonblocking_stream();
+        saw_nonblocking_stream((CUstream)*pStream);
     }
     return e;
 }

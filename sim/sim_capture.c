@@ -18,7 +18,9 @@
  *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated).
  *  - Work on the legacy stream while a blocking stream of its context captures would make the
  *    legacy stream depend on the capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (cuda.h, the
- *    error's description), capture invalidated.
+ *    error's description), capture invalidated. Asking cuStreamIsCapturing about the legacy
+ *    stream then answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates nothing (its doc
+ *    comment).
  *  - Graph memory nodes: cuMemAllocAsync on a capturing stream adds an allocation node
  *    (cuda.h, cuMemAllocAsync: during stream capture "this function results in the creation of
  *    an allocation node"; cuGraphAddMemAllocNode: the address is fixed for the graph's life and
@@ -212,12 +214,29 @@ SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     return sim_end(hStream, phGraph, 1);
 }
 
+/* 1 when a blocking stream of s's device is capturing (s the legacy stream). */
+static int sim_legacy_implicit(const struct CUstream_st *s)
+{
+    if (s->kind != SIM_STREAM_LEGACY_KIND) return 0;
+    for (size_t i = 0; i < sim_ncap; i++) {
+        const struct CUstream_st *t = sim_cap[i];
+        if (t->capture && !t->destroyed && t->device == s->device &&
+            !(t->flags & CU_STREAM_NON_BLOCKING))
+            return 1;
+    }
+    return 0;
+}
+
+/* cuda.h, cuStreamIsCapturing: "if this is called on CU_STREAM_LEGACY (the "null stream")
+ * while a blocking stream in the same context is capturing, it will return
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ... The blocking stream capture is not invalidated." */
 static CUresult sim_is_capturing(CUstream hStream, CUstreamCaptureStatus *status, int per_thread)
 {
     struct CUstream_st *s;
     CUresult rc = sim_enter(SIM_cuStreamIsCapturing);
     if (rc == CUDA_SUCCESS) rc = sim_stream_lookup_pt(hStream, per_thread, &s);
     if (rc == CUDA_SUCCESS && !status) rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && sim_legacy_implicit(s)) rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (rc == CUDA_SUCCESS) *status = (CUstreamCaptureStatus)s->capture;
     return sim_leave(rc);
 }

@@ -258,9 +258,12 @@ Test(floor_host_clock, mapped_small_pairs_make_few_driver_calls)
     pairs_make_few_driver_calls(GPOOL_MEM_HOST_MAPPED, 512, 1000);
 }
 
+/* polls per 4-8 MiB freed, each with one more driver call on the legacy stream since
+ * 2026-12-05 (whether a blocking stream captures: stream.c legacy_joins_capture): 2,856 calls
+ * per 10,000 pairs of 300 KiB then */
 Test(floor_host_clock, pinned_large_pairs_make_few_driver_calls)
 {
-    pairs_make_few_driver_calls(GPOOL_MEM_HOST_PINNED, 300 * KiB, 4);
+    pairs_make_few_driver_calls(GPOOL_MEM_HOST_PINNED, 300 * KiB, 3);
 }
 
 static int overlaps(const void *a, size_t an, const void *b, size_t bn)

@@ -546,6 +546,27 @@ Test(order, legacy_work_while_a_blocking_stream_captures_is_refused, .init = set
     cr_assert_eq(p_cuGraphDestroy(g), CUDA_SUCCESS);
 }
 
+/* cuda.h, cuStreamIsCapturing: on CU_STREAM_LEGACY "while a blocking stream in the same
+ * context is capturing, it will return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ... The blocking
+ * stream capture is not invalidated." */
+Test(order, asking_the_legacy_stream_during_a_blocking_capture_invalidates_nothing, .init = setup1)
+{
+    CUstream blocking = stream(0), nb = stream(CU_STREAM_NON_BLOCKING);
+    CUstreamCaptureStatus st;
+    CUgraph g;
+    cr_assert_eq(p_cuStreamIsCapturing(CU_STREAM_LEGACY, &st), CUDA_SUCCESS);
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    cr_assert_eq(p_cuStreamBeginCapture(nb, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamIsCapturing(NULL, &st), CUDA_SUCCESS, "non-blocking: no implicit tie");
+    cr_assert_eq(p_cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamIsCapturing(NULL, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    cr_assert_eq(p_cuStreamIsCapturing(CU_STREAM_LEGACY, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    cr_assert_eq(p_cuStreamEndCapture(blocking, &g), CUDA_SUCCESS, "not invalidated");
+    cr_assert_eq(p_cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(p_cuStreamEndCapture(nb, &g), CUDA_SUCCESS);
+    cr_assert_eq(p_cuGraphDestroy(g), CUDA_SUCCESS);
+}
+
 /* ---- releasing memory with accesses pending ---- */
 
 Test(order, unmap_with_pending_accesses_is_a_violation, .init = setup1)

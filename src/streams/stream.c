@@ -217,10 +217,27 @@ gpool_status gp_stream_may_drive(void *ctx, uintptr_t tag)
 /* Record ev on stream tag; 0 on success. Another thread's per-thread default stream cannot
  * be named from here, and an event recorded on a capturing stream becomes a node of the graph
  * that may not be queried (cuStreamBeginCapture's doc comment): those fail too. */
+/* 1 when tag is the legacy stream and work on it would join a capture: cuda.h,
+ * cuStreamIsCapturing on CU_STREAM_LEGACY "while a blocking stream in the same context is
+ * capturing ... will return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT" (and invalidates nothing),
+ * while a record or a synchronize there would invalidate that capture. One query, made only
+ * before such a record or synchronize (not on the allocation path: gp_stream_may_drive). */
+static int legacy_joins_capture(gpool_t *pool, uintptr_t tag)
+{
+    if ((tag != 0 && tag != (uintptr_t)CU_STREAM_LEGACY) || !pool->dc.drv->cuStreamIsCapturing)
+        return 0;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
+                  pool->dc.drv->cuStreamIsCapturing(CU_STREAM_LEGACY, &cs)) ==
+           CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
 int gp_ss_record_on(gpool_t *pool, CUevent ev, uintptr_t tag)
 {
     if (gp_tag_retired(tag)) return 1; /* its stream is gone: its event is recorded already */
-    if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_stream_capturing(pool, tag)) return 1;
+    if (!gp_tag_mine(tag) || gp_ss_other_ctx(pool, tag) || gp_stream_capturing(pool, tag) ||
+        legacy_joins_capture(pool, tag))
+        return 1;
     return GP_DRV(pool->dc.cnt, GPOOL_DRV_EVENT,
                   pool->dc.drv->cuEventRecord(ev, (CUstream)gp_tag_stream(tag))) != CUDA_SUCCESS;
 }
@@ -231,6 +248,7 @@ CUresult gp_ss_sync_tag(gpool_t *pool, uintptr_t tag)
 {
     if (gp_stream_capturing(pool, tag)) /* synchronizing captured work is prohibited */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (legacy_joins_capture(pool, tag)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (!gp_tag_mine(tag) || gp_tag_retired(tag)) /* no stream to name: the whole context */
         return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM, pool->dc.drv->cuCtxSynchronize());
     return GP_DRV(pool->dc.cnt, GPOOL_DRV_STREAM,
