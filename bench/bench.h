@@ -103,6 +103,8 @@ typedef struct bench_trace {
     unsigned lag_ops; /* replay: work on each stream completes only at the next multiple of
                          lag_ops operations (0: at once); simulated driver (multistream.c) */
     size_t mem_allocs[BENCH_MEM_KINDS]; /* allocations of each memory kind (BENCH_MEM_*) */
+    uint64_t peak_device;               /* max sum of live requested device sizes */
+    int gen_failed; /* a generator's operation found no host memory (bench_workload_make) */
 } bench_trace;
 
 /* Parse an RMM replay log (header Thread,Time,Action,Pointer,Size,Stream), optionally with a
@@ -122,9 +124,10 @@ int bench_trace_write_csv(const bench_trace *t, const char *path);
 void bench_trace_init(bench_trace *t, const char *name);
 uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream);
 void bench_trace_add_free(bench_trace *t, uint32_t slot);
-void bench_trace_finish(bench_trace *t); /* computes peak_live, largest, unfreed */
+/* Computes peak_live, peak_device, largest, unfreed; 0, or -1 when out of host memory. */
+int bench_trace_finish(bench_trace *t);
 /* Index of the op after which the live bytes first reach peak_live (0 for an empty trace). */
-size_t bench_trace_peak_op(const bench_trace *t);
+size_t bench_trace_peak_op(const bench_trace *t); /* of device memory (peak_device) */
 
 /* ---- multistream.c: multi-stream variants and lagged completion -------------------------- */
 

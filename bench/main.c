@@ -65,6 +65,9 @@ static void usage(FILE *f)
            "  view SNAPSHOT.json [--png FILE.png] (memory map of a gpool_dump_json snapshot)\n"
            "  import SNAPSHOT.pickle -o TRACE.csv [--device N] (a PyTorch memory snapshot "
            "to replay CSV)\n"
+           "  startup [--runs N] [--program PATH] [--require-goal] [--json] (the cost of "
+           "LD_PRELOAD at\n"
+           "         process start)\n"
            "TRACE is an RMM replay log (CSV) or a workload: random, train, frame\n"
            "  random: --seed N --ops N --dist uniform|normal|geometric --min SIZE --max SIZE "
            "--max-live SIZE\n"
@@ -92,6 +95,23 @@ static int parse_count(const char *opt, const char *s, uint64_t *out)
     }
     return 0;
 }
+
+/* A count within [lo, hi] (unit: what it counts, or ""), else a message naming the range. */
+static int parse_in(const char *opt, const char *s, uint64_t lo, uint64_t hi, const char *unit,
+                    uint64_t *out)
+{
+    if (parse_count(opt, s, out)) return -1;
+    if (*out >= lo && *out <= hi) return 0;
+    fprintf(stderr, "gpool-bench: %s: %llu to %llu%s%s\n", opt, (unsigned long long)lo,
+            (unsigned long long)hi, *unit ? " " : "", unit);
+    return -1;
+}
+
+/* Generated workloads stay below about 10 million operations (a few hundred MiB of trace). */
+#define WL_MAX_OPS    10000000ull
+#define WL_MAX_STEPS  1000000ull
+#define WL_MAX_LAYERS 10000ull
+#define WL_MAX_FRAMES 100000ull
 
 static int parse_cli(int argc, char **argv, cli *c)
 {
@@ -211,11 +231,7 @@ static int parse_cli(int argc, char **argv, cli *c)
             c->stop_at_failure = 1;
             break;
         case O_PASSES:
-            if (parse_count("--passes", optarg, &v)) return -1;
-            if (v < 1 || v > 1000) {
-                fprintf(stderr, "gpool-bench: --passes: 1 to 1000\n");
-                return -1;
-            }
+            if (parse_in("--passes", optarg, 1, 1000, "", &v)) return -1;
             c->passes = (unsigned)v;
             break;
         case O_SNAPSHOT:
@@ -228,19 +244,11 @@ static int parse_cli(int argc, char **argv, cli *c)
             c->require_goal = 1;
             break;
         case O_REQ_PAGES:
-            if (parse_count("--require-pages", optarg, &v)) return -1;
-            if (v > 1000000) {
-                fprintf(stderr, "gpool-bench: --require-pages: 0 to 1000000 pages\n");
-                return -1;
-            }
+            if (parse_in("--require-pages", optarg, 0, 1000000, "pages", &v)) return -1;
             c->require_pages = (long)v;
             break;
         case O_SCALE:
-            if (parse_count("--scale", optarg, &v)) return -1;
-            if (v < 1 || v > 1024) {
-                fprintf(stderr, "gpool-bench: --scale: 1 to 1024\n");
-                return -1;
-            }
+            if (parse_in("--scale", optarg, 1, 1024, "", &v)) return -1;
             c->scale = (unsigned)v;
             break;
         case O_STREAMS:
@@ -250,26 +258,18 @@ static int parse_cli(int argc, char **argv, cli *c)
             }
             break;
         case O_LAG:
-            if (parse_count("--lag", optarg, &v)) return -1;
-            if (v > 1000000) {
-                fprintf(stderr, "gpool-bench: --lag: 0 to 1000000 operations\n");
-                return -1;
-            }
+            if (parse_in("--lag", optarg, 0, 1000000, "operations", &v)) return -1;
             c->lag = (unsigned)v;
             break;
         case O_MAX_BLOCKS:
-            if (parse_count("--max-blocks", optarg, &v)) return -1;
-            if (v < 100 || v > 1000000) {
-                fprintf(stderr, "gpool-bench: --max-blocks: 100 to 1000000\n");
-                return -1;
-            }
+            if (parse_in("--max-blocks", optarg, 100, 1000000, "", &v)) return -1;
             c->max_blocks = v;
             break;
         case O_SEED:
             if (parse_count("--seed", optarg, &c->wl.seed)) return -1;
             break;
         case O_OPS:
-            if (parse_count("--ops", optarg, &v)) return -1;
+            if (parse_in("--ops", optarg, 1, WL_MAX_OPS, "operations", &v)) return -1;
             c->wl.ops = (size_t)v;
             break;
         case O_DIST:
@@ -288,15 +288,15 @@ static int parse_cli(int argc, char **argv, cli *c)
             if (parse_count("--max-live", optarg, &c->wl.max_live)) return -1;
             break;
         case O_STEPS:
-            if (parse_count("--steps", optarg, &v)) return -1;
+            if (parse_in("--steps", optarg, 1, WL_MAX_STEPS, "", &v)) return -1;
             c->wl.steps = (unsigned)v;
             break;
         case O_LAYERS:
-            if (parse_count("--layers", optarg, &v)) return -1;
+            if (parse_in("--layers", optarg, 1, WL_MAX_LAYERS, "", &v)) return -1;
             c->wl.layers = (unsigned)v;
             break;
         case O_FRAMES:
-            if (parse_count("--frames", optarg, &v)) return -1;
+            if (parse_in("--frames", optarg, 1, WL_MAX_FRAMES, "", &v)) return -1;
             c->wl.frames = (unsigned)v;
             break;
         case O_PAIRS:
@@ -308,11 +308,7 @@ static int parse_cli(int argc, char **argv, cli *c)
             c->pairs_set = 1;
             break;
         case O_ROUNDS:
-            if (parse_count("--rounds", optarg, &v)) return -1;
-            if (v == 0 || v > 1000000) {
-                fprintf(stderr, "gpool-bench: --rounds: 1 to 1000000\n");
-                return -1;
-            }
+            if (parse_in("--rounds", optarg, 1, 1000000, "", &v)) return -1;
             c->rounds = (unsigned)v;
             c->rounds_set = 1;
             break;
@@ -681,7 +677,7 @@ static int cmd_compare(cli *c, const bench_device *dev)
             continue;
         }
         snprintf(names[k], sizeof names[k], "%s", t.name);
-        peaks[k] = t.peak_live;
+        peaks[k] = t.peak_device; /* what fit measures: device memory */
         for (int i = 0; i < ns; i++) {
             bench_fit *f = &fits[k * ns + i];
             bench_fit_run(dev, c->strategies[i], &t, 1, f);

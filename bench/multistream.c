@@ -86,6 +86,7 @@ int bench_trace_multistream(const bench_trace *in, unsigned variant, unsigned la
             nalloc++;
             slot_stream[op->slot] = (uint16_t)s;
             uint32_t slot = bench_trace_add_alloc(out, op->size, s);
+            if (out->gen_failed) break;
             /* the allocation keeps its memory kind */
             out->ops[out->n_ops - 1].mem = op->mem;
             out->mem_allocs[BENCH_MEM_DEVICE]--;
@@ -98,13 +99,18 @@ int bench_trace_multistream(const bench_trace *in, unsigned variant, unsigned la
             }
         } else {
             bench_trace_add_free(out, op->slot);
+            if (out->gen_failed) break;
             /* bursts: the block's own stream; side: every free on the main stream */
             out->ops[out->n_ops - 1].stream =
                 variant == BENCH_STREAMS_SIDE ? 0 : slot_stream[op->slot];
         }
     }
     free(slot_stream);
-    bench_trace_finish(out);
+    if (out->gen_failed || bench_trace_finish(out) != 0) {
+        snprintf(err, errlen, "%s: out of host memory for the %s variant", in->name, suffix);
+        bench_trace_free(out);
+        return -1;
+    }
     /* bench_trace_finish gives a free on stream 0 its block's stream: the side variant frees
      * on the main stream (0), so put those back */
     if (variant == BENCH_STREAMS_SIDE)

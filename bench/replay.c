@@ -363,9 +363,10 @@ int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *
 {
     memset(f, 0, sizeof *f);
     snprintf(f->strategy, sizeof f->strategy, "%s", spec);
-    f->peak_live = t->peak_live;
+    /* device memory only: a trace's host rows (pinned, mapped) take no device capacity */
+    f->peak_live = t->peak_device;
     f->page_bytes = dev->page_bytes ? dev->page_bytes : FIT_STEP;
-    f->physical_limit = (t->peak_live + f->page_bytes - 1) / f->page_bytes * f->page_bytes;
+    f->physical_limit = (t->peak_device + f->page_bytes - 1) / f->page_bytes * f->page_bytes;
     bench_strategy s;
     if (bench_strategy_lookup(spec, &s, f->note, sizeof f->note) != 0) {
         f->error = 1;
@@ -382,7 +383,13 @@ int bench_fit_run(const bench_device *dev, const char *spec, const bench_trace *
                  "fit needs the simulated driver (a real GPU's capacity cannot be set)");
         return 0;
     }
-    uint64_t peak = t->peak_live;
+    if (!t->peak_device) {
+        f->skipped = 1;
+        snprintf(f->note, sizeof f->note,
+                 "the trace allocates no device memory (fit measures device capacity)");
+        return 0;
+    }
+    uint64_t peak = t->peak_device;
     uint64_t lo = (peak + FIT_STEP - 1) / FIT_STEP * FIT_STEP; /* fails below peak */
     lo = lo >= FIT_STEP ? lo - FIT_STEP : 0;
     uint64_t hi = (4 * peak + 64 * BENCH_MIB + FIT_STEP - 1) / FIT_STEP * FIT_STEP;

@@ -39,7 +39,7 @@ uint32_t bench_trace_add_alloc(bench_trace *t, uint64_t size, unsigned stream)
                    .slot = (uint32_t)t->n_allocs,
                    .stream = (uint8_t)stream,
                    .kind = BENCH_OP_ALLOC};
-    if (push_op(t, op) != 0) abort(); /* generators only; out of host memory */
+    if (push_op(t, op) != 0) t->gen_failed = 1; /* generators only: bench_workload_make says */
     t->total_bytes += size;
     t->mem_allocs[BENCH_MEM_DEVICE]++;
     return (uint32_t)t->n_allocs++;
@@ -50,17 +50,23 @@ void bench_trace_add_free(bench_trace *t, uint32_t slot)
     /* Generators free what they allocated; find the size by scanning back is too slow, so
      * the size is filled in by bench_trace_finish. */
     bench_op op = {.size = 0, .slot = slot, .stream = 0, .kind = BENCH_OP_FREE};
-    if (push_op(t, op) != 0) abort();
+    if (push_op(t, op) != 0) t->gen_failed = 1;
 }
 
-void bench_trace_finish(bench_trace *t)
+int bench_trace_finish(bench_trace *t)
 {
     uint64_t *sizes = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *sizes);
     uint8_t *streams = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *streams);
     uint8_t *mems = calloc(t->n_allocs ? t->n_allocs : 1, sizeof *mems);
     unsigned char *live = calloc(t->n_allocs ? t->n_allocs : 1, 1);
-    if (!sizes || !streams || !mems || !live) abort();
-    uint64_t cur = 0, peak = 0, largest = 0;
+    if (!sizes || !streams || !mems || !live) {
+        free(sizes);
+        free(streams);
+        free(mems);
+        free(live);
+        return -1;
+    }
+    uint64_t cur = 0, peak = 0, largest = 0, dev_cur = 0, dev_peak = 0;
     size_t nlive = 0;
     for (size_t i = 0; i < t->n_ops; i++) {
         bench_op *op = &t->ops[i];
@@ -72,6 +78,7 @@ void bench_trace_finish(bench_trace *t)
             nlive++;
             cur += op->size;
             if (cur > peak) peak = cur;
+            if (op->mem == BENCH_MEM_DEVICE && (dev_cur += op->size) > dev_peak) dev_peak = dev_cur;
             if (op->size > largest) largest = op->size;
         } else {
             op->size = sizes[op->slot];
@@ -80,15 +87,18 @@ void bench_trace_finish(bench_trace *t)
             live[op->slot] = 0;
             nlive--;
             cur -= op->size;
+            if (op->mem == BENCH_MEM_DEVICE) dev_cur -= op->size;
         }
     }
     t->peak_live = peak;
+    t->peak_device = dev_peak;
     t->largest = largest;
     t->unfreed = nlive;
     free(sizes);
     free(streams);
     free(mems);
     free(live);
+    return 0;
 }
 
 size_t bench_trace_peak_op(const bench_trace *t)
@@ -96,8 +106,9 @@ size_t bench_trace_peak_op(const bench_trace *t)
     uint64_t cur = 0;
     for (size_t i = 0; i < t->n_ops; i++) {
         const bench_op *op = &t->ops[i];
+        if (op->mem != BENCH_MEM_DEVICE) continue;
         cur = op->kind == BENCH_OP_ALLOC ? cur + op->size : cur - op->size;
-        if (op->kind == BENCH_OP_ALLOC && cur == t->peak_live) return i;
+        if (op->kind == BENCH_OP_ALLOC && cur == t->peak_device) return i;
     }
     return 0;
 }
@@ -225,6 +236,12 @@ static const char *base_name(const char *path, char *buf, size_t len)
     return buf;
 }
 
+/* How much of a field a message quotes: at most 64 bytes of it. */
+static int shown(field fl)
+{
+    return (int)(fl.n > 64 ? 64 : fl.n);
+}
+
 int bench_trace_parse(const char *name, const char *text, size_t len, bench_trace *t, char *err,
                       size_t errlen)
 {
@@ -280,12 +297,12 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
         }
         uint64_t thread, ns, ptr, size, stream;
         if (parse_u64(f[0], &thread) != 0 && parse_hex(f[0], &thread) != 0) {
-            fail(err, errlen, name, line, "bad thread id \"%.*s\"", (int)f[0].n, f[0].p);
+            fail(err, errlen, name, line, "bad thread id \"%.*s\"", shown(f[0]), f[0].p);
             goto out;
         }
         if (parse_time(f[1], &ns) != 0) {
             fail(err, errlen, name, line,
-                 "bad time \"%.*s\" (expected integer nanoseconds or HH:MM:SS.us)", (int)f[1].n,
+                 "bad time \"%.*s\" (expected integer nanoseconds or HH:MM:SS.us)", shown(f[1]),
                  f[1].p);
             goto out;
         }
@@ -297,30 +314,30 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
         if (!is_alloc && !is_free) {
             fail(err, errlen, name, line,
                  "unknown action \"%.*s\" (expected allocate, free or allocate failure)",
-                 (int)f[2].n, f[2].p);
+                 shown(f[2]), f[2].p);
             goto out;
         }
         if (parse_hex(f[3], &ptr) != 0) {
-            fail(err, errlen, name, line, "bad pointer \"%.*s\" (expected hex)", (int)f[3].n,
+            fail(err, errlen, name, line, "bad pointer \"%.*s\" (expected hex)", shown(f[3]),
                  f[3].p);
             goto out;
         }
         int sr = parse_u64(f[4], &size);
         if (sr == -1) {
             fail(err, errlen, name, line, "bad size \"%.*s\" (expected a decimal byte count)",
-                 (int)f[4].n, f[4].p);
+                 shown(f[4]), f[4].p);
             goto out;
         }
         if (sr == -2 || size > BENCH_MAX_REQUEST) {
             fail(err, errlen, name, line, "size %.*s is larger than the 1 TiB any device holds",
-                 (int)f[4].n, f[4].p);
+                 shown(f[4]), f[4].p);
             goto out;
         }
         /* glibc's printf("%p") writes the null stream as "(nil)" (GPOOL_TRACE did) */
         if (field_is(f[5], "(nil)"))
             stream = 0;
         else if (parse_hex(f[5], &stream) != 0) {
-            fail(err, errlen, name, line, "bad stream \"%.*s\" (expected hex)", (int)f[5].n,
+            fail(err, errlen, name, line, "bad stream \"%.*s\" (expected hex)", shown(f[5]),
                  f[5].p);
             goto out;
         }
@@ -346,7 +363,7 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
             else if (!field_is(f[6], "device")) {
                 fail(err, errlen, name, line,
                      "unknown kind \"%.*s\" (expected device, pinned, mapped or nothing)",
-                     (int)f[6].n, f[6].p);
+                     shown(f[6]), f[6].p);
                 goto out;
             }
         }
@@ -418,7 +435,10 @@ int bench_trace_parse(const char *name, const char *text, size_t len, bench_trac
     rc = 0;
 out:
     bench_map_destroy(&live);
-    if (rc == 0) bench_trace_finish(t);
+    if (rc == 0 && bench_trace_finish(t) != 0) {
+        snprintf(err, errlen, "%s: out of host memory", name);
+        rc = -1;
+    }
     free(alloc_line);
     free(slot_size);
     if (rc != 0) bench_trace_free(t);

@@ -23,6 +23,7 @@ int bench_trace_scale(bench_trace *t, unsigned factor, char *err, size_t errlen)
     for (size_t i = 0; i < t->n_ops; i++)
         t->ops[i].size *= factor;
     t->peak_live *= factor;
+    t->peak_device *= factor;
     t->largest *= factor;
     t->total_bytes *= factor;
     char suffix[16];

@@ -118,11 +118,20 @@ static int make_random(const bench_workload_opts *o, bench_trace *t, char *err, 
     return 0;
 }
 
+#define TRAIN_MAX_OPS 20000000ull
+
 static int make_train(const bench_workload_opts *o, bench_trace *t, char *err, size_t errlen)
 {
     unsigned L = o->layers;
     if (L == 0 || o->steps == 0) {
         snprintf(err, errlen, "train: need --layers and --steps > 0");
+        return -1;
+    }
+    if ((uint64_t)o->steps * (9ull * L + 4) > TRAIN_MAX_OPS) {
+        snprintf(err, errlen,
+                 "train: --steps %u and --layers %u make more than %llu operations (each step "
+                 "makes about 9 a layer)",
+                 o->steps, L, TRAIN_MAX_OPS);
         return -1;
     }
     bench_rng r;
@@ -234,10 +243,19 @@ int bench_workload_make(const char *name, const bench_workload_opts *o, bench_tr
         snprintf(err, errlen, "unknown workload \"%s\" (random, train, frame)", name);
         rc = -1;
     }
+    if (rc == 0 && t->gen_failed) {
+        snprintf(err, errlen, "%s: out of host memory for the workload's %zu operations", name,
+                 t->n_ops);
+        rc = -1;
+    }
     if (rc != 0) {
         bench_trace_free(t);
         return -1;
     }
-    bench_trace_finish(t);
+    if (bench_trace_finish(t) != 0) {
+        snprintf(err, errlen, "%s: out of host memory", name);
+        bench_trace_free(t);
+        return -1;
+    }
     return 0;
 }

@@ -446,9 +446,14 @@ Test(bench_cli, command_help)
     cr_assert(strstr(slurp(out_path), "--png FILE.png"), "%s", slurp(out_path));
     cr_assert_eq(bench("--help"), 0);
     o = slurp(out_path);
-    const char *cmds[] = {"replay", "fit", "compare", "hotpath", "scale", "info", "view"};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        cr_assert(strstr(o, cmds[i]), "%s missing from --help:\n%s", cmds[i], o);
+    /* each command of the table, as "  NAME " at a line's start (startup was missing) */
+    const char *cmds[] = {"replay", "fit",  "compare", "hotpath", "scale",
+                          "info",   "view", "import",  "startup"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char at[32];
+        snprintf(at, sizeof at, "\n  %s ", cmds[i]);
+        cr_assert(strstr(o, at), "%s missing from --help:\n%s", cmds[i], o);
+    }
     cr_assert(strstr(o, "PyTorch's caching allocator"), "%s", o);
     cr_assert_eq(count_lines(err_path), 0, "%s", slurp(err_path));
 }
@@ -499,6 +504,52 @@ Test(bench_cli, meaningless_values_refused)
     cr_assert_eq(bench("replay bench/traces/test/rmm-time.csv --capacity 4K --json"), 0, "%s",
                  slurp(err_path));
     json_check("d['strategies'][0]['failed_allocs'] > 0");
+}
+
+/* Workload sizes past what a trace can hold are refused, never cut to 32 bits nor left to
+ * exhaust host memory: --steps 2^32 + 1 ran as --steps 1, --ops 1T grew without bound. */
+Test(bench_cli, workload_sizes_bounded)
+{
+    const char *cases[] = {"replay train --steps 4294967297", "replay train --layers 4294967296",
+                           "replay frame --frames 4294967297", "replay random --ops 1T"};
+    const char *opts[] = {"--steps", "--layers", "--frames", "--ops"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(bench("%s --strategy gpool", cases[i]), 2, "%s", cases[i]);
+        cr_assert(strstr(slurp(err_path), opts[i]), "%s: %s", cases[i], slurp(err_path));
+    }
+    cr_assert_eq(bench("replay train --steps 1000000 --layers 10000 --strategy gpool"), 1);
+    cr_assert(strstr(slurp(err_path), "operations"), "%s", slurp(err_path));
+}
+
+/* fit measures device capacity: a trace's pinned rows take none of it (a 100 MiB device
+ * block beside a 100 MiB pinned one fitted at 200 MiB), and a trace with no device rows has
+ * nothing to fit */
+Test(bench_cli, fit_counts_device_memory_only)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test-bench-host-%d.csv", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("Thread,Time,Action,Pointer,Size,Stream,Kind\n"
+          "0,1,allocate,0x10000000,104857600,0x0,pinned\n"
+          "0,2,allocate,0x20000000,104857600,0x0,device\n"
+          "0,3,free,0x10000000,104857600,0x0,\n"
+          "0,4,free,0x20000000,104857600,0x0,\n",
+          f);
+    fclose(f);
+    cr_assert_eq(bench("fit %s --strategy gpool --json", path), 0, "%s", slurp(err_path));
+    json_check("d['peak_live_bytes'] == 104857600 and "
+               "d['min_capacity_bytes'] <= 104857600 + 2 * 1048576");
+    f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("Thread,Time,Action,Pointer,Size,Stream,Kind\n"
+          "0,1,allocate,0x10000000,104857600,0x0,pinned\n"
+          "0,2,free,0x10000000,104857600,0x0,pinned\n",
+          f);
+    fclose(f);
+    cr_assert_eq(bench("fit %s --strategy gpool", path), 0, "%s", slurp(err_path));
+    cr_assert(strstr(slurp(out_path), "allocates no device memory"), "%s", slurp(out_path));
+    unlink(path);
 }
 
 /* JSON numbers that are not finite are written as null: JSON has no inf or nan. */

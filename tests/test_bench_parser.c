@@ -107,6 +107,26 @@ Test(bench_parser, malformed_rows_name_their_line)
     expect_error(HEADER "0,0,allocate,0x1,5,0x0\n0,1,free,0x1,6,0x0\n", 3, "says size 6");
 }
 
+/* A bad field is quoted up to 64 bytes: a 100,000-byte one was printed whole. */
+Test(bench_parser, long_bad_fields_quoted_short)
+{
+    enum { LONG = 100000 };
+    char *text = malloc(sizeof HEADER + LONG + 64);
+    cr_assert_not_null(text);
+    int n = snprintf(text, sizeof HEADER + 64, HEADER "0,0,allocate,0x1,5,");
+    memset(text + n, 'z', LONG);
+    strcpy(text + n + LONG, "\n");
+    bench_trace t;
+    char err[512] = "";
+    cr_assert_eq(parse(text, &t, err), -1);
+    cr_assert(strstr(err, "bad stream"), "%s", err);
+    char quoted[70];
+    memset(quoted, 'z', 64);
+    snprintf(quoted + 64, sizeof quoted - 64, "\" (");
+    cr_assert(strstr(err, quoted), "not 64 bytes of the field: %s", err);
+    free(text);
+}
+
 Test(bench_parser, empty_file_is_an_error)
 {
     bench_trace t;
