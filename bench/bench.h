@@ -127,7 +127,7 @@ void bench_trace_add_free(bench_trace *t, uint32_t slot);
 /* Computes peak_live, peak_device, largest, unfreed; 0, or -1 when out of host memory. */
 int bench_trace_finish(bench_trace *t);
 /* Index of the op after which the live bytes first reach peak_live (0 for an empty trace). */
-size_t bench_trace_peak_op(const bench_trace *t); /* of device memory (peak_device) */
+size_t bench_trace_peak_op(const bench_trace *t);
 
 /* ---- multistream.c: multi-stream variants and lagged completion -------------------------- */
 

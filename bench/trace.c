@@ -106,9 +106,8 @@ size_t bench_trace_peak_op(const bench_trace *t)
     uint64_t cur = 0;
     for (size_t i = 0; i < t->n_ops; i++) {
         const bench_op *op = &t->ops[i];
-        if (op->mem != BENCH_MEM_DEVICE) continue;
         cur = op->kind == BENCH_OP_ALLOC ? cur + op->size : cur - op->size;
-        if (op->kind == BENCH_OP_ALLOC && cur == t->peak_device) return i;
+        if (op->kind == BENCH_OP_ALLOC && cur == t->peak_live) return i;
     }
     return 0;
 }

@@ -258,6 +258,11 @@ def convert(snapshot_path, out, device=None, quiet=False):
     """Write the CSV file(s); returns {device: path}."""
     snap = load_snapshot(snapshot_path)
     name = os.path.basename(snapshot_path)
+    ndev = len(snap["device_traces"])
+    if device is not None and not 0 <= device < ndev:
+        raise SnapshotError("%s: no device %d; the snapshot has %s" % (
+            name, device, "no devices" if ndev == 0 else "only device 0" if ndev == 1 else
+            "devices " + ", ".join(str(d) for d in range(ndev))))
     traces = {}
     for d, entries in enumerate(snap["device_traces"]):
         if device is not None and d != device:
@@ -267,9 +272,6 @@ def convert(snapshot_path, out, device=None, quiet=False):
         tr = convert_device(d, entries, name, snap.get("segments"))
         if tr.rows:
             traces[d] = tr
-    if device is not None and device >= len(snap["device_traces"]):
-        raise SnapshotError("%s: no device %d (the snapshot has %d)" %
-                            (name, device, len(snap["device_traces"])))
     if not traces:
         raise SnapshotError(
             "%s: no allocation events in its history%s: was "

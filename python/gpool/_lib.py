@@ -225,19 +225,19 @@ _lib_path = None
 
 def _candidates():
     """Where libgpool.so is looked for, in order: next to the package, $GPOOL_LIBRARY, the
-    system's library path."""
+    system's library path. Yields (path, where, reason): reason is None for a path to load,
+    else why it was passed over (a file next to the package that is not there, an unset
+    $GPOOL_LIBRARY), so that the loader's error names every place it looked."""
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("libgpool.so", "libgpool.so.0"):
         path = os.path.join(here, name)
-        if os.path.exists(path):
-            yield path, "next to the package"
+        yield path, "next to the package", None if os.path.exists(path) else "not found"
     env = os.environ.get("GPOOL_LIBRARY")
-    if env:
-        yield env, "GPOOL_LIBRARY"
+    yield env or "$GPOOL_LIBRARY", "$GPOOL_LIBRARY", None if env else "not set"
     found = ctypes.util.find_library("gpool")
-    if found:
-        yield found, "the system library path"
-    yield "libgpool.so.0", "the system library path"
+    if found and found != "libgpool.so.0":
+        yield found, "the system library path", None
+    yield "libgpool.so.0", "the system library path", None
 
 
 def library_path():
@@ -252,11 +252,16 @@ def load():
     if _lib is not None:
         return _lib
     tried = []
-    for path, why in _candidates():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError as e:
-            tried.append("%s (%s): %s" % (path, why, e))
+    for path, where, reason in _candidates():
+        if reason is None:
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                reason = str(e)
+        if reason is not None:
+            # "$GPOOL_LIBRARY: not set"; "/x/libgpool.so ($GPOOL_LIBRARY): No such file ..."
+            tried.append("%s: %s" % (path if path == where else "%s (%s)" % (path, where),
+                                     reason))
             continue
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(lib, name, None)
@@ -267,8 +272,8 @@ def load():
         _lib, _lib_path = lib, _resolve(lib, path)
         return lib
     raise OSError(
-        "gpool: cannot load libgpool.so; looked next to the package, at $GPOOL_LIBRARY and on "
-        "the system library path (make install): " + "; ".join(tried)
+        "gpool: cannot load libgpool.so (install it next to the package, set $GPOOL_LIBRARY, "
+        "or make install); tried, in order: " + "; ".join(tried)
     )
 
 

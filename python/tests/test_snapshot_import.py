@@ -196,3 +196,29 @@ def test_history_after_warm_up_uses_segments_and_warns_on_a_wrap(tmp_path, capsy
     assert "1 blocks live before the history began (segments)" in err
     assert "peak live %.1f MiB" % (peak / MIB) in err
     assert "host_traces: 3 entries skipped" in err
+
+
+@pytest.mark.parametrize("device", [-1, 3, 5])
+def test_a_device_the_snapshot_does_not_have_is_named_with_those_it_has(snap_path, tmp_path,
+                                                                        device):
+    """--device N for a device outside the snapshot's device_traces (negative included) says
+    there is no device N and lists the snapshot's devices, from the API and the command."""
+    out = tmp_path / "x.csv"
+    with pytest.raises(snapshot_import.SnapshotError) as e:
+        snapshot_import.convert(str(snap_path), str(out), device=device, quiet=True)
+    msg = str(e.value)
+    assert "no device %d" % device in msg and "devices 0, 1, 2" in msg, msg
+    assert "no allocation events" not in msg
+    run = subprocess.run([sys.executable, TOOL, str(snap_path), "-o", str(out),
+                          "--device", str(device)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr.splitlines() == ["snapshot_import.py: " + msg], run.stderr
+    assert not out.exists()
+
+
+def test_a_device_of_a_snapshot_with_one_device(tmp_path):
+    path = tmp_path / "one.pickle"
+    pickle.dump({"device_traces": [[ev("alloc", 0x1000, 512, 0, 1)]]}, open(path, "wb"))
+    with pytest.raises(snapshot_import.SnapshotError, match=r"no device -1; the snapshot has "
+                       r"only device 0$"):
+        snapshot_import.convert(str(path), str(tmp_path / "x.csv"), device=-1, quiet=True)
