@@ -37,7 +37,8 @@
  *                            isolated runs, the fault tests' forked plans). Either way a child
  *                            never waits on the driver lock held at fork; under "driver" it
  *                            does not write the parent's GPOOL_SIM_STATS
- * A malformed value of any of these is fatal (message on stderr, abort()).
+ * A malformed value of any of these is said on stderr, and then every call that needs
+ * initialisation answers CUDA_ERROR_NOT_INITIALIZED, cuInit included (no abort).
  *
  * At unload (process exit or last dlclose) the statistics are written first, then the driver
  * shuts down like the real one: later calls return CUDA_ERROR_DEINITIALIZED. Cleanup code that

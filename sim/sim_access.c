@@ -34,12 +34,6 @@ static int sim_no_cpu_mode;
 static unsigned char sim_peer_capable[GPOOL_SIM_MAX_DEVICES][GPOOL_SIM_MAX_DEVICES];
 static unsigned char sim_peer_enabled[GPOOL_SIM_MAX_DEVICES][GPOOL_SIM_MAX_DEVICES];
 
-static void sim_access_fatal(const char *var, const char *value, const char *why)
-{
-    fprintf(stderr, "gpool simulated driver: bad %s=\"%s\": %s\n", var, value, why);
-    abort();
-}
-
 static void sim_peer_all(int can)
 {
     for (int a = 0; a < GPOOL_SIM_MAX_DEVICES; a++)
@@ -56,13 +50,17 @@ static void sim_parse_peer(const char *v)
     while (*p) {
         char *end;
         long a = strtol(p, &end, 10);
-        if (end == p || *end != ':')
-            sim_access_fatal("GPOOL_SIM_PEER", v, "expected all|none|A:B,...");
+        if (end == p || *end != ':') {
+            sim_bad_config("GPOOL_SIM_PEER", v, "expected all|none|A:B,...");
+            return;
+        }
         p = end + 1;
         long b = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',') || a < 0 || b < 0 || a >= GPOOL_SIM_MAX_DEVICES ||
-            b >= GPOOL_SIM_MAX_DEVICES || a == b)
-            sim_access_fatal("GPOOL_SIM_PEER", v, "A:B are two different device ordinals");
+            b >= GPOOL_SIM_MAX_DEVICES || a == b) {
+            sim_bad_config("GPOOL_SIM_PEER", v, "A:B are two different device ordinals");
+            return;
+        }
         sim_peer_capable[a][b] = 1;
         p = *end ? end + 1 : end;
     }
@@ -73,7 +71,7 @@ static int sim_parse_flag(const char *var)
     const char *v = getenv(var);
     if (!v || !*v) return 0;
     if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0) return *v == '1';
-    sim_access_fatal(var, v, "expected 0 or 1");
+    sim_bad_config(var, v, "expected 0 or 1");
     return 0;
 }
 
@@ -87,9 +85,10 @@ __attribute__((constructor)) static void sim_access_configure(void)
         uint64_t k;
         if (gp_size_parse(v, strlen(v), &k, NULL) != 0 ||
             (k != 0 && (k < 65536 || k > GPOOL_SIM_GRANULARITY || (k & (k - 1)))))
-            sim_access_fatal("GPOOL_SIM_MIN_GRANULARITY", v,
-                             "expected 0 or a power of two from 64K to 2M");
-        sim_min_gran_mode = (size_t)k;
+            sim_bad_config("GPOOL_SIM_MIN_GRANULARITY", v,
+                           "expected 0 or a power of two from 64K to 2M");
+        else
+            sim_min_gran_mode = (size_t)k;
     }
     sim_alias_mode = sim_parse_flag("GPOOL_SIM_HOST_ALIAS");
     sim_no_cpu_mode = sim_parse_flag("GPOOL_SIM_DEVICE_NO_CPU");

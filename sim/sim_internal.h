@@ -154,6 +154,9 @@ enum sim_live_kind {
 };
 void sim_live_add(enum sim_live_kind kind, long delta);
 void sim_count_forced_sync(void); /* lock held */
+/* A bad GPOOL_SIM_* value (constructors): said on stderr; every call that needs initialisation
+ * then answers CUDA_ERROR_NOT_INITIALIZED. */
+void sim_bad_config(const char *var, const char *value, const char *why);
 
 /* ---- sim_device.c ---- */
 /* Device of the calling thread's current context, or CUDA_ERROR_INVALID_CONTEXT. */

@@ -32,6 +32,7 @@ static char *sim_stats_path;
 /* GPOOL_SIM_FORK=driver: this process is a child forked after cuInit (sim_forked_child). */
 static int sim_fork_rule;
 static int sim_forked_child;
+static int sim_misconfigured; /* a bad GPOOL_SIM_* value (sim_bad_config) */
 
 static const char *const sim_entry_names[SIM_ENTRY_COUNT] = {
 #define SIM_NAME_ENTRY(name, err) #name,
@@ -67,6 +68,8 @@ CUresult sim_enter(enum sim_entry entry)
     unsigned long n = ++sim_calls[entry];
     if (sim_deinitialized) return CUDA_ERROR_DEINITIALIZED;
     if (sim_forked_child && !sim_works_before_init(entry)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (sim_misconfigured && (entry == SIM_cuInit || !sim_works_before_init(entry)))
+        return CUDA_ERROR_NOT_INITIALIZED;
     for (int i = 0; i < SIM_FAIL_SLOTS; i++) {
         if (sim_fail_at[entry][i] == n) {
             sim_fail_at[entry][i] = 0;
@@ -136,10 +139,15 @@ void sim_count_forced_sync(void)
 
 /* ---- configuration ---- */
 
-static void sim_fatal(const char *var, const char *value, const char *why)
+/* A bad GPOOL_SIM_* value: said once on stderr, and every call but those that need no
+ * initialisation answers CUDA_ERROR_NOT_INITIALIZED ("initialization has failed", cuda.h), cuInit
+ * included, as a driver that cannot start does. No abort: the program sees a status. */
+
+void sim_bad_config(const char *var, const char *value, const char *why)
 {
-    fprintf(stderr, "gpool simulated driver: bad %s=\"%s\": %s\n", var, value, why);
-    abort();
+    fprintf(stderr, "gpool simulated driver: bad %s=\"%s\": %s; every call fails\n", var, value,
+            why);
+    sim_misconfigured = 1;
 }
 
 static int sim_entry_index(const char *name, size_t len)
@@ -178,15 +186,26 @@ static void sim_parse_fail(const char *spec)
     const char *p = spec;
     while (*p) {
         const char *colon = strchr(p, ':');
-        if (!colon) sim_fatal("GPOOL_SIM_FAIL", spec, "expected entry:N");
+        if (!colon) {
+            sim_bad_config("GPOOL_SIM_FAIL", spec, "expected entry:N");
+            return;
+        }
         int entry = sim_entry_index(p, (size_t)(colon - p));
-        if (entry < 0) sim_fatal("GPOOL_SIM_FAIL", spec, "unknown entry point");
+        if (entry < 0) {
+            sim_bad_config("GPOOL_SIM_FAIL", spec, "unknown entry point");
+            return;
+        }
         char *end;
         errno = 0;
         unsigned long n = strtoul(colon + 1, &end, 10);
-        if (end == colon + 1 || errno || n == 0 || (*end && *end != ','))
-            sim_fatal("GPOOL_SIM_FAIL", spec, "N must be a call number >= 1");
-        if (sim_arm(entry, n) != 0) sim_fatal("GPOOL_SIM_FAIL", spec, "too many failures armed");
+        if (end == colon + 1 || errno || n == 0 || (*end && *end != ',')) {
+            sim_bad_config("GPOOL_SIM_FAIL", spec, "N must be a call number >= 1");
+            return;
+        }
+        if (sim_arm(entry, n) != 0) {
+            sim_bad_config("GPOOL_SIM_FAIL", spec, "too many failures armed");
+            return;
+        }
         p = *end ? end + 1 : end;
     }
 }
@@ -221,14 +240,18 @@ __attribute__((constructor)) static void sim_configure(void)
     pthread_atfork(NULL, NULL, sim_fork_child);
     size_t capacity = (size_t)8 << 30;
     const char *v = getenv("GPOOL_SIM_MEMORY");
-    if (v && *v && sim_parse_size(v, &capacity) != 0)
-        sim_fatal("GPOOL_SIM_MEMORY", v, "expected a size: " GP_SIZE_SYNTAX);
+    if (v && *v && sim_parse_size(v, &capacity) != 0) {
+        sim_bad_config("GPOOL_SIM_MEMORY", v, "expected a size: " GP_SIZE_SYNTAX);
+        return;
+    }
     v = getenv("GPOOL_SIM_DEVICES");
     if (v && *v) {
         char *end;
         long n = strtol(v, &end, 10);
-        if (*end || n < 0 || n > GPOOL_SIM_MAX_DEVICES)
-            sim_fatal("GPOOL_SIM_DEVICES", v, "expected 0..16");
+        if (*end || n < 0 || n > GPOOL_SIM_MAX_DEVICES) {
+            sim_bad_config("GPOOL_SIM_DEVICES", v, "expected 0..16");
+            return;
+        }
         sim_ndevices = (int)n;
     }
     for (int d = 0; d < GPOOL_SIM_MAX_DEVICES; d++)
@@ -238,8 +261,10 @@ __attribute__((constructor)) static void sim_configure(void)
     v = getenv("GPOOL_SIM_STATS");
     if (v && *v) sim_stats_path = strdup(v);
     v = getenv("GPOOL_SIM_FORK");
-    if (v && *v && strcmp(v, "driver") != 0 && strcmp(v, "inherit") != 0)
-        sim_fatal("GPOOL_SIM_FORK", v, "expected driver or inherit");
+    if (v && *v && strcmp(v, "driver") != 0 && strcmp(v, "inherit") != 0) {
+        sim_bad_config("GPOOL_SIM_FORK", v, "expected driver or inherit");
+        return;
+    }
     sim_fork_rule = v && !strcmp(v, "driver");
 }
 
