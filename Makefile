@@ -82,6 +82,9 @@ $(BUILD)/gpool-bench: $(BENCH_OBJ) $(BUILD)/libgpool.a
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTUTIL_OBJ) $(BUILD)/libgpool.a | $(SIMLIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(TESTUTIL_OBJ) $(BUILD)/libgpool.a $(LDFLAGS) $(LIBS) -lcriterion
+# Test objects are intermediates of that pattern: kept, or the next make deletes and rebuilds
+# every one of them (their .d files name them as targets).
+.SECONDARY: $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.o)
 
 # The threaded stress program is a plain executable (Criterion cannot run under TSan).
 STRESS_BIN := $(BUILD)/tests/stress_threads
