@@ -4,6 +4,7 @@
 
 #include "size_parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -122,6 +123,30 @@ int bench_cli_help(FILE *f, const char *cmd)
         return 0;
     }
     return -1;
+}
+
+int bench_cli_takes(const char *cmd, const char *opt)
+{
+    if (!strcmp(opt, "help") || !strcmp(opt, "version")) return 1;
+    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
+        if (strcmp(cmd, helps[i].name) != 0) continue;
+        size_t n = strlen(opt);
+        /* "--OPT" as a whole option of the help text ("--max" is not "--max-live") */
+        for (const char *p = helps[i].text; (p = strstr(p, "--")); p += 2)
+            if (!strncmp(p + 2, opt, n) && !(p[2 + n] == '-' || isalnum((unsigned char)p[2 + n])))
+                return 1;
+        return 0;
+    }
+    return 1; /* not a command: the caller says so */
+}
+
+int bench_cli_max_args(const char *cmd)
+{
+    static const char *const none[] = {"hotpath", "scale", "info"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        if (!strcmp(cmd, none[i])) return 0;
+    if (!strcmp(cmd, "replay") || !strcmp(cmd, "fit") || !strcmp(cmd, "view")) return 1;
+    return 256; /* compare: traces */
 }
 
 int bench_check_output(const char *opt, const char *path, char *err, size_t errlen)

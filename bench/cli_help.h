@@ -9,6 +9,14 @@
  * when cmd is not a command this file knows (the caller prints the general usage). */
 int bench_cli_help(FILE *f, const char *cmd);
 
+/* 1 when command cmd takes option --opt (opt without its dashes): its help names it. An
+ * option the command does not use is refused, not ignored. */
+int bench_cli_takes(const char *cmd, const char *opt);
+
+/* How many arguments besides options cmd takes: 0 (hotpath, scale, info), 1 (replay, fit:
+ * a trace; view: a snapshot), or many (compare: traces). */
+int bench_cli_max_args(const char *cmd);
+
 /* The strategies, one line each, with what they model and what they need. */
 void bench_cli_strategies(FILE *f);
 

@@ -34,6 +34,8 @@ typedef struct cli {
     int dropin;                /* hotpath --dropin */
     int pairs_set, rounds_set; /* given on the command line */
     int help, version;         /* --help, --version */
+    const char *given[64];     /* the options given, by long name (checked against the command) */
+    int n_given;
 } cli;
 
 static void usage(FILE *f)
@@ -186,10 +188,17 @@ static int parse_cli(int argc, char **argv, cli *c)
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
-    int ch;
+    int ch, at;
     uint64_t v;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
+    while ((at = -1, ch = getopt_long(argc, argv, "s:jh", opts, &at)) != -1) {
+        const char *name = at >= 0     ? opts[at].name
+                           : ch == 's' ? "strategy"
+                           : ch == 'j' ? "json"
+                           : ch == 'h' ? "help"
+                                       : NULL;
+        if (name && c->n_given < (int)(sizeof c->given / sizeof c->given[0]))
+            c->given[c->n_given++] = name;
         switch (ch) {
         case 's':
             if (c->n_strategies == MAX_STRATEGIES) {
@@ -1335,6 +1344,17 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < N_COMMANDS; i++)
             fprintf(stderr, "%s%s", i ? ", " : "", commands[i].name);
         fprintf(stderr, ")\n");
+        return usage_error(argc, argv);
+    }
+    for (int i = 0; i < c.n_given; i++)
+        if (!bench_cli_takes(c.command, c.given[i])) {
+            fprintf(stderr, "gpool-bench: %s does not take --%s\n", c.command, c.given[i]);
+            return usage_error(argc, argv);
+        }
+    if (c.n_args > bench_cli_max_args(c.command)) {
+        fprintf(stderr, "gpool-bench: %s takes %s, not \"%s\"\n", c.command,
+                bench_cli_max_args(c.command) ? "one file" : "no argument",
+                c.args[bench_cli_max_args(c.command)]);
         return usage_error(argc, argv);
     }
     if (check_strategies(&c) != 0) return usage_error(argc, argv);

@@ -521,6 +521,34 @@ Test(bench_cli, workload_sizes_bounded)
     cr_assert(strstr(slurp(err_path), "operations"), "%s", slurp(err_path));
 }
 
+/* An option a command does not use, or an argument it does not take, is a usage error, not
+ * ignored: compare --csv wrote no file, fit --capacity fitted as if it were not there. */
+Test(bench_cli, options_a_command_does_not_take_are_refused)
+{
+    const char *cases[][2] = {
+        {"compare bench/traces/test/rmm-time.csv --csv /tmp/x.csv", "compare does not take --csv"},
+        {"compare bench/traces/test/rmm-time.csv --snapshot /tmp/x.json", "--snapshot"},
+        {"fit bench/traces/test/rmm-time.csv --strategy gpool --capacity 100M",
+         "fit does not take --capacity"},
+        {"replay bench/traces/test/rmm-time.csv --require-goal", "--require-goal"},
+        {"hotpath --scale 2", "hotpath does not take --scale"},
+        {"info --strategy gpool", "--strategy"},
+        {"view x.json --json", "view does not take --json"},
+        {"info extra", "info takes no argument, not \"extra\""},
+        {"scale 10", "scale takes no argument"},
+        {"fit a.csv b.csv --strategy gpool", "fit takes one file, not \"b.csv\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(bench("%s", cases[i][0]), 2, "%s", cases[i][0]);
+        cr_assert(strstr(slurp(err_path), cases[i][1]), "%s: %s", cases[i][0], slurp(err_path));
+        cr_assert_eq(count_lines(err_path), 2, "%s:\n%s", cases[i][0], slurp(err_path));
+    }
+    /* what the commands do take still works: a workload's options with replay, --max-live
+     * beside --max */
+    cr_assert_eq(bench("replay random --ops 100 --min 1K --max 4K --max-live 64K --strategy gpool"),
+                 0, "%s", slurp(err_path));
+}
+
 /* fit measures device capacity: a trace's pinned rows take none of it (a 100 MiB device
  * block beside a 100 MiB pinned one fitted at 200 MiB), and a trace with no device rows has
  * nothing to fit */
