@@ -556,26 +556,24 @@ Test(bench_cli, fit_counts_device_memory_only)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/test-bench-host-%d.csv", (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs("Thread,Time,Action,Pointer,Size,Stream,Kind\n"
-          "0,1,allocate,0x10000000,104857600,0x0,pinned\n"
-          "0,2,allocate,0x20000000,104857600,0x0,device\n"
-          "0,3,free,0x10000000,104857600,0x0,\n"
-          "0,4,free,0x20000000,104857600,0x0,\n",
-          f);
-    fclose(f);
-    cr_assert_eq(bench("fit %s --strategy gpool --json", path), 0, "%s", slurp(err_path));
-    json_check("d['peak_live_bytes'] == 104857600 and "
-               "d['min_capacity_bytes'] <= 104857600 + 2 * 1048576");
-    f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs("Thread,Time,Action,Pointer,Size,Stream,Kind\n"
-          "0,1,allocate,0x10000000,104857600,0x0,pinned\n"
-          "0,2,free,0x10000000,104857600,0x0,pinned\n",
-          f);
-    fclose(f);
-    cr_assert_eq(bench("fit %s --strategy gpool", path), 0, "%s", slurp(err_path));
+    const char *csv[] = {"Thread,Time,Action,Pointer,Size,Stream,Kind\n"
+                         "0,1,allocate,0x10000000,104857600,0x0,pinned\n"
+                         "0,2,allocate,0x20000000,104857600,0x0,device\n"
+                         "0,3,free,0x10000000,104857600,0x0,\n"
+                         "0,4,free,0x20000000,104857600,0x0,\n",
+                         "Thread,Time,Action,Pointer,Size,Stream,Kind\n"
+                         "0,1,allocate,0x10000000,104857600,0x0,pinned\n"
+                         "0,2,free,0x10000000,104857600,0x0,pinned\n"};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs(csv[i], f);
+        fclose(f);
+        cr_assert_eq(bench("fit %s --strategy gpool --json", path), 0, "%s", slurp(err_path));
+        if (i == 0)
+            json_check("d['peak_live_bytes'] == 104857600 and "
+                       "d['min_capacity_bytes'] <= 104857600 + 2 * 1048576");
+    }
     cr_assert(strstr(slurp(out_path), "allocates no device memory"), "%s", slurp(out_path));
     unlink(path);
 }

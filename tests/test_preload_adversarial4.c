@@ -4,7 +4,6 @@
  * happens-before violations (adv4_prog exits 4 when it saw one, 1 when a check of CUDA's
  * documented answer failed). */
 #include <criterion/criterion.h>
-#include <stdio.h>
 
 #include "util_preload.h"
 #include "util_skip.h"
@@ -22,11 +21,7 @@ Test(adversarial4, peer_block_freed_on_the_callers_default_stream, .timeout = 12
         "dev_peer_free_async_legacy", "dev_peer_free_async_per_thread", "dev_peer_free_async_ptsz",
         "dev_peer_free_async_legacy_nb", "dev_peer_free_async_per_thread_nb"};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
-        for (size_t i = 0; i < CUDAFREE_BASIC_MODES; i++) {
-            char e[256];
-            snprintf(e, sizeof e, "%s GPOOL_SIM_DEVICES=2", cudafree_modes[i]);
-            adv_run("adv4_prog", modes[m], e);
-        }
+        adv_run_all_modes("adv4_prog", modes[m], "GPOOL_SIM_DEVICES=2");
 }
 
 /* the process's first non-blocking stream made during a global or thread-local capture, by
